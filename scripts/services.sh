@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Makes PostgreSQL (127.0.0.1:5432, trust auth for local connections) and NATS with
+# JetStream (127.0.0.1:4222, monitoring on 127.0.0.1:8222) available. Idempotent: a
+# service that already answers is left alone; a missing one is installed with
+# apt-get and started. Source it or run it; it prints one line per service.
+set -euo pipefail
+
+PGPORT=${PGPORT:-5432}
+NATS_PORT=${NATS_PORT:-4222}
+NATS_MONITOR_PORT=${NATS_MONITOR_PORT:-8222}
+
+say() { printf '[services] %s\n' "$*"; }
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" = 0 ]; then as_root apt-get update -qq; apt_updated=1; fi
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+}
+
+ensure_postgres() {
+  if listening "$PGPORT" && pg_isready -q -h 127.0.0.1 -p "$PGPORT" 2>/dev/null; then
+    # The suite runs many databases at once; 100 connections is too tight for it.
+    local max; max=$(psql -h 127.0.0.1 -p "$PGPORT" -U postgres -Atc 'show max_connections' 2>/dev/null || echo 0)
+    if [ "${max:-0}" -lt 300 ] && command -v pg_ctlcluster >/dev/null 2>&1; then
+      psql -h 127.0.0.1 -p "$PGPORT" -U postgres -qc 'ALTER SYSTEM SET max_connections = 300' >/dev/null
+      local ver; ver=$(ls /etc/postgresql | sort -V | tail -n1)
+      as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main restart
+      for _ in $(seq 1 60); do pg_isready -q -h 127.0.0.1 -p "$PGPORT" && break; sleep 0.5; done
+      say "postgresql: max_connections raised to 300"
+    fi
+    say "postgresql: up on 127.0.0.1:$PGPORT"; return
+  fi
+  if ! command -v pg_ctlcluster >/dev/null 2>&1; then
+    say "postgresql: installing"; apt_install postgresql postgresql-client
+  fi
+  local ver; ver=$(ls /etc/postgresql | sort -V | tail -n1)
+  local hba="/etc/postgresql/$ver/main/pg_hba.conf"
+  if ! grep -q '^host all all 127.0.0.1/32 trust' "$hba"; then
+    # Local development and CI only: trust on loopback, as the project's tests expect.
+    as_root sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\nlocal all all trust' "$hba"
+  fi
+  as_root sed -i "s/^#\?listen_addresses.*/listen_addresses = '127.0.0.1'/" "/etc/postgresql/$ver/main/postgresql.conf"
+  as_root sed -i "s/^#\?max_connections.*/max_connections = 300/" "/etc/postgresql/$ver/main/postgresql.conf"
+  as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main start 2>/dev/null || as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main restart
+  for _ in $(seq 1 60); do pg_isready -q -h 127.0.0.1 -p "$PGPORT" && break; sleep 0.5; done
+  pg_isready -q -h 127.0.0.1 -p "$PGPORT" || { say "postgresql: failed to start"; exit 1; }
+  say "postgresql: started on 127.0.0.1:$PGPORT"
+}
+
+ensure_nats() {
+  if listening "$NATS_PORT"; then
+    say "nats: up on 127.0.0.1:$NATS_PORT"
+    listening "$NATS_MONITOR_PORT" || say "nats: monitoring port $NATS_MONITOR_PORT is closed (the scaler-input test starts its own server)"
+    return
+  fi
+  if ! command -v nats-server >/dev/null 2>&1; then
+    say "nats: installing"; apt_install nats-server
+  fi
+  local bin; bin=$(command -v nats-server)
+  as_root mkdir -p /var/lib/nats-server /var/log
+  as_root start-stop-daemon --start --oknodo --background --exec "$bin" -- \
+    -a 127.0.0.1 -p "$NATS_PORT" -m "$NATS_MONITOR_PORT" -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+  for _ in $(seq 1 60); do listening "$NATS_PORT" && break; sleep 0.25; done
+  listening "$NATS_PORT" || { say "nats: failed to start (see /var/log/nats-server.log)"; exit 1; }
+  say "nats: started on 127.0.0.1:$NATS_PORT (JetStream on)"
+}
+
+ensure_postgres
+ensure_nats
