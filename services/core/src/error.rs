@@ -1,0 +1,139 @@
+//! The error vocabulary of the pure domain: every way a core rule can refuse
+//! its input. Owns `CoreError` and its stable `code()` strings, which the
+//! gRPC edge maps onto status codes. Must never carry I/O errors (there is no
+//! I/O in this crate) nor depend on any transport type.
+
+use thiserror::Error;
+
+/// Every refusal the domain rules can produce. Each variant names exactly what
+/// was wrong so the edge can return a field-level `INVALID_ARGUMENT` without
+/// re-deriving the reason.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum CoreError {
+    /// A stored or supplied string is not a member of a closed enumeration.
+    #[error("unknown {kind} value {value:?}")]
+    UnknownEnum {
+        /// The enumeration's name, e.g. `AgentType`.
+        kind: &'static str,
+        /// The rejected text, verbatim.
+        value: String,
+    },
+    /// An input field breaks a shared limit or shape rule.
+    #[error("invalid argument {field}: {reason}")]
+    InvalidArgument {
+        /// The offending field, as the caller named it.
+        field: String,
+        /// Why it was refused, in words an operator can act on.
+        reason: String,
+    },
+    /// A `system_configs` (or options) value could not be applied.
+    #[error("invalid config value {value:?} for {key}: {reason}")]
+    InvalidConfig {
+        /// The configuration key, e.g. `AgentDispatcher:TickMaxTokens`.
+        key: String,
+        /// The rejected value, verbatim.
+        value: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A mode's budget override JSON is malformed or carries a bad axis.
+    #[error("invalid budget override: {reason}")]
+    InvalidBudgetJson {
+        /// Why the JSON was refused.
+        reason: String,
+    },
+    /// A mode name that is not in the agent type's catalogue.
+    #[error("unknown mode {mode:?} for agent type {agent_type}")]
+    UnknownMode {
+        /// The agent type whose catalogue was searched.
+        agent_type: crate::enums::AgentType,
+        /// The mode name that was not found.
+        mode: String,
+    },
+    /// A mode toolset grants a tool outside the type's superset: the resolve
+    /// fails closed rather than authorising it.
+    #[error("mode {mode:?} grants tool {tool:?} outside the agent type's tool superset")]
+    ToolOutsideSuperset {
+        /// The mode whose toolset leaked.
+        mode: String,
+        /// The out-of-superset tool.
+        tool: String,
+    },
+    /// A call-site id that the static registry does not know.
+    #[error("unknown LLM call-site {site:?}")]
+    UnknownSite {
+        /// The unknown site id.
+        site: String,
+    },
+}
+
+impl CoreError {
+    /// A stable, machine-readable code for this error. These strings are part
+    /// of the wire contract and never change once published.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CoreError::UnknownEnum { .. } => "UNKNOWN_ENUM",
+            CoreError::InvalidArgument { .. } => "INVALID_ARGUMENT",
+            CoreError::InvalidConfig { .. } => "INVALID_CONFIG",
+            CoreError::InvalidBudgetJson { .. } => "INVALID_BUDGET_JSON",
+            CoreError::UnknownMode { .. } => "UNKNOWN_MODE",
+            CoreError::ToolOutsideSuperset { .. } => "TOOL_OUTSIDE_SUPERSET",
+            CoreError::UnknownSite { .. } => "UNKNOWN_SITE",
+        }
+    }
+
+    /// Shorthand for an [`CoreError::InvalidArgument`].
+    pub fn invalid_argument(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        CoreError::InvalidArgument {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enums::AgentType;
+
+    #[test]
+    fn every_variant_has_a_distinct_stable_code() {
+        let all = [
+            CoreError::UnknownEnum {
+                kind: "AgentType",
+                value: "x".into(),
+            },
+            CoreError::invalid_argument("f", "r"),
+            CoreError::InvalidConfig {
+                key: "k".into(),
+                value: "v".into(),
+                reason: "r".into(),
+            },
+            CoreError::InvalidBudgetJson { reason: "r".into() },
+            CoreError::UnknownMode {
+                agent_type: AgentType::Soa,
+                mode: "m".into(),
+            },
+            CoreError::ToolOutsideSuperset {
+                mode: "m".into(),
+                tool: "t".into(),
+            },
+            CoreError::UnknownSite { site: "s".into() },
+        ];
+        let codes: std::collections::BTreeSet<_> = all.iter().map(CoreError::code).collect();
+        assert_eq!(codes.len(), all.len());
+        assert_eq!(all[0].code(), "UNKNOWN_ENUM");
+        assert_eq!(all[5].code(), "TOOL_OUTSIDE_SUPERSET");
+    }
+
+    #[test]
+    fn display_names_the_offending_value() {
+        let e = CoreError::UnknownEnum {
+            kind: "AgentType",
+            value: "Bogus".into(),
+        };
+        assert_eq!(e.to_string(), "unknown AgentType value \"Bogus\"");
+        let e = CoreError::invalid_argument("body", "too long");
+        assert_eq!(e.to_string(), "invalid argument body: too long");
+    }
+}
