@@ -1,1 +1,30 @@
-//! placeholder
+//! genesis-llm: every LLM call the agents make goes through this crate — the
+//! [`ChatClient`] trait, the Anthropic and OpenAI-compatible HTTP providers,
+//! the offline [`ScriptedProvider`], presets and the [`FallbackInvoker`] that
+//! walks a preset's chain of (model, provider, backend) couples and
+//! credentials, recording one [`CallAttempt`] per try.
+//!
+//! Used by the agent pod (planning loop) and by anything else that needs a
+//! model. This crate must never compute cost, parse response text for state,
+//! or touch the database: it returns provider-reported usage and the attempt
+//! list, and the supervisor prices and records them.
+
+pub mod anthropic;
+pub mod error;
+pub mod http;
+pub mod openai;
+pub mod scripted;
+pub mod secret;
+pub mod types;
+
+pub use anthropic::AnthropicProvider;
+pub use error::LlmError;
+pub use http::{HttpTimeouts, parse_retry_after};
+pub use openai::{MaxTokensField, OpenAiProvider};
+pub use scripted::{
+    SCRIPTED_MODEL, Script, ScriptError, ScriptRule, ScriptedProvider, ScriptedToolCall,
+};
+pub use secret::Secret;
+pub use types::{
+    ChatClient, ChatMessage, ChatRequest, ChatResponse, StopReason, ToolCall, ToolSpec, Usage,
+};

@@ -1,0 +1,258 @@
+//! The Anthropic Messages API provider: `POST {base}/v1/messages` with
+//! `x-api-key` and `anthropic-version`, tools as `tool_use` / `tool_result`
+//! content blocks.
+//!
+//! This module must never decide on retries or fallback; it reports one
+//! attempt's outcome as an [`LlmError`] and the chain decides.
+
+use serde_json::{Value, json};
+
+use crate::error::LlmError;
+use crate::http::{HttpTimeouts, build_client, post_json};
+use crate::secret::Secret;
+use crate::types::{
+    ChatClient, ChatMessage, ChatRequest, ChatResponse, StopReason, ToolCall, Usage,
+};
+
+/// The public Anthropic API base URL.
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The `anthropic-version` header value this provider speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// One Anthropic endpoint + credential. Cheap to clone; holds a pooled
+/// reqwest client.
+#[derive(Clone)]
+pub struct AnthropicProvider {
+    base_url: String,
+    api_key: Secret,
+    client: reqwest::Client,
+}
+
+impl std::fmt::Debug for AnthropicProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicProvider")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key)
+            .finish()
+    }
+}
+
+impl AnthropicProvider {
+    /// A provider for `base_url` (without the `/v1/messages` path; a trailing
+    /// slash is tolerated) authenticating with `api_key`.
+    pub fn new(
+        base_url: impl Into<String>,
+        api_key: Secret,
+        timeouts: HttpTimeouts,
+    ) -> Result<Self, LlmError> {
+        Ok(AnthropicProvider {
+            base_url: base_url.into().trim_end_matches('/').to_string(),
+            api_key,
+            client: build_client(timeouts)?,
+        })
+    }
+
+    /// Same endpoint and key, sharing an existing client's connection pool.
+    pub fn with_client(
+        base_url: impl Into<String>,
+        api_key: Secret,
+        client: reqwest::Client,
+    ) -> Self {
+        AnthropicProvider {
+            base_url: base_url.into().trim_end_matches('/').to_string(),
+            api_key,
+            client,
+        }
+    }
+}
+
+/// Translate the neutral request into a Messages API body. Consecutive
+/// messages of the same wire role are merged (tool results become `user`
+/// turns) because the API wants alternating roles.
+pub(crate) fn to_wire(request: &ChatRequest) -> Value {
+    let mut system = request.system.clone();
+    let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
+    let mut push = |role: &str, blocks: Vec<Value>| {
+        if blocks.is_empty() {
+            return;
+        }
+        match messages.last_mut() {
+            Some((last, existing)) if last == role => existing.extend(blocks),
+            _ => messages.push((role.to_string(), blocks)),
+        }
+    };
+    for message in &request.messages {
+        match message {
+            ChatMessage::System { content } => {
+                if !system.is_empty() {
+                    system.push_str("\n\n");
+                }
+                system.push_str(content);
+            }
+            ChatMessage::User { content } => {
+                push("user", vec![json!({"type": "text", "text": content})]);
+            }
+            ChatMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let mut blocks = Vec::new();
+                if let Some(text) = content.as_deref().filter(|t| !t.is_empty()) {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                for call in tool_calls {
+                    blocks.push(json!({
+                        "type": "tool_use",
+                        "id": call.id,
+                        "name": call.name,
+                        "input": call.arguments,
+                    }));
+                }
+                push("assistant", blocks);
+            }
+            ChatMessage::Tool {
+                tool_call_id,
+                content,
+            } => {
+                push(
+                    "user",
+                    vec![json!({
+                        "type": "tool_result",
+                        "tool_use_id": tool_call_id,
+                        "content": content,
+                    })],
+                );
+            }
+        }
+    }
+    let mut body = json!({
+        "model": request.model,
+        "max_tokens": request.max_output_tokens,
+        "messages": messages
+            .into_iter()
+            .map(|(role, content)| json!({"role": role, "content": content}))
+            .collect::<Vec<_>>(),
+    });
+    if !system.is_empty() {
+        body["system"] = Value::String(system);
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = Value::Array(
+            request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({
+                        "name": t.name,
+                        "description": t.description,
+                        "input_schema": t.parameters,
+                    })
+                })
+                .collect(),
+        );
+    }
+    if let Some(t) = request.temperature {
+        body["temperature"] = json!(t);
+    }
+    body
+}
+
+/// Parse a Messages API response body.
+pub(crate) fn from_wire(body: &Value) -> Result<ChatResponse, LlmError> {
+    let served_model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or_else(|| LlmError::malformed("anthropic response has no model"))?
+        .to_string();
+    let content = body
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| LlmError::malformed("anthropic response has no content array"))?;
+    let mut text: Option<String> = None;
+    let mut tool_calls = Vec::new();
+    for (i, block) in content.iter().enumerate() {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let t = block.get("text").and_then(Value::as_str).ok_or_else(|| {
+                    LlmError::malformed(format!("content[{i}] text block has no text"))
+                })?;
+                text.get_or_insert_with(String::new).push_str(t);
+            }
+            Some("tool_use") => {
+                let id = block.get("id").and_then(Value::as_str);
+                let name = block.get("name").and_then(Value::as_str);
+                let input = block.get("input");
+                match (id, name, input) {
+                    (Some(id), Some(name), Some(input)) if input.is_object() => {
+                        tool_calls.push(ToolCall {
+                            id: id.to_string(),
+                            name: name.to_string(),
+                            arguments: input.clone(),
+                        })
+                    }
+                    _ => {
+                        return Err(LlmError::malformed(format!(
+                            "content[{i}] tool_use block needs id, name and an object input"
+                        )));
+                    }
+                }
+            }
+            // thinking / redacted_thinking and future block types are trace.
+            Some(_) => {}
+            None => {
+                return Err(LlmError::malformed(format!("content[{i}] has no type")));
+            }
+        }
+    }
+    let usage = body
+        .get("usage")
+        .ok_or_else(|| LlmError::malformed("anthropic response has no usage"))?;
+    let count = |field: &str, required: bool| -> Result<u64, LlmError> {
+        match usage.get(field) {
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| LlmError::malformed(format!("usage.{field} is not a count"))),
+            None if required => Err(LlmError::malformed(format!("usage.{field} is missing"))),
+            None => Ok(0),
+        }
+    };
+    let usage = Usage {
+        input_tokens: count("input_tokens", true)?,
+        output_tokens: count("output_tokens", true)?,
+        cache_read_tokens: match usage.get("cache_read_input_tokens") {
+            Some(Value::Null) | None => 0,
+            Some(_) => count("cache_read_input_tokens", false)?,
+        },
+    };
+    let stop_reason = match body.get("stop_reason").and_then(Value::as_str) {
+        Some("end_turn") => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some("stop_sequence") => StopReason::StopSequence,
+        Some(other) => StopReason::Other(other.to_string()),
+        None if !tool_calls.is_empty() => StopReason::ToolUse,
+        None => StopReason::EndTurn,
+    };
+    Ok(ChatResponse {
+        text,
+        tool_calls,
+        usage,
+        served_model,
+        stop_reason,
+    })
+}
+
+#[async_trait::async_trait]
+impl ChatClient for AnthropicProvider {
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        request.validate()?;
+        let body = to_wire(&request);
+        let builder = self
+            .client
+            .post(format!("{}/v1/messages", self.base_url))
+            .header("x-api-key", self.api_key.expose())
+            .header("anthropic-version", ANTHROPIC_VERSION);
+        let answer = post_json(builder, &body).await?;
+        from_wire(&answer)
+    }
+}

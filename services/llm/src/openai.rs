@@ -1,0 +1,273 @@
+//! The OpenAI-compatible chat completions provider:
+//! `POST {base}/v1/chat/completions` with a Bearer key, tools as functions
+//! whose arguments travel as JSON strings.
+//!
+//! This module must never decide on retries or fallback, and never pass a
+//! tool call on with unparsed arguments: argument text that is not a JSON
+//! object is a [`LlmError::MalformedResponse`].
+
+use serde_json::{Value, json};
+
+use crate::error::LlmError;
+use crate::http::{HttpTimeouts, build_client, post_json};
+use crate::secret::Secret;
+use crate::types::{
+    ChatClient, ChatMessage, ChatRequest, ChatResponse, StopReason, ToolCall, Usage,
+};
+
+/// The public OpenAI API base URL.
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com";
+
+/// Which request field carries the output cap: OpenAI's current models want
+/// `max_completion_tokens`; many OpenAI-compatible servers only know
+/// `max_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MaxTokensField {
+    /// `max_tokens` (widest compatibility).
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens` (required by OpenAI reasoning models).
+    MaxCompletionTokens,
+}
+
+/// One OpenAI-compatible endpoint + credential.
+#[derive(Clone)]
+pub struct OpenAiProvider {
+    base_url: String,
+    api_key: Secret,
+    client: reqwest::Client,
+    max_tokens_field: MaxTokensField,
+}
+
+impl std::fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiProvider")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key)
+            .field("max_tokens_field", &self.max_tokens_field)
+            .finish()
+    }
+}
+
+impl OpenAiProvider {
+    /// A provider for `base_url` (without `/v1/chat/completions`; a trailing
+    /// slash is tolerated) authenticating with `api_key`.
+    pub fn new(
+        base_url: impl Into<String>,
+        api_key: Secret,
+        timeouts: HttpTimeouts,
+    ) -> Result<Self, LlmError> {
+        Ok(Self::with_client(
+            base_url,
+            api_key,
+            build_client(timeouts)?,
+        ))
+    }
+
+    /// Same endpoint and key, sharing an existing client's connection pool.
+    pub fn with_client(
+        base_url: impl Into<String>,
+        api_key: Secret,
+        client: reqwest::Client,
+    ) -> Self {
+        OpenAiProvider {
+            base_url: base_url.into().trim_end_matches('/').to_string(),
+            api_key,
+            client,
+            max_tokens_field: MaxTokensField::default(),
+        }
+    }
+
+    /// Choose the output-cap field name.
+    pub fn with_max_tokens_field(mut self, field: MaxTokensField) -> Self {
+        self.max_tokens_field = field;
+        self
+    }
+}
+
+/// Translate the neutral request into a chat completions body.
+pub(crate) fn to_wire(request: &ChatRequest, field: MaxTokensField) -> Value {
+    let mut messages = Vec::new();
+    if !request.system.is_empty() {
+        messages.push(json!({"role": "system", "content": request.system}));
+    }
+    for message in &request.messages {
+        messages.push(match message {
+            ChatMessage::System { content } => json!({"role": "system", "content": content}),
+            ChatMessage::User { content } => json!({"role": "user", "content": content}),
+            ChatMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let mut m = json!({"role": "assistant", "content": content});
+                if !tool_calls.is_empty() {
+                    m["tool_calls"] = Value::Array(
+                        tool_calls
+                            .iter()
+                            .map(|c| {
+                                json!({
+                                    "id": c.id,
+                                    "type": "function",
+                                    "function": {
+                                        "name": c.name,
+                                        "arguments": c.arguments.to_string(),
+                                    },
+                                })
+                            })
+                            .collect(),
+                    );
+                }
+                m
+            }
+            ChatMessage::Tool {
+                tool_call_id,
+                content,
+            } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
+        });
+    }
+    let mut body = json!({"model": request.model, "messages": messages});
+    let cap = match field {
+        MaxTokensField::MaxTokens => "max_tokens",
+        MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+    };
+    body[cap] = json!(request.max_output_tokens);
+    if !request.tools.is_empty() {
+        body["tools"] = Value::Array(
+            request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": t.name,
+                            "description": t.description,
+                            "parameters": t.parameters,
+                        },
+                    })
+                })
+                .collect(),
+        );
+    }
+    if let Some(t) = request.temperature {
+        body["temperature"] = json!(t);
+    }
+    body
+}
+
+/// Parse a chat completions response body (the first choice).
+pub(crate) fn from_wire(body: &Value) -> Result<ChatResponse, LlmError> {
+    let served_model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or_else(|| LlmError::malformed("openai response has no model"))?
+        .to_string();
+    let choice = body
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or_else(|| LlmError::malformed("openai response has no choices"))?;
+    let message = choice
+        .get("message")
+        .ok_or_else(|| LlmError::malformed("choices[0] has no message"))?;
+    let text = match message.get("content") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(LlmError::malformed(
+                "choices[0].message.content is not a string",
+            ));
+        }
+    };
+    let mut tool_calls = Vec::new();
+    match message.get("tool_calls") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(calls)) => {
+            for (i, call) in calls.iter().enumerate() {
+                let id = call.get("id").and_then(Value::as_str);
+                let function = call.get("function");
+                let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
+                let args = function
+                    .and_then(|f| f.get("arguments"))
+                    .and_then(Value::as_str);
+                let (Some(id), Some(name), Some(args)) = (id, name, args) else {
+                    return Err(LlmError::malformed(format!(
+                        "tool_calls[{i}] needs id, function.name and function.arguments"
+                    )));
+                };
+                let arguments: Value = if args.trim().is_empty() {
+                    json!({})
+                } else {
+                    serde_json::from_str(args).map_err(|e| {
+                        LlmError::malformed(format!(
+                            "tool_calls[{i}] ({name}) arguments are not JSON: {e}"
+                        ))
+                    })?
+                };
+                if !arguments.is_object() {
+                    return Err(LlmError::malformed(format!(
+                        "tool_calls[{i}] ({name}) arguments are not a JSON object"
+                    )));
+                }
+                tool_calls.push(ToolCall {
+                    id: id.to_string(),
+                    name: name.to_string(),
+                    arguments,
+                });
+            }
+        }
+        Some(_) => {
+            return Err(LlmError::malformed(
+                "choices[0].message.tool_calls is not an array",
+            ));
+        }
+    }
+    let usage = body
+        .get("usage")
+        .ok_or_else(|| LlmError::malformed("openai response has no usage"))?;
+    let count = |field: &str| -> Result<u64, LlmError> {
+        usage
+            .get(field)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| LlmError::malformed(format!("usage.{field} is missing or not a count")))
+    };
+    let usage = Usage {
+        input_tokens: count("prompt_tokens")?,
+        output_tokens: count("completion_tokens")?,
+        cache_read_tokens: usage
+            .get("prompt_tokens_details")
+            .and_then(|d| d.get("cached_tokens"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+    };
+    let stop_reason = match choice.get("finish_reason").and_then(Value::as_str) {
+        Some("stop") => StopReason::EndTurn,
+        Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        Some(other) => StopReason::Other(other.to_string()),
+        None if !tool_calls.is_empty() => StopReason::ToolUse,
+        None => StopReason::EndTurn,
+    };
+    Ok(ChatResponse {
+        text,
+        tool_calls,
+        usage,
+        served_model,
+        stop_reason,
+    })
+}
+
+#[async_trait::async_trait]
+impl ChatClient for OpenAiProvider {
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        request.validate()?;
+        let body = to_wire(&request, self.max_tokens_field);
+        let builder = self
+            .client
+            .post(format!("{}/v1/chat/completions", self.base_url))
+            .bearer_auth(self.api_key.expose());
+        let answer = post_json(builder, &body).await?;
+        from_wire(&answer)
+    }
+}

@@ -1,0 +1,473 @@
+//! The scripted provider: a deterministic, offline [`ChatClient`] that picks
+//! tool calls by rules keyed on the triggering event and the turn number, so
+//! the demo, the tests and the benchmarks run the whole system without a
+//! network.
+//!
+//! Conventions it reads from the request (the planning loop writes them):
+//! - the event kind: a line `EVENT: <AgentEventKind>` in the first user message;
+//! - the operator's text: a line `OPERATOR_MESSAGE: <text>` (or
+//!   `RESOLUTION: <text>` for an answered escalation), else the first `> `
+//!   quoted line, else the first `"double-quoted"` span;
+//! - the turn: one more than the number of assistant messages so far;
+//! - a governance block: a tool message whose JSON carries `blockedReason`.
+//!
+//! This module must never do I/O or read a clock for decisions: the same
+//! request always yields the same response.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::LlmError;
+use crate::types::{
+    ChatClient, ChatMessage, ChatRequest, ChatResponse, StopReason, ToolCall, Usage,
+};
+
+/// The model name every scripted response reports.
+pub const SCRIPTED_MODEL: &str = "scripted-1";
+/// The control-plane terminator the scripted episodes end with.
+pub const PHASE_COMPLETE: &str = "phase_complete";
+
+/// One tool call a rule emits. String values in `arguments` may contain the
+/// placeholders `{{operator_text}}`, `{{event}}` and `{{turn}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptedToolCall {
+    /// Tool name.
+    pub name: String,
+    /// Argument object (templated).
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+/// A rule: when the event kind and substring match, turn *n* of the episode
+/// emits `turns[n-1]`; past the last listed turn the episode ends with
+/// `phase_complete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptRule {
+    /// The `AgentEventKind` this rule answers; `None` matches any event.
+    #[serde(default)]
+    pub event: Option<String>,
+    /// Case-insensitive substring of the operator text (or, when the event
+    /// carries none, of the first user message); `None` always matches.
+    #[serde(default)]
+    pub contains: Option<String>,
+    /// Tool calls per turn, turn 1 first.
+    pub turns: Vec<Vec<ScriptedToolCall>>,
+    /// Optional reasoning text attached to every turn of this rule.
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+/// An ordered rule list; the first matching rule wins. Loaded from JSON:
+/// `{"rules": [{"event": "OperatorMessage", "contains": "deploy",
+/// "turns": [[{"name": "soa_send_message", "arguments": {"message": "…"}}]]}]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Script {
+    /// Rules in priority order.
+    pub rules: Vec<ScriptRule>,
+}
+
+/// Why a script could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// The text is not a script document.
+    #[error("script is not valid JSON: {0}")]
+    Parse(#[from] serde_json::Error),
+    /// A rule is unusable.
+    #[error("script rule {index}: {detail}")]
+    InvalidRule {
+        /// Zero-based rule index.
+        index: usize,
+        /// What is wrong with it.
+        detail: String,
+    },
+}
+
+impl Script {
+    /// Parse and validate a JSON script.
+    pub fn from_json(text: &str) -> Result<Self, ScriptError> {
+        let script: Script = serde_json::from_str(text)?;
+        script.validate()?;
+        Ok(script)
+    }
+
+    /// Check every rule emits named tools with object arguments.
+    pub fn validate(&self) -> Result<(), ScriptError> {
+        for (index, rule) in self.rules.iter().enumerate() {
+            for call in rule.turns.iter().flatten() {
+                if call.name.trim().is_empty() {
+                    return Err(ScriptError::InvalidRule {
+                        index,
+                        detail: "a tool call has an empty name".into(),
+                    });
+                }
+                if !call.arguments.is_object() {
+                    return Err(ScriptError::InvalidRule {
+                        index,
+                        detail: format!("{} arguments must be a JSON object", call.name),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The built-in behaviour (spec §3.4 step 5): greet on
+    /// `AgentInitialized`, reply to `OperatorMessage` (or propose a decision
+    /// when the operator says "escalate" / "decide"), acknowledge
+    /// `OperatorAnsweredEscalation`, and only `phase_complete` otherwise.
+    pub fn default_script() -> Self {
+        let call = |name: &str, arguments: Value| ScriptedToolCall {
+            name: name.to_string(),
+            arguments,
+        };
+        let complete = |summary: &str| vec![call(PHASE_COMPLETE, json!({"summary": summary}))];
+        let propose = |word: &str| ScriptRule {
+            event: Some("OperatorMessage".into()),
+            contains: Some(word.into()),
+            turns: vec![
+                vec![call(
+                    "soa_propose_decision",
+                    json!({
+                        "title": "Operator decision requested: {{operator_text}}",
+                        "description": "The operator asked for a decision: \"{{operator_text}}\".",
+                        "options": ["Approve", "Reject", "Defer"],
+                    }),
+                )],
+                complete("Raised a decision for the operator."),
+            ],
+            text: Some("The operator asked for a human decision; escalating.".into()),
+        };
+        Script {
+            rules: vec![
+                ScriptRule {
+                    event: Some("AgentInitialized".into()),
+                    contains: None,
+                    turns: vec![
+                        vec![call(
+                            "soa_send_message",
+                            json!({
+                                "message": "Hello, I am your Strategic Orchestration Agent. I have surveyed the current workload and open items and I am standing by; message me any time.",
+                            }),
+                        )],
+                        complete("Greeted the operator; idling until the next event."),
+                    ],
+                    text: Some("First tick: survey and greet.".into()),
+                },
+                propose("escalate"),
+                propose("decide"),
+                ScriptRule {
+                    event: Some("OperatorMessage".into()),
+                    contains: None,
+                    turns: vec![
+                        vec![call(
+                            "soa_send_message",
+                            json!({"message": "You wrote: \"{{operator_text}}\". Understood; I will take that into account."}),
+                        )],
+                        complete("Replied to the operator."),
+                    ],
+                    text: Some("Read the operator message and reply.".into()),
+                },
+                ScriptRule {
+                    event: Some("OperatorAnsweredEscalation".into()),
+                    contains: None,
+                    turns: vec![
+                        vec![call(
+                            "soa_send_message",
+                            json!({"message": "Thank you for resolving the decision ({{operator_text}}). I am resuming with your answer."}),
+                        )],
+                        complete("Resumed with the operator's resolution."),
+                    ],
+                    text: Some("Resume incorporating the operator's answer.".into()),
+                },
+                ScriptRule {
+                    event: None,
+                    contains: None,
+                    turns: vec![complete("Nothing to act on this tick.")],
+                    text: None,
+                },
+            ],
+        }
+    }
+}
+
+/// What the scripted provider read out of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptContext {
+    /// The event kind from the `EVENT:` line, if any.
+    pub event: Option<String>,
+    /// The operator's (or resolution) text, if any.
+    pub operator_text: Option<String>,
+    /// 1-based turn within the episode.
+    pub turn: usize,
+    /// The `blockedReason` of the latest tool results, if one was blocked.
+    pub blocked_reason: Option<String>,
+    first_user: String,
+}
+
+impl ScriptContext {
+    /// Read the conventions documented at the top of this module.
+    pub fn from_request(request: &ChatRequest) -> Self {
+        let first_user = request
+            .messages
+            .iter()
+            .find_map(|m| match m {
+                ChatMessage::User { content } => Some(content.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let line_value = |prefix: &str| {
+            first_user
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(prefix).map(|v| v.trim().to_string()))
+                .filter(|v| !v.is_empty())
+        };
+        let event = line_value("EVENT:");
+        let operator_text = line_value("OPERATOR_MESSAGE:")
+            .or_else(|| line_value("RESOLUTION:"))
+            .or_else(|| line_value("> "))
+            .or_else(|| {
+                let start = first_user.find('"')?;
+                let rest = &first_user[start + 1..];
+                let end = rest.find('"')?;
+                Some(rest[..end].to_string()).filter(|s| !s.is_empty())
+            });
+        let turn = 1 + request
+            .messages
+            .iter()
+            .filter(|m| matches!(m, ChatMessage::Assistant { .. }))
+            .count();
+        let blocked_reason = request
+            .messages
+            .iter()
+            .rev()
+            .take_while(|m| matches!(m, ChatMessage::Tool { .. }))
+            .find_map(|m| match m {
+                ChatMessage::Tool { content, .. } => serde_json::from_str::<Value>(content)
+                    .ok()
+                    .and_then(|v| v.get("blockedReason").cloned())
+                    .map(|r| match r {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    }),
+                _ => None,
+            });
+        ScriptContext {
+            event,
+            operator_text,
+            turn,
+            blocked_reason,
+            first_user,
+        }
+    }
+
+    fn matches(&self, rule: &ScriptRule) -> bool {
+        if let Some(event) = &rule.event
+            && self.event.as_deref() != Some(event.as_str())
+        {
+            return false;
+        }
+        match &rule.contains {
+            None => true,
+            Some(needle) => {
+                let hay = self.operator_text.as_deref().unwrap_or(&self.first_user);
+                hay.to_lowercase().contains(&needle.to_lowercase())
+            }
+        }
+    }
+
+    fn render(&self, value: &Value) -> Value {
+        match value {
+            Value::String(s) => Value::String(
+                s.replace(
+                    "{{operator_text}}",
+                    self.operator_text.as_deref().unwrap_or("(no text)"),
+                )
+                .replace("{{event}}", self.event.as_deref().unwrap_or("(none)"))
+                .replace("{{turn}}", &self.turn.to_string()),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(|v| self.render(v)).collect()),
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), self.render(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+}
+
+/// A deterministic offline provider. Thread-safe; counts its calls so tests
+/// can assert that a short-circuited tick made none.
+#[derive(Debug)]
+pub struct ScriptedProvider {
+    script: Script,
+    fail_always: bool,
+    latency: Duration,
+    calls: AtomicU64,
+}
+
+impl Default for ScriptedProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ScriptedProvider {
+    /// The provider with [`Script::default_script`], no failures, zero think
+    /// time.
+    pub fn new() -> Self {
+        Self::with_script(Script::default_script())
+    }
+
+    /// A provider following `script`.
+    pub fn with_script(script: Script) -> Self {
+        ScriptedProvider {
+            script,
+            fail_always: false,
+            latency: Duration::ZERO,
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// When set, every call fails with `Server { status: 503 }` (a failover
+    /// error), for exercising the fallback chain and blocked ticks.
+    pub fn fail_always(mut self, fail: bool) -> Self {
+        self.fail_always = fail;
+        self
+    }
+
+    /// Fixed think time added to every call (benchmarks use it to model a
+    /// real provider's latency).
+    pub fn with_latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// How many calls this provider has answered (failed ones included).
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Decide the response for a request without counting or sleeping.
+    pub fn respond(&self, request: &ChatRequest) -> ChatResponse {
+        let ctx = ScriptContext::from_request(request);
+        let (text, calls) = if let Some(reason) = &ctx.blocked_reason {
+            (
+                Some(format!(
+                    "A tool call was blocked ({reason}); reconsidering."
+                )),
+                vec![ScriptedToolCall {
+                    name: PHASE_COMPLETE.into(),
+                    arguments: json!({
+                        "summary": "Reconsidered after a blocked action.",
+                        "note": format!("blocked: {reason}"),
+                    }),
+                }],
+            )
+        } else {
+            match self.script.rules.iter().find(|r| ctx.matches(r)) {
+                Some(rule) => {
+                    let calls = rule.turns.get(ctx.turn - 1).cloned().unwrap_or_else(|| {
+                        vec![ScriptedToolCall {
+                            name: PHASE_COMPLETE.into(),
+                            arguments: json!({"summary": "Episode complete."}),
+                        }]
+                    });
+                    (rule.text.clone(), calls)
+                }
+                None => (
+                    None,
+                    vec![ScriptedToolCall {
+                        name: PHASE_COMPLETE.into(),
+                        arguments: json!({"summary": "No script rule matched."}),
+                    }],
+                ),
+            }
+        };
+        let tool_calls: Vec<ToolCall> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ToolCall {
+                id: format!("call_{}_{}", ctx.turn, i + 1),
+                name: c.name.clone(),
+                arguments: ctx.render(&c.arguments),
+            })
+            .collect();
+        let usage = Usage {
+            input_tokens: estimate_tokens(request_chars(request)),
+            output_tokens: estimate_tokens(
+                text.as_deref().unwrap_or("").len()
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.to_string().len())
+                        .sum::<usize>(),
+            ),
+            cache_read_tokens: 0,
+        };
+        ChatResponse {
+            text,
+            stop_reason: if tool_calls.is_empty() {
+                StopReason::EndTurn
+            } else {
+                StopReason::ToolUse
+            },
+            tool_calls,
+            usage,
+            served_model: SCRIPTED_MODEL.into(),
+        }
+    }
+}
+
+fn request_chars(request: &ChatRequest) -> usize {
+    let messages: usize = request
+        .messages
+        .iter()
+        .map(|m| match m {
+            ChatMessage::System { content } | ChatMessage::User { content } => content.len(),
+            ChatMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                content.as_deref().map_or(0, str::len)
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.to_string().len())
+                        .sum::<usize>()
+            }
+            ChatMessage::Tool { content, .. } => content.len(),
+        })
+        .sum();
+    let tools: usize = request
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+        .sum();
+    request.system.len() + messages + tools
+}
+
+/// ≈ chars / 4, at least 1 for any non-empty text.
+fn estimate_tokens(chars: usize) -> u64 {
+    (chars as u64).div_ceil(4)
+}
+
+#[async_trait::async_trait]
+impl ChatClient for ScriptedProvider {
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        request.validate()?;
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
+        if self.fail_always {
+            return Err(LlmError::Server { status: 503 });
+        }
+        Ok(self.respond(&request))
+    }
+}
