@@ -1,0 +1,242 @@
+{{/*
+Named templates shared by every manifest of the chart: names, labels,
+secret lookups, the image reference and the pieces every container carries.
+*/}}
+
+{{/* Chart name, overridable with nameOverride. */}}
+{{- define "genesis.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Fully qualified app name, truncated to 63 characters (the DNS label limit).
+When the release name already contains the chart name it is used alone.
+*/}}
+{{- define "genesis.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Name of one component's resources: <fullname>-<component>. */}}
+{{- define "genesis.componentName" -}}
+{{- printf "%s-%s" (include "genesis.fullname" .root | trunc 48 | trimSuffix "-") .component | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Chart label value: <name>-<version>. */}}
+{{- define "genesis.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Selector labels shared by the whole release (never change on upgrade). */}}
+{{- define "genesis.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "genesis.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Common labels for release-wide resources. */}}
+{{- define "genesis.labels" -}}
+helm.sh/chart: {{ include "genesis.chart" . }}
+{{ include "genesis.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: genesis
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Selector labels of one component. Call with (dict "root" $ "component" "control").
+*/}}
+{{- define "genesis.componentSelectorLabels" -}}
+{{ include "genesis.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Full labels of one component. Call with (dict "root" $ "component" "control"). */}}
+{{- define "genesis.componentLabels" -}}
+{{ include "genesis.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* The ServiceAccount control runs under. */}}
+{{- define "genesis.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "genesis.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Image reference: repository@digest when a digest is set, else repository:tag. */}}
+{{- define "genesis.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The chart-managed Secret (URLs, token and LLM keys not given as existing secrets). */}}
+{{- define "genesis.secretName" -}}
+{{- include "genesis.fullname" . }}
+{{- end }}
+
+{{/* Secret and key of GENESIS_DATABASE_URL for the long-running services. */}}
+{{- define "genesis.databaseSecretName" -}}
+{{- default (include "genesis.secretName" .) .Values.postgres.existingSecret }}
+{{- end }}
+{{- define "genesis.databaseSecretKey" -}}
+{{- if .Values.postgres.existingSecret }}{{ .Values.postgres.existingSecretKey }}{{ else }}database-url{{ end }}
+{{- end }}
+
+{{/* Secret and key of GENESIS_NATS_URL. */}}
+{{- define "genesis.natsSecretName" -}}
+{{- default (include "genesis.secretName" .) .Values.nats.existingSecret }}
+{{- end }}
+{{- define "genesis.natsSecretKey" -}}
+{{- if .Values.nats.existingSecret }}{{ .Values.nats.existingSecretKey }}{{ else }}nats-url{{ end }}
+{{- end }}
+
+{{/* Secret and key of GENESIS_AGENT_TOKEN. */}}
+{{- define "genesis.agentTokenSecretName" -}}
+{{- default (include "genesis.secretName" .) .Values.agentToken.existingSecret }}
+{{- end }}
+{{- define "genesis.agentTokenSecretKey" -}}
+{{- if .Values.agentToken.existingSecret }}{{ .Values.agentToken.existingSecretKey }}{{ else }}agent-token{{ end }}
+{{- end }}
+
+{{/* Secret holding the LLM keys (ANTHROPIC_API_KEY / OPENAI_API_KEY). */}}
+{{- define "genesis.llmSecretName" -}}
+{{- default (include "genesis.secretName" .) .Values.llm.existingSecret }}
+{{- end }}
+
+{{/* minReplicaCount of the agent pods: 0 when ephemeral, at least 1 when warm. */}}
+{{- define "genesis.agentPodMinReplicas" -}}
+{{- if eq .Values.agentPod.mode "warm" }}
+{{- max 1 (int .Values.keda.warmMinReplicaCount) }}
+{{- else }}
+{{- 0 }}
+{{- end }}
+{{- end }}
+
+{{/* Pod-level settings every pod of the chart shares. */}}
+{{- define "genesis.podCommon" -}}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Environment every service shares. */}}
+{{- define "genesis.commonEnv" -}}
+- name: GENESIS_LOG_FORMAT
+  value: {{ .Values.logFormat | quote }}
+- name: GENESIS_STREAM
+  value: {{ .Values.nats.stream | quote }}
+- name: GENESIS_SUBJECT_PREFIX
+  value: {{ .Values.nats.subjectPrefix | quote }}
+- name: GENESIS_CONSUMER
+  value: {{ .Values.nats.consumer | quote }}
+- name: GENESIS_LEASE_TTL_SECS
+  value: {{ .Values.tick.leaseTtlSecs | quote }}
+- name: GENESIS_MAX_ATTEMPTS
+  value: {{ .Values.tick.maxAttempts | quote }}
+{{- end }}
+
+{{/* GENESIS_DATABASE_URL from its Secret (never given to agent pods). */}}
+{{- define "genesis.databaseEnv" -}}
+- name: GENESIS_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "genesis.databaseSecretName" . }}
+      key: {{ include "genesis.databaseSecretKey" . }}
+{{- end }}
+
+{{/* GENESIS_NATS_URL from its Secret. */}}
+{{- define "genesis.natsEnv" -}}
+- name: GENESIS_NATS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "genesis.natsSecretName" . }}
+      key: {{ include "genesis.natsSecretKey" . }}
+{{- end }}
+
+{{/*
+HTTP probes on the container's port named "http": /readyz gates traffic,
+/healthz restarts a wedged process, the startup probe gives a slow first
+start (pool connect, consumer bind) two minutes before liveness applies.
+*/}}
+{{- define "genesis.probes" -}}
+startupProbe:
+  httpGet:
+    path: /healthz
+    port: http
+  periodSeconds: 2
+  failureThreshold: 60
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: http
+  periodSeconds: 5
+  timeoutSeconds: 2
+  failureThreshold: 3
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: http
+  periodSeconds: 10
+  timeoutSeconds: 2
+  failureThreshold: 3
+{{- end }}
+
+{{/* The writable scratch space every container gets beside its read-only root. */}}
+{{- define "genesis.tmpVolumeMount" -}}
+- name: tmp
+  mountPath: /tmp
+{{- end }}
+{{- define "genesis.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- end }}
+
+{{/*
+One NetworkPolicy rule on one or more TCP ports. Call with
+(dict "port" <int or list> "peers" <NetworkPolicyPeer list> "dir" "from"|"to").
+Empty peers leave out from/to, which Kubernetes reads as "any peer".
+*/}}
+{{- define "genesis.npRule" -}}
+- ports:
+    {{- range $p := (kindIs "slice" .port | ternary .port (list .port)) }}
+    - protocol: TCP
+      port: {{ $p }}
+    {{- end }}
+  {{- with .peers }}
+  {{ $.dir }}:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+
+{{/* DNS egress (UDP and TCP 53) to the given peers, or to any peer when empty. */}}
+{{- define "genesis.npDns" -}}
+- ports:
+    - protocol: UDP
+      port: 53
+    - protocol: TCP
+      port: 53
+  {{- with . }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
