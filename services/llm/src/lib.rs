@@ -11,16 +11,26 @@
 
 pub mod anthropic;
 pub mod error;
+pub mod fallback;
 pub mod http;
+pub mod metrics;
 pub mod openai;
+pub mod preset;
 pub mod scripted;
 pub mod secret;
 pub mod types;
 
 pub use anthropic::AnthropicProvider;
 pub use error::LlmError;
+pub use fallback::{
+    CallAttempt, FallbackInvoker, HttpProviderFactory, Invocation, InvocationError, ProviderFactory,
+};
 pub use http::{HttpTimeouts, parse_retry_after};
+pub use metrics::{LlmMetrics, MetricsSnapshot, metrics_text};
 pub use openai::{MaxTokensField, OpenAiProvider};
+pub use preset::{
+    CredentialRef, DEFAULT_AGENT_MODEL, ModelCouple, Overlays, Preset, PresetError, ProviderKind,
+};
 pub use scripted::{
     SCRIPTED_MODEL, Script, ScriptError, ScriptRule, ScriptedProvider, ScriptedToolCall,
 };
