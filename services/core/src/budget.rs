@@ -70,3 +70,21 @@ impl BudgetEnvelope {
         max_turns: Limit::Limited(6),
     };
 }
+
+crate::enums::stored_enum! {
+    /// The axis of a [`BudgetEnvelope`]; the text form is the budget-JSON key.
+    BudgetAxis {
+        /// [`BudgetEnvelope::max_tokens`].
+        Tokens => "maxTokens",
+        /// [`BudgetEnvelope::max_output_tokens_per_turn`].
+        OutputTokensPerTurn => "maxOutputTokensPerTurn",
+        /// [`BudgetEnvelope::max_tool_calls`].
+        ToolCalls => "maxToolCalls",
+        /// [`BudgetEnvelope::max_wall_seconds`].
+        WallSeconds => "maxWallSeconds",
+        /// [`BudgetEnvelope::max_dollars`].
+        Dollars => "maxDollars",
+        /// [`BudgetEnvelope::max_turns`].
+        Turns => "maxTurns",
+    }
+}

@@ -38,19 +38,19 @@ macro_rules! stored_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
 
-        impl FromStr for $name {
-            type Err = CoreError;
+        impl ::std::str::FromStr for $name {
+            type Err = $crate::error::CoreError;
 
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s {
                     $( $text => Ok(Self::$variant), )+
-                    _ => Err(CoreError::UnknownEnum {
+                    _ => Err($crate::error::CoreError::UnknownEnum {
                         kind: stringify!($name),
                         value: s.to_owned(),
                     }),
@@ -58,20 +58,22 @@ macro_rules! stored_enum {
             }
         }
 
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        impl ::serde::Serialize for $name {
+            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 serializer.serialize_str(self.as_str())
             }
         }
 
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let text = String::deserialize(deserializer)?;
-                text.parse().map_err(serde::de::Error::custom)
+        impl<'de> ::serde::Deserialize<'de> for $name {
+            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = <String as ::serde::Deserialize>::deserialize(deserializer)?;
+                text.parse().map_err(::serde::de::Error::custom)
             }
         }
     };
 }
+
+pub(crate) use stored_enum;
 
 stored_enum! {
     /// The persisted discriminator of an `agent_instances` row (spec §2.1a):

@@ -8,14 +8,20 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod budget;
+pub mod cadence;
 pub mod enums;
 pub mod error;
+pub mod mapper;
 pub mod options;
+pub mod plan_hash;
 
-pub use budget::{BudgetEnvelope, Limit};
+pub use budget::{BudgetAxis, BudgetEnvelope, Limit};
+pub use cadence::{compute_next_heartbeat_delay, compute_tick_delay};
 pub use enums::{
     AgentDecisionKind, AgentEventKind, AgentSignalKind, AgentType, AttentionKind, AttentionStatus,
     InstanceStatus, MessageDirection, MissionStatus, ModeChangeSource, Phase, TokenScope,
 };
 pub use error::CoreError;
+pub use mapper::{AgentDecisionMapper, Completion, MappedDecision, TickOutcome};
 pub use options::AgentDispatcherOptions;
+pub use plan_hash::{OpsDigest, PlanInputHash};
