@@ -210,7 +210,7 @@ DECLARE
     v_turn bigint;
     v_ledger uuid;
     v_halt boolean := coalesce((p->>'halt')::boolean, false);
-    v_next timestamptz := (p->>'next_tick_at')::timestamptz;
+    v_next timestamptz := now() + coalesce((p->>'next_tick_delay_ms')::bigint, 0) * interval '1 millisecond';
     v_attention uuid;
 BEGIN
     PERFORM genesis_set_tenant(p_tenant);

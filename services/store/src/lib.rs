@@ -1,1 +1,42 @@
-//! placeholder
+//! genesis-store: the PostgreSQL side of the agents subsystem. Owns the
+//! embedded migrations ([`MIGRATOR`]), the two role-switching pools (tenant
+//! path as `genesis_app`, platform loops as `genesis_system`), tenant-scoped
+//! transactions for row-level security, the repositories, and the tick
+//! supervisor's transactions (claim, renew, complete, reset). Used by control
+//! and the supervisor. Must never decide a domain rule itself (mapping,
+//! cadence and counters come from genesis-core), never expose `sqlx::Error`,
+//! and never offer an UPDATE or DELETE path on the ledger.
+
+pub mod attention;
+pub mod config;
+pub mod error;
+pub mod events;
+pub mod instances;
+pub mod ledger;
+pub mod messages;
+pub mod modes;
+mod rows;
+pub mod store;
+pub mod tenants;
+pub mod tick;
+pub mod tokens;
+
+pub use attention::{AttentionRequest, NewAttentionRequest, ResolveOutcome};
+pub use error::StoreError;
+pub use events::{EnqueueOutcome, EventRow, OutboxBatch};
+pub use instances::{InstanceRow, NewInstance};
+pub use ledger::{LedgerActionRow, LedgerTurn};
+pub use messages::MessageRow;
+pub use modes::{ModeChange, ModeRow};
+pub use store::{Store, StoreOptions, TenantTx};
+pub use tenants::Tenant;
+pub use tick::{
+    ClaimOutcome, CompletedTurn, LedgerAction, ResetOutcome, TickClaim, TickCompletion,
+    TickDecision,
+};
+pub use tokens::ApiToken;
+
+/// The schema migrations under `migrations/`, embedded at compile time.
+/// `sqlx::test(migrator = "genesis_store::MIGRATOR")` and `Store::migrate`
+/// both run these.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");

@@ -1,0 +1,149 @@
+//! `system_configs`: the DB-first configuration layer (spec §3.6). Reads
+//! resolve tenant-scoped over global over none. Must never cache: a write
+//! takes effect on the very next read (the next tick).
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::rows::check_text;
+use crate::store::Store;
+
+/// Longest config value accepted, in bytes.
+pub const MAX_CONFIG_VALUE_BYTES: usize = 16 * 1024;
+
+/// Repository handle, from [`Store::config`].
+pub struct Config<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// DB-first configuration.
+    pub fn config(&self) -> Config<'_> {
+        Config { store: self }
+    }
+}
+
+impl Config<'_> {
+    /// The effective value of `key` for a tenant: its own row, else the
+    /// global row, else `None`. `tenant_id` `None` reads the global layer.
+    pub async fn get(
+        &self,
+        tenant_id: Option<Uuid>,
+        key: &str,
+    ) -> Result<Option<String>, StoreError> {
+        check_text("key", key, 200)?;
+        let sql = "SELECT value FROM system_configs WHERE key = $1 AND (tenant_id IS NULL OR tenant_id = $2)
+                   ORDER BY tenant_id NULLS LAST LIMIT 1";
+        match tenant_id {
+            Some(t) => {
+                let mut tx = self.store.tenant_tx(t).await?;
+                let v: Option<String> = sqlx::query_scalar(sql)
+                    .bind(key)
+                    .bind(t)
+                    .fetch_optional(tx.conn())
+                    .await?;
+                tx.commit().await?;
+                Ok(v)
+            }
+            None => Ok(sqlx::query_scalar(sql)
+                .bind(key)
+                .bind(None::<Uuid>)
+                .fetch_optional(self.store.system_pool())
+                .await?),
+        }
+    }
+
+    /// Every effective key/value for a tenant (tenant rows over global ones),
+    /// ready for `AgentDispatcherOptions::with_system_configs`.
+    pub async fn effective(
+        &self,
+        tenant_id: Option<Uuid>,
+    ) -> Result<BTreeMap<String, String>, StoreError> {
+        let sql = "SELECT DISTINCT ON (key) key, value FROM system_configs
+                   WHERE tenant_id IS NULL OR tenant_id = $1 ORDER BY key, tenant_id NULLS LAST";
+        let rows: Vec<(String, String)> = match tenant_id {
+            Some(t) => {
+                let mut tx = self.store.tenant_tx(t).await?;
+                let rows = sqlx::query_as(sql).bind(t).fetch_all(tx.conn()).await?;
+                tx.commit().await?;
+                rows
+            }
+            None => {
+                sqlx::query_as(sql)
+                    .bind(None::<Uuid>)
+                    .fetch_all(self.store.system_pool())
+                    .await?
+            }
+        };
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Write a value: `tenant_id` `None` writes the global layer (system
+    /// pool), otherwise the tenant's own layer (tenant-scoped, RLS-checked).
+    pub async fn set(
+        &self,
+        tenant_id: Option<Uuid>,
+        key: &str,
+        value: &str,
+    ) -> Result<(), StoreError> {
+        check_text("key", key, 200)?;
+        if value.len() > MAX_CONFIG_VALUE_BYTES {
+            return Err(StoreError::invalid(
+                "value",
+                format!("must be at most {MAX_CONFIG_VALUE_BYTES} bytes"),
+            ));
+        }
+        let sql = "INSERT INTO system_configs (tenant_id, key, value) VALUES ($1, $2, $3)
+                   ON CONFLICT ((coalesce(tenant_id, '00000000-0000-0000-0000-000000000000'::uuid)), key)
+                   DO UPDATE SET value = EXCLUDED.value, updated_at = now()";
+        match tenant_id {
+            Some(t) => {
+                let mut tx = self.store.tenant_tx(t).await?;
+                sqlx::query(sql)
+                    .bind(t)
+                    .bind(key)
+                    .bind(value)
+                    .execute(tx.conn())
+                    .await?;
+                tx.commit().await?;
+            }
+            None => {
+                sqlx::query(sql)
+                    .bind(None::<Uuid>)
+                    .bind(key)
+                    .bind(value)
+                    .execute(self.store.system_pool())
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Remove a value from one layer; returns whether a row was removed.
+    pub async fn delete(&self, tenant_id: Option<Uuid>, key: &str) -> Result<bool, StoreError> {
+        check_text("key", key, 200)?;
+        let sql = "DELETE FROM system_configs WHERE key = $1 AND tenant_id IS NOT DISTINCT FROM $2";
+        let n = match tenant_id {
+            Some(t) => {
+                let mut tx = self.store.tenant_tx(t).await?;
+                let n = sqlx::query(sql)
+                    .bind(key)
+                    .bind(t)
+                    .execute(tx.conn())
+                    .await?
+                    .rows_affected();
+                tx.commit().await?;
+                n
+            }
+            None => sqlx::query(sql)
+                .bind(key)
+                .bind(None::<Uuid>)
+                .execute(self.store.system_pool())
+                .await?
+                .rows_affected(),
+        };
+        Ok(n > 0)
+    }
+}

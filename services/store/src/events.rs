@@ -1,0 +1,246 @@
+//! `agent_event_queue`: enqueue (the control side's only way in), the
+//! idempotent escalation resume, reads, and the outbox batch the publisher
+//! uses. Events are consumed, never deleted. Must never be called on behalf
+//! of an agent: the agent never enqueues.
+
+use chrono::{DateTime, Utc};
+use genesis_core::AgentEventKind;
+use serde::Deserialize;
+use sqlx::{Postgres, Transaction};
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::rows::{decode, decode_all};
+use crate::store::Store;
+
+/// An `agent_event_queue` row.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct EventRow {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub instance_id: Uuid,
+    pub sequence_number: i64,
+    pub event_kind: AgentEventKind,
+    pub payload: serde_json::Value,
+    pub visible_at: DateTime<Utc>,
+    pub published_at: Option<DateTime<Utc>>,
+    pub claimed_session: Option<Uuid>,
+    pub attempts: i32,
+    pub consumed_at: Option<DateTime<Utc>>,
+    pub dead_lettered_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub attention_request_id: Option<Uuid>,
+}
+
+/// The result of an enqueue: the event, and whether this call created it
+/// (`false`: a pending heartbeat or the escalation's resume already existed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnqueueOutcome {
+    pub event: EventRow,
+    pub created: bool,
+}
+
+#[derive(Deserialize)]
+struct RawEnqueue {
+    outcome: String,
+    what: Option<String>,
+    event: Option<EventRow>,
+}
+
+/// Repository handle, from [`Store::events`].
+pub struct Events<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// The per-instance event queue.
+    pub fn events(&self) -> Events<'_> {
+        Events { store: self }
+    }
+}
+
+impl Events<'_> {
+    fn check_payload(&self, payload: &serde_json::Value) -> Result<(), StoreError> {
+        let size = serde_json::to_vec(payload)?.len();
+        let limit = self.store.options().max_event_payload_bytes;
+        if size > limit {
+            return Err(StoreError::PayloadTooLarge { size, limit });
+        }
+        Ok(())
+    }
+
+    async fn call(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        kind: AgentEventKind,
+        payload: &serde_json::Value,
+        visible_at: Option<DateTime<Utc>>,
+        attention_request_id: Option<Uuid>,
+    ) -> Result<EnqueueOutcome, StoreError> {
+        self.check_payload(payload)?;
+        let raw: serde_json::Value =
+            sqlx::query_scalar("SELECT genesis_enqueue_event($1, $2, $3, $4, $5, $6)")
+                .bind(tenant_id)
+                .bind(instance_id)
+                .bind(kind.as_str())
+                .bind(payload)
+                .bind(visible_at)
+                .bind(attention_request_id)
+                .fetch_one(self.store.tenant_pool())
+                .await?;
+        let raw: RawEnqueue = decode(raw)?;
+        match (raw.outcome.as_str(), raw.event) {
+            ("created", Some(event)) => Ok(EnqueueOutcome {
+                event,
+                created: true,
+            }),
+            ("existing", Some(event)) => Ok(EnqueueOutcome {
+                event,
+                created: false,
+            }),
+            ("not_found", _) => Err(StoreError::not_found(
+                raw.what.unwrap_or_else(|| "agent instance".to_owned()),
+            )),
+            (other, _) => Err(StoreError::Database(format!(
+                "unexpected enqueue outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// Enqueue an event with the instance's next sequence number and notify
+    /// `genesis_due`, in one transaction. `visible_at` `None` means now. An
+    /// `AgentTick` while one is pending returns the pending one
+    /// (`created: false`). `OperatorAnsweredEscalation` must go through
+    /// [`Events::enqueue_answered_escalation`].
+    pub async fn enqueue(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        kind: AgentEventKind,
+        payload: &serde_json::Value,
+        visible_at: Option<DateTime<Utc>>,
+    ) -> Result<EnqueueOutcome, StoreError> {
+        if kind == AgentEventKind::OperatorAnsweredEscalation {
+            return Err(StoreError::invalid(
+                "event_kind",
+                "OperatorAnsweredEscalation needs its attention request: use enqueue_answered_escalation",
+            ));
+        }
+        self.call(tenant_id, instance_id, kind, payload, visible_at, None)
+            .await
+    }
+
+    /// Enqueue the resume of an answered escalation, visible now. Idempotent
+    /// on `attention_request_id`: a second call (even concurrent) returns the
+    /// first event with `created: false`.
+    pub async fn enqueue_answered_escalation(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        attention_request_id: Uuid,
+        payload: &serde_json::Value,
+    ) -> Result<EnqueueOutcome, StoreError> {
+        self.call(
+            tenant_id,
+            instance_id,
+            AgentEventKind::OperatorAnsweredEscalation,
+            payload,
+            None,
+            Some(attention_request_id),
+        )
+        .await
+    }
+
+    /// Every event of an instance, in sequence order.
+    pub async fn list(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+    ) -> Result<Vec<EventRow>, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(e) FROM agent_event_queue e WHERE instance_id = $1 ORDER BY sequence_number",
+        )
+        .bind(instance_id)
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode_all(rows)
+    }
+
+    /// The unconsumed, un-dead-lettered events of an instance.
+    pub async fn pending(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+    ) -> Result<Vec<EventRow>, StoreError> {
+        Ok(self
+            .list(tenant_id, instance_id)
+            .await?
+            .into_iter()
+            .filter(|e| e.consumed_at.is_none() && e.dead_lettered_at.is_none())
+            .collect())
+    }
+
+    /// Open an outbox batch (system pool, all tenants): up to `limit` due,
+    /// unpublished events, locked `FOR UPDATE SKIP LOCKED` until the batch is
+    /// marked or dropped, so several publishers never publish one event twice
+    /// in the same round.
+    pub async fn begin_outbox_batch(&self, limit: i64) -> Result<OutboxBatch, StoreError> {
+        if limit <= 0 {
+            return Err(StoreError::invalid("limit", "must be positive"));
+        }
+        let mut tx = self.store.system_pool().begin().await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(e) FROM agent_event_queue e
+             WHERE published_at IS NULL AND consumed_at IS NULL AND dead_lettered_at IS NULL
+               AND visible_at <= now()
+             ORDER BY visible_at
+             LIMIT $1
+             FOR UPDATE SKIP LOCKED",
+        )
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+        Ok(OutboxBatch {
+            tx,
+            events: decode_all(rows)?,
+        })
+    }
+
+    /// The earliest future `visible_at` of an unpublished event (the
+    /// publisher's timer), across tenants.
+    pub async fn next_unpublished_visible_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let at: Option<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT min(visible_at) FROM agent_event_queue
+             WHERE published_at IS NULL AND consumed_at IS NULL AND dead_lettered_at IS NULL",
+        )
+        .fetch_one(self.store.system_pool())
+        .await?;
+        Ok(at)
+    }
+}
+
+/// A locked batch of due, unpublished events (see
+/// [`Events::begin_outbox_batch`]).
+pub struct OutboxBatch {
+    tx: Transaction<'static, Postgres>,
+    /// The events to publish.
+    pub events: Vec<EventRow>,
+}
+
+impl OutboxBatch {
+    /// Set `published_at` on the given events of this batch (the ones whose
+    /// JetStream ack arrived) and release the locks.
+    pub async fn mark_published(mut self, event_ids: &[Uuid]) -> Result<u64, StoreError> {
+        let done =
+            sqlx::query("UPDATE agent_event_queue SET published_at = now() WHERE id = ANY($1)")
+                .bind(event_ids)
+                .execute(&mut *self.tx)
+                .await?
+                .rows_affected();
+        self.tx.commit().await?;
+        Ok(done)
+    }
+}

@@ -1,0 +1,235 @@
+//! `agent_instances`: create (entering the foundational phase), read, list,
+//! status changes and the workset-complete terminator. Must never write
+//! `active_mode` (only `modes::set_active_mode` does) nor the tick counters,
+//! phase or next tick (only `tick::complete_tick` does).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use genesis_core::{AgentDecisionKind, AgentEventKind, AgentType, InstanceStatus};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::rows::{decode, decode_all};
+use crate::store::Store;
+
+/// An `agent_instances` row: the pre-tick snapshot the idle and STUCK rules
+/// key on.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct InstanceRow {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub agent_type: AgentType,
+    pub status: InstanceStatus,
+    /// `None` means the type's default mode (the catalogue row `is_default`).
+    pub active_mode: Option<String>,
+    pub phase: String,
+    pub next_tick_at: Option<DateTime<Utc>>,
+    pub consecutive_idle_ticks: i32,
+    pub consecutive_blocked_turns: i32,
+    pub idle_ticks_since_replan: i32,
+    pub plan_input_hash: Option<String>,
+    pub last_decision_kind: Option<AgentDecisionKind>,
+    pub is_building_starting_workset: bool,
+    pub workset_deadline_utc: Option<DateTime<Utc>>,
+    pub lease_session: Option<Uuid>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub call_site_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl InstanceRow {
+    /// True while the foundational phase is on and its deadline not passed.
+    pub fn in_foundational_phase(&self, now: DateTime<Utc>) -> bool {
+        self.is_building_starting_workset && self.workset_deadline_utc.is_none_or(|d| now < d)
+    }
+}
+
+/// What [`Instances::create`] needs.
+#[derive(Debug, Clone)]
+pub struct NewInstance {
+    pub agent_type: AgentType,
+    pub status: InstanceStatus,
+    /// The redactor's bound call-site, if any.
+    pub call_site_id: Option<String>,
+    /// Foundational phase length (spec §3.6, default 24 h); `None` creates
+    /// the instance outside the foundational phase.
+    pub workset_deadline: Option<Duration>,
+    /// Seed an `AgentInitialized` event in the same transaction.
+    pub seed_initialized: bool,
+}
+
+impl NewInstance {
+    /// A new instance of `agent_type` in the foundational phase with the
+    /// default deadline, seeded `AgentInitialized` when active.
+    pub fn foundational(agent_type: AgentType, status: InstanceStatus) -> Self {
+        Self {
+            agent_type,
+            status,
+            call_site_id: None,
+            workset_deadline: Some(
+                genesis_core::AgentDispatcherOptions::default().workset_deadline,
+            ),
+            seed_initialized: status == InstanceStatus::Active,
+        }
+    }
+}
+
+/// Repository handle, from [`Store::instances`].
+pub struct Instances<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// Agent instances of one tenant.
+    pub fn instances(&self) -> Instances<'_> {
+        Instances { store: self }
+    }
+}
+
+pub(crate) async fn get_in(
+    conn: &mut sqlx::PgConnection,
+    instance_id: Uuid,
+) -> Result<InstanceRow, StoreError> {
+    let row: Option<serde_json::Value> =
+        sqlx::query_scalar("SELECT to_jsonb(i) FROM agent_instances i WHERE id = $1")
+            .bind(instance_id)
+            .fetch_optional(conn)
+            .await?;
+    decode(row.ok_or_else(|| StoreError::not_found("agent instance"))?)
+}
+
+impl Instances<'_> {
+    /// Create an instance (in the foundational phase when asked), optionally
+    /// seeding `AgentInitialized`, in one transaction.
+    pub async fn create(
+        &self,
+        tenant_id: Uuid,
+        new: NewInstance,
+    ) -> Result<InstanceRow, StoreError> {
+        if let Some(site) = &new.call_site_id {
+            crate::rows::check_text("call_site_id", site, 200)?;
+        }
+        let deadline_ms = match new.workset_deadline {
+            Some(d) => Some(
+                i64::try_from(d.as_millis())
+                    .map_err(|_| StoreError::invalid("workset_deadline", "too large"))?,
+            ),
+            None => None,
+        };
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row: serde_json::Value = sqlx::query_scalar(
+            "INSERT INTO agent_instances (tenant_id, agent_type, status, call_site_id,
+                 is_building_starting_workset, workset_deadline_utc)
+             VALUES ($1, $2, $3, $4, $5::bigint IS NOT NULL, now() + $5::bigint * interval '1 millisecond')
+             RETURNING to_jsonb(agent_instances.*)",
+        )
+        .bind(tenant_id)
+        .bind(new.agent_type.as_str())
+        .bind(new.status.as_str())
+        .bind(new.call_site_id.as_deref())
+        .bind(deadline_ms)
+        .fetch_one(tx.conn())
+        .await?;
+        let mut inst: InstanceRow = decode(row)?;
+        if new.seed_initialized {
+            sqlx::query("SELECT genesis_insert_event($1, $2, $3, '{}'::jsonb, now(), NULL)")
+                .bind(tenant_id)
+                .bind(inst.id)
+                .bind(AgentEventKind::AgentInitialized.as_str())
+                .execute(tx.conn())
+                .await?;
+            inst = get_in(tx.conn(), inst.id).await?;
+        }
+        tx.commit().await?;
+        Ok(inst)
+    }
+
+    /// Read one instance of the tenant.
+    pub async fn get(&self, tenant_id: Uuid, instance_id: Uuid) -> Result<InstanceRow, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let inst = get_in(tx.conn(), instance_id).await?;
+        tx.commit().await?;
+        Ok(inst)
+    }
+
+    /// Every instance of the tenant, optionally of one type, oldest first.
+    pub async fn list(
+        &self,
+        tenant_id: Uuid,
+        agent_type: Option<AgentType>,
+    ) -> Result<Vec<InstanceRow>, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(i) FROM agent_instances i
+             WHERE $1::text IS NULL OR agent_type = $1 ORDER BY created_at, id",
+        )
+        .bind(agent_type.map(|t| t.as_str()))
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode_all(rows)
+    }
+
+    /// Set the lifecycle status (Start/Stop). Starting (→ active) from
+    /// another status also seeds `AgentInitialized`, as the spec's Start does.
+    pub async fn set_status(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        status: InstanceStatus,
+    ) -> Result<InstanceRow, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let before = lock_in(tx.conn(), instance_id).await?;
+        sqlx::query("UPDATE agent_instances SET status = $2, updated_at = now() WHERE id = $1")
+            .bind(instance_id)
+            .bind(status.as_str())
+            .execute(tx.conn())
+            .await?;
+        if status == InstanceStatus::Active && before.status != InstanceStatus::Active {
+            sqlx::query(
+                "SELECT genesis_insert_event($1, $2, 'AgentInitialized', '{}'::jsonb, now(), NULL)",
+            )
+            .bind(tenant_id)
+            .bind(instance_id)
+            .execute(tx.conn())
+            .await?;
+        }
+        let inst = get_in(tx.conn(), instance_id).await?;
+        tx.commit().await?;
+        Ok(inst)
+    }
+
+    /// End the foundational phase (the `agent_workset_complete` terminator).
+    pub async fn complete_workset(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+    ) -> Result<InstanceRow, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row: Option<serde_json::Value> = sqlx::query_scalar(
+            "UPDATE agent_instances SET is_building_starting_workset = false, updated_at = now()
+             WHERE id = $1 RETURNING to_jsonb(agent_instances.*)",
+        )
+        .bind(instance_id)
+        .fetch_optional(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode(row.ok_or_else(|| StoreError::not_found("agent instance"))?)
+    }
+}
+
+/// Lock the instance row for the rest of the transaction.
+pub(crate) async fn lock_in(
+    conn: &mut sqlx::PgConnection,
+    instance_id: Uuid,
+) -> Result<InstanceRow, StoreError> {
+    let row: Option<serde_json::Value> =
+        sqlx::query_scalar("SELECT to_jsonb(i) FROM agent_instances i WHERE id = $1 FOR UPDATE")
+            .bind(instance_id)
+            .fetch_optional(conn)
+            .await?;
+    decode(row.ok_or_else(|| StoreError::not_found("agent instance"))?)
+}

@@ -1,0 +1,147 @@
+//! `agent_state_ledger` (+ `_actions`): reads of the append-only turn record.
+//! Turns are written only by `tick::complete_tick`, and cleared only by the
+//! documented Reset. Must never grow an UPDATE or DELETE path.
+
+use chrono::{DateTime, Utc};
+use genesis_core::{AgentDecisionKind, AgentEventKind};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::rows::{check_text, decode_all};
+use crate::store::Store;
+
+/// One ledger turn.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct LedgerTurn {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub instance_id: Uuid,
+    pub turn_number: i64,
+    pub event_id: Option<Uuid>,
+    pub event_kind: AgentEventKind,
+    pub event_payload: serde_json::Value,
+    pub decision_kind: AgentDecisionKind,
+    pub phase: String,
+    /// `{actions, waitCondition, reasoningSummary, activeMode}`.
+    pub decision_payload: serde_json::Value,
+    pub wait_condition: Option<String>,
+    pub reasoning_summary: Option<String>,
+    pub plan_input_hash: Option<String>,
+    pub llm_call_snapshot_id: Option<Uuid>,
+    pub served_model: Option<String>,
+    pub cost_usd: Option<f64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One action row of a turn.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct LedgerActionRow {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub ledger_id: Uuid,
+    pub ordinal: i32,
+    pub tool_name: String,
+    pub arguments: serde_json::Value,
+    pub result: Option<serde_json::Value>,
+    pub side_effecting: bool,
+    pub blocked: bool,
+}
+
+/// Repository handle, from [`Store::ledger`].
+pub struct Ledger<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// Reads of the append-only ledger.
+    pub fn ledger(&self) -> Ledger<'_> {
+        Ledger { store: self }
+    }
+}
+
+impl Ledger<'_> {
+    /// The last `n` turns of an instance, oldest first (the re-inject tail).
+    pub async fn tail(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        n: i64,
+    ) -> Result<Vec<LedgerTurn>, StoreError> {
+        if n <= 0 {
+            return Err(StoreError::invalid("n", "must be positive"));
+        }
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT row FROM (SELECT to_jsonb(l) AS row, turn_number FROM agent_state_ledger l
+               WHERE instance_id = $1 ORDER BY turn_number DESC LIMIT $2) t ORDER BY turn_number",
+        )
+        .bind(instance_id)
+        .bind(n)
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode_all(rows)
+    }
+
+    /// The action rows of one turn, in ordinal order.
+    pub async fn actions(
+        &self,
+        tenant_id: Uuid,
+        ledger_id: Uuid,
+    ) -> Result<Vec<LedgerActionRow>, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(a) FROM agent_state_ledger_actions a WHERE ledger_id = $1 ORDER BY ordinal",
+        )
+        .bind(ledger_id)
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode_all(rows)
+    }
+
+    /// Full-text search over reasoning summaries and wait conditions (the
+    /// `agent_query_memory` backend), newest first.
+    pub async fn search(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Option<Uuid>,
+        query: &str,
+        limit: i64,
+    ) -> Result<Vec<LedgerTurn>, StoreError> {
+        check_text("query", query, 1000)?;
+        if limit <= 0 {
+            return Err(StoreError::invalid("limit", "must be positive"));
+        }
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(l) FROM agent_state_ledger l
+             WHERE ($1::uuid IS NULL OR instance_id = $1)
+               AND to_tsvector('simple', coalesce(reasoning_summary, '') || ' ' || coalesce(wait_condition, ''))
+                   @@ plainto_tsquery('simple', $2)
+             ORDER BY created_at DESC, turn_number DESC LIMIT $3",
+        )
+        .bind(instance_id)
+        .bind(query)
+        .bind(limit)
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode_all(rows)
+    }
+
+    /// Number of turns recorded for an instance.
+    pub async fn count(&self, tenant_id: Uuid, instance_id: Uuid) -> Result<i64, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger WHERE instance_id = $1")
+                .bind(instance_id)
+                .fetch_one(tx.conn())
+                .await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+}

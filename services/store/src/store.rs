@@ -1,0 +1,197 @@
+//! Connection handling: the tenant pool (`SET ROLE genesis_app`) and the
+//! system pool (`SET ROLE genesis_system`) opened from one URL, and the
+//! tenant-scoped transaction. Must never hand out a tenant-pool connection
+//! whose transaction has not set `genesis.tenant_id` first.
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Executor, PgConnection, PgPool, Postgres, Transaction};
+use uuid::Uuid;
+
+use crate::error::StoreError;
+
+/// Pool sizes and input limits. `Default` suits a service; tests use it too.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Connections in the tenant pool (`genesis_app`).
+    pub tenant_pool_size: u32,
+    /// Connections in the system pool (`genesis_system`).
+    pub system_pool_size: u32,
+    /// How long to wait for a pooled connection.
+    pub acquire_timeout: Duration,
+    /// Largest JSON event payload `enqueue` accepts, in bytes.
+    pub max_event_payload_bytes: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            tenant_pool_size: 16,
+            system_pool_size: 4,
+            acquire_timeout: Duration::from_secs(30),
+            max_event_payload_bytes: genesis_core::AgentDispatcherOptions::default()
+                .max_event_payload_bytes,
+        }
+    }
+}
+
+/// The store handle: cheap to clone, shared by every task of a service.
+#[derive(Debug, Clone)]
+pub struct Store {
+    tenant: PgPool,
+    system: PgPool,
+    options: StoreOptions,
+}
+
+/// A transaction on the tenant pool with `genesis.tenant_id` already set
+/// (transaction-local), so every statement in it is confined by RLS to one
+/// tenant. Dropped without [`TenantTx::commit`] it rolls back.
+pub struct TenantTx {
+    tx: Transaction<'static, Postgres>,
+    tenant_id: Uuid,
+}
+
+impl TenantTx {
+    /// The tenant this transaction is confined to.
+    pub fn tenant_id(&self) -> Uuid {
+        self.tenant_id
+    }
+
+    /// The connection, for statements of other repositories in this crate
+    /// or of callers that need several writes in one transaction.
+    pub fn conn(&mut self) -> &mut PgConnection {
+        &mut self.tx
+    }
+
+    /// Commit every statement made through this transaction.
+    pub async fn commit(self) -> Result<(), StoreError> {
+        self.tx.commit().await.map_err(StoreError::from)
+    }
+
+    /// Roll back explicitly (dropping does the same).
+    pub async fn rollback(self) -> Result<(), StoreError> {
+        self.tx.rollback().await.map_err(StoreError::from)
+    }
+}
+
+fn pool_with_role(
+    opts: PgConnectOptions,
+    size: u32,
+    acquire_timeout: Duration,
+    set_role: &'static str,
+) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(acquire_timeout)
+        .after_connect(move |conn, _meta| {
+            Box::pin(async move {
+                conn.execute(set_role).await?;
+                Ok(())
+            })
+        })
+        .connect_lazy_with(opts)
+}
+
+impl Store {
+    /// Open both pools against `url`. Connections are made lazily; the first
+    /// statement surfaces a bad URL or an unreachable server as
+    /// [`StoreError::Database`].
+    pub async fn connect(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        let opts: PgConnectOptions = url
+            .parse()
+            .map_err(|e: sqlx::Error| StoreError::invalid("database_url", e.to_string()))?;
+        let store = Self::from_options(opts, options);
+        store.ping().await?;
+        Ok(store)
+    }
+
+    /// Build a store on the database of an existing pool (the one
+    /// `sqlx::test` hands a test), with its own role-switching pools.
+    pub fn from_pool(pool: &PgPool) -> Store {
+        Self::from_pool_with(pool, StoreOptions::default())
+    }
+
+    /// [`Store::from_pool`] with explicit options.
+    pub fn from_pool_with(pool: &PgPool, options: StoreOptions) -> Store {
+        let opts = (*pool.connect_options()).clone();
+        Self::from_options(opts, options)
+    }
+
+    fn from_options(opts: PgConnectOptions, options: StoreOptions) -> Store {
+        let tenant = pool_with_role(
+            opts.clone(),
+            options.tenant_pool_size,
+            options.acquire_timeout,
+            "SET ROLE genesis_app",
+        );
+        let system = pool_with_role(
+            opts,
+            options.system_pool_size,
+            options.acquire_timeout,
+            "SET ROLE genesis_system",
+        );
+        Store {
+            tenant,
+            system,
+            options,
+        }
+    }
+
+    /// The options this store was built with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
+    /// Check both pools can connect and switch role (used by `/readyz`).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.tenant).await?;
+        sqlx::query("SELECT 1").execute(&self.system).await?;
+        Ok(())
+    }
+
+    /// Apply the embedded migrations. Runs as the login user (the owner of
+    /// the schema), not as either service role.
+    pub async fn migrate(url: &str) -> Result<(), StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(url)
+            .await
+            .map_err(StoreError::from)?;
+        crate::MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Database(format!("migration failed: {e}")))?;
+        pool.close().await;
+        Ok(())
+    }
+
+    /// Begin a tenant-scoped transaction: `set_config('genesis.tenant_id', ..,
+    /// true)` is its first statement, so RLS confines everything after it.
+    pub async fn tenant_tx(&self, tenant_id: Uuid) -> Result<TenantTx, StoreError> {
+        let mut tx = self.tenant.begin().await?;
+        sqlx::query("SELECT set_config('genesis.tenant_id', $1, true)")
+            .bind(tenant_id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        Ok(TenantTx { tx, tenant_id })
+    }
+
+    /// The tenant pool, for single-statement calls of the tick functions
+    /// (each sets the tenant itself, so one autocommit call is one
+    /// tenant-scoped transaction).
+    pub(crate) fn tenant_pool(&self) -> &PgPool {
+        &self.tenant
+    }
+
+    /// The system pool (BYPASSRLS): platform-wide loops and tenant admin only.
+    pub(crate) fn system_pool(&self) -> &PgPool {
+        &self.system
+    }
+
+    /// Close both pools (graceful shutdown).
+    pub async fn close(&self) {
+        self.tenant.close().await;
+        self.system.close().await;
+    }
+}

@@ -1,0 +1,124 @@
+//! Tenant administration (platform-wide, on the system pool): create, read,
+//! list, the standing-agents switch and feature flags. Must never be reached
+//! with a tenant-bound operator's authority without the caller checking it.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::rows::{check_text, decode, decode_all};
+use crate::store::Store;
+
+/// The feature flags a tenant can toggle (spec "Feature flags").
+pub const FEATURE_FLAGS: &[&str] = &["prompt-redactor", "windows-pool"];
+
+/// A `tenants` row.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Tenant {
+    pub id: Uuid,
+    pub name: String,
+    /// The tenant level of the standing-agents gate (default off).
+    pub standing_agents_enabled: bool,
+    pub feature_flags: BTreeMap<String, bool>,
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Tenant {
+    /// Whether a feature flag is on; unknown or absent flags are off.
+    pub fn feature_enabled(&self, flag: &str) -> bool {
+        self.feature_flags.get(flag).copied().unwrap_or(false)
+    }
+}
+
+/// Repository handle, from [`Store::tenants`].
+pub struct Tenants<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// Tenant administration.
+    pub fn tenants(&self) -> Tenants<'_> {
+        Tenants { store: self }
+    }
+}
+
+impl Tenants<'_> {
+    /// Create a tenant; a duplicate name is [`StoreError::Conflict`].
+    pub async fn create(&self, name: &str) -> Result<Tenant, StoreError> {
+        check_text("name", name, 200)?;
+        let row: serde_json::Value = sqlx::query_scalar(
+            "INSERT INTO tenants (name) VALUES ($1) RETURNING to_jsonb(tenants.*)",
+        )
+        .bind(name.trim())
+        .fetch_one(self.store.system_pool())
+        .await?;
+        decode(row)
+    }
+
+    /// Read one tenant.
+    pub async fn get(&self, id: Uuid) -> Result<Tenant, StoreError> {
+        let row: Option<serde_json::Value> =
+            sqlx::query_scalar("SELECT to_jsonb(t) FROM tenants t WHERE id = $1")
+                .bind(id)
+                .fetch_optional(self.store.system_pool())
+                .await?;
+        decode(row.ok_or_else(|| StoreError::not_found("tenant"))?)
+    }
+
+    /// Every tenant, oldest first.
+    pub async fn list(&self) -> Result<Vec<Tenant>, StoreError> {
+        let rows: Vec<serde_json::Value> =
+            sqlx::query_scalar("SELECT to_jsonb(t) FROM tenants t ORDER BY created_at, id")
+                .fetch_all(self.store.system_pool())
+                .await?;
+        decode_all(rows)
+    }
+
+    /// Flip the tenant level of the standing-agents gate.
+    pub async fn set_standing_agents_enabled(
+        &self,
+        id: Uuid,
+        enabled: bool,
+    ) -> Result<Tenant, StoreError> {
+        let row: Option<serde_json::Value> = sqlx::query_scalar(
+            "UPDATE tenants SET standing_agents_enabled = $2 WHERE id = $1 RETURNING to_jsonb(tenants.*)",
+        )
+        .bind(id)
+        .bind(enabled)
+        .fetch_optional(self.store.system_pool())
+        .await?;
+        decode(row.ok_or_else(|| StoreError::not_found("tenant"))?)
+    }
+
+    /// Set one feature flag; a flag outside [`FEATURE_FLAGS`] is refused.
+    pub async fn set_feature_flag(
+        &self,
+        id: Uuid,
+        flag: &str,
+        enabled: bool,
+    ) -> Result<Tenant, StoreError> {
+        if !FEATURE_FLAGS.contains(&flag) {
+            return Err(StoreError::invalid(
+                "flag",
+                format!(
+                    "unknown feature flag {flag:?}; known: {}",
+                    FEATURE_FLAGS.join(", ")
+                ),
+            ));
+        }
+        let row: Option<serde_json::Value> = sqlx::query_scalar(
+            "UPDATE tenants SET feature_flags = feature_flags || jsonb_build_object($2::text, $3::boolean)
+             WHERE id = $1 RETURNING to_jsonb(tenants.*)",
+        )
+        .bind(id)
+        .bind(flag)
+        .bind(enabled)
+        .fetch_optional(self.store.system_pool())
+        .await?;
+        decode(row.ok_or_else(|| StoreError::not_found("tenant"))?)
+    }
+}

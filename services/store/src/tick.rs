@@ -1,0 +1,540 @@
+//! The tick supervisor's transactions (spec §3.3, DESIGN §4): claim (CAS
+//! lease, dequeue, dead-letter, heartbeat seed), lease renewal, the single
+//! passivation write of complete (session guard, idle detection, STUCK
+//! guard, ledger turn, consume, exactly-one heartbeat, release, notify) and
+//! Reset. Each runs as one transaction on the server-side functions of
+//! migration 0002; the rules applied are computed here in Rust from the
+//! genesis-core options. Must never write anything when the session guard
+//! fails, and never let a second writer touch phase / next tick / counters.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use genesis_core::{AgentDecisionKind, AgentDispatcherOptions, AgentEventKind, Phase};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::events::EventRow;
+use crate::instances::InstanceRow;
+use crate::rows::decode;
+use crate::store::Store;
+
+/// A claimed tick: the session that holds the lease, the pre-tick instance
+/// snapshot (counters, mode, prior hash, foundational flags) and the event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TickClaim {
+    pub session: Uuid,
+    pub instance: InstanceRow,
+    pub event: EventRow,
+    /// Events set aside (dead-lettered) by this claim before it found one.
+    pub dead_lettered: u32,
+}
+
+/// The answer of [`Store::claim_tick`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimOutcome {
+    /// This session now holds the lease and must complete (or let it expire).
+    Claimed(Box<TickClaim>),
+    /// Another live session holds the lease; retry later.
+    LeaseHeld,
+    /// Nothing due: a heartbeat is pending (seeded if it was missing) and the
+    /// lease has been released.
+    NothingDue {
+        /// The pending heartbeat.
+        heartbeat: EventRow,
+        /// Events dead-lettered by this claim.
+        dead_lettered: u32,
+    },
+}
+
+/// One action a turn produced (an `agent_state_ledger_actions` row).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerAction {
+    pub tool_name: String,
+    pub arguments: serde_json::Value,
+    pub result: Option<serde_json::Value>,
+    /// Took effect outside the agent (proposal, message, record).
+    pub side_effecting: bool,
+    /// Refused by governance (fed back, not thrown).
+    pub blocked: bool,
+}
+
+/// The decision of a turn: already derived (the supervisor ran the shared
+/// decision mapper on the raw outcome), passed through byte-identical.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TickDecision {
+    /// Kind and phase as the mapper produced them.
+    Derived {
+        kind: AgentDecisionKind,
+        phase: String,
+    },
+}
+
+/// What the pod reports at the end of a tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TickCompletion {
+    /// The claimed event this turn consumes.
+    pub event_id: Uuid,
+    pub decision: TickDecision,
+    /// The tick's plan-input hash (`None`: not computed; the prior is kept).
+    pub plan_input_hash: Option<String>,
+    /// The tick short-circuited without a real plan (unchanged inputs or
+    /// credit idle): counts toward the forced re-plan.
+    pub was_idle: bool,
+    pub actions: Vec<LedgerAction>,
+    pub reasoning_summary: Option<String>,
+    pub wait_condition: Option<String>,
+    /// `{actions, waitCondition, reasoningSummary, activeMode}`.
+    pub decision_payload: serde_json::Value,
+    pub llm_call_snapshot_id: Option<Uuid>,
+    pub served_model: Option<String>,
+    /// Computed by the supervisor from usage and pricing, never by the pod.
+    pub cost_usd: Option<f64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+}
+
+impl TickCompletion {
+    /// A completion with the given decision and nothing else recorded.
+    pub fn new(event_id: Uuid, kind: AgentDecisionKind, phase: impl Into<String>) -> Self {
+        Self {
+            event_id,
+            decision: TickDecision::Derived {
+                kind,
+                phase: phase.into(),
+            },
+            plan_input_hash: None,
+            was_idle: false,
+            actions: Vec::new(),
+            reasoning_summary: None,
+            wait_condition: None,
+            decision_payload: serde_json::json!({}),
+            llm_call_snapshot_id: None,
+            served_model: None,
+            cost_usd: None,
+            input_tokens: None,
+            output_tokens: None,
+        }
+    }
+}
+
+/// The result of a successful [`Store::complete_tick`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletedTurn {
+    pub ledger_id: Uuid,
+    pub turn_number: i64,
+    pub decision_kind: AgentDecisionKind,
+    pub phase: String,
+    /// The STUCK guard closed the instance.
+    pub halted: bool,
+    /// The pending heartbeat's time (`None` when halted).
+    pub next_tick_at: Option<DateTime<Utc>>,
+    pub heartbeat_event_id: Option<Uuid>,
+    /// The `stuck_halt` request raised when halted.
+    pub attention_request_id: Option<Uuid>,
+    pub consecutive_idle_ticks: i32,
+    pub idle_ticks_since_replan: i32,
+    pub consecutive_blocked_turns: i32,
+    /// `idle_ticks_since_replan` reached `ForcedReplanEveryNIdleTicks`: the
+    /// next tick must re-plan even with unchanged inputs.
+    pub forced_replan_due: bool,
+}
+
+/// The result of a successful [`Store::reset_instance`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResetOutcome {
+    pub cleared_turns: i64,
+    pub drained_events: i64,
+    /// The fresh `AgentInitialized`.
+    pub event_id: Uuid,
+}
+
+/// Largest total of turn JSON (actions, payload, summaries) accepted.
+pub const MAX_COMPLETION_BYTES: usize = 1024 * 1024;
+
+fn interval_ms(field: &str, d: Duration) -> Result<i64, StoreError> {
+    let ms = i64::try_from(d.as_millis()).map_err(|_| StoreError::invalid(field, "too large"))?;
+    if ms <= 0 {
+        return Err(StoreError::invalid(field, "must be positive"));
+    }
+    Ok(ms)
+}
+
+/// Cadence (spec §3.3 ComputeNextHeartbeatDelay): the flat heartbeat when
+/// enabled, else geometric idle backoff `base · factor^prior_idle` capped.
+// Kept private until genesis-core exports `compute_next_heartbeat_delay`.
+fn next_heartbeat_delay(opts: &AgentDispatcherOptions, prior_idle: u32) -> Duration {
+    if opts.standing_agent_idle_heartbeat_enabled {
+        return opts.standing_agent_heartbeat_interval;
+    }
+    let factor = opts.backoff_factor.max(1.0).powi(prior_idle.min(64) as i32);
+    let secs = opts.tick_base_delay.as_secs_f64() * factor;
+    let capped = secs.min(opts.max_backoff_interval.as_secs_f64());
+    Duration::from_secs_f64(capped.max(0.0))
+}
+
+/// The counters after a turn (spec §3.3 steps 3-4, §3.4 step 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counters {
+    consecutive_idle_ticks: i32,
+    idle_ticks_since_replan: i32,
+    consecutive_blocked_turns: i32,
+    halt: bool,
+    forced_replan_due: bool,
+}
+
+fn next_counters(
+    opts: &AgentDispatcherOptions,
+    prior: &InstanceRow,
+    event_kind: AgentEventKind,
+    completion: &TickCompletion,
+    phase: &str,
+) -> Counters {
+    // Idle: an AgentTick whose plan-input hash equals the prior tick's.
+    let idle = event_kind == AgentEventKind::AgentTick
+        && completion.plan_input_hash.is_some()
+        && completion.plan_input_hash == prior.plan_input_hash;
+    let consecutive_idle_ticks = if idle {
+        prior.consecutive_idle_ticks.saturating_add(1)
+    } else {
+        0
+    };
+    // Ticks since the last real plan: short-circuits count, a plan resets.
+    let idle_ticks_since_replan = if completion.was_idle {
+        prior.idle_ticks_since_replan.saturating_add(1)
+    } else {
+        0
+    };
+    let blocked = phase == Phase::IDLE_BLOCKED;
+    let consecutive_blocked_turns = if blocked {
+        prior.consecutive_blocked_turns.saturating_add(1)
+    } else {
+        0
+    };
+    let max_blocked = i32::try_from(opts.max_consecutive_blocked_turns).unwrap_or(i32::MAX);
+    let halt = opts.enforce_stuck_guard && blocked && consecutive_blocked_turns >= max_blocked;
+    let every = i32::try_from(opts.forced_replan_every_n_idle_ticks).unwrap_or(i32::MAX);
+    Counters {
+        consecutive_idle_ticks,
+        idle_ticks_since_replan,
+        consecutive_blocked_turns,
+        halt,
+        forced_replan_due: every > 0 && idle_ticks_since_replan >= every,
+    }
+}
+
+#[derive(Deserialize)]
+struct RawClaim {
+    outcome: String,
+    status: Option<String>,
+    instance: Option<InstanceRow>,
+    event: Option<EventRow>,
+    heartbeat: Option<EventRow>,
+    dead_lettered: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct RawLock {
+    outcome: String,
+    what: Option<String>,
+    instance: Option<InstanceRow>,
+    event: Option<EventRow>,
+}
+
+#[derive(Deserialize)]
+struct RawApply {
+    outcome: String,
+    ledger_id: Option<Uuid>,
+    turn_number: Option<i64>,
+    halted: Option<bool>,
+    next_tick_at: Option<DateTime<Utc>>,
+    heartbeat_event_id: Option<Uuid>,
+    attention_request_id: Option<Uuid>,
+}
+
+#[derive(Deserialize)]
+struct RawReset {
+    outcome: String,
+    cleared_turns: Option<i64>,
+    drained_events: Option<i64>,
+    event_id: Option<Uuid>,
+}
+
+impl Store {
+    /// ClaimTick: take the instance's CAS lease for `session` (a live lease
+    /// of another session → [`ClaimOutcome::LeaseHeld`]; an expired one is
+    /// simply taken over), then the next due event (lowest sequence), stamped
+    /// with the session and `attempts + 1`. An event already at
+    /// `max_attempts` is dead-lettered with a `dead_letter` attention request
+    /// and the next one is tried. Nothing due → seed the heartbeat at
+    /// `next_tick_at` (or now) if none is pending, release the lease.
+    /// One round trip. Paused/closed instance → `FailedPrecondition`.
+    pub async fn claim_tick(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        session: Uuid,
+        lease_ttl: Duration,
+        max_attempts: u32,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let ttl_ms = interval_ms("lease_ttl", lease_ttl)?;
+        let max_attempts = i32::try_from(max_attempts)
+            .ok()
+            .filter(|m| *m > 0)
+            .ok_or_else(|| StoreError::invalid("max_attempts", "must be between 1 and 2^31-1"))?;
+        let raw: serde_json::Value = sqlx::query_scalar(
+            "SELECT genesis_claim_tick($1, $2, $3, $4::bigint * interval '1 millisecond', $5)",
+        )
+        .bind(tenant_id)
+        .bind(instance_id)
+        .bind(session)
+        .bind(ttl_ms)
+        .bind(max_attempts)
+        .fetch_one(self.tenant_pool())
+        .await?;
+        let raw: RawClaim = decode(raw)?;
+        match raw.outcome.as_str() {
+            "claimed" => match (raw.instance, raw.event) {
+                (Some(instance), Some(event)) => Ok(ClaimOutcome::Claimed(Box::new(TickClaim {
+                    session,
+                    instance,
+                    event,
+                    dead_lettered: raw.dead_lettered.unwrap_or(0),
+                }))),
+                _ => Err(StoreError::Database(
+                    "claim returned no instance/event".to_owned(),
+                )),
+            },
+            "lease_held" => Ok(ClaimOutcome::LeaseHeld),
+            "nothing_due" => match raw.heartbeat {
+                Some(heartbeat) => Ok(ClaimOutcome::NothingDue {
+                    heartbeat,
+                    dead_lettered: raw.dead_lettered.unwrap_or(0),
+                }),
+                None => Err(StoreError::Database(
+                    "claim returned no heartbeat".to_owned(),
+                )),
+            },
+            "not_active" => Err(StoreError::precondition(format!(
+                "agent instance is {}",
+                raw.status.unwrap_or_default()
+            ))),
+            "not_found" => Err(StoreError::not_found("agent instance")),
+            other => Err(StoreError::Database(format!(
+                "unexpected claim outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// RenewLease: extend the lease held by `session` by `ttl` from now.
+    /// Not held by this session → [`StoreError::LeaseLost`].
+    pub async fn renew_lease(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        session: Uuid,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let ttl_ms = interval_ms("lease_ttl", ttl)?;
+        let renewed: bool = sqlx::query_scalar(
+            "SELECT genesis_renew_lease($1, $2, $3, $4::bigint * interval '1 millisecond')",
+        )
+        .bind(tenant_id)
+        .bind(instance_id)
+        .bind(session)
+        .bind(ttl_ms)
+        .fetch_one(self.tenant_pool())
+        .await?;
+        if renewed {
+            Ok(())
+        } else {
+            Err(StoreError::LeaseLost)
+        }
+    }
+
+    /// CompleteTick, the single passivation writer, in ONE transaction:
+    /// lock the instance and check `lease_session = session` (otherwise
+    /// write nothing: [`StoreError::LeaseLost`]); compute idle / re-plan /
+    /// blocked counters and the STUCK halt from the locked snapshot and
+    /// `opts`; then (server side) insert the ledger turn and its actions,
+    /// consume the event, either halt (status closed, phase `halted:stuck`,
+    /// pending heartbeats consumed, a `stuck_halt` attention request) or
+    /// ensure exactly one pending heartbeat at now + cadence (an already
+    /// pending heartbeat is kept where it is, and `next_tick_at` reports
+    /// it), write phase / next tick / counters / last decision / hash,
+    /// release the lease and `pg_notify('genesis_turns', ...)`.
+    pub async fn complete_tick(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        session: Uuid,
+        completion: TickCompletion,
+        opts: &AgentDispatcherOptions,
+    ) -> Result<CompletedTurn, StoreError> {
+        let TickDecision::Derived { kind, phase } = &completion.decision;
+        if phase.trim().is_empty() || phase.len() > 100 {
+            return Err(StoreError::invalid("phase", "must be 1 to 100 bytes"));
+        }
+        if let Some(h) = &completion.plan_input_hash {
+            crate::rows::check_text("plan_input_hash", h, 200)?;
+        }
+        if completion
+            .cost_usd
+            .is_some_and(|c| !c.is_finite() || c < 0.0)
+        {
+            return Err(StoreError::invalid(
+                "cost_usd",
+                "must be a finite, non-negative amount",
+            ));
+        }
+        if completion.input_tokens.is_some_and(|t| t < 0)
+            || completion.output_tokens.is_some_and(|t| t < 0)
+        {
+            return Err(StoreError::invalid("tokens", "must be non-negative"));
+        }
+        for (i, a) in completion.actions.iter().enumerate() {
+            crate::rows::check_text(&format!("actions[{i}].tool_name"), &a.tool_name, 200)?;
+        }
+        let size = serde_json::to_vec(&completion.actions)?.len()
+            + serde_json::to_vec(&completion.decision_payload)?.len()
+            + completion.reasoning_summary.as_ref().map_or(0, String::len)
+            + completion.wait_condition.as_ref().map_or(0, String::len);
+        if size > MAX_COMPLETION_BYTES {
+            return Err(StoreError::PayloadTooLarge {
+                size,
+                limit: MAX_COMPLETION_BYTES,
+            });
+        }
+
+        let mut tx = self.tenant_pool().begin().await?;
+        let raw: serde_json::Value =
+            sqlx::query_scalar("SELECT genesis_lock_for_complete($1, $2, $3, $4)")
+                .bind(tenant_id)
+                .bind(instance_id)
+                .bind(session)
+                .bind(completion.event_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        let lock: RawLock = decode(raw)?;
+        let (prior, event) = match (lock.outcome.as_str(), lock.instance, lock.event) {
+            ("locked", Some(i), Some(e)) => (i, e),
+            ("lease_lost", _, _) => return Err(StoreError::LeaseLost),
+            ("event_not_claimed", _, _) => {
+                return Err(StoreError::invalid(
+                    "event_id",
+                    "not an unconsumed event claimed by this session",
+                ));
+            }
+            ("not_found", _, _) => {
+                return Err(StoreError::not_found(
+                    lock.what.unwrap_or_else(|| "agent instance".into()),
+                ));
+            }
+            (other, _, _) => {
+                return Err(StoreError::Database(format!(
+                    "unexpected lock outcome {other:?}"
+                )));
+            }
+        };
+
+        let counters = next_counters(opts, &prior, event.event_kind, &completion, phase);
+        let phase = if counters.halt {
+            Phase::HALTED_STUCK.to_owned()
+        } else {
+            phase.clone()
+        };
+        let prior_idle = u32::try_from(prior.consecutive_idle_ticks).unwrap_or(0);
+        let delay = next_heartbeat_delay(opts, prior_idle);
+        let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+        let params = serde_json::json!({
+            "event_id": completion.event_id,
+            "decision_kind": kind.as_str(),
+            "phase": phase,
+            "plan_input_hash": completion.plan_input_hash,
+            "consecutive_idle_ticks": counters.consecutive_idle_ticks,
+            "idle_ticks_since_replan": counters.idle_ticks_since_replan,
+            "consecutive_blocked_turns": counters.consecutive_blocked_turns,
+            "halt": counters.halt,
+            "next_tick_delay_ms": delay_ms,
+            "decision_payload": completion.decision_payload,
+            "wait_condition": completion.wait_condition,
+            "reasoning_summary": completion.reasoning_summary,
+            "llm_call_snapshot_id": completion.llm_call_snapshot_id,
+            "served_model": completion.served_model,
+            "cost_usd": completion.cost_usd,
+            "input_tokens": completion.input_tokens,
+            "output_tokens": completion.output_tokens,
+            "actions": completion.actions,
+        });
+        let raw: serde_json::Value =
+            sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4)")
+                .bind(tenant_id)
+                .bind(instance_id)
+                .bind(session)
+                .bind(&params)
+                .fetch_one(&mut *tx)
+                .await?;
+        let applied: RawApply = decode(raw)?;
+        match (
+            applied.outcome.as_str(),
+            applied.ledger_id,
+            applied.turn_number,
+        ) {
+            ("completed", Some(ledger_id), Some(turn_number)) => {
+                tx.commit().await?;
+                Ok(CompletedTurn {
+                    ledger_id,
+                    turn_number,
+                    decision_kind: kind.clone(),
+                    phase,
+                    halted: applied.halted.unwrap_or(false),
+                    next_tick_at: applied.next_tick_at,
+                    heartbeat_event_id: applied.heartbeat_event_id,
+                    attention_request_id: applied.attention_request_id,
+                    consecutive_idle_ticks: counters.consecutive_idle_ticks,
+                    idle_ticks_since_replan: counters.idle_ticks_since_replan,
+                    consecutive_blocked_turns: counters.consecutive_blocked_turns,
+                    forced_replan_due: counters.forced_replan_due,
+                })
+            }
+            ("lease_lost", _, _) => Err(StoreError::LeaseLost),
+            (other, _, _) => Err(StoreError::Database(format!(
+                "unexpected complete outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// Reset: clear the instance's ledger (the one documented clear), drain
+    /// its pending events, reset counters and seed a fresh
+    /// `AgentInitialized`. Refused with `FailedPrecondition` while a live
+    /// lease is held (a tick is mid-flight).
+    pub async fn reset_instance(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+    ) -> Result<ResetOutcome, StoreError> {
+        let mut tx = self.tenant_tx(tenant_id).await?;
+        let raw: serde_json::Value = sqlx::query_scalar("SELECT genesis_reset_instance($1, $2)")
+            .bind(tenant_id)
+            .bind(instance_id)
+            .fetch_one(tx.conn())
+            .await?;
+        let raw: RawReset = decode(raw)?;
+        match (raw.outcome.as_str(), raw.event_id) {
+            ("reset", Some(event_id)) => {
+                tx.commit().await?;
+                Ok(ResetOutcome {
+                    cleared_turns: raw.cleared_turns.unwrap_or(0),
+                    drained_events: raw.drained_events.unwrap_or(0),
+                    event_id,
+                })
+            }
+            ("lease_held", _) => Err(StoreError::precondition("a tick is in flight (lease held)")),
+            ("not_found", _) => Err(StoreError::not_found("agent instance")),
+            (other, _) => Err(StoreError::Database(format!(
+                "unexpected reset outcome {other:?}"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! `api_tokens`: SHA-256 hashes of bearer tokens with scope, tenant, expiry
+//! and revocation. Lookups run on the system pool (the tenant is not known
+//! until the token is). Must never store or log a raw token.
+
+use chrono::{DateTime, Utc};
+use genesis_core::TokenScope;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::rows::decode;
+use crate::store::Store;
+
+/// An `api_tokens` row.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ApiToken {
+    pub id: Uuid,
+    /// `None`: a platform-wide operator token.
+    pub tenant_id: Option<Uuid>,
+    pub scope: TokenScope,
+    pub token_sha256: String,
+    pub label: String,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl ApiToken {
+    /// Neither revoked nor expired at `now`.
+    pub fn is_usable(&self, now: DateTime<Utc>) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|e| now < e)
+    }
+}
+
+/// The stored form of a raw token: lower-case SHA-256 hex.
+pub fn hash_token(raw: &str) -> String {
+    hex::encode(Sha256::digest(raw.as_bytes()))
+}
+
+/// Repository handle, from [`Store::tokens`].
+pub struct Tokens<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// API tokens.
+    pub fn tokens(&self) -> Tokens<'_> {
+        Tokens { store: self }
+    }
+}
+
+impl Tokens<'_> {
+    /// Store a token hash. A malformed hash is refused; a duplicate is
+    /// [`StoreError::Conflict`]; an unknown tenant is [`StoreError::NotFound`].
+    pub async fn insert(
+        &self,
+        tenant_id: Option<Uuid>,
+        scope: TokenScope,
+        token_sha256: &str,
+        label: &str,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<ApiToken, StoreError> {
+        if token_sha256.len() != 64
+            || !token_sha256
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(StoreError::invalid(
+                "token_sha256",
+                "must be 64 lower-case hex digits",
+            ));
+        }
+        if label.len() > 200 {
+            return Err(StoreError::invalid("label", "must be at most 200 bytes"));
+        }
+        if scope == TokenScope::AgentPod && tenant_id.is_some() {
+            return Err(StoreError::invalid(
+                "tenant_id",
+                "agent-pod tokens are platform-wide",
+            ));
+        }
+        let row: serde_json::Value = sqlx::query_scalar(
+            "INSERT INTO api_tokens (tenant_id, scope, token_sha256, label, expires_at)
+             VALUES ($1, $2, $3, $4, $5) RETURNING to_jsonb(api_tokens.*)",
+        )
+        .bind(tenant_id)
+        .bind(scope.as_str())
+        .bind(token_sha256)
+        .bind(label)
+        .bind(expires_at)
+        .fetch_one(self.store.system_pool())
+        .await?;
+        decode(row)
+    }
+
+    /// Find a token by hash, whatever its state; callers check
+    /// [`ApiToken::is_usable`] and scope/tenant.
+    pub async fn find_by_hash(&self, token_sha256: &str) -> Result<Option<ApiToken>, StoreError> {
+        let row: Option<serde_json::Value> =
+            sqlx::query_scalar("SELECT to_jsonb(t) FROM api_tokens t WHERE token_sha256 = $1")
+                .bind(token_sha256)
+                .fetch_optional(self.store.system_pool())
+                .await?;
+        row.map(decode).transpose()
+    }
+
+    /// The usable token of this hash: unknown, revoked and expired tokens
+    /// are all [`StoreError::NotFound`] (the edge answers `UNAUTHENTICATED`).
+    pub async fn authenticate(&self, token_sha256: &str) -> Result<ApiToken, StoreError> {
+        match self.find_by_hash(token_sha256).await? {
+            Some(t) if t.is_usable(Utc::now()) => Ok(t),
+            _ => Err(StoreError::not_found("token")),
+        }
+    }
+
+    /// Revoke a token; returns whether this call revoked it.
+    pub async fn revoke(&self, id: Uuid) -> Result<bool, StoreError> {
+        let n = sqlx::query(
+            "UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+        )
+        .bind(id)
+        .execute(self.store.system_pool())
+        .await?
+        .rows_affected();
+        Ok(n > 0)
+    }
+}
