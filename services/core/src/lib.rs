@@ -15,7 +15,10 @@ pub mod mapper;
 pub mod options;
 pub mod plan_hash;
 
-pub use budget::{BudgetAxis, BudgetEnvelope, Limit};
+pub use budget::{
+    BudgetAxis, BudgetEnvelope, BudgetOverride, Consumption, CreditStatus, CreditWindow,
+    FoundationalState, Limit, check, credit_status, policy_default, resolve_tick_budget,
+};
 pub use cadence::{compute_next_heartbeat_delay, compute_tick_delay};
 pub use enums::{
     AgentDecisionKind, AgentEventKind, AgentSignalKind, AgentType, AttentionKind, AttentionStatus,
