@@ -15,7 +15,20 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod coders;
 pub mod error;
 pub mod registry;
 
 pub use error::LanesError;
+
+/// Installs aws-lc-rs as the process-wide rustls crypto provider if none is
+/// installed yet. The dependency graph enables both rustls providers, in which
+/// case rustls refuses to guess and the first TLS-capable client (kube,
+/// reqwest) would panic; call this before building a `kube::Client` yourself.
+/// The lane constructors here call it. Idempotent.
+pub fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing the race to another installer is fine: a provider is set.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    }
+}

@@ -1,0 +1,789 @@
+//! On-demand coders (spec §2.3): containerised coding workers run as
+//! Kubernetes `batch/v1` Jobs through kube, and the resolution of a coding
+//! task's (model, provider, backend) couple.
+//!
+//! It owns the Job manifest ([`build_job_manifest`], pure), the spawner that
+//! creates, lists and stops a tenant's coder Jobs ([`CoderSpawner`]), and
+//! [`resolve_couple`] (pure: a preset id overrides the explicit triple).
+//!
+//! Every Job carries the owner labels `app.kubernetes.io/managed-by=genesis`,
+//! `genesis.dev/tenant=<tenant id>` and `genesis.dev/task=<task id>`; listing
+//! and stopping are filtered by them, so a tenant can never see or stop
+//! another tenant's coder. This module must never create anything but Jobs,
+//! never run a coder as root, and never put a credential in a manifest
+//! (credentials reach coders through the preset machinery, not env literals).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, EnvVar, PodSecurityContext, PodSpec, PodTemplateSpec,
+    ResourceRequirements, SeccompProfile, SecurityContext,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::LanesError;
+
+/// Label naming the manager of every coder Job.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`LABEL_MANAGED_BY`].
+pub const MANAGED_BY: &str = "genesis";
+/// Label naming the owning tenant.
+pub const LABEL_TENANT: &str = "genesis.dev/tenant";
+/// Label naming the coding task the coder executes.
+pub const LABEL_TASK: &str = "genesis.dev/task";
+/// Label naming the component.
+pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+/// Env var carrying the resolved model.
+pub const ENV_MODEL: &str = "GENESIS_CODER_MODEL";
+/// Env var carrying the resolved provider.
+pub const ENV_PROVIDER: &str = "GENESIS_CODER_PROVIDER";
+/// Env var carrying the resolved backend.
+pub const ENV_BACKEND: &str = "GENESIS_CODER_BACKEND";
+/// Env var carrying the task id.
+pub const ENV_TASK_ID: &str = "GENESIS_TASK_ID";
+/// Env var carrying the tenant id.
+pub const ENV_TENANT_ID: &str = "GENESIS_TENANT_ID";
+/// Finished coder Jobs are garbage-collected after this long (one hour).
+pub const DEFAULT_TTL_SECONDS_AFTER_FINISHED: i32 = 3600;
+/// A coder that fails is not retried by Kubernetes: the coding task decides.
+pub const DEFAULT_BACKOFF_LIMIT: i32 = 0;
+/// The unprivileged uid coders run as.
+pub const CODER_UID: i64 = 65532;
+
+/// The concrete (model, provider, backend) couple a coding task runs with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedCouple {
+    /// Model id, e.g. `claude-opus-4-8`.
+    pub model: String,
+    /// Provider name, e.g. `anthropic`.
+    pub provider: String,
+    /// Backend name, e.g. `api`.
+    pub backend: String,
+}
+
+/// A preset as far as coding tasks need it: the couple it yields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Preset {
+    /// The preset's id.
+    pub id: Uuid,
+    /// The couple the preset resolves to.
+    pub couple: ResolvedCouple,
+}
+
+/// A coding task as submitted (`CodingTaskMcpTools`): either a preset or the
+/// explicit triple chooses its model; a preset wins when both are given.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CodingTaskRequest {
+    /// The preset to resolve through; overrides the explicit triple.
+    pub preset_id: Option<Uuid>,
+    /// Explicit model (used only without a preset).
+    pub model: Option<String>,
+    /// Explicit provider (used only without a preset).
+    pub provider: Option<String>,
+    /// Explicit backend (used only without a preset).
+    pub backend: Option<String>,
+    /// What the coder is asked to do.
+    pub instructions: String,
+    /// The repository the coder works on, if any.
+    pub repository: Option<String>,
+}
+
+/// Resolves a coding task's couple: a `preset_id` overrides the explicit
+/// model/provider/backend triple (spec §2.3); without one, all three explicit
+/// fields are required. Pure.
+pub fn resolve_couple(
+    request: &CodingTaskRequest,
+    presets: &[Preset],
+) -> Result<ResolvedCouple, LanesError> {
+    if let Some(id) = request.preset_id {
+        return presets
+            .iter()
+            .find(|p| p.id == id)
+            .map(|p| p.couple.clone())
+            .ok_or_else(|| LanesError::NotFound {
+                kind: "preset",
+                id: id.to_string(),
+            });
+    }
+    let field = |v: &Option<String>, name: &'static str| -> Result<String, LanesError> {
+        match v.as_deref().map(str::trim) {
+            Some(s) if !s.is_empty() => Ok(s.to_string()),
+            _ => Err(LanesError::validation(
+                name,
+                "required when no presetId is given",
+            )),
+        }
+    };
+    Ok(ResolvedCouple {
+        model: field(&request.model, "model")?,
+        provider: field(&request.provider, "provider")?,
+        backend: field(&request.backend, "backend")?,
+    })
+}
+
+/// CPU and memory for a coder container, as Kubernetes quantities.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoderResources {
+    /// CPU request, e.g. `500m`.
+    pub cpu_request: String,
+    /// Memory request, e.g. `1Gi`.
+    pub memory_request: String,
+    /// CPU limit, e.g. `2`.
+    pub cpu_limit: String,
+    /// Memory limit, e.g. `4Gi`.
+    pub memory_limit: String,
+}
+
+impl Default for CoderResources {
+    fn default() -> Self {
+        Self {
+            cpu_request: "500m".to_string(),
+            memory_request: "1Gi".to_string(),
+            cpu_limit: "2".to_string(),
+            memory_limit: "4Gi".to_string(),
+        }
+    }
+}
+
+/// What to spawn: the image, its resources, the resolved couple and extra
+/// env, and the coding task it executes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoderSpec {
+    /// Container image reference.
+    pub image: String,
+    /// Container resources.
+    pub resources: CoderResources,
+    /// The resolved preset couple, passed as `GENESIS_CODER_{MODEL,PROVIDER,BACKEND}`.
+    pub couple: ResolvedCouple,
+    /// Extra non-secret env (names `[A-Za-z_][A-Za-z0-9_]*`, not `GENESIS_*`).
+    pub env: BTreeMap<String, String>,
+    /// The coding task id (label `genesis.dev/task`).
+    pub task_id: Uuid,
+}
+
+/// Knobs of the Job shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobPolicy {
+    /// `ttlSecondsAfterFinished`.
+    pub ttl_seconds_after_finished: i32,
+    /// `backoffLimit`.
+    pub backoff_limit: i32,
+}
+
+impl Default for JobPolicy {
+    fn default() -> Self {
+        Self {
+            ttl_seconds_after_finished: DEFAULT_TTL_SECONDS_AFTER_FINISHED,
+            backoff_limit: DEFAULT_BACKOFF_LIMIT,
+        }
+    }
+}
+
+/// Where a coder Job stands, read from its status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CoderPhase {
+    /// Created, no pod active yet.
+    Pending,
+    /// A pod is running.
+    Running,
+    /// Completed successfully.
+    Succeeded,
+    /// Failed (backoff exhausted or deadline).
+    Failed,
+}
+
+/// A spawned coder as the caller sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoderHandle {
+    /// Job name (unique in the namespace).
+    pub name: String,
+    /// Namespace of the Job.
+    pub namespace: String,
+    /// Owning tenant.
+    pub tenant_id: Uuid,
+    /// The coding task, when the label parses.
+    pub task_id: Option<Uuid>,
+    /// Current phase.
+    pub phase: CoderPhase,
+}
+
+fn validate_quantity(field: &'static str, q: &str) -> Result<(), LanesError> {
+    let digits_end = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(q.len());
+    let (num, suffix) = q.split_at(digits_end);
+    let num_ok = !num.is_empty()
+        && num.chars().filter(|c| *c == '.').count() <= 1
+        && !num.starts_with('.')
+        && !num.ends_with('.');
+    let suffix_ok = matches!(
+        suffix,
+        "" | "m" | "k" | "M" | "G" | "T" | "Ki" | "Mi" | "Gi" | "Ti"
+    );
+    if num_ok && suffix_ok {
+        Ok(())
+    } else {
+        Err(LanesError::validation(
+            field,
+            format!("{q:?} is not a Kubernetes quantity"),
+        ))
+    }
+}
+
+fn validate_spec(spec: &CoderSpec) -> Result<(), LanesError> {
+    if spec.image.is_empty()
+        || spec.image.len() > 512
+        || spec
+            .image
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(LanesError::validation(
+            "image",
+            "must be 1..=512 bytes without whitespace",
+        ));
+    }
+    validate_quantity("resources.cpu_request", &spec.resources.cpu_request)?;
+    validate_quantity("resources.memory_request", &spec.resources.memory_request)?;
+    validate_quantity("resources.cpu_limit", &spec.resources.cpu_limit)?;
+    validate_quantity("resources.memory_limit", &spec.resources.memory_limit)?;
+    for (name, v) in [
+        ("model", &spec.couple.model),
+        ("provider", &spec.couple.provider),
+        ("backend", &spec.couple.backend),
+    ] {
+        if v.trim().is_empty() || v.len() > 256 {
+            return Err(LanesError::validation(name, "must be 1..=256 bytes"));
+        }
+    }
+    if spec.env.len() > 64 {
+        return Err(LanesError::validation("env", "at most 64 variables"));
+    }
+    for (k, v) in &spec.env {
+        let mut chars = k.chars();
+        let first_ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') || k.len() > 128 {
+            return Err(LanesError::validation(
+                "env",
+                format!("{k:?} is not a valid variable name"),
+            ));
+        }
+        if k.starts_with("GENESIS_") {
+            return Err(LanesError::validation(
+                "env",
+                format!("{k:?} is reserved (GENESIS_* is set by the spawner)"),
+            ));
+        }
+        if v.len() > 4096 {
+            return Err(LanesError::validation(
+                "env",
+                format!("value of {k:?} exceeds 4096 bytes"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The Job name for a task: `coder-<first 8 hex of task>-<8 random hex>`,
+/// a valid DNS label well under 63 characters.
+pub fn job_name(task_id: Uuid) -> String {
+    let task = task_id.simple().to_string();
+    let nonce = Uuid::new_v4().simple().to_string();
+    format!("coder-{}-{}", &task[..8], &nonce[..8])
+}
+
+/// Builds the `batch/v1` Job of a coder. Pure: validated input in, manifest
+/// out, so the shape is unit-tested without a cluster.
+pub fn build_job_manifest(
+    tenant: Uuid,
+    name: &str,
+    spec: &CoderSpec,
+    policy: JobPolicy,
+) -> Result<Job, LanesError> {
+    validate_spec(spec)?;
+    let labels = BTreeMap::from([
+        (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+        (LABEL_TENANT.to_string(), tenant.to_string()),
+        (LABEL_TASK.to_string(), spec.task_id.to_string()),
+        (LABEL_COMPONENT.to_string(), "coder".to_string()),
+    ]);
+    let mut env = vec![
+        env_var(ENV_TENANT_ID, &tenant.to_string()),
+        env_var(ENV_TASK_ID, &spec.task_id.to_string()),
+        env_var(ENV_MODEL, &spec.couple.model),
+        env_var(ENV_PROVIDER, &spec.couple.provider),
+        env_var(ENV_BACKEND, &spec.couple.backend),
+    ];
+    env.extend(spec.env.iter().map(|(k, v)| env_var(k, v)));
+    let resources = ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            (
+                "cpu".to_string(),
+                Quantity(spec.resources.cpu_request.clone()),
+            ),
+            (
+                "memory".to_string(),
+                Quantity(spec.resources.memory_request.clone()),
+            ),
+        ])),
+        limits: Some(BTreeMap::from([
+            (
+                "cpu".to_string(),
+                Quantity(spec.resources.cpu_limit.clone()),
+            ),
+            (
+                "memory".to_string(),
+                Quantity(spec.resources.memory_limit.clone()),
+            ),
+        ])),
+        ..Default::default()
+    };
+    let container = Container {
+        name: "coder".to_string(),
+        image: Some(spec.image.clone()),
+        env: Some(env),
+        resources: Some(resources),
+        security_context: Some(SecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(CODER_UID),
+            allow_privilege_escalation: Some(false),
+            privileged: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_string()]),
+                add: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Ok(Job {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(labels.clone()),
+            ..Default::default()
+        },
+        spec: Some(JobSpec {
+            backoff_limit: Some(policy.backoff_limit),
+            ttl_seconds_after_finished: Some(policy.ttl_seconds_after_finished),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    restart_policy: Some("Never".to_string()),
+                    automount_service_account_token: Some(false),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(CODER_UID),
+                        run_as_group: Some(CODER_UID),
+                        fs_group: Some(CODER_UID),
+                        seccomp_profile: Some(SeccompProfile {
+                            type_: "RuntimeDefault".to_string(),
+                            localhost_profile: None,
+                        }),
+                        ..Default::default()
+                    }),
+                    containers: vec![container],
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+fn env_var(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: Some(value.to_string()),
+        value_from: None,
+    }
+}
+
+fn phase_of(job: &Job) -> CoderPhase {
+    let Some(status) = job.status.as_ref() else {
+        return CoderPhase::Pending;
+    };
+    let condition = |t: &str| {
+        status
+            .conditions
+            .as_ref()
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == t && c.status == "True"))
+    };
+    if condition("Complete") || status.succeeded.unwrap_or(0) > 0 {
+        CoderPhase::Succeeded
+    } else if condition("Failed") {
+        CoderPhase::Failed
+    } else if status.active.unwrap_or(0) > 0 {
+        CoderPhase::Running
+    } else {
+        CoderPhase::Pending
+    }
+}
+
+fn tenant_label(job: &Job) -> Option<&str> {
+    job.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_TENANT))
+        .map(String::as_str)
+}
+
+fn kube_err(e: kube::Error) -> LanesError {
+    match e {
+        kube::Error::Api(status) => LanesError::Kubernetes {
+            status: status.code,
+            message: status.message.clone(),
+        },
+        other => LanesError::ClusterUnavailable(other.to_string()),
+    }
+}
+
+/// Creates, lists and stops coder Jobs in one namespace.
+#[derive(Clone)]
+pub struct CoderSpawner {
+    jobs: Api<Job>,
+    namespace: String,
+    policy: JobPolicy,
+}
+
+impl std::fmt::Debug for CoderSpawner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoderSpawner")
+            .field("namespace", &self.namespace)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl CoderSpawner {
+    /// A spawner over an existing client, for Jobs in `namespace`.
+    pub fn new(client: kube::Client, namespace: impl Into<String>) -> Self {
+        let namespace = namespace.into();
+        Self {
+            jobs: Api::namespaced(client, &namespace),
+            namespace,
+            policy: JobPolicy::default(),
+        }
+    }
+
+    /// Overrides the Job policy (TTL after finish, backoff limit).
+    pub fn with_policy(mut self, policy: JobPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// A spawner from the ambient configuration: in-cluster service account,
+    /// else `KUBECONFIG` / `~/.kube/config`. Without either it answers
+    /// [`LanesError::ClusterUnavailable`] rather than a panic or a late failure.
+    pub async fn from_env(namespace: impl Into<String>) -> Result<Self, LanesError> {
+        crate::install_crypto_provider();
+        let config = kube::Config::infer().await.map_err(|e| {
+            LanesError::ClusterUnavailable(format!("no kubernetes configuration: {e}"))
+        })?;
+        Self::from_config(config, namespace)
+    }
+
+    /// A spawner from an explicit kube configuration.
+    pub fn from_config(
+        config: kube::Config,
+        namespace: impl Into<String>,
+    ) -> Result<Self, LanesError> {
+        let client = kube::Client::try_from(config)
+            .map_err(|e| LanesError::ClusterUnavailable(format!("cannot build client: {e}")))?;
+        Ok(Self::new(client, namespace))
+    }
+
+    /// The namespace Jobs are created in.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn handle(&self, tenant: Uuid, job: &Job) -> CoderHandle {
+        CoderHandle {
+            name: job.metadata.name.clone().unwrap_or_default(),
+            namespace: job
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| self.namespace.clone()),
+            tenant_id: tenant,
+            task_id: job
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_TASK))
+                .and_then(|t| t.parse().ok()),
+            phase: phase_of(job),
+        }
+    }
+
+    /// Spawns a coder Job for `tenant`. Invalid specs create nothing.
+    pub async fn spawn(&self, tenant: Uuid, spec: CoderSpec) -> Result<CoderHandle, LanesError> {
+        let name = job_name(spec.task_id);
+        let job = build_job_manifest(tenant, &name, &spec, self.policy)?;
+        let created = self
+            .jobs
+            .create(&PostParams::default(), &job)
+            .await
+            .map_err(kube_err)?;
+        tracing::info!(%tenant, job = %name, task = %spec.task_id, "coder spawned");
+        Ok(self.handle(tenant, &created))
+    }
+
+    /// Lists this tenant's coder Jobs (by the owner labels), sorted by name.
+    pub async fn list(&self, tenant: Uuid) -> Result<Vec<CoderHandle>, LanesError> {
+        let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_TENANT}={tenant}");
+        let jobs = self
+            .jobs
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(kube_err)?;
+        let mut out: Vec<CoderHandle> = jobs
+            .items
+            .iter()
+            // Re-check: never trust the selector alone for isolation.
+            .filter(|j| tenant_label(j) == Some(tenant.to_string().as_str()))
+            .map(|j| self.handle(tenant, j))
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Stops (deletes, pods included) one of this tenant's coders. A Job of
+    /// another tenant, or not managed by genesis, answers `NotFound` and is
+    /// left alone.
+    pub async fn stop(&self, tenant: Uuid, name: &str) -> Result<(), LanesError> {
+        let not_found = || LanesError::NotFound {
+            kind: "coder",
+            id: name.to_string(),
+        };
+        if name.is_empty()
+            || name.len() > 63
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            return Err(LanesError::validation("name", "not a valid Job name"));
+        }
+        let job = match self.jobs.get(name).await {
+            Ok(job) => job,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Err(not_found()),
+            Err(e) => return Err(kube_err(e)),
+        };
+        let managed = job
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_MANAGED_BY))
+            .is_some_and(|v| v == MANAGED_BY);
+        if !managed || tenant_label(&job) != Some(tenant.to_string().as_str()) {
+            return Err(not_found());
+        }
+        match self.jobs.delete(name, &DeleteParams::background()).await {
+            Ok(_) => {
+                tracing::info!(%tenant, job = %name, "coder stopped");
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Err(not_found()),
+            Err(e) => Err(kube_err(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn couple(m: &str) -> ResolvedCouple {
+        ResolvedCouple {
+            model: m.to_string(),
+            provider: "anthropic".to_string(),
+            backend: "api".to_string(),
+        }
+    }
+
+    fn spec() -> CoderSpec {
+        CoderSpec {
+            image: "ghcr.io/genesis/coder:1.2".to_string(),
+            resources: CoderResources::default(),
+            couple: couple("claude-opus-4-8"),
+            env: BTreeMap::from([("RUST_LOG".to_string(), "info".to_string())]),
+            task_id: Uuid::new_v4(),
+        }
+    }
+
+    #[test]
+    fn job_manifest_carries_owner_labels_policy_and_non_root_context() {
+        let tenant = Uuid::new_v4();
+        let s = spec();
+        let job = build_job_manifest(tenant, "coder-x", &s, JobPolicy::default()).unwrap();
+        let labels = job.metadata.labels.clone().unwrap();
+        assert_eq!(labels[LABEL_MANAGED_BY], "genesis");
+        assert_eq!(labels[LABEL_TENANT], tenant.to_string());
+        assert_eq!(labels[LABEL_TASK], s.task_id.to_string());
+        let js = job.spec.unwrap();
+        assert_eq!(js.ttl_seconds_after_finished, Some(3600));
+        assert_eq!(js.backoff_limit, Some(0));
+        assert_eq!(js.template.metadata.unwrap().labels.unwrap(), labels);
+        let pod = js.template.spec.unwrap();
+        assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+        let psc = pod.security_context.unwrap();
+        assert_eq!(psc.run_as_non_root, Some(true));
+        assert_eq!(psc.run_as_user, Some(CODER_UID));
+        let c = &pod.containers[0];
+        let csc = c.security_context.clone().unwrap();
+        assert_eq!(csc.allow_privilege_escalation, Some(false));
+        assert_eq!(csc.run_as_non_root, Some(true));
+        let env: BTreeMap<_, _> = c
+            .env
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name, e.value.unwrap()))
+            .collect();
+        assert_eq!(env[ENV_MODEL], "claude-opus-4-8");
+        assert_eq!(env[ENV_PROVIDER], "anthropic");
+        assert_eq!(env[ENV_BACKEND], "api");
+        assert_eq!(env[ENV_TASK_ID], s.task_id.to_string());
+        assert_eq!(env["RUST_LOG"], "info");
+        let limits = c.resources.clone().unwrap().limits.unwrap();
+        assert_eq!(limits["memory"], Quantity("4Gi".to_string()));
+        let v = serde_json::to_value(
+            build_job_manifest(tenant, "coder-x", &s, JobPolicy::default()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(v["apiVersion"], "batch/v1");
+        assert_eq!(v["kind"], "Job");
+    }
+
+    #[test]
+    fn job_manifest_rejects_bad_specs() {
+        let t = Uuid::new_v4();
+        let p = JobPolicy::default();
+        let mut s = spec();
+        s.image = "has space".to_string();
+        assert!(matches!(
+            build_job_manifest(t, "n", &s, p),
+            Err(LanesError::Validation { field: "image", .. })
+        ));
+        let mut s = spec();
+        s.resources.cpu_limit = "lots".to_string();
+        assert!(matches!(
+            build_job_manifest(t, "n", &s, p),
+            Err(LanesError::Validation {
+                field: "resources.cpu_limit",
+                ..
+            })
+        ));
+        let mut s = spec();
+        s.env
+            .insert("GENESIS_CODER_MODEL".to_string(), "x".to_string());
+        assert!(matches!(
+            build_job_manifest(t, "n", &s, p),
+            Err(LanesError::Validation { field: "env", .. })
+        ));
+        let mut s = spec();
+        s.env.insert("1BAD".to_string(), "x".to_string());
+        assert!(build_job_manifest(t, "n", &s, p).is_err());
+        let mut s = spec();
+        s.couple.model = " ".to_string();
+        assert!(matches!(
+            build_job_manifest(t, "n", &s, p),
+            Err(LanesError::Validation { field: "model", .. })
+        ));
+    }
+
+    #[test]
+    fn job_names_are_dns_labels() {
+        let n = job_name(Uuid::new_v4());
+        assert!(n.len() <= 63);
+        assert!(n.starts_with("coder-"));
+        assert!(
+            n.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        );
+        assert_ne!(job_name(Uuid::nil()), job_name(Uuid::nil()));
+    }
+
+    #[test]
+    fn quantities_are_checked() {
+        for ok in ["1", "500m", "1.5", "4Gi", "128Mi", "2k"] {
+            assert!(validate_quantity("q", ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "m", "1.", ".5", "1..2", "4GB", "-1"] {
+            assert!(validate_quantity("q", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn preset_id_overrides_the_explicit_triple() {
+        let preset = Preset {
+            id: Uuid::new_v4(),
+            couple: couple("preset-model"),
+        };
+        let req = CodingTaskRequest {
+            preset_id: Some(preset.id),
+            model: Some("explicit".to_string()),
+            provider: Some("openai".to_string()),
+            backend: Some("api".to_string()),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve_couple(&req, std::slice::from_ref(&preset)).unwrap(),
+            couple("preset-model")
+        );
+    }
+
+    #[test]
+    fn explicit_triple_is_used_without_a_preset() {
+        let req = CodingTaskRequest {
+            model: Some("gpt-x".to_string()),
+            provider: Some("openai".to_string()),
+            backend: Some("api".to_string()),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve_couple(&req, &[]).unwrap(),
+            ResolvedCouple {
+                model: "gpt-x".to_string(),
+                provider: "openai".to_string(),
+                backend: "api".to_string()
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_preset_or_incomplete_triple_is_refused() {
+        let req = CodingTaskRequest {
+            preset_id: Some(Uuid::new_v4()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            resolve_couple(&req, &[]),
+            Err(LanesError::NotFound { kind: "preset", .. })
+        ));
+        let req = CodingTaskRequest {
+            model: Some("m".to_string()),
+            provider: Some("p".to_string()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            resolve_couple(&req, &[]),
+            Err(LanesError::Validation {
+                field: "backend",
+                ..
+            })
+        ));
+    }
+}
