@@ -12,6 +12,7 @@ pub mod cadence;
 pub mod enums;
 pub mod error;
 pub mod mapper;
+pub mod modes;
 pub mod options;
 pub mod plan_hash;
 
@@ -26,5 +27,9 @@ pub use enums::{
 };
 pub use error::CoreError;
 pub use mapper::{AgentDecisionMapper, Completion, MappedDecision, TickOutcome};
+pub use modes::{
+    ModeDefinition, ResolvedMode, SELF_APPLYING_TOOLS, TOOL_SUPERSET, ToolClass, default_mode,
+    resolve_mode, tool_superset_for,
+};
 pub use options::AgentDispatcherOptions;
 pub use plan_hash::{OpsDigest, PlanInputHash};

@@ -1,0 +1,649 @@
+//! The operating-mode catalogues (spec §2.5) and the tool/governance rail
+//! (spec §3.8, DESIGN §5.8): per-type in-code seed modes, the tool superset
+//! with each tool's class, the self-applying deny-list, the control
+//! terminators, and the fail-closed mode resolver. Must never authorise a
+//! tool outside the type's superset, and must never let a non-SOA mode carry
+//! a self-applying tool — the resolver refuses rather than trims.
+
+use crate::budget::BudgetOverride;
+use crate::enums::AgentType;
+use crate::error::CoreError;
+
+/// What a tool can do, which decides who may ever reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolClass {
+    /// Reads only.
+    ReadOnly,
+    /// Records an artifact (dossier, knowledge, research record).
+    ArtifactRecord,
+    /// Human-gated escalation / control verb.
+    Control,
+    /// Mutates the tenant without a human (governance-gated): SOA only.
+    SelfApplying,
+}
+
+/// The §3 tool superset: every tool any standing agent (or mission) can ever
+/// reach on the warm path, with its class.
+pub const TOOL_SUPERSET: &[(&str, ToolClass)] = &[
+    ("soa_query_telemetry", ToolClass::ReadOnly),
+    ("agent_query_memory", ToolClass::ReadOnly),
+    ("intelligence_knowledge_query", ToolClass::ReadOnly),
+    ("intelligence_code_search", ToolClass::ReadOnly),
+    ("compliance_query_posture", ToolClass::ReadOnly),
+    ("compliance_knowledge_query", ToolClass::ReadOnly),
+    ("orchestrator_research_get", ToolClass::ReadOnly),
+    ("compliance_dossier_list", ToolClass::ReadOnly),
+    ("compliance_dossier_record", ToolClass::ArtifactRecord),
+    ("compliance_dossier_translate", ToolClass::ArtifactRecord),
+    ("compliance_knowledge_ingest", ToolClass::ArtifactRecord),
+    ("orchestrator_research_create", ToolClass::ArtifactRecord),
+    ("soa_propose_decision", ToolClass::Control),
+    ("soa_send_message", ToolClass::Control),
+    ("soa_propose_mode_change", ToolClass::Control),
+    ("agent_workset_complete", ToolClass::Control),
+    ("soa_propose_task", ToolClass::SelfApplying),
+    ("mission_ask_user", ToolClass::Control),
+];
+
+/// The machine-guarded deny-list: no Compliance or Prompt Engineer mode (nor
+/// any non-SOA superset) may ever contain these.
+pub const SELF_APPLYING_TOOLS: &[&str] = &["soa_propose_task"];
+
+/// The named control-plane terminators that end an episode. Always
+/// authorised, never part of the superset or a mode toolset.
+pub const CONTROL_TERMINATORS: &[&str] = &["phase_complete", "phase_blocked"];
+
+/// The class of a superset tool; `None` for anything outside the superset.
+pub fn tool_class(tool: &str) -> Option<ToolClass> {
+    TOOL_SUPERSET
+        .iter()
+        .find(|(name, _)| *name == tool)
+        .map(|(_, class)| *class)
+}
+
+/// Whether a tool mutates tenant state (counts toward `ActedWithTool`):
+/// artifact records and the self-applying verb. Escalation/control verbs are
+/// counted by the caller as escalations or messages instead.
+pub fn is_side_effecting(tool: &str) -> bool {
+    matches!(
+        tool_class(tool),
+        Some(ToolClass::ArtifactRecord | ToolClass::SelfApplying)
+    )
+}
+
+/// The tools an agent type can ever reach: the SOA gets the shared set plus
+/// `soa_propose_task`; Compliance and the Prompt Engineer the shared set
+/// (read-only, artifact-record, control) without any self-applying tool;
+/// missions read-only plus `mission_ask_user`.
+pub fn tool_superset_for(agent_type: AgentType) -> Vec<&'static str> {
+    TOOL_SUPERSET
+        .iter()
+        .filter(|(name, class)| match agent_type {
+            AgentType::Soa => *name != "mission_ask_user",
+            AgentType::Compliance | AgentType::PromptRedactor => {
+                *class != ToolClass::SelfApplying && *name != "mission_ask_user"
+            }
+            AgentType::MissionDevelopment
+            | AgentType::MissionResearch
+            | AgentType::MissionOperations => {
+                *class == ToolClass::ReadOnly || *name == "mission_ask_user"
+            }
+        })
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+/// One mode of a type's catalogue: an `agent_modes` row or an in-code seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModeDefinition {
+    /// The mode name (spec verbatim, e.g. `Strategic`).
+    pub name: String,
+    /// What the mode is for, shown to operators.
+    pub description: String,
+    /// Appended to the invariant base system prompt.
+    pub prompt_fragment: String,
+    /// The tools this mode authorises; must be ⊆ the type's superset.
+    pub toolset: Vec<String>,
+    /// An optional preset pinned for this mode.
+    pub preset: Option<String>,
+    /// An optional per-mode budget override.
+    pub budget_override: Option<BudgetOverride>,
+    /// True for the rows seeded from this catalogue.
+    pub system_seed: bool,
+}
+
+fn seed(
+    name: &str,
+    description: &str,
+    prompt_fragment: &str,
+    toolset: &[&str],
+    budget_override: Option<BudgetOverride>,
+) -> ModeDefinition {
+    ModeDefinition {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        prompt_fragment: prompt_fragment.to_owned(),
+        toolset: toolset.iter().map(|t| (*t).to_owned()).collect(),
+        preset: None,
+        budget_override,
+        system_seed: true,
+    }
+}
+
+/// The Compliance Research mode's widened budget (spec §3.6).
+pub const COMPLIANCE_RESEARCH_BUDGET: BudgetOverride = BudgetOverride {
+    max_tokens: Some(48_000),
+    max_output_tokens_per_turn: None,
+    max_tool_calls: Some(24),
+    max_wall_seconds: Some(600),
+    max_dollars: Some(4.00),
+    max_turns: Some(24),
+};
+
+/// The in-code seed catalogue of a type (empty for missions, which have no
+/// operating modes). The first entry is the type's default mode.
+pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
+    match agent_type {
+        AgentType::Soa => vec![
+            seed(
+                "Strategic",
+                "Steady-state orchestration: survey the tenant, steer missions, escalate forks.",
+                "Mode: Strategic. Ground in memory and telemetry, check the open-items roster, \
+                 and take at most one or two governed actions that move the tenant's goals forward.",
+                &[
+                    "soa_query_telemetry",
+                    "agent_query_memory",
+                    "intelligence_knowledge_query",
+                    "intelligence_code_search",
+                    "orchestrator_research_get",
+                    "compliance_query_posture",
+                    "orchestrator_research_create",
+                    "soa_propose_task",
+                    "soa_propose_decision",
+                    "soa_send_message",
+                    "soa_propose_mode_change",
+                    "agent_workset_complete",
+                ],
+                None,
+            ),
+            seed(
+                "Incident",
+                "An operational incident is under way: diagnose, contain, escalate.",
+                "Mode: Incident. Read the ops telemetry first, propose only containment work, \
+                 and escalate anything irreversible to the operator.",
+                &[
+                    "soa_query_telemetry",
+                    "agent_query_memory",
+                    "intelligence_code_search",
+                    "soa_propose_task",
+                    "soa_propose_decision",
+                    "soa_send_message",
+                    "soa_propose_mode_change",
+                ],
+                None,
+            ),
+            seed(
+                "Dialogue",
+                "Conversation with the operator: answer, clarify, propose next steps.",
+                "Mode: Dialogue. Read the operator's message carefully and reply with \
+                 soa_send_message; propose decisions rather than acting.",
+                &[
+                    "agent_query_memory",
+                    "intelligence_knowledge_query",
+                    "soa_query_telemetry",
+                    "soa_send_message",
+                    "soa_propose_decision",
+                    "soa_propose_mode_change",
+                ],
+                None,
+            ),
+            seed(
+                "Housekeeping",
+                "Tidy the open-items roster and the starting workset.",
+                "Mode: Housekeeping. Review open items and stale work; report, do not create new work.",
+                &[
+                    "agent_query_memory",
+                    "soa_query_telemetry",
+                    "orchestrator_research_get",
+                    "soa_send_message",
+                    "soa_propose_mode_change",
+                    "agent_workset_complete",
+                ],
+                None,
+            ),
+            seed(
+                "Idle",
+                "Quiet: only answer the operator.",
+                "Mode: Idle. Do nothing unless an operator message needs an answer.",
+                &[
+                    "agent_query_memory",
+                    "soa_send_message",
+                    "soa_propose_mode_change",
+                ],
+                None,
+            ),
+            seed(
+                "Discovery",
+                "Explore the tenant's knowledge and code to find opportunities.",
+                "Mode: Discovery. Research broadly, record findings as research records, \
+                 and surface opportunities as decisions for the operator.",
+                &[
+                    "intelligence_knowledge_query",
+                    "intelligence_code_search",
+                    "orchestrator_research_get",
+                    "orchestrator_research_create",
+                    "agent_query_memory",
+                    "soa_query_telemetry",
+                    "soa_send_message",
+                    "soa_propose_decision",
+                    "soa_propose_mode_change",
+                ],
+                None,
+            ),
+        ],
+        AgentType::Compliance => vec![
+            seed(
+                "Cadence",
+                "The regular compliance sweep: posture, dossiers, drift.",
+                "Mode: Cadence. Check the compliance posture against the corpus, keep dossiers \
+                 current, and escalate gaps to the operator.",
+                &[
+                    "compliance_query_posture",
+                    "compliance_knowledge_query",
+                    "compliance_dossier_list",
+                    "agent_query_memory",
+                    "compliance_dossier_record",
+                    "soa_send_message",
+                    "soa_propose_decision",
+                    "soa_propose_mode_change",
+                    "agent_workset_complete",
+                ],
+                None,
+            ),
+            seed(
+                "GateReview",
+                "Review a release or change gate against the compliance posture.",
+                "Mode: GateReview. Assess the gate against the posture and dossiers; report \
+                 findings and escalate a pass/fail decision to the operator.",
+                &[
+                    "compliance_query_posture",
+                    "compliance_knowledge_query",
+                    "compliance_dossier_list",
+                    "agent_query_memory",
+                    "soa_propose_decision",
+                    "soa_send_message",
+                    "soa_propose_mode_change",
+                ],
+                None,
+            ),
+            seed(
+                "Research",
+                "Whole-chapter dossier authoring with a widened budget.",
+                "Mode: Research. Author complete dossier chapters from the knowledge corpus, \
+                 recording and translating them as you go.",
+                &[
+                    "compliance_knowledge_query",
+                    "compliance_knowledge_ingest",
+                    "compliance_dossier_list",
+                    "compliance_dossier_record",
+                    "compliance_dossier_translate",
+                    "intelligence_knowledge_query",
+                    "orchestrator_research_get",
+                    "agent_query_memory",
+                    "soa_send_message",
+                    "soa_propose_mode_change",
+                    "agent_workset_complete",
+                ],
+                Some(COMPLIANCE_RESEARCH_BUDGET),
+            ),
+        ],
+        AgentType::PromptRedactor => vec![seed(
+            "Redact",
+            "Rework one call-site's prompt from the signal that triggered it.",
+            "Mode: Redact. Read the signal and the site's guidance, draft the redaction, \
+             and route it to the operator for review.",
+            &[
+                "agent_query_memory",
+                "intelligence_knowledge_query",
+                "soa_propose_decision",
+                "soa_send_message",
+            ],
+            None,
+        )],
+        AgentType::MissionDevelopment
+        | AgentType::MissionResearch
+        | AgentType::MissionOperations => Vec::new(),
+    }
+}
+
+/// The mode an instance runs when `active_mode` is unset; `None` for the
+/// mission types, which have no catalogue.
+pub fn default_mode(agent_type: AgentType) -> Option<&'static str> {
+    match agent_type {
+        AgentType::Soa => Some("Strategic"),
+        AgentType::Compliance => Some("Cadence"),
+        AgentType::PromptRedactor => Some("Redact"),
+        AgentType::MissionDevelopment
+        | AgentType::MissionResearch
+        | AgentType::MissionOperations => None,
+    }
+}
+
+/// A mode ready for a tick: its toolset has been checked against the
+/// superset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedMode {
+    /// The type whose catalogue it came from.
+    pub agent_type: AgentType,
+    /// The mode name.
+    pub name: String,
+    /// Appended to the base system prompt.
+    pub prompt_fragment: String,
+    /// The authorised tools (also the objective's advertised action menu).
+    pub toolset: Vec<String>,
+    /// The preset pinned for this mode, if any.
+    pub preset: Option<String>,
+    /// The mode's budget override, if any.
+    pub budget_override: Option<BudgetOverride>,
+    /// True when it came from the in-code seed rather than a table row.
+    pub from_seed: bool,
+}
+
+impl ResolvedMode {
+    /// The invoker's system prompt: `base + "\n\n" + fragment` (the base stays
+    /// mode-invariant). An empty fragment leaves the base unchanged.
+    pub fn system_prompt(&self, base: &str) -> String {
+        if self.prompt_fragment.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}\n\n{}", self.prompt_fragment)
+        }
+    }
+
+    /// Whether the tick may call `tool`: a member of the toolset, or a
+    /// control terminator.
+    pub fn is_authorized(&self, tool: &str) -> bool {
+        CONTROL_TERMINATORS.contains(&tool) || self.toolset.iter().any(|t| t == tool)
+    }
+}
+
+/// Checks a mode definition against the type's superset, fail-closed: the
+/// first tool outside it is a [`CoreError::ToolOutsideSuperset`]. Use it on
+/// every write to `agent_modes` as well as at resolve time.
+pub fn validate_mode_definition(
+    agent_type: AgentType,
+    mode: &ModeDefinition,
+) -> Result<(), CoreError> {
+    let superset = tool_superset_for(agent_type);
+    for tool in &mode.toolset {
+        if !superset.contains(&tool.as_str()) {
+            return Err(CoreError::ToolOutsideSuperset {
+                mode: mode.name.clone(),
+                tool: tool.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Resolves the mode a tick runs (spec §3.4 step 7): `active_mode` or the
+/// type's default; the `agent_modes` rows of this type first, the in-code
+/// seed as fallback; `UnknownMode` for a name in neither; and
+/// `ToolOutsideSuperset` (fail closed) when the chosen toolset leaves the
+/// type's superset. `catalogue_rows` must already be filtered to
+/// `agent_type`.
+pub fn resolve_mode(
+    agent_type: AgentType,
+    active_mode: Option<&str>,
+    catalogue_rows: &[ModeDefinition],
+) -> Result<ResolvedMode, CoreError> {
+    let unknown = |mode: &str| CoreError::UnknownMode {
+        agent_type,
+        mode: mode.to_owned(),
+    };
+    let name = match active_mode.or(default_mode(agent_type)) {
+        Some(name) => name,
+        None => return Err(unknown("")),
+    };
+    let (def, from_seed) = match catalogue_rows.iter().find(|m| m.name == name) {
+        Some(row) => (row.clone(), false),
+        None => match seed_catalogue(agent_type)
+            .into_iter()
+            .find(|m| m.name == name)
+        {
+            Some(seeded) => (seeded, true),
+            None => return Err(unknown(name)),
+        },
+    };
+    validate_mode_definition(agent_type, &def)?;
+    Ok(ResolvedMode {
+        agent_type,
+        name: def.name,
+        prompt_fragment: def.prompt_fragment,
+        toolset: def.toolset,
+        preset: def.preset,
+        budget_override: def.budget_override,
+        from_seed,
+    })
+}
+
+/// Whether `name` is a mode of the type (table rows or seed): the check the
+/// mode-control chokepoint runs before writing `active_mode`.
+pub fn is_catalogue_mode(
+    agent_type: AgentType,
+    name: &str,
+    catalogue_rows: &[ModeDefinition],
+) -> bool {
+    catalogue_rows.iter().any(|m| m.name == name)
+        || seed_catalogue(agent_type).iter().any(|m| m.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogues_hold_the_spec_modes_with_the_default_first() {
+        let names = |t| {
+            seed_catalogue(t)
+                .into_iter()
+                .map(|m| m.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(AgentType::Soa),
+            [
+                "Strategic",
+                "Incident",
+                "Dialogue",
+                "Housekeeping",
+                "Idle",
+                "Discovery"
+            ]
+        );
+        assert_eq!(
+            names(AgentType::Compliance),
+            ["Cadence", "GateReview", "Research"]
+        );
+        assert_eq!(names(AgentType::PromptRedactor), ["Redact"]);
+        for t in AgentType::ALL {
+            let cat = seed_catalogue(*t);
+            assert_eq!(cat.first().map(|m| m.name.as_str()), default_mode(*t));
+            assert!(
+                cat.iter()
+                    .all(|m| m.system_seed && !m.prompt_fragment.is_empty())
+            );
+        }
+    }
+
+    #[test]
+    fn every_seeded_toolset_is_within_its_superset() {
+        for t in AgentType::ALL {
+            let superset = tool_superset_for(*t);
+            for m in seed_catalogue(*t) {
+                for tool in &m.toolset {
+                    assert!(superset.contains(&tool.as_str()), "{t} {} {tool}", m.name);
+                }
+                assert!(validate_mode_definition(*t, &m).is_ok());
+                assert!(resolve_mode(*t, Some(&m.name), &[]).is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn no_self_applying_tool_outside_the_soa() {
+        for t in AgentType::ALL.iter().filter(|t| **t != AgentType::Soa) {
+            let superset = tool_superset_for(*t);
+            for s in SELF_APPLYING_TOOLS {
+                assert!(!superset.contains(s), "{t} superset holds {s}");
+            }
+            assert!(
+                superset
+                    .iter()
+                    .all(|tool| tool_class(tool) != Some(ToolClass::SelfApplying))
+            );
+            for m in seed_catalogue(*t) {
+                assert!(
+                    !m.toolset
+                        .iter()
+                        .any(|tool| SELF_APPLYING_TOOLS.contains(&tool.as_str()))
+                );
+            }
+        }
+        // The only self-applying tool in the whole superset is the deny-listed one, and the SOA has it.
+        let self_applying: Vec<_> = TOOL_SUPERSET
+            .iter()
+            .filter(|(_, c)| *c == ToolClass::SelfApplying)
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(self_applying, SELF_APPLYING_TOOLS);
+        assert!(tool_superset_for(AgentType::Soa).contains(&"soa_propose_task"));
+    }
+
+    #[test]
+    fn a_compliance_row_granting_soa_propose_task_fails_closed() {
+        let mut row = seed_catalogue(AgentType::Compliance).remove(0);
+        row.system_seed = false;
+        row.toolset.push("soa_propose_task".into());
+        assert_eq!(
+            resolve_mode(AgentType::Compliance, Some("Cadence"), &[row]),
+            Err(CoreError::ToolOutsideSuperset {
+                mode: "Cadence".into(),
+                tool: "soa_propose_task".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_crafted_row_with_an_outside_tool_fails_to_resolve() {
+        let row = ModeDefinition {
+            name: "Strategic".into(),
+            description: "tampered".into(),
+            prompt_fragment: "x".into(),
+            toolset: vec!["agent_query_memory".into(), "config_set".into()],
+            preset: None,
+            budget_override: None,
+            system_seed: false,
+        };
+        let err = resolve_mode(AgentType::Soa, None, &[row]).unwrap_err();
+        assert_eq!(
+            err,
+            CoreError::ToolOutsideSuperset {
+                mode: "Strategic".into(),
+                tool: "config_set".into()
+            }
+        );
+        assert_eq!(err.code(), "TOOL_OUTSIDE_SUPERSET");
+        // Terminators are authorised implicitly, never granted through a toolset.
+        let row = ModeDefinition {
+            toolset: vec!["phase_complete".into()],
+            ..seed_catalogue(AgentType::Soa).remove(4)
+        };
+        assert!(resolve_mode(AgentType::Soa, Some("Idle"), &[row]).is_err());
+    }
+
+    #[test]
+    fn table_rows_win_over_the_seed() {
+        let mut row = seed_catalogue(AgentType::Soa).remove(1);
+        row.prompt_fragment = "operator-tuned".into();
+        row.toolset = vec!["soa_query_telemetry".into()];
+        row.system_seed = false;
+        let r = resolve_mode(AgentType::Soa, Some("Incident"), &[row]).unwrap();
+        assert!(!r.from_seed);
+        assert_eq!(r.toolset, ["soa_query_telemetry"]);
+        assert_eq!(r.system_prompt("BASE"), "BASE\n\noperator-tuned");
+        let seeded = resolve_mode(AgentType::Soa, Some("Dialogue"), &[]).unwrap();
+        assert!(seeded.from_seed);
+    }
+
+    #[test]
+    fn unset_mode_resolves_to_the_default() {
+        let r = resolve_mode(AgentType::Compliance, None, &[]).unwrap();
+        assert_eq!(r.name, "Cadence");
+        let r = resolve_mode(AgentType::PromptRedactor, None, &[]).unwrap();
+        assert_eq!(r.name, "Redact");
+    }
+
+    #[test]
+    fn unknown_mode_names_are_refused_per_type() {
+        assert_eq!(
+            resolve_mode(AgentType::Compliance, Some("Strategic"), &[]),
+            Err(CoreError::UnknownMode {
+                agent_type: AgentType::Compliance,
+                mode: "Strategic".into()
+            })
+        );
+        assert!(resolve_mode(AgentType::Soa, Some("strategic"), &[]).is_err());
+        assert!(resolve_mode(AgentType::Soa, Some(""), &[]).is_err());
+        assert_eq!(
+            resolve_mode(AgentType::MissionResearch, None, &[])
+                .unwrap_err()
+                .code(),
+            "UNKNOWN_MODE"
+        );
+        assert!(is_catalogue_mode(AgentType::Soa, "Idle", &[]));
+        assert!(!is_catalogue_mode(AgentType::PromptRedactor, "Idle", &[]));
+    }
+
+    #[test]
+    fn compliance_research_carries_the_widened_budget() {
+        let r = resolve_mode(AgentType::Compliance, Some("Research"), &[]).unwrap();
+        let o = r.budget_override.unwrap();
+        assert_eq!(o.max_tokens, Some(48_000));
+        assert_eq!(o.max_tool_calls, Some(24));
+        assert_eq!(o.max_wall_seconds, Some(600));
+        assert_eq!(o.max_dollars, Some(4.00));
+        assert_eq!(o.max_turns, Some(24));
+        let others = seed_catalogue(AgentType::Soa)
+            .into_iter()
+            .chain(seed_catalogue(AgentType::Compliance));
+        assert_eq!(others.filter(|m| m.budget_override.is_some()).count(), 1);
+    }
+
+    #[test]
+    fn terminators_are_always_authorized_and_never_in_the_superset() {
+        let r = resolve_mode(AgentType::Soa, Some("Idle"), &[]).unwrap();
+        for t in CONTROL_TERMINATORS {
+            assert!(r.is_authorized(t));
+            assert!(tool_class(t).is_none());
+        }
+        assert!(r.is_authorized("soa_send_message"));
+        assert!(!r.is_authorized("soa_propose_task"));
+        assert!(!r.is_authorized("config_set"));
+    }
+
+    #[test]
+    fn superset_shape_per_type() {
+        assert_eq!(TOOL_SUPERSET.len(), 18);
+        assert_eq!(tool_superset_for(AgentType::Soa).len(), 17);
+        assert_eq!(tool_superset_for(AgentType::Compliance).len(), 16);
+        let m = tool_superset_for(AgentType::MissionOperations);
+        assert!(m.contains(&"mission_ask_user"));
+        assert!(!m.contains(&"soa_propose_decision"));
+        assert!(!tool_superset_for(AgentType::Soa).contains(&"mission_ask_user"));
+        assert!(is_side_effecting("compliance_dossier_record"));
+        assert!(is_side_effecting("soa_propose_task"));
+        assert!(!is_side_effecting("soa_send_message"));
+        assert!(!is_side_effecting("unknown_tool"));
+    }
+}
