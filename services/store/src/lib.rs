@@ -9,10 +9,12 @@
 
 pub mod attention;
 pub mod config;
+pub mod credit;
 pub mod error;
 pub mod events;
 pub mod instances;
 pub mod ledger;
+pub mod llm;
 pub mod messages;
 pub mod modes;
 mod rows;
@@ -20,6 +22,7 @@ pub mod store;
 pub mod tenants;
 pub mod tick;
 pub mod tokens;
+pub mod tool_invocations;
 
 pub use attention::{AttentionRequest, NewAttentionRequest, ResolveOutcome};
 pub use error::StoreError;

@@ -10,7 +10,14 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use genesis_core::{AgentDecisionKind, AgentDispatcherOptions, AgentEventKind, Phase};
+use genesis_core::plan_hash::{
+    IdleCounters, forced_replan_due, is_idle_tick, next_blocked_turns, next_idle_counters,
+    stuck_halt_due,
+};
+use genesis_core::{
+    AgentDecisionKind, AgentDecisionMapper, AgentDispatcherOptions, AgentEventKind, Completion,
+    Phase, PlanInputHash, TickOutcome, compute_next_heartbeat_delay,
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -60,14 +67,21 @@ pub struct LedgerAction {
     pub blocked: bool,
 }
 
-/// The decision of a turn: already derived (the supervisor ran the shared
-/// decision mapper on the raw outcome), passed through byte-identical.
+/// The decision of a turn: the raw outcome (the pod path; the store derives
+/// kind and phase with the shared `AgentDecisionMapper`) or an already
+/// derived pair (the warm path; passed through byte-identical).
 #[derive(Debug, Clone, PartialEq)]
 pub enum TickDecision {
-    /// Kind and phase as the mapper produced them.
+    /// Map this raw outcome with `AgentDecisionMapper`. Its `event_kind`
+    /// must be the claimed event's kind.
+    Outcome(TickOutcome),
+    /// Kind and phase already decided; a genuine block has phase
+    /// `idle:blocked`. `planned`: a real LLM plan ran (not a short-circuit
+    /// or credit idle), which restarts the forced re-plan count.
     Derived {
         kind: AgentDecisionKind,
         phase: String,
+        planned: bool,
     },
 }
 
@@ -78,10 +92,7 @@ pub struct TickCompletion {
     pub event_id: Uuid,
     pub decision: TickDecision,
     /// The tick's plan-input hash (`None`: not computed; the prior is kept).
-    pub plan_input_hash: Option<String>,
-    /// The tick short-circuited without a real plan (unchanged inputs or
-    /// credit idle): counts toward the forced re-plan.
-    pub was_idle: bool,
+    pub plan_input_hash: Option<PlanInputHash>,
     pub actions: Vec<LedgerAction>,
     pub reasoning_summary: Option<String>,
     pub wait_condition: Option<String>,
@@ -97,15 +108,11 @@ pub struct TickCompletion {
 
 impl TickCompletion {
     /// A completion with the given decision and nothing else recorded.
-    pub fn new(event_id: Uuid, kind: AgentDecisionKind, phase: impl Into<String>) -> Self {
+    pub fn new(event_id: Uuid, decision: TickDecision) -> Self {
         Self {
             event_id,
-            decision: TickDecision::Derived {
-                kind,
-                phase: phase.into(),
-            },
+            decision,
             plan_input_hash: None,
-            was_idle: false,
             actions: Vec::new(),
             reasoning_summary: None,
             wait_condition: None,
@@ -133,9 +140,9 @@ pub struct CompletedTurn {
     pub heartbeat_event_id: Option<Uuid>,
     /// The `stuck_halt` request raised when halted.
     pub attention_request_id: Option<Uuid>,
-    pub consecutive_idle_ticks: i32,
-    pub idle_ticks_since_replan: i32,
-    pub consecutive_blocked_turns: i32,
+    pub consecutive_idle_ticks: u32,
+    pub idle_ticks_since_replan: u32,
+    pub consecutive_blocked_turns: u32,
     /// `idle_ticks_since_replan` reached `ForcedReplanEveryNIdleTicks`: the
     /// next tick must re-plan even with unchanged inputs.
     pub forced_replan_due: bool,
@@ -161,66 +168,50 @@ fn interval_ms(field: &str, d: Duration) -> Result<i64, StoreError> {
     Ok(ms)
 }
 
-/// Cadence (spec §3.3 ComputeNextHeartbeatDelay): the flat heartbeat when
-/// enabled, else geometric idle backoff `base · factor^prior_idle` capped.
-// Kept private until genesis-core exports `compute_next_heartbeat_delay`.
-fn next_heartbeat_delay(opts: &AgentDispatcherOptions, prior_idle: u32) -> Duration {
-    if opts.standing_agent_idle_heartbeat_enabled {
-        return opts.standing_agent_heartbeat_interval;
-    }
-    let factor = opts.backoff_factor.max(1.0).powi(prior_idle.min(64) as i32);
-    let secs = opts.tick_base_delay.as_secs_f64() * factor;
-    let capped = secs.min(opts.max_backoff_interval.as_secs_f64());
-    Duration::from_secs_f64(capped.max(0.0))
-}
-
-/// The counters after a turn (spec §3.3 steps 3-4, §3.4 step 4).
+/// The counters after a turn (spec §3.3 steps 3-4, §3.4 step 4), all from
+/// the genesis-core rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Counters {
-    consecutive_idle_ticks: i32,
-    idle_ticks_since_replan: i32,
-    consecutive_blocked_turns: i32,
+    consecutive_idle_ticks: u32,
+    idle_ticks_since_replan: u32,
+    consecutive_blocked_turns: u32,
     halt: bool,
     forced_replan_due: bool,
+}
+
+fn counter(v: i32) -> u32 {
+    u32::try_from(v).unwrap_or(0)
 }
 
 fn next_counters(
     opts: &AgentDispatcherOptions,
     prior: &InstanceRow,
     event_kind: AgentEventKind,
-    completion: &TickCompletion,
-    phase: &str,
+    new_hash: Option<&PlanInputHash>,
+    planned: bool,
+    blocked: bool,
 ) -> Counters {
-    // Idle: an AgentTick whose plan-input hash equals the prior tick's.
-    let idle = event_kind == AgentEventKind::AgentTick
-        && completion.plan_input_hash.is_some()
-        && completion.plan_input_hash == prior.plan_input_hash;
-    let consecutive_idle_ticks = if idle {
-        prior.consecutive_idle_ticks.saturating_add(1)
-    } else {
-        0
-    };
-    // Ticks since the last real plan: short-circuits count, a plan resets.
-    let idle_ticks_since_replan = if completion.was_idle {
-        prior.idle_ticks_since_replan.saturating_add(1)
-    } else {
-        0
-    };
-    let blocked = phase == Phase::IDLE_BLOCKED;
-    let consecutive_blocked_turns = if blocked {
-        prior.consecutive_blocked_turns.saturating_add(1)
-    } else {
-        0
-    };
-    let max_blocked = i32::try_from(opts.max_consecutive_blocked_turns).unwrap_or(i32::MAX);
-    let halt = opts.enforce_stuck_guard && blocked && consecutive_blocked_turns >= max_blocked;
-    let every = i32::try_from(opts.forced_replan_every_n_idle_ticks).unwrap_or(i32::MAX);
+    let prior_hash: Option<PlanInputHash> = prior
+        .plan_input_hash
+        .as_deref()
+        .and_then(|h| h.parse().ok());
+    let idle = new_hash.is_some_and(|h| is_idle_tick(event_kind, h, prior_hash.as_ref()));
+    let (consecutive_idle_ticks, idle_ticks_since_replan) = next_idle_counters(
+        IdleCounters {
+            consecutive_idle_ticks: counter(prior.consecutive_idle_ticks),
+            idle_ticks_since_replan: counter(prior.idle_ticks_since_replan),
+        },
+        idle,
+        planned,
+    );
+    let consecutive_blocked_turns =
+        next_blocked_turns(counter(prior.consecutive_blocked_turns), blocked);
     Counters {
         consecutive_idle_ticks,
         idle_ticks_since_replan,
         consecutive_blocked_turns,
-        halt,
-        forced_replan_due: every > 0 && idle_ticks_since_replan >= every,
+        halt: blocked && stuck_halt_due(consecutive_blocked_turns, opts),
+        forced_replan_due: forced_replan_due(idle_ticks_since_replan, opts),
     }
 }
 
@@ -372,12 +363,10 @@ impl Store {
         completion: TickCompletion,
         opts: &AgentDispatcherOptions,
     ) -> Result<CompletedTurn, StoreError> {
-        let TickDecision::Derived { kind, phase } = &completion.decision;
-        if phase.trim().is_empty() || phase.len() > 100 {
+        if let TickDecision::Derived { phase, .. } = &completion.decision
+            && (phase.trim().is_empty() || phase.len() > 100)
+        {
             return Err(StoreError::invalid("phase", "must be 1 to 100 bytes"));
-        }
-        if let Some(h) = &completion.plan_input_hash {
-            crate::rows::check_text("plan_input_hash", h, 200)?;
         }
         if completion
             .cost_usd
@@ -438,20 +427,52 @@ impl Store {
             }
         };
 
-        let counters = next_counters(opts, &prior, event.event_kind, &completion, phase);
+        let (kind, phase, planned) = match &completion.decision {
+            TickDecision::Outcome(outcome) => {
+                if outcome.event_kind != event.event_kind {
+                    return Err(StoreError::invalid(
+                        "outcome.event_kind",
+                        format!(
+                            "is {} but the claimed event is {}",
+                            outcome.event_kind, event.event_kind
+                        ),
+                    ));
+                }
+                let mapped = AgentDecisionMapper::map(outcome);
+                let planned = !matches!(
+                    outcome.completion,
+                    Completion::ShortCircuited | Completion::CreditExhausted
+                );
+                (mapped.kind, mapped.phase.to_owned(), planned)
+            }
+            TickDecision::Derived {
+                kind,
+                phase,
+                planned,
+            } => (kind.clone(), phase.clone(), *planned),
+        };
+        let blocked = phase == Phase::IDLE_BLOCKED;
+        let counters = next_counters(
+            opts,
+            &prior,
+            event.event_kind,
+            completion.plan_input_hash.as_ref(),
+            planned,
+            blocked,
+        );
         let phase = if counters.halt {
             Phase::HALTED_STUCK.to_owned()
         } else {
-            phase.clone()
+            phase
         };
-        let prior_idle = u32::try_from(prior.consecutive_idle_ticks).unwrap_or(0);
-        let delay = next_heartbeat_delay(opts, prior_idle);
+        // The cadence keys on the idle streak as it stands after this tick.
+        let delay = compute_next_heartbeat_delay(opts, counters.consecutive_idle_ticks);
         let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
         let params = serde_json::json!({
             "event_id": completion.event_id,
             "decision_kind": kind.as_str(),
             "phase": phase,
-            "plan_input_hash": completion.plan_input_hash,
+            "plan_input_hash": completion.plan_input_hash.as_ref().map(PlanInputHash::as_str),
             "consecutive_idle_ticks": counters.consecutive_idle_ticks,
             "idle_ticks_since_replan": counters.idle_ticks_since_replan,
             "consecutive_blocked_turns": counters.consecutive_blocked_turns,
@@ -486,7 +507,7 @@ impl Store {
                 Ok(CompletedTurn {
                     ledger_id,
                     turn_number,
-                    decision_kind: kind.clone(),
+                    decision_kind: kind,
                     phase,
                     halted: applied.halted.unwrap_or(false),
                     next_tick_at: applied.next_tick_at,

@@ -1,0 +1,141 @@
+//! `credit_windows`: the tenant's weekly agent-planning dollar window (spec
+//! §3.4 step 9, DESIGN invariant 11). Owns reading the current window and
+//! drawing cost down from it. Must never compute a cost itself (the
+//! supervisor prices usage) and never let `spent_usd` go negative.
+
+use chrono::{DateTime, Datelike as _, Duration, TimeZone as _, Utc};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::rows::decode;
+use crate::store::Store;
+
+/// One tenant's credit window for one ISO week.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CreditWindow {
+    pub tenant_id: Uuid,
+    /// Monday 00:00 UTC.
+    pub week_start: DateTime<Utc>,
+    pub limit_usd: f64,
+    pub spent_usd: f64,
+}
+
+impl CreditWindow {
+    /// End of the window (exclusive): the next Monday 00:00 UTC.
+    pub fn week_end(&self) -> DateTime<Utc> {
+        self.week_start + Duration::days(7)
+    }
+
+    /// `max(limit - spent, 0)`.
+    pub fn remaining_usd(&self) -> f64 {
+        (self.limit_usd - self.spent_usd).max(0.0)
+    }
+
+    /// The ceiling is reached (spent ≥ limit).
+    pub fn exhausted(&self) -> bool {
+        self.spent_usd >= self.limit_usd
+    }
+}
+
+/// Monday 00:00 UTC of the ISO week containing `now`: the key of the window
+/// a cost incurred at `now` is drawn from.
+pub fn week_start(now: DateTime<Utc>) -> DateTime<Utc> {
+    let date = now.date_naive() - Duration::days(i64::from(now.weekday().num_days_from_monday()));
+    Utc.from_utc_datetime(&date.and_hms_opt(0, 0, 0).unwrap_or_default())
+}
+
+fn check_amount(field: &str, v: f64) -> Result<(), StoreError> {
+    if !v.is_finite() || v < 0.0 {
+        return Err(StoreError::invalid(
+            field,
+            "must be a finite, non-negative amount",
+        ));
+    }
+    Ok(())
+}
+
+/// Draw `amount` from the window at `week_start` inside the caller's tenant
+/// transaction, creating the window with `limit_usd` if it does not exist
+/// yet. The window's limit is set to `limit_usd` (the currently configured
+/// ceiling), so a config change applies to the running week.
+pub async fn draw_down_in(
+    conn: &mut sqlx::PgConnection,
+    tenant_id: Uuid,
+    week_start: DateTime<Utc>,
+    limit_usd: f64,
+    amount: f64,
+) -> Result<CreditWindow, StoreError> {
+    check_amount("limit_usd", limit_usd)?;
+    check_amount("amount", amount)?;
+    let row: serde_json::Value = sqlx::query_scalar(
+        "INSERT INTO credit_windows (tenant_id, week_start, limit_usd, spent_usd) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (tenant_id, week_start) DO UPDATE
+            SET spent_usd = credit_windows.spent_usd + EXCLUDED.spent_usd,
+                limit_usd = EXCLUDED.limit_usd, updated_at = now()
+         RETURNING to_jsonb(credit_windows.*)",
+    )
+    .bind(tenant_id)
+    .bind(week_start)
+    .bind(limit_usd)
+    .bind(amount)
+    .fetch_one(conn)
+    .await?;
+    decode(row)
+}
+
+/// Repository handle, from [`Store::credit`].
+pub struct Credit<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// Weekly credit windows.
+    pub fn credit(&self) -> Credit<'_> {
+        Credit { store: self }
+    }
+}
+
+impl Credit<'_> {
+    /// The window at `week_start` as it stands, with `limit_usd` as its
+    /// ceiling; a week with no spend yet reads as spent 0 (nothing is
+    /// written).
+    pub async fn current(
+        &self,
+        tenant_id: Uuid,
+        week_start: DateTime<Utc>,
+        limit_usd: f64,
+    ) -> Result<CreditWindow, StoreError> {
+        check_amount("limit_usd", limit_usd)?;
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let spent: Option<f64> = sqlx::query_scalar(
+            "SELECT spent_usd FROM credit_windows WHERE tenant_id = $1 AND week_start = $2",
+        )
+        .bind(tenant_id)
+        .bind(week_start)
+        .fetch_optional(tx.conn())
+        .await?;
+        tx.commit().await?;
+        Ok(CreditWindow {
+            tenant_id,
+            week_start,
+            limit_usd,
+            spent_usd: spent.unwrap_or(0.0),
+        })
+    }
+
+    /// Draw `amount` from the window (see [`draw_down_in`]) in its own
+    /// transaction.
+    pub async fn draw_down(
+        &self,
+        tenant_id: Uuid,
+        week_start: DateTime<Utc>,
+        limit_usd: f64,
+        amount: f64,
+    ) -> Result<CreditWindow, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let w = draw_down_in(tx.conn(), tenant_id, week_start, limit_usd, amount).await?;
+        tx.commit().await?;
+        Ok(w)
+    }
+}

@@ -1,0 +1,514 @@
+//! LLM presets, call-site bindings, the global pricing table, and the
+//! provenance of agent LLM calls (`llm_call_snapshots` + `llm_call_attempts`,
+//! spec §3.5, §3.7). Owns storing presets (credential names only), binding
+//! them to sites, reading the bindings of a site chain in one statement, and
+//! recording an attempt together with its credit drawdown in one
+//! transaction. Must never store a secret, never compute a price itself (the
+//! supervisor prices usage) and never accept a cost from an agent pod.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::credit::{CreditWindow, draw_down_in};
+use crate::error::StoreError;
+use crate::rows::{check_text, decode, decode_all};
+use crate::store::Store;
+
+/// Outcomes an attempt may record (the wire's `CallAttempt.outcome`).
+pub const ATTEMPT_OUTCOMES: &[&str] = &[
+    "success",
+    "rate_limited",
+    "unauthorized",
+    "server_error",
+    "timeout",
+    "error",
+];
+
+/// One (model, provider, backend) couple with its credential names in
+/// priority order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresetCouple {
+    pub model: String,
+    pub provider: String,
+    #[serde(default)]
+    pub backend: String,
+    #[serde(default)]
+    pub credentials: Vec<String>,
+}
+
+/// An `llm_presets` row.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PresetRow {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub name: String,
+    pub model: String,
+    pub provider: String,
+    pub backend: String,
+    pub credentials: Vec<String>,
+    pub fallback: Vec<PresetCouple>,
+    pub overlays: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl PresetRow {
+    /// The primary couple followed by the fallback chain: the order an
+    /// invoker tries them in.
+    pub fn couples(&self) -> Vec<PresetCouple> {
+        let mut out = vec![PresetCouple {
+            model: self.model.clone(),
+            provider: self.provider.clone(),
+            backend: self.backend.clone(),
+            credentials: self.credentials.clone(),
+        }];
+        out.extend(self.fallback.iter().cloned());
+        out
+    }
+}
+
+/// A preset to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewPreset {
+    pub name: String,
+    pub primary: PresetCouple,
+    pub fallback: Vec<PresetCouple>,
+    pub overlays: serde_json::Value,
+}
+
+/// An `llm_pricing` row, dollars per million tokens.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PricingRow {
+    pub model: String,
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
+    pub cache_read_usd_per_mtok: f64,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An `llm_call_snapshots` row.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CallSnapshotRow {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub instance_id: Uuid,
+    pub invocation_id: String,
+    pub site_id: String,
+    pub call_tag: String,
+    pub requested_model: String,
+    pub served_model: Option<String>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An `llm_call_attempts` row.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CallAttemptRow {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub snapshot_id: Uuid,
+    pub ordinal: i32,
+    pub provider: String,
+    pub credential_name: String,
+    pub requested_model: String,
+    pub served_model: String,
+    pub outcome: String,
+    pub usage: serde_json::Value,
+    pub latency_ms: i64,
+    pub cost_usd: f64,
+    pub error_message: String,
+}
+
+/// One attempt to record, already priced by the caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCallAttempt {
+    pub instance_id: Uuid,
+    /// The lease session the attempt was made under.
+    pub session: Uuid,
+    pub invocation_id: String,
+    pub site_id: String,
+    pub requested_model: String,
+    pub served_model: String,
+    pub provider: String,
+    pub credential_name: String,
+    /// One of [`ATTEMPT_OUTCOMES`].
+    pub outcome: String,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub latency_ms: i64,
+    pub error_message: String,
+    /// Computed by the supervisor from the usage and the pricing table.
+    pub cost_usd: f64,
+}
+
+/// Where an attempt's cost is drawn from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CreditDraw {
+    pub week_start: DateTime<Utc>,
+    pub limit_usd: f64,
+}
+
+/// The result of [`Llm::record_call_attempt`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedAttempt {
+    pub snapshot: CallSnapshotRow,
+    pub ordinal: i32,
+    pub cost_usd: f64,
+    pub credit: CreditWindow,
+}
+
+fn check_couple(field: &str, c: &PresetCouple) -> Result<(), StoreError> {
+    check_text(&format!("{field}.model"), &c.model, 200)?;
+    check_text(&format!("{field}.provider"), &c.provider, 100)?;
+    if c.backend.len() > 100 {
+        return Err(StoreError::invalid(
+            format!("{field}.backend"),
+            "must be at most 100 bytes",
+        ));
+    }
+    for (i, name) in c.credentials.iter().enumerate() {
+        check_text(&format!("{field}.credentials[{i}]"), name, 200)?;
+    }
+    Ok(())
+}
+
+fn check_count(field: &str, v: i64) -> Result<(), StoreError> {
+    if v < 0 {
+        return Err(StoreError::invalid(field, "must be non-negative"));
+    }
+    Ok(())
+}
+
+/// Repository handle, from [`Store::llm`].
+pub struct Llm<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// Presets, site bindings, pricing and call provenance.
+    pub fn llm(&self) -> Llm<'_> {
+        Llm { store: self }
+    }
+}
+
+impl Llm<'_> {
+    /// Create a preset. Duplicate name → `Conflict`.
+    pub async fn create_preset(
+        &self,
+        tenant_id: Uuid,
+        new: NewPreset,
+    ) -> Result<PresetRow, StoreError> {
+        check_text("name", &new.name, 200)?;
+        check_couple("primary", &new.primary)?;
+        for (i, c) in new.fallback.iter().enumerate() {
+            check_couple(&format!("fallback[{i}]"), c)?;
+        }
+        if !new.overlays.is_object() {
+            return Err(StoreError::invalid("overlays", "must be a JSON object"));
+        }
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row: serde_json::Value = sqlx::query_scalar(
+            "INSERT INTO llm_presets (tenant_id, name, model, provider, backend, credentials, fallback, overlays)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING to_jsonb(llm_presets.*)",
+        )
+        .bind(tenant_id)
+        .bind(&new.name)
+        .bind(&new.primary.model)
+        .bind(&new.primary.provider)
+        .bind(&new.primary.backend)
+        .bind(serde_json::to_value(&new.primary.credentials)?)
+        .bind(serde_json::to_value(&new.fallback)?)
+        .bind(&new.overlays)
+        .fetch_one(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode(row)
+    }
+
+    /// The tenant's presets by name.
+    pub async fn list_presets(&self, tenant_id: Uuid) -> Result<Vec<PresetRow>, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> =
+            sqlx::query_scalar("SELECT to_jsonb(p) FROM llm_presets p ORDER BY name, id")
+                .fetch_all(tx.conn())
+                .await?;
+        tx.commit().await?;
+        decode_all(rows)
+    }
+
+    /// Pin `preset_id` to `site_id` (replacing the site's binding). Unknown
+    /// preset → `NotFound`.
+    pub async fn bind_site(
+        &self,
+        tenant_id: Uuid,
+        site_id: &str,
+        preset_id: Uuid,
+    ) -> Result<(), StoreError> {
+        check_text("site_id", site_id, 200)?;
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        sqlx::query(
+            "INSERT INTO llm_site_bindings (tenant_id, site_id, preset_id) VALUES ($1, $2, $3)
+             ON CONFLICT (tenant_id, site_id) DO UPDATE SET preset_id = EXCLUDED.preset_id",
+        )
+        .bind(tenant_id)
+        .bind(site_id)
+        .bind(preset_id)
+        .execute(tx.conn())
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Remove the site's own binding; whether there was one.
+    pub async fn unbind_site(&self, tenant_id: Uuid, site_id: &str) -> Result<bool, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let n = sqlx::query("DELETE FROM llm_site_bindings WHERE site_id = $1")
+            .bind(site_id)
+            .execute(tx.conn())
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    /// The bound presets of each of `sites` that has a binding, as
+    /// `(site_id, preset)`, in one statement (the caller walks the chain).
+    pub async fn bindings_for(
+        &self,
+        tenant_id: Uuid,
+        sites: &[String],
+    ) -> Result<Vec<(String, PresetRow)>, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows = bindings_for_in(tx.conn(), sites).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    /// Price of `model`, if the table has one.
+    pub async fn pricing(&self, model: &str) -> Result<Option<PricingRow>, StoreError> {
+        let row: Option<serde_json::Value> =
+            sqlx::query_scalar("SELECT to_jsonb(p) FROM llm_pricing p WHERE model = $1")
+                .bind(model)
+                .fetch_optional(self.store.tenant_pool())
+                .await?;
+        row.map(decode).transpose()
+    }
+
+    /// The whole pricing table by model.
+    pub async fn list_pricing(&self) -> Result<Vec<PricingRow>, StoreError> {
+        let rows: Vec<serde_json::Value> =
+            sqlx::query_scalar("SELECT to_jsonb(p) FROM llm_pricing p ORDER BY model")
+                .fetch_all(self.store.tenant_pool())
+                .await?;
+        decode_all(rows)
+    }
+
+    /// Set a model's price (platform-wide; the system pool).
+    pub async fn set_pricing(
+        &self,
+        model: &str,
+        input_usd_per_mtok: f64,
+        output_usd_per_mtok: f64,
+        cache_read_usd_per_mtok: f64,
+    ) -> Result<PricingRow, StoreError> {
+        check_text("model", model, 200)?;
+        for (f, v) in [
+            ("input_usd_per_mtok", input_usd_per_mtok),
+            ("output_usd_per_mtok", output_usd_per_mtok),
+            ("cache_read_usd_per_mtok", cache_read_usd_per_mtok),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(StoreError::invalid(
+                    f,
+                    "must be a finite, non-negative price",
+                ));
+            }
+        }
+        let row: serde_json::Value = sqlx::query_scalar(
+            "INSERT INTO llm_pricing (model, input_usd_per_mtok, output_usd_per_mtok, cache_read_usd_per_mtok)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (model) DO UPDATE SET input_usd_per_mtok = EXCLUDED.input_usd_per_mtok,
+                 output_usd_per_mtok = EXCLUDED.output_usd_per_mtok,
+                 cache_read_usd_per_mtok = EXCLUDED.cache_read_usd_per_mtok, updated_at = now()
+             RETURNING to_jsonb(llm_pricing.*)",
+        )
+        .bind(model)
+        .bind(input_usd_per_mtok)
+        .bind(output_usd_per_mtok)
+        .bind(cache_read_usd_per_mtok)
+        .fetch_one(self.store.system_pool())
+        .await?;
+        decode(row)
+    }
+
+    /// Record one priced attempt in ONE transaction: check `session` still
+    /// holds the lease (else `LeaseLost`, nothing written), create the
+    /// invocation's `AgentPlanning` snapshot on its first attempt, append the
+    /// attempt with the next ordinal, add its usage and cost to the
+    /// snapshot, and draw the cost down from the weekly credit window.
+    pub async fn record_call_attempt(
+        &self,
+        tenant_id: Uuid,
+        attempt: &NewCallAttempt,
+        credit: CreditDraw,
+    ) -> Result<RecordedAttempt, StoreError> {
+        check_text("invocation_id", &attempt.invocation_id, 200)?;
+        check_text("site_id", &attempt.site_id, 200)?;
+        check_text("attempt.requested_model", &attempt.requested_model, 200)?;
+        check_text("attempt.provider", &attempt.provider, 100)?;
+        if attempt.served_model.len() > 200 || attempt.credential_name.len() > 200 {
+            return Err(StoreError::invalid(
+                "attempt",
+                "served_model and credential_name must be at most 200 bytes",
+            ));
+        }
+        if !ATTEMPT_OUTCOMES.contains(&attempt.outcome.as_str()) {
+            return Err(StoreError::invalid(
+                "attempt.outcome",
+                format!("must be one of {}", ATTEMPT_OUTCOMES.join(", ")),
+            ));
+        }
+        check_count("attempt.input_tokens", attempt.input_tokens)?;
+        check_count("attempt.output_tokens", attempt.output_tokens)?;
+        check_count("attempt.cache_read_tokens", attempt.cache_read_tokens)?;
+        check_count("attempt.latency_ms", attempt.latency_ms)?;
+        if !attempt.cost_usd.is_finite() || attempt.cost_usd < 0.0 {
+            return Err(StoreError::invalid(
+                "cost_usd",
+                "must be a finite, non-negative amount",
+            ));
+        }
+        let mut error_message = attempt.error_message.clone();
+        if error_message.len() > 4096 {
+            let mut end = 4096;
+            while !error_message.is_char_boundary(end) {
+                end -= 1;
+            }
+            error_message.truncate(end);
+        }
+
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        if !crate::tool_invocations::lease_held_in(tx.conn(), attempt.instance_id, attempt.session)
+            .await?
+        {
+            return Err(StoreError::LeaseLost);
+        }
+        let served = (!attempt.served_model.is_empty()).then_some(attempt.served_model.as_str());
+        let snapshot: serde_json::Value = sqlx::query_scalar(
+            "INSERT INTO llm_call_snapshots
+                 (tenant_id, instance_id, invocation_id, site_id, requested_model, served_model,
+                  input_tokens, output_tokens, cost_usd)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             ON CONFLICT (tenant_id, instance_id, invocation_id) DO UPDATE SET
+                 served_model = coalesce(EXCLUDED.served_model, llm_call_snapshots.served_model),
+                 input_tokens = llm_call_snapshots.input_tokens + EXCLUDED.input_tokens,
+                 output_tokens = llm_call_snapshots.output_tokens + EXCLUDED.output_tokens,
+                 cost_usd = llm_call_snapshots.cost_usd + EXCLUDED.cost_usd,
+                 updated_at = now()
+             RETURNING to_jsonb(llm_call_snapshots.*)",
+        )
+        .bind(tenant_id)
+        .bind(attempt.instance_id)
+        .bind(&attempt.invocation_id)
+        .bind(&attempt.site_id)
+        .bind(&attempt.requested_model)
+        .bind(served)
+        .bind(attempt.input_tokens)
+        .bind(attempt.output_tokens)
+        .bind(attempt.cost_usd)
+        .fetch_one(tx.conn())
+        .await?;
+        let snapshot: CallSnapshotRow = decode(snapshot)?;
+        let usage = serde_json::json!({
+            "input_tokens": attempt.input_tokens,
+            "output_tokens": attempt.output_tokens,
+            "cache_read_tokens": attempt.cache_read_tokens,
+        });
+        let ordinal: i32 = sqlx::query_scalar(
+            "INSERT INTO llm_call_attempts
+                 (tenant_id, snapshot_id, ordinal, provider, credential_name, requested_model, served_model,
+                  outcome, usage, latency_ms, cost_usd, error_message)
+             SELECT $1, $2, coalesce(max(ordinal) + 1, 0), $3, $4, $5, $6, $7, $8, $9, $10, $11
+               FROM llm_call_attempts WHERE snapshot_id = $2
+             RETURNING ordinal",
+        )
+        .bind(tenant_id)
+        .bind(snapshot.id)
+        .bind(&attempt.provider)
+        .bind(&attempt.credential_name)
+        .bind(&attempt.requested_model)
+        .bind(&attempt.served_model)
+        .bind(&attempt.outcome)
+        .bind(&usage)
+        .bind(attempt.latency_ms)
+        .bind(attempt.cost_usd)
+        .bind(&error_message)
+        .fetch_one(tx.conn())
+        .await?;
+        let credit = draw_down_in(
+            tx.conn(),
+            tenant_id,
+            credit.week_start,
+            credit.limit_usd,
+            attempt.cost_usd,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(RecordedAttempt {
+            snapshot,
+            ordinal,
+            cost_usd: attempt.cost_usd,
+            credit,
+        })
+    }
+
+    /// One snapshot.
+    pub async fn snapshot(&self, tenant_id: Uuid, id: Uuid) -> Result<CallSnapshotRow, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row: Option<serde_json::Value> =
+            sqlx::query_scalar("SELECT to_jsonb(s) FROM llm_call_snapshots s WHERE id = $1")
+                .bind(id)
+                .fetch_optional(tx.conn())
+                .await?;
+        tx.commit().await?;
+        decode(row.ok_or_else(|| StoreError::not_found("llm call snapshot"))?)
+    }
+
+    /// The attempts of a snapshot in order.
+    pub async fn attempts(
+        &self,
+        tenant_id: Uuid,
+        snapshot_id: Uuid,
+    ) -> Result<Vec<CallAttemptRow>, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(a) FROM llm_call_attempts a WHERE snapshot_id = $1 ORDER BY ordinal",
+        )
+        .bind(snapshot_id)
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode_all(rows)
+    }
+}
+
+/// [`Llm::bindings_for`] inside the caller's tenant transaction.
+pub async fn bindings_for_in(
+    conn: &mut sqlx::PgConnection,
+    sites: &[String],
+) -> Result<Vec<(String, PresetRow)>, StoreError> {
+    let rows: Vec<(String, serde_json::Value)> = sqlx::query_as(
+        "SELECT b.site_id, to_jsonb(p) FROM llm_site_bindings b JOIN llm_presets p ON p.id = b.preset_id
+          WHERE b.site_id = ANY($1)",
+    )
+    .bind(sites)
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter()
+        .map(|(site, p)| Ok((site, decode(p)?)))
+        .collect()
+}

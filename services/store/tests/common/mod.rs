@@ -1,0 +1,81 @@
+//! Shared fixtures of the store's database tests: a store on the sqlx::test
+//! database, tenants, instances and a one-call tick helper. Must never mock
+//! the database: every helper goes through the real store.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use genesis_core::{AgentDecisionKind, AgentDispatcherOptions, AgentType, InstanceStatus, Phase};
+use genesis_store::{
+    ClaimOutcome, CompletedTurn, InstanceRow, NewInstance, Store, StoreOptions, TickClaim,
+    TickCompletion, TickDecision,
+};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+pub fn store(pool: &PgPool) -> Store {
+    Store::from_pool_with(
+        pool,
+        StoreOptions {
+            tenant_pool_size: 20,
+            system_pool_size: 4,
+            ..StoreOptions::default()
+        },
+    )
+}
+
+pub async fn tenant(store: &Store, name: &str) -> anyhow::Result<Uuid> {
+    Ok(store.tenants().create(name).await?.id)
+}
+
+/// An active SOA with no seeded event.
+pub async fn soa(store: &Store, tenant: Uuid) -> anyhow::Result<InstanceRow> {
+    let mut new = NewInstance::foundational(AgentType::Soa, InstanceStatus::Active);
+    new.seed_initialized = false;
+    Ok(store.instances().create(tenant, new).await?)
+}
+
+pub const TTL: Duration = Duration::from_secs(60);
+
+pub async fn claim(store: &Store, tenant: Uuid, instance: Uuid) -> anyhow::Result<TickClaim> {
+    match store
+        .claim_tick(tenant, instance, Uuid::new_v4(), TTL, 5)
+        .await?
+    {
+        ClaimOutcome::Claimed(c) => Ok(*c),
+        other => anyhow::bail!("expected a claim, got {other:?}"),
+    }
+}
+
+pub fn derived(kind: AgentDecisionKind, phase: &str, planned: bool) -> TickDecision {
+    TickDecision::Derived {
+        kind,
+        phase: phase.to_owned(),
+        planned,
+    }
+}
+
+pub async fn complete_planned(
+    store: &Store,
+    tenant: Uuid,
+    claim: &TickClaim,
+) -> anyhow::Result<CompletedTurn> {
+    let completion = TickCompletion::new(
+        claim.event.id,
+        derived(AgentDecisionKind::Planned, Phase::IDLE, true),
+    );
+    Ok(store
+        .complete_tick(
+            tenant,
+            claim.instance.id,
+            claim.session,
+            completion,
+            &AgentDispatcherOptions::default(),
+        )
+        .await?)
+}
+
+/// Count rows as the superuser (bypasses RLS): the test's view of the truth.
+pub async fn count(pool: &PgPool, sql: &'static str, id: Uuid) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(sql).bind(id).fetch_one(pool).await?)
+}
