@@ -1,0 +1,139 @@
+//! The pod's configuration: `GENESIS_*` env and flags (docs/internals.md
+//! "Configuration"), parsed by clap in the bin and built directly by tests.
+//!
+//! This module must never print the agent token: `Debug` and
+//! [`PodConfig::dump`] redact it.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Everything `run` needs.
+#[derive(Clone, clap::Parser)]
+#[command(name = "genesis-agent-pod", about = "Genesis agent pod: pulls ticks, plans with the LLM, completes over gRPC")]
+pub struct PodConfig {
+    /// NATS URL.
+    #[arg(long, env = "GENESIS_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    pub nats_url: String,
+    /// JetStream stream the ticks are published to (created by control).
+    #[arg(long, env = "GENESIS_STREAM", default_value = "GENESIS_TICKS")]
+    pub stream: String,
+    /// Durable pull consumer to bind to (created by control).
+    #[arg(long, env = "GENESIS_CONSUMER", default_value = "agent-pods")]
+    pub consumer: String,
+    /// The supervisor's AgentPod endpoint.
+    #[arg(long, env = "GENESIS_SUPERVISOR_URL", default_value = "http://127.0.0.1:50052")]
+    pub supervisor_url: String,
+    /// The agent-pod token (secret).
+    #[arg(long, env = "GENESIS_AGENT_TOKEN", hide_env_values = true)]
+    pub agent_token: Option<String>,
+    /// Ticks this pod runs at once.
+    #[arg(long, env = "GENESIS_POD_CONCURRENCY", default_value_t = 4)]
+    pub concurrency: usize,
+    /// `/healthz`, `/readyz`, `/metrics` listen address.
+    #[arg(long, env = "GENESIS_HTTP_ADDR", default_value = "0.0.0.0:9092")]
+    pub http_addr: SocketAddr,
+    /// Tick lease TTL in seconds; the lease is renewed every third of it.
+    #[arg(long, env = "GENESIS_LEASE_TTL_SECS", default_value_t = 60)]
+    pub lease_ttl_secs: u64,
+    /// How long in-flight ticks may run after SIGTERM before they are abandoned.
+    #[arg(long, env = "GENESIS_SHUTDOWN_DEADLINE_SECS", default_value_t = 30)]
+    pub shutdown_deadline_secs: u64,
+    /// NAK delay when another session holds the lease, in milliseconds.
+    #[arg(long, env = "GENESIS_LEASE_HELD_NAK_MS", default_value_t = 1_000)]
+    pub lease_held_nak_ms: u64,
+    /// NAK delay after a transient supervisor failure, in milliseconds.
+    #[arg(long, env = "GENESIS_RETRY_NAK_MS", default_value_t = 5_000)]
+    pub retry_nak_ms: u64,
+    /// OpenAI-compatible base URL override.
+    #[arg(long, env = "OPENAI_BASE_URL")]
+    pub openai_base_url: Option<String>,
+    /// Log format: `text` or `json`.
+    #[arg(long, env = "GENESIS_LOG_FORMAT", default_value = "text")]
+    pub log_format: String,
+    /// Print the effective configuration (secrets redacted) and exit.
+    #[arg(long)]
+    pub dump_config: bool,
+}
+
+impl std::fmt::Debug for PodConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.dump())
+    }
+}
+
+impl PodConfig {
+    /// A configuration with every default, for the given endpoints and token
+    /// (tests and embedders).
+    pub fn new(nats_url: &str, supervisor_url: &str, agent_token: &str) -> Self {
+        PodConfig {
+            nats_url: nats_url.into(),
+            stream: "GENESIS_TICKS".into(),
+            consumer: "agent-pods".into(),
+            supervisor_url: supervisor_url.into(),
+            agent_token: Some(agent_token.into()),
+            concurrency: 4,
+            http_addr: SocketAddr::from(([0, 0, 0, 0], 9092)),
+            lease_ttl_secs: 60,
+            shutdown_deadline_secs: 30,
+            lease_held_nak_ms: 1_000,
+            retry_nak_ms: 5_000,
+            openai_base_url: None,
+            log_format: "text".into(),
+            dump_config: false,
+        }
+    }
+
+    /// The lease TTL.
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_secs(self.lease_ttl_secs)
+    }
+
+    /// The lease renewal interval: a third of the TTL, at least 100 ms.
+    pub fn renew_interval(&self) -> Duration {
+        (self.lease_ttl() / 3).max(Duration::from_millis(100))
+    }
+
+    /// Reject values `run` cannot work with, naming the setting.
+    pub fn validate(&self) -> Result<(), crate::error::PodError> {
+        use crate::error::PodError::Config;
+        if self.concurrency == 0 {
+            return Err(Config("GENESIS_POD_CONCURRENCY must be at least 1".into()));
+        }
+        if self.lease_ttl_secs == 0 {
+            return Err(Config("GENESIS_LEASE_TTL_SECS must be at least 1".into()));
+        }
+        if self.agent_token.as_deref().is_none_or(|t| t.trim().is_empty()) {
+            return Err(Config("GENESIS_AGENT_TOKEN is required".into()));
+        }
+        if self.stream.trim().is_empty() || self.consumer.trim().is_empty() {
+            return Err(Config("GENESIS_STREAM and GENESIS_CONSUMER must not be empty".into()));
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return Err(Config(format!(
+                "GENESIS_LOG_FORMAT must be text or json, not {:?}",
+                self.log_format
+            )));
+        }
+        Ok(())
+    }
+
+    /// The effective configuration as `key = value` lines, token redacted.
+    pub fn dump(&self) -> String {
+        format!(
+            "nats_url = {:?}\nstream = {:?}\nconsumer = {:?}\nsupervisor_url = {:?}\nagent_token = {}\nconcurrency = {}\nhttp_addr = {:?}\nlease_ttl_secs = {}\nshutdown_deadline_secs = {}\nlease_held_nak_ms = {}\nretry_nak_ms = {}\nopenai_base_url = {:?}\nlog_format = {:?}\n",
+            self.nats_url,
+            self.stream,
+            self.consumer,
+            self.supervisor_url,
+            if self.agent_token.is_some() { "\"<redacted>\"" } else { "<unset>" },
+            self.concurrency,
+            self.http_addr.to_string(),
+            self.lease_ttl_secs,
+            self.shutdown_deadline_secs,
+            self.lease_held_nak_ms,
+            self.retry_nak_ms,
+            self.openai_base_url,
+            self.log_format,
+        )
+    }
+}

@@ -1,0 +1,623 @@
+//! The sub-agent invoker (spec §3.5): one bounded, multi-turn episode. Seeds
+//! the conversation, checks every budget axis before each turn, calls the
+//! model through genesis-llm's fallback chain, records every call attempt with
+//! the supervisor (which prices it), dispatches each tool call through
+//! `InvokeTool`, feeds results back, and ends only on a control terminator
+//! (`phase_complete` / `phase_blocked`, handled here), on
+//! `agent_workset_complete`, on the nudge limit, on provider exhaustion or on
+//! an exhausted budget axis.
+//!
+//! This module must never parse response text for state (the tool call is the
+//! commit), never compute or send a dollar amount, and never send a control
+//! terminator to the supervisor.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use genesis_llm::{
+    CallAttempt, ChatMessage, ChatRequest, CredentialRef, FallbackInvoker, LlmError, ModelCouple,
+    Preset, ProviderKind, ToolSpec,
+};
+use genesis_proto::v1 as pb;
+use serde_json::{Value, json};
+
+use crate::error::PodError;
+use crate::supervisor::{Supervisor, TickIds};
+
+/// The control terminator for a finished episode (handled by the pod).
+pub const PHASE_COMPLETE: &str = "phase_complete";
+/// The control terminator for a blocked episode (handled by the pod).
+pub const PHASE_BLOCKED: &str = "phase_blocked";
+/// The real tool that ends the foundational phase; sent to the supervisor and
+/// ends the episode.
+pub const WORKSET_COMPLETE: &str = "agent_workset_complete";
+/// Tools whose success raises an escalation for the decision mapper.
+pub const ESCALATION_TOOLS: [&str; 3] = [
+    "soa_propose_decision",
+    "soa_propose_mode_change",
+    "mission_ask_user",
+];
+/// Zero-tool-call turns answered with a nudge before the episode is blocked.
+pub const MAX_NUDGES: u32 = 2;
+/// The synthetic message appended after a turn with no tool calls.
+pub const NUDGE: &str = "You made no tool call. Act only through tool calls: take the next governed action, or end this episode now by calling phase_complete (done) or phase_blocked (cannot proceed, with a reason).";
+/// Per-turn output cap when the envelope sets none.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4_096;
+
+/// Where provider credentials come from, by credential name (e.g.
+/// `ANTHROPIC_API_KEY`). The pod's own environment in production.
+pub trait CredentialSource: Send + Sync {
+    /// The secret named `name`, if this pod has it.
+    fn credential(&self, name: &str) -> Option<String>;
+}
+
+/// Credentials from the process environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EnvCredentials;
+
+impl CredentialSource for EnvCredentials {
+    fn credential(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+    }
+}
+
+impl CredentialSource for HashMap<String, String> {
+    fn credential(&self, name: &str) -> Option<String> {
+        self.get(name).cloned()
+    }
+}
+
+/// The tool schemas of the two control terminators, always advertised.
+pub fn terminator_specs() -> Vec<ToolSpec> {
+    vec![
+        ToolSpec {
+            name: PHASE_COMPLETE.into(),
+            description: "End this episode: the work of this tick is done.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "summary": {"type": "string", "description": "What this tick did, in one or two sentences."},
+                    "waitCondition": {"type": "string", "description": "What the agent now waits for."}
+                },
+                "required": ["summary"]
+            }),
+        },
+        ToolSpec {
+            name: PHASE_BLOCKED.into(),
+            description: "End this episode as blocked: it cannot proceed without an outside change.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "reason": {"type": "string", "description": "Why the episode cannot proceed."},
+                    "waitCondition": {"type": "string", "description": "What would unblock it."}
+                },
+                "required": ["reason"]
+            }),
+        },
+    ]
+}
+
+/// Build the genesis-llm preset from the bundle's resolved chain, taking each
+/// couple's credentials from `credentials` by name. A couple whose provider is
+/// unknown, or that needs a credential this pod does not have, is skipped.
+/// `Err` names why no couple is usable.
+pub fn resolve_preset(
+    chain: &pb::ResolvedPresetChain,
+    credentials: &dyn CredentialSource,
+) -> Result<Preset, String> {
+    let mut couples: Vec<ModelCouple> = Vec::new();
+    let mut refs: Vec<CredentialRef> = Vec::new();
+    let mut skipped: Vec<String> = Vec::new();
+    let mut seen_names: HashSet<String> = HashSet::new();
+    for couple in &chain.couples {
+        let Ok(provider) = couple.provider.parse::<ProviderKind>() else {
+            skipped.push(format!("{}/{} (unknown provider)", couple.provider, couple.model));
+            continue;
+        };
+        if couple.model.trim().is_empty() {
+            skipped.push(format!("{} (empty model)", couple.provider));
+            continue;
+        }
+        if provider.needs_credential() {
+            let mut found = false;
+            for name in &couple.credential_names {
+                if let Some(secret) = credentials.credential(name) {
+                    found = true;
+                    // One credential may serve several couples of the same
+                    // provider; the preset lists it once.
+                    if seen_names.insert(name.clone()) {
+                        refs.push(CredentialRef::for_provider(name.clone(), secret, provider));
+                    }
+                }
+            }
+            if !found {
+                skipped.push(format!("{}/{} (no credential)", couple.provider, couple.model));
+                continue;
+            }
+        }
+        let backend = if couple.backend.trim().is_empty() {
+            "api".to_string()
+        } else {
+            couple.backend.clone()
+        };
+        couples.push(ModelCouple {
+            model: couple.model.clone(),
+            provider,
+            backend,
+        });
+    }
+    let mut iter = couples.into_iter();
+    let Some(primary) = iter.next() else {
+        return Err(if skipped.is_empty() {
+            "the resolved preset chain has no couples".to_string()
+        } else {
+            format!("no usable couple in the preset chain: {}", skipped.join(", "))
+        });
+    };
+    let id = if chain.preset_id.is_empty() {
+        format!("site:{}", chain.resolved_site_id)
+    } else {
+        chain.preset_id.clone()
+    };
+    let name = if chain.preset_name.is_empty() {
+        id.clone()
+    } else {
+        chain.preset_name.clone()
+    };
+    Ok(Preset {
+        id,
+        name,
+        model: primary.model,
+        provider: primary.provider,
+        backend: primary.backend,
+        credentials: refs,
+        fallback: iter.collect(),
+        overlays: Default::default(),
+    })
+}
+
+/// What the episode has used so far, checked against the envelope.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Used {
+    /// Input + output tokens.
+    pub tokens: i64,
+    /// Tool calls dispatched (terminators excluded).
+    pub tool_calls: i32,
+    /// LLM turns made.
+    pub turns: i32,
+    /// Wall milliseconds since the episode started.
+    pub wall_ms: i64,
+    /// Dollars, as the supervisor computed them.
+    pub cost_usd: f64,
+}
+
+/// The first exhausted axis of `budget` given `used`, by its wire name
+/// (`tokens`, `turns`, `tool_calls`, `wall_ms`, `cost_usd`). An absent axis
+/// is unlimited; a present axis of 0 is already exhausted.
+pub fn exhausted_axis(budget: &pb::BudgetEnvelope, used: &Used) -> Option<&'static str> {
+    if budget.max_tokens.is_some_and(|m| used.tokens >= m) {
+        return Some("tokens");
+    }
+    if budget.max_turns.is_some_and(|m| used.turns >= m) {
+        return Some("turns");
+    }
+    if budget.max_tool_calls.is_some_and(|m| used.tool_calls >= m) {
+        return Some("tool_calls");
+    }
+    if budget.max_wall_ms.is_some_and(|m| used.wall_ms >= m) {
+        return Some("wall_ms");
+    }
+    if budget.max_cost_usd.is_some_and(|m| used.cost_usd >= m) {
+        return Some("cost_usd");
+    }
+    None
+}
+
+/// How an episode ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EpisodeEnd {
+    /// `phase_complete` (or `agent_workset_complete`).
+    Complete,
+    /// `phase_blocked`, the nudge limit, or every provider failing.
+    Blocked,
+    /// A budget axis ran out before a terminator (wire axis name).
+    BudgetExhausted(&'static str),
+    /// A pod-side failure that is not a block (a request no provider takes).
+    Failed,
+}
+
+/// Everything one episode produced, for the ledger turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodeReport {
+    /// How it ended.
+    pub end: EpisodeEnd,
+    /// The blocked / failure reason, empty otherwise.
+    pub reason: String,
+    /// The terminator's summary (or a generated one).
+    pub reasoning_summary: String,
+    /// What the agent now waits for.
+    pub wait_condition: String,
+    /// Every dispatched tool call, in order.
+    pub actions: Vec<pb::ActionRecord>,
+    /// A successful escalation tool call was made.
+    pub raised_escalation: bool,
+    /// Non-blocked, successful side-effecting actions.
+    pub side_effecting_actions: u32,
+    /// The snapshot the last recorded attempt belongs to.
+    pub snapshot_id: Option<String>,
+    /// What was used.
+    pub used: Used,
+    /// LLM invocations made (one per turn).
+    pub llm_calls: u32,
+    /// Synthetic nudges appended.
+    pub nudges: u32,
+}
+
+/// The inputs of one episode.
+#[derive(Debug, Clone)]
+pub struct EpisodeSpec {
+    /// Groups the call attempts under one snapshot.
+    pub invocation_id: String,
+    /// Base prompt + blank line + mode fragment.
+    pub system_prompt: String,
+    /// The first user message (the objective).
+    pub objective: String,
+    /// The advertised tools: the mode's toolset plus the two terminators.
+    pub tools: Vec<ToolSpec>,
+    /// The tools the supervisor may be asked to run (the mode's toolset).
+    pub authorized: HashSet<String>,
+    /// The per-tick envelope.
+    pub budget: pb::BudgetEnvelope,
+    /// The preset chain from the bundle.
+    pub preset_chain: pb::ResolvedPresetChain,
+}
+
+/// The invoker: the fallback chain plus where credentials come from.
+#[derive(Clone)]
+pub struct Invoker {
+    llm: FallbackInvoker,
+    credentials: Arc<dyn CredentialSource>,
+}
+
+impl std::fmt::Debug for Invoker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Invoker").finish_non_exhaustive()
+    }
+}
+
+fn attempt_outcome(attempt: &CallAttempt) -> &'static str {
+    match attempt.outcome.as_str() {
+        genesis_llm::fallback::OUTCOME_OK => "success",
+        "rate_limited" => "rate_limited",
+        "unauthorized" => "unauthorized",
+        "server_error" => "server_error",
+        "timeout" => "timeout",
+        _ => "error",
+    }
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn str_arg(args: &Value, keys: &[&str]) -> Option<String> {
+    keys.iter()
+        .find_map(|k| args.get(*k).and_then(Value::as_str))
+        .map(str::to_string)
+        .filter(|s| !s.trim().is_empty())
+}
+
+impl Invoker {
+    /// An invoker over `llm`, resolving credentials from `credentials`.
+    pub fn new(llm: FallbackInvoker, credentials: Arc<dyn CredentialSource>) -> Self {
+        Invoker { llm, credentials }
+    }
+
+    /// Run one episode. `Err` only for supervisor failures (a lost lease, an
+    /// unreachable supervisor): the tick is then not completed. Provider
+    /// failures, blocks and budget exhaustion are reported in the `Ok` value.
+    pub async fn run_episode(
+        &self,
+        supervisor: &Supervisor,
+        ids: &TickIds,
+        spec: EpisodeSpec,
+    ) -> Result<EpisodeReport, PodError> {
+        let started = Instant::now();
+        let mut report = EpisodeReport {
+            end: EpisodeEnd::Failed,
+            reason: String::new(),
+            reasoning_summary: String::new(),
+            wait_condition: String::new(),
+            actions: Vec::new(),
+            raised_escalation: false,
+            side_effecting_actions: 0,
+            snapshot_id: None,
+            used: Used::default(),
+            llm_calls: 0,
+            nudges: 0,
+        };
+        let preset = match resolve_preset(&spec.preset_chain, self.credentials.as_ref()) {
+            Ok(p) => p,
+            Err(reason) => {
+                report.end = EpisodeEnd::Blocked;
+                report.reasoning_summary = format!("No LLM couple is usable: {reason}.");
+                report.reason = reason;
+                return Ok(report);
+            }
+        };
+        let max_output_tokens = spec
+            .budget
+            .max_output_tokens_per_turn
+            .and_then(|v| u32::try_from(v).ok())
+            .filter(|v| *v > 0)
+            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+        let mut messages = vec![ChatMessage::user(spec.objective.clone())];
+        loop {
+            report.used.wall_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+            if let Some(axis) = exhausted_axis(&spec.budget, &report.used) {
+                report.end = EpisodeEnd::BudgetExhausted(axis);
+                report.reason = format!("per-tick budget axis {axis} exhausted");
+                if report.reasoning_summary.is_empty() {
+                    report.reasoning_summary =
+                        format!("Stopped before finishing: the {axis} budget ran out.");
+                }
+                return Ok(report);
+            }
+            let request = ChatRequest {
+                model: preset.model.clone(),
+                system: spec.system_prompt.clone(),
+                messages: messages.clone(),
+                tools: spec.tools.clone(),
+                max_output_tokens,
+                temperature: None,
+            };
+            report.used.turns += 1;
+            report.llm_calls += 1;
+            let result = self.llm.invoke(&preset, request).await;
+            let attempts = match &result {
+                Ok(inv) => inv.attempts.as_slice(),
+                Err(e) => e.attempts.as_slice(),
+            };
+            for attempt in attempts {
+                let answer = supervisor
+                    .record_call_attempt(pb::RecordCallAttemptRequest {
+                        session_id: ids.session_id.clone(),
+                        instance_id: ids.instance_id.clone(),
+                        tenant_id: ids.tenant_id.clone(),
+                        invocation_id: spec.invocation_id.clone(),
+                        attempt: Some(pb::CallAttempt {
+                            requested_model: attempt.requested_model.clone(),
+                            served_model: attempt.served_model.clone().unwrap_or_default(),
+                            provider: attempt.provider.as_str().to_string(),
+                            credential_name: attempt.credential_name.clone(),
+                            outcome: attempt_outcome(attempt).to_string(),
+                            input_tokens: to_i64(attempt.usage.input_tokens),
+                            output_tokens: to_i64(attempt.usage.output_tokens),
+                            cache_read_tokens: to_i64(attempt.usage.cache_read_tokens),
+                            latency_ms: to_i64(attempt.latency_ms),
+                            error_message: attempt.error.clone().unwrap_or_default(),
+                        }),
+                    })
+                    .await?;
+                report.used.cost_usd += answer.cost_usd;
+                report.snapshot_id = Some(answer.snapshot_id);
+            }
+            let invocation = match result {
+                Ok(inv) => inv,
+                Err(failure) => {
+                    report.end = match failure.error {
+                        LlmError::Exhausted { .. } => EpisodeEnd::Blocked,
+                        _ => EpisodeEnd::Failed,
+                    };
+                    report.reason = format!("LLM call failed: {}", failure.error);
+                    report.reasoning_summary =
+                        format!("Could not reach a model this tick: {}.", failure.error);
+                    report.wait_condition = "a provider becomes available".into();
+                    return Ok(report);
+                }
+            };
+            let response = invocation.response;
+            report.used.tokens = report
+                .used
+                .tokens
+                .saturating_add(to_i64(response.usage.input_tokens))
+                .saturating_add(to_i64(response.usage.output_tokens));
+            messages.push(ChatMessage::assistant(
+                response.text.clone(),
+                response.tool_calls.clone(),
+            ));
+            if response.tool_calls.is_empty() {
+                if report.nudges >= MAX_NUDGES {
+                    report.end = EpisodeEnd::Blocked;
+                    report.reason = format!(
+                        "no tool call after {MAX_NUDGES} nudges to terminate"
+                    );
+                    report.reasoning_summary =
+                        "The model stopped making tool calls; episode ended as blocked.".into();
+                    return Ok(report);
+                }
+                report.nudges += 1;
+                messages.push(ChatMessage::user(NUDGE));
+                continue;
+            }
+            let mut end_after_turn = false;
+            for call in &response.tool_calls {
+                match call.name.as_str() {
+                    PHASE_COMPLETE => {
+                        report.end = EpisodeEnd::Complete;
+                        report.reasoning_summary = str_arg(&call.arguments, &["summary"])
+                            .unwrap_or_else(|| "Episode complete.".into());
+                        report.wait_condition =
+                            str_arg(&call.arguments, &["waitCondition", "wait_condition"])
+                                .unwrap_or_else(|| "the next event".into());
+                        return Ok(report);
+                    }
+                    PHASE_BLOCKED => {
+                        report.end = EpisodeEnd::Blocked;
+                        report.reason = str_arg(&call.arguments, &["reason"])
+                            .unwrap_or_else(|| "the planner reported it is blocked".into());
+                        report.reasoning_summary = str_arg(&call.arguments, &["summary"])
+                            .unwrap_or_else(|| format!("Blocked: {}", report.reason));
+                        report.wait_condition =
+                            str_arg(&call.arguments, &["waitCondition", "wait_condition"])
+                                .unwrap_or_else(|| "an operator or external change".into());
+                        return Ok(report);
+                    }
+                    _ => {}
+                }
+                if spec
+                    .budget
+                    .max_tool_calls
+                    .is_some_and(|m| report.used.tool_calls >= m)
+                {
+                    report.end = EpisodeEnd::BudgetExhausted("tool_calls");
+                    report.reason = "per-tick budget axis tool_calls exhausted".into();
+                    report.reasoning_summary =
+                        "Stopped before finishing: the tool_calls budget ran out.".into();
+                    return Ok(report);
+                }
+                report.used.tool_calls += 1;
+                let call_id = format!("{}:{}:{}", spec.invocation_id, report.used.turns, call.id);
+                let arguments_json = call.arguments.to_string();
+                let (result_json, blocked, side_effecting, ok) =
+                    if !spec.authorized.contains(&call.name) {
+                        (
+                            json!({"error": {"code": "TOOL_NOT_AUTHORIZED", "message": format!("{} is not in this mode's toolset", call.name)}}).to_string(),
+                            false,
+                            false,
+                            false,
+                        )
+                    } else {
+                        let answer = supervisor
+                            .invoke_tool(pb::InvokeToolRequest {
+                                session_id: ids.session_id.clone(),
+                                instance_id: ids.instance_id.clone(),
+                                tenant_id: ids.tenant_id.clone(),
+                                call_id,
+                                tool_name: call.name.clone(),
+                                arguments_json: arguments_json.clone(),
+                            })
+                            .await?;
+                        match &answer.error {
+                            Some(err) => (
+                                json!({"error": {"code": err.code, "message": err.message}})
+                                    .to_string(),
+                                answer.blocked,
+                                answer.side_effecting,
+                                false,
+                            ),
+                            None => (
+                                answer.result_json.clone(),
+                                answer.blocked,
+                                answer.side_effecting,
+                                !answer.blocked,
+                            ),
+                        }
+                    };
+                if ok && side_effecting {
+                    report.side_effecting_actions += 1;
+                }
+                if ok && ESCALATION_TOOLS.contains(&call.name.as_str()) {
+                    report.raised_escalation = true;
+                }
+                if ok && call.name == WORKSET_COMPLETE {
+                    end_after_turn = true;
+                }
+                report.actions.push(pb::ActionRecord {
+                    tool_name: call.name.clone(),
+                    arguments_json,
+                    result_json: result_json.clone(),
+                    side_effecting: side_effecting && ok,
+                    blocked,
+                });
+                messages.push(ChatMessage::tool(call.id.clone(), result_json));
+            }
+            if end_after_turn {
+                report.end = EpisodeEnd::Complete;
+                report.reasoning_summary =
+                    "Completed the starting workset; the foundational phase ends.".into();
+                report.wait_condition = "the next event".into();
+                return Ok(report);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_axes_are_unlimited_and_zero_caps_are_exhausted() {
+        let unlimited = pb::BudgetEnvelope::default();
+        let used = Used {
+            tokens: 1_000_000,
+            tool_calls: 99,
+            turns: 99,
+            wall_ms: 9_999_999,
+            cost_usd: 99.0,
+        };
+        assert_eq!(exhausted_axis(&unlimited, &used), None);
+        let zero_turns = pb::BudgetEnvelope {
+            max_turns: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(exhausted_axis(&zero_turns, &Used::default()), Some("turns"));
+        let dollars = pb::BudgetEnvelope {
+            max_cost_usd: Some(0.5),
+            ..Default::default()
+        };
+        assert_eq!(
+            exhausted_axis(&dollars, &Used { cost_usd: 0.5, ..Default::default() }),
+            Some("cost_usd")
+        );
+        assert_eq!(
+            exhausted_axis(&dollars, &Used { cost_usd: 0.49, ..Default::default() }),
+            None
+        );
+    }
+
+    #[test]
+    fn couples_without_a_credential_are_skipped_and_scripted_needs_none() {
+        let chain = pb::ResolvedPresetChain {
+            requested_site_id: "Agent:Planning".into(),
+            resolved_site_id: "Agent:Default".into(),
+            preset_id: "p1".into(),
+            preset_name: "P1".into(),
+            couples: vec![
+                pb::PresetCouple {
+                    model: "claude-opus-4-8".into(),
+                    provider: "anthropic".into(),
+                    backend: "api".into(),
+                    credential_names: vec!["ANTHROPIC_API_KEY".into()],
+                },
+                pb::PresetCouple {
+                    model: "scripted-1".into(),
+                    provider: "scripted".into(),
+                    backend: String::new(),
+                    credential_names: vec![],
+                },
+            ],
+        };
+        let none: HashMap<String, String> = HashMap::new();
+        let preset = resolve_preset(&chain, &none).expect("scripted couple is usable");
+        assert_eq!(preset.provider, ProviderKind::Scripted);
+        assert!(preset.fallback.is_empty());
+
+        let with_key: HashMap<String, String> =
+            [("ANTHROPIC_API_KEY".to_string(), "sk-test".to_string())].into();
+        let preset = resolve_preset(&chain, &with_key).expect("both usable");
+        assert_eq!(preset.provider, ProviderKind::Anthropic);
+        assert_eq!(preset.credentials.len(), 1);
+        assert_eq!(preset.credentials[0].name, "ANTHROPIC_API_KEY");
+        assert_eq!(preset.fallback.len(), 1);
+
+        let only_anthropic = pb::ResolvedPresetChain {
+            couples: chain.couples[..1].to_vec(),
+            ..chain.clone()
+        };
+        let err = resolve_preset(&only_anthropic, &none).expect_err("no usable couple");
+        assert!(err.contains("no credential"), "{err}");
+    }
+}

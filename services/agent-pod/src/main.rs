@@ -1,0 +1,54 @@
+//! The `genesis-agent-pod` bin: parse the configuration (flags and
+//! `GENESIS_*` env), install logging, wire SIGTERM/SIGINT to a cancellation
+//! token (a second signal exits at once) and call the library's `run`.
+//!
+//! Logic must stay in the library so tests drive the same entry point.
+
+use clap::Parser;
+use genesis_agent_pod::{PodConfig, run, telemetry};
+use tokio_util::sync::CancellationToken;
+
+async fn next_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let config = PodConfig::parse();
+    if config.dump_config {
+        print!("{}", config.dump());
+        return Ok(());
+    }
+    telemetry::init(&config.log_format);
+    let shutdown = CancellationToken::new();
+    {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            next_signal().await;
+            tracing::info!("shutdown signal received; stopping");
+            shutdown.cancel();
+            next_signal().await;
+            tracing::warn!("second signal; exiting at once");
+            std::process::exit(130);
+        });
+    }
+    run(config, shutdown).await
+}

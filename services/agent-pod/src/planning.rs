@@ -1,0 +1,514 @@
+//! The per-tick planning loop (spec §3.4), all twelve steps in order, run
+//! from the tick bundle the claim returned: continuity tail, ops bucket,
+//! instance check, the B1 short-circuit, the per-event preamble, the
+//! open-items roster, the resolved mode, the Compliance corpus, the credit
+//! gate, one planning episode, the raw outcome for the shared mapper, and the
+//! `CompleteTick` ledger record.
+//!
+//! This module must never touch leases or the event queue (the supervisor
+//! owns them), never decide the decision kind the ledger stores (the
+//! supervisor re-derives it with the shared mapper from the raw outcome), and
+//! never parse the model's prose for state.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use genesis_core::mapper::{AgentDecisionMapper, Completion, TickOutcome as CoreOutcome};
+use genesis_core::plan_hash::is_idle_tick;
+use genesis_core::{AgentEventKind, AgentType, PlanInputHash};
+use genesis_llm::ToolSpec;
+use genesis_proto::v1 as pb;
+use pb::TickCompletion;
+use serde_json::Value;
+
+use crate::error::PodError;
+use crate::invoker::{EpisodeEnd, EpisodeSpec, Invoker, terminator_specs};
+use crate::metrics::PodMetrics;
+use crate::supervisor::{Supervisor, TickIds};
+
+/// How many ledger turns are re-injected as continuity (step 1).
+pub const LEDGER_TAIL: usize = 12;
+
+/// The invariant base system prompt, used when the bundle's mode carries no
+/// ready-made `system_prompt`; the mode fragment is appended after a blank
+/// line.
+pub const BASE_SYSTEM_PROMPT: &str = "You are a standing Genesis agent. You act only through the tool calls offered to you; your text is a reasoning trace and changes nothing. Ground every action in the open items and the event, never duplicate in-flight work, never self-apply a risky change (escalate to a human instead), and end every episode by calling phase_complete or phase_blocked.";
+
+/// Everything a tick needs besides the bundle: the supervisor client, the
+/// invoker and the counters.
+#[derive(Clone, Debug)]
+pub struct PodContext {
+    /// The AgentPod client.
+    pub supervisor: Supervisor,
+    /// The sub-agent invoker.
+    pub invoker: Invoker,
+    /// The pod counters.
+    pub metrics: Arc<PodMetrics>,
+}
+
+/// What a completed tick sent and got back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TickResult {
+    /// The completion sent in `CompleteTick`.
+    pub completion: TickCompletion,
+    /// The supervisor's answer.
+    pub response: pb::CompleteTickResponse,
+    /// LLM invocations made.
+    pub llm_calls: u32,
+}
+
+/// Step 1: the ledger tail as continuity text, oldest first.
+pub fn continuity_text(tail: &[pb::LedgerTurn]) -> String {
+    let start = tail.len().saturating_sub(LEDGER_TAIL);
+    let lines: Vec<String> = tail[start..]
+        .iter()
+        .map(|t| {
+            let tools: Vec<&str> = t.actions.iter().map(|a| a.tool_name.as_str()).collect();
+            format!(
+                "- turn {} [{} -> {} / {}] {}{}{}",
+                t.turn_number,
+                t.event_kind,
+                t.decision_kind,
+                t.phase,
+                t.reasoning_summary,
+                if tools.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (tools: {})", tools.join(", "))
+                },
+                if t.wait_condition.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (waiting for: {})", t.wait_condition)
+                },
+            )
+        })
+        .collect();
+    if lines.is_empty() {
+        "(no earlier turns)".into()
+    } else {
+        lines.join("\n")
+    }
+}
+
+/// Step 6: the open-items roster, placed at the top of the objective so the
+/// model grounds against in-flight work before proposing.
+pub fn roster_text(items: Option<&pb::OpenItems>) -> String {
+    let (missions, escalations) = items
+        .map(|i| (i.missions.as_slice(), i.escalations.as_slice()))
+        .unwrap_or((&[], &[]));
+    let mut out = format!(
+        "OPEN ITEMS ({} missions, {} escalations) — do not duplicate these:\n",
+        missions.len(),
+        escalations.len()
+    );
+    for m in missions {
+        out.push_str(&format!("- mission {} [{}]: {}\n", m.id, m.status, m.title));
+    }
+    for e in escalations {
+        out.push_str(&format!("- escalation {} [{}]: {}\n", e.id, e.kind, e.title));
+    }
+    if missions.is_empty() && escalations.is_empty() {
+        out.push_str("- none\n");
+    }
+    out
+}
+
+fn payload_text(payload: &Value, keys: &[&str]) -> Option<String> {
+    keys.iter()
+        .find_map(|k| payload.get(*k).and_then(Value::as_str))
+        .map(|s| s.replace('\n', " "))
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// Step 5: the per-event preamble (how to steer this tick), plus the
+/// operator text lines the scripted provider and the model read.
+pub fn preamble(kind: AgentEventKind, payload: &Value) -> String {
+    match kind {
+        AgentEventKind::AgentInitialized => "This is your first tick. Survey the open items and your context, post one short grounded greeting to the operator with soa_send_message, then end the episode and idle.".into(),
+        AgentEventKind::OperatorMessage => {
+            let text = payload_text(payload, &["message", "body", "text"]).unwrap_or_else(|| "(empty message)".into());
+            format!("The operator sent you a message. Read it and reply with soa_send_message; act on it only through governed tools.\nOPERATOR_MESSAGE: {text}")
+        }
+        AgentEventKind::OperatorAnsweredEscalation => {
+            let resolution = payload_text(payload, &["resolution"]).unwrap_or_else(|| "(no resolution given)".into());
+            let notes = payload_text(payload, &["resolutionNotes", "resolution_notes"]);
+            format!(
+                "The operator answered an escalation you raised. Resume your work incorporating the resolution.\nRESOLUTION: {resolution}{}",
+                notes.map(|n| format!("\nRESOLUTION_NOTES: {n}")).unwrap_or_default()
+            )
+        }
+        AgentEventKind::AgentTick => "This is a scheduled heartbeat. Check whether anything needs action; if nothing does, end the episode with phase_complete.".into(),
+        AgentEventKind::MissionStateChanged => "A mission you steer changed state (see the payload). Decide whether it needs follow-up.".into(),
+        AgentEventKind::DecisionResolved => "A decision was resolved (see the payload). Incorporate it into your plan.".into(),
+        AgentEventKind::DependencyCompleted => "A dependency completed (see the payload). Continue the work it unblocked.".into(),
+        AgentEventKind::ExternalSignalReceived => {
+            let signal = payload_text(payload, &["signalKind", "signal_kind", "kind"]).unwrap_or_else(|| "(unspecified)".into());
+            format!("An external signal arrived: {signal}. Handle it within your mode.")
+        }
+    }
+}
+
+/// Step 8 input: the compliance project ids naming the corpus. The tick
+/// bundle carries no dedicated field for them yet, so they are read from the
+/// event payload (`complianceProjectIds` / `projectIds`, arrays of strings).
+pub fn compliance_project_ids(payload: &Value) -> Vec<String> {
+    ["complianceProjectIds", "projectIds"]
+        .iter()
+        .find_map(|k| payload.get(*k).and_then(Value::as_array))
+        .map(|ids| {
+            ids.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Steps 5–8 assembled: the first user message. The roster comes first; the
+/// `EVENT:` line and the payload follow (the scripted provider keys on them).
+#[allow(clippy::too_many_arguments)]
+pub fn build_objective(
+    kind: AgentEventKind,
+    payload: &Value,
+    bundle: &pb::TickBundle,
+    agent_type: Option<AgentType>,
+    mode: &pb::ResolvedMode,
+    tools: &[ToolSpec],
+) -> String {
+    let mut out = roster_text(bundle.open_items.as_ref());
+    out.push('\n');
+    out.push_str(&format!("EVENT: {}\n", kind.as_str()));
+    out.push_str(&format!(
+        "EVENT_PAYLOAD: {}\n",
+        genesis_core::plan_hash::canonical_json(payload)
+    ));
+    out.push_str(&preamble(kind, payload));
+    out.push_str("\n\n");
+    out.push_str(&format!("MODE: {}\n", mode.name));
+    let menu: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    out.push_str(&format!("AVAILABLE ACTIONS: {}\n", menu.join(", ")));
+    if agent_type == Some(AgentType::Compliance) {
+        let ids = compliance_project_ids(payload);
+        if ids.is_empty() {
+            out.push_str("COMPLIANCE CORPUS: no compliance project is configured for this tenant; query the tenant-wide knowledge base.\n");
+        } else {
+            out.push_str(&format!(
+                "COMPLIANCE CORPUS: query compliance projects {}.\n",
+                ids.join(", ")
+            ));
+        }
+    }
+    if let Some(ops) = &bundle.ops_digest {
+        out.push_str(&format!("OPS DIGEST: {} (bucket {})\n", ops.summary, ops.bucket));
+    }
+    out.push_str("\nRECENT TURNS (continuity):\n");
+    out.push_str(&continuity_text(&bundle.ledger_tail));
+    out.push('\n');
+    out
+}
+
+/// The advertised tools: the bundle's schemas restricted to the mode's
+/// toolset (in toolset order), plus the two terminators. A schema that is not
+/// valid JSON is advertised as an open object rather than dropped.
+pub fn advertised_tools(bundle: &pb::TickBundle, mode: &pb::ResolvedMode) -> Vec<ToolSpec> {
+    let mut out = Vec::new();
+    for name in &mode.toolset {
+        if name == crate::invoker::PHASE_COMPLETE || name == crate::invoker::PHASE_BLOCKED {
+            continue;
+        }
+        let schema = bundle.tools.iter().find(|t| &t.name == name);
+        let parameters = schema
+            .and_then(|s| serde_json::from_str::<Value>(&s.json_schema).ok())
+            .filter(Value::is_object)
+            .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+        out.push(ToolSpec {
+            name: name.clone(),
+            description: schema.map(|s| s.description.clone()).unwrap_or_default(),
+            parameters,
+        });
+    }
+    out.extend(terminator_specs());
+    out
+}
+
+/// Step 7: the system prompt — the bundle's ready-made one, else the base
+/// prompt plus a blank line plus the fragment.
+pub fn system_prompt(mode: &pb::ResolvedMode) -> String {
+    if !mode.system_prompt.trim().is_empty() {
+        mode.system_prompt.clone()
+    } else if mode.prompt_fragment.trim().is_empty() {
+        BASE_SYSTEM_PROMPT.to_string()
+    } else {
+        format!("{BASE_SYSTEM_PROMPT}\n\n{}", mode.prompt_fragment)
+    }
+}
+
+struct Completing {
+    completion: TickCompletion,
+    reason: String,
+    budget_axis: Option<String>,
+    raised_escalation: bool,
+    side_effecting_actions: u32,
+    hash: String,
+    was_idle: bool,
+    summary: String,
+    wait: String,
+    actions: Vec<pb::ActionRecord>,
+    snapshot_id: Option<String>,
+    consumption: pb::Consumption,
+    llm_calls: u32,
+}
+
+impl Completing {
+    fn without_llm(completion: TickCompletion, hash: String, summary: &str, reason: &str) -> Self {
+        Completing {
+            completion,
+            reason: reason.into(),
+            budget_axis: None,
+            raised_escalation: false,
+            side_effecting_actions: 0,
+            hash,
+            was_idle: false,
+            summary: summary.into(),
+            wait: "the next event or heartbeat".into(),
+            actions: Vec::new(),
+            snapshot_id: None,
+            consumption: pb::Consumption::default(),
+            llm_calls: 0,
+        }
+    }
+}
+
+/// Run one tick from its bundle and complete it (steps 1–12). `Err` means the
+/// tick was not completed: a lost lease or an unreachable supervisor (the
+/// worker decides between dropping and NAKing), or a bundle without an event.
+pub async fn run_tick(
+    ctx: &PodContext,
+    ids: &TickIds,
+    bundle: pb::TickBundle,
+) -> Result<TickResult, PodError> {
+    let event = bundle
+        .event
+        .clone()
+        .ok_or_else(|| PodError::InvalidBundle("the bundle carries no event".into()))?;
+    let prior_hash_text = bundle
+        .instance
+        .as_ref()
+        .map(|i| i.plan_input_hash.clone())
+        .unwrap_or_default();
+    let decided = plan(ctx, ids, &bundle, &event, &prior_hash_text).await?;
+    // Step 11: the raw outcome; the supervisor re-derives the decision with
+    // the same shared mapper, the pod only logs its own reading.
+    if let Ok(kind) = event.kind.parse::<AgentEventKind>() {
+        let mapped = AgentDecisionMapper::map(&CoreOutcome {
+            event_kind: kind,
+            raised_escalation: decided.raised_escalation,
+            side_effecting_actions: decided.side_effecting_actions,
+            completion: core_completion(&decided),
+        });
+        tracing::info!(
+            completion = decided.completion.as_str_name(),
+            decision = %mapped.kind,
+            phase = mapped.phase,
+            "tick planned"
+        );
+    }
+    match decided.completion {
+        TickCompletion::ShortCircuited => ctx.metrics.short_circuit(),
+        TickCompletion::CreditExhausted => ctx.metrics.credit_idle(),
+        _ => {}
+    }
+    ctx.metrics.llm_calls(u64::from(decided.llm_calls));
+    // Step 12: the ledger record.
+    let response = ctx
+        .supervisor
+        .complete_tick(pb::CompleteTickRequest {
+            session_id: ids.session_id.clone(),
+            instance_id: ids.instance_id.clone(),
+            tenant_id: ids.tenant_id.clone(),
+            event_id: event.id.clone(),
+            outcome: Some(pb::TickOutcome {
+                completion: decided.completion as i32,
+                raised_escalation: decided.raised_escalation,
+                side_effecting_actions: i32::try_from(decided.side_effecting_actions)
+                    .unwrap_or(i32::MAX),
+                reason: decided.reason.clone(),
+                budget_axis: decided.budget_axis.clone(),
+            }),
+            plan_input_hash: decided.hash.clone(),
+            was_idle: decided.was_idle,
+            reasoning_summary: decided.summary.clone(),
+            wait_condition: decided.wait.clone(),
+            actions: decided.actions.clone(),
+            snapshot_id: decided.snapshot_id.clone(),
+            consumption: Some(decided.consumption),
+        })
+        .await?;
+    ctx.metrics.tick_run();
+    Ok(TickResult {
+        completion: decided.completion,
+        response,
+        llm_calls: decided.llm_calls,
+    })
+}
+
+fn core_completion(c: &Completing) -> Completion {
+    match c.completion {
+        TickCompletion::Complete => Completion::Complete,
+        TickCompletion::Blocked => Completion::Blocked,
+        TickCompletion::ShortCircuited => Completion::ShortCircuited,
+        TickCompletion::CreditExhausted => Completion::CreditExhausted,
+        TickCompletion::BudgetExhausted => Completion::BudgetExhausted {
+            axis: match c.budget_axis.as_deref() {
+                Some("tool_calls") => genesis_core::BudgetAxis::ToolCalls,
+                Some("wall_ms") => genesis_core::BudgetAxis::WallSeconds,
+                Some("cost_usd") => genesis_core::BudgetAxis::Dollars,
+                Some("turns") => genesis_core::BudgetAxis::Turns,
+                _ => genesis_core::BudgetAxis::Tokens,
+            },
+        },
+        TickCompletion::Failed | TickCompletion::Unspecified => Completion::Failed {
+            reason: c.reason.clone(),
+        },
+    }
+}
+
+async fn plan(
+    ctx: &PodContext,
+    ids: &TickIds,
+    bundle: &pb::TickBundle,
+    event: &pb::TickEvent,
+    prior_hash_text: &str,
+) -> Result<Completing, PodError> {
+    // Step 1: continuity (rendered into the objective below).
+    // Step 2: the ops bucket the supervisor computed at claim.
+    let ops_bucket = bundle
+        .ops_digest
+        .as_ref()
+        .map(|o| o.bucket.clone())
+        .unwrap_or_default();
+    // Step 3: the instance snapshot.
+    let Some(instance) = bundle.instance.as_ref() else {
+        return Ok(Completing::without_llm(
+            TickCompletion::Failed,
+            prior_hash_text.to_string(),
+            "The instance snapshot was missing; aborted cleanly to retry next tick.",
+            "instance snapshot missing from the tick bundle",
+        ));
+    };
+    let Ok(kind) = event.kind.parse::<AgentEventKind>() else {
+        return Ok(Completing::without_llm(
+            TickCompletion::Failed,
+            prior_hash_text.to_string(),
+            "The event kind is unknown; nothing was planned.",
+            &format!("unknown event kind {:?}", event.kind),
+        ));
+    };
+    let payload: Value = if event.payload_json.trim().is_empty() {
+        Value::Object(Default::default())
+    } else {
+        match serde_json::from_str(&event.payload_json) {
+            Ok(v) => v,
+            Err(e) => {
+                return Ok(Completing::without_llm(
+                    TickCompletion::Failed,
+                    prior_hash_text.to_string(),
+                    "The event payload is not JSON; nothing was planned.",
+                    &format!("event payload_json is not JSON: {e}"),
+                ));
+            }
+        }
+    };
+    // Step 4: B1 short-circuit.
+    let hash = PlanInputHash::compute(kind, Some(&payload), &ops_bucket);
+    let prior: Option<PlanInputHash> = prior_hash_text.parse().ok();
+    let was_idle = is_idle_tick(kind, &hash, prior.as_ref());
+    if was_idle && !bundle.forced_replan_due {
+        let mut c = Completing::without_llm(
+            TickCompletion::ShortCircuited,
+            hash.to_string(),
+            "Plan inputs unchanged since the last tick; skipped the LLM call.",
+            "",
+        );
+        c.was_idle = true;
+        return Ok(c);
+    }
+    // Step 7: the resolved mode (needed for steps 5–6 too).
+    let Some(mode) = bundle.mode.as_ref() else {
+        let mut c = Completing::without_llm(
+            TickCompletion::Failed,
+            hash.to_string(),
+            "No resolved mode in the tick bundle; nothing was planned.",
+            "resolved mode missing from the tick bundle",
+        );
+        c.was_idle = was_idle;
+        return Ok(c);
+    };
+    let agent_type = instance.agent_type.parse::<AgentType>().ok();
+    let tools = advertised_tools(bundle, mode);
+    // Steps 5, 6, 8: preamble, roster at the top, compliance corpus.
+    let objective = build_objective(kind, &payload, bundle, agent_type, mode, &tools);
+    // Step 9: the credit gate.
+    if let Some(credit) = &bundle.credit
+        && credit.exhausted
+        && credit.enforcement_enabled
+    {
+        let mut c = Completing::without_llm(
+            TickCompletion::CreditExhausted,
+            hash.to_string(),
+            "The weekly agent-planning credit is exhausted; idling until it regenerates.",
+            "weekly credit window exhausted",
+        );
+        c.was_idle = was_idle;
+        return Ok(c);
+    }
+    // Step 10: one episode.
+    let authorized: HashSet<String> = mode
+        .toolset
+        .iter()
+        .filter(|t| {
+            t.as_str() != crate::invoker::PHASE_COMPLETE
+                && t.as_str() != crate::invoker::PHASE_BLOCKED
+        })
+        .cloned()
+        .collect();
+    let spec = EpisodeSpec {
+        invocation_id: uuid::Uuid::now_v7().to_string(),
+        system_prompt: system_prompt(mode),
+        objective,
+        tools,
+        authorized,
+        budget: bundle.budget.unwrap_or_default(),
+        preset_chain: bundle.preset_chain.clone().unwrap_or_default(),
+    };
+    let report = ctx.invoker.run_episode(&ctx.supervisor, ids, spec).await?;
+    let (completion, budget_axis) = match report.end {
+        EpisodeEnd::Complete => (TickCompletion::Complete, None),
+        EpisodeEnd::Blocked => (TickCompletion::Blocked, None),
+        EpisodeEnd::BudgetExhausted(axis) => {
+            (TickCompletion::BudgetExhausted, Some(axis.to_string()))
+        }
+        EpisodeEnd::Failed => (TickCompletion::Failed, None),
+    };
+    Ok(Completing {
+        completion,
+        reason: report.reason,
+        budget_axis,
+        raised_escalation: report.raised_escalation,
+        side_effecting_actions: report.side_effecting_actions,
+        hash: hash.to_string(),
+        was_idle,
+        summary: report.reasoning_summary,
+        wait: report.wait_condition,
+        actions: report.actions,
+        snapshot_id: report.snapshot_id,
+        consumption: pb::Consumption {
+            tokens: report.used.tokens,
+            tool_calls: report.used.tool_calls,
+            turns: report.used.turns,
+            wall_ms: report.used.wall_ms,
+        },
+        llm_calls: report.llm_calls,
+    })
+}

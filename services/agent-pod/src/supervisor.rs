@@ -1,0 +1,172 @@
+//! The client side of `genesis.v1.AgentPod`: a lazily connected tonic channel
+//! to genesis-supervisor that stamps every call with the agent-pod bearer
+//! token and turns statuses into [`PodError`]s.
+//!
+//! This module must never hold database credentials or reach anything but the
+//! supervisor; it must never log the token.
+
+use std::time::Duration;
+
+use genesis_proto::v1 as pb;
+use pb::agent_pod_client::AgentPodClient;
+use tonic::metadata::AsciiMetadataValue;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::error::PodError;
+
+/// Adds `authorization: Bearer <agent token>` to every request.
+#[derive(Clone)]
+pub struct BearerAuth(AsciiMetadataValue);
+
+impl std::fmt::Debug for BearerAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerAuth(<redacted>)")
+    }
+}
+
+impl tonic::service::Interceptor for BearerAuth {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        request
+            .metadata_mut()
+            .insert(genesis_proto::auth::AUTHORIZATION, self.0.clone());
+        Ok(request)
+    }
+}
+
+/// The generated client with the bearer interceptor.
+pub type AgentPodRpc = AgentPodClient<InterceptedService<Channel, BearerAuth>>;
+
+/// A cheap-to-clone handle on the supervisor's AgentPod service.
+#[derive(Clone, Debug)]
+pub struct Supervisor {
+    client: AgentPodRpc,
+    url: String,
+}
+
+/// The per-call deadline: a supervisor call is one short transaction.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Supervisor {
+    /// A client for `url` authenticating with `token`. The connection is made
+    /// on first use, so a pod can start before the supervisor is up; a bad URL
+    /// or token is refused here.
+    pub fn connect_lazy(url: &str, token: &str) -> Result<Self, PodError> {
+        let auth = genesis_proto::auth::bearer_value(token)
+            .map_err(|e| PodError::Config(format!("GENESIS_AGENT_TOKEN: {e}")))?;
+        let endpoint = Endpoint::from_shared(url.to_string())
+            .map_err(|e| PodError::Config(format!("GENESIS_SUPERVISOR_URL {url:?}: {e}")))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(CALL_TIMEOUT);
+        let channel = endpoint.connect_lazy();
+        Ok(Supervisor {
+            client: AgentPodClient::with_interceptor(channel, BearerAuth(auth)),
+            url: url.to_string(),
+        })
+    }
+
+    /// The URL this client talks to (for readiness probes and logs).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Whether the supervisor accepts a TCP connection within a second
+    /// (the `/readyz` probe; it proves reachability, not health).
+    pub async fn reachable(&self) -> bool {
+        let Ok(uri) = self.url.parse::<http::Uri>() else {
+            return false;
+        };
+        let Some(host) = uri.host() else {
+            return false;
+        };
+        let port = uri
+            .port_u16()
+            .unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        matches!(
+            tokio::time::timeout(
+                Duration::from_secs(1),
+                tokio::net::TcpStream::connect((host.as_str(), port))
+            )
+            .await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// `ClaimTick`.
+    pub async fn claim_tick(
+        &self,
+        request: pb::ClaimTickRequest,
+    ) -> Result<pb::ClaimTickResponse, PodError> {
+        self.client
+            .clone()
+            .claim_tick(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| PodError::from_status("ClaimTick", &s))
+    }
+
+    /// `RenewLease`.
+    pub async fn renew_lease(
+        &self,
+        request: pb::RenewLeaseRequest,
+    ) -> Result<pb::RenewLeaseResponse, PodError> {
+        self.client
+            .clone()
+            .renew_lease(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| PodError::from_status("RenewLease", &s))
+    }
+
+    /// `InvokeTool`.
+    pub async fn invoke_tool(
+        &self,
+        request: pb::InvokeToolRequest,
+    ) -> Result<pb::InvokeToolResponse, PodError> {
+        self.client
+            .clone()
+            .invoke_tool(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| PodError::from_status("InvokeTool", &s))
+    }
+
+    /// `RecordCallAttempt`.
+    pub async fn record_call_attempt(
+        &self,
+        request: pb::RecordCallAttemptRequest,
+    ) -> Result<pb::RecordCallAttemptResponse, PodError> {
+        self.client
+            .clone()
+            .record_call_attempt(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| PodError::from_status("RecordCallAttempt", &s))
+    }
+
+    /// `CompleteTick`.
+    pub async fn complete_tick(
+        &self,
+        request: pb::CompleteTickRequest,
+    ) -> Result<pb::CompleteTickResponse, PodError> {
+        self.client
+            .clone()
+            .complete_tick(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| PodError::from_status("CompleteTick", &s))
+    }
+}
+
+/// The three ids every session-carrying call repeats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TickIds {
+    /// The lease session the claim returned.
+    pub session_id: String,
+    /// The agent instance.
+    pub instance_id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+}

@@ -1,0 +1,489 @@
+//! The worker: binds to the durable JetStream pull consumer control created,
+//! fetches tick messages in batches under a concurrency semaphore, and per
+//! message claims the tick, runs it with lease renewal, completes it and only
+//! then acks; plus graceful shutdown (stop pulling, finish in-flight ticks
+//! under a deadline, else abandon them un-acked for redelivery) and the
+//! library entry point [`run`].
+//!
+//! This module must never ack a message whose tick was claimed but not
+//! completed (except when the supervisor says the lease is lost at
+//! completion), never create or change the stream or consumer (control owns
+//! them), and never open a database connection.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
+use futures::StreamExt;
+use genesis_llm::{FallbackInvoker, HttpProviderFactory, HttpTimeouts, ProviderFactory};
+use genesis_proto::v1 as pb;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::config::PodConfig;
+use crate::error::PodError;
+use crate::invoker::{CredentialSource, EnvCredentials, Invoker};
+use crate::metrics::PodMetrics;
+use crate::planning::{PodContext, run_tick};
+use crate::supervisor::{Supervisor, TickIds};
+
+/// The body of a tick message (docs/internals.md "NATS").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TickMessage {
+    /// The instance's tenant.
+    pub tenant_id: Uuid,
+    /// The instance to tick.
+    pub instance_id: Uuid,
+    /// The event the outbox published (a hint for the claim).
+    #[serde(default)]
+    pub event_id: Option<Uuid>,
+}
+
+impl TickMessage {
+    /// Parse a message body; anything but the documented JSON object is a
+    /// typed error naming the problem.
+    pub fn parse(body: &[u8]) -> Result<Self, PodError> {
+        serde_json::from_slice(body).map_err(|e| PodError::InvalidMessage(e.to_string()))
+    }
+}
+
+/// What to do with a JetStream message once its tick is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Done (completed, nothing due, not active, or lease lost at completion).
+    Ack,
+    /// Redeliver after the delay (lease held elsewhere, transient failure,
+    /// lease lost mid-tick).
+    Nak(Duration),
+    /// Never redeliver (a malformed message, a request the supervisor refuses).
+    Term,
+    /// Shutdown deadline passed mid-tick: neither complete nor ack; the
+    /// message is redelivered after its ack wait.
+    Abandon,
+}
+
+/// Delays and intervals of the per-message protocol.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerSettings {
+    /// NAK delay for `LeaseHeld`.
+    pub lease_held_delay: Duration,
+    /// NAK delay after a transient failure or a lost lease.
+    pub retry_delay: Duration,
+    /// Lease renewal interval (a third of the TTL).
+    pub renew_interval: Duration,
+}
+
+impl WorkerSettings {
+    /// The settings `config` asks for.
+    pub fn from_config(config: &PodConfig) -> Self {
+        WorkerSettings {
+            lease_held_delay: Duration::from_millis(config.lease_held_nak_ms),
+            retry_delay: Duration::from_millis(config.retry_nak_ms),
+            renew_interval: config.renew_interval(),
+        }
+    }
+}
+
+async fn renew_loop(
+    supervisor: Supervisor,
+    ids: TickIds,
+    interval: Duration,
+    lost: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    loop {
+        ticker.tick().await;
+        match supervisor
+            .renew_lease(pb::RenewLeaseRequest {
+                session_id: ids.session_id.clone(),
+                instance_id: ids.instance_id.clone(),
+                tenant_id: ids.tenant_id.clone(),
+            })
+            .await
+        {
+            Ok(_) => tracing::debug!("lease renewed"),
+            Err(e) if e.is_lease_lost() => {
+                tracing::warn!(error = %e, "lease lost on renewal; aborting the tick");
+                lost.cancel();
+                return;
+            }
+            Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying next interval"),
+        }
+    }
+}
+
+/// Handle one tick message end to end: claim, run with lease renewal,
+/// complete; the answer says how to settle the JetStream message. `abandon`
+/// is cancelled when the shutdown deadline passes.
+pub async fn process_message(
+    ctx: &PodContext,
+    settings: &WorkerSettings,
+    message: &TickMessage,
+    abandon: &CancellationToken,
+) -> Disposition {
+    let claim = ctx
+        .supervisor
+        .claim_tick(pb::ClaimTickRequest {
+            instance_id: message.instance_id.to_string(),
+            tenant_id: message.tenant_id.to_string(),
+            event_id: message.event_id.map(|e| e.to_string()),
+        })
+        .await;
+    let claim = match claim {
+        Ok(c) => c,
+        Err(e) if e.is_transient() => {
+            tracing::warn!(error = %e, "claim failed transiently; NAK");
+            ctx.metrics.failure();
+            return Disposition::Nak(settings.retry_delay);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "claim refused; terminating the message");
+            ctx.metrics.failure();
+            return Disposition::Term;
+        }
+    };
+    let bundle = match claim.result {
+        Some(pb::claim_tick_response::Result::LeaseHeld(_)) => {
+            tracing::info!("lease held by another session; NAK");
+            return Disposition::Nak(settings.lease_held_delay);
+        }
+        Some(pb::claim_tick_response::Result::NothingDue(_)) => {
+            tracing::debug!("nothing due; ack");
+            return Disposition::Ack;
+        }
+        Some(pb::claim_tick_response::Result::NotActive(n)) => {
+            tracing::info!(status = %n.status, "instance not active; ack");
+            return Disposition::Ack;
+        }
+        Some(pb::claim_tick_response::Result::Bundle(b)) => b,
+        None => {
+            tracing::error!("claim answer carries no result; NAK");
+            ctx.metrics.failure();
+            return Disposition::Nak(settings.retry_delay);
+        }
+    };
+    let ids = TickIds {
+        session_id: bundle.session_id.clone(),
+        instance_id: message.instance_id.to_string(),
+        tenant_id: message.tenant_id.to_string(),
+    };
+    tracing::Span::current().record("session_id", ids.session_id.as_str());
+    let lost = CancellationToken::new();
+    let renewer = tokio::spawn(renew_loop(
+        ctx.supervisor.clone(),
+        ids.clone(),
+        settings.renew_interval,
+        lost.clone(),
+    ));
+    let outcome = tokio::select! {
+        r = run_tick(ctx, &ids, bundle) => Some(r),
+        _ = lost.cancelled() => None,
+        _ = abandon.cancelled() => {
+            renewer.abort();
+            tracing::warn!("shutdown deadline passed mid-tick; abandoning it un-acked");
+            return Disposition::Abandon;
+        }
+    };
+    renewer.abort();
+    match outcome {
+        None => {
+            ctx.metrics.lease_lost();
+            Disposition::Nak(settings.retry_delay)
+        }
+        Some(Ok(result)) => {
+            tracing::info!(
+                completion = result.completion.as_str_name(),
+                decision = %result.response.decision_kind,
+                phase = %result.response.phase,
+                halted = result.response.halted,
+                "tick completed"
+            );
+            Disposition::Ack
+        }
+        Some(Err(e)) if e.is_lease_lost() => {
+            ctx.metrics.lease_lost();
+            if matches!(e, PodError::LeaseLost { rpc: "CompleteTick", .. }) {
+                tracing::warn!(error = %e, "lease lost at completion; nothing written, ack");
+                Disposition::Ack
+            } else {
+                tracing::warn!(error = %e, "lease lost mid-tick; NAK for redelivery");
+                Disposition::Nak(settings.retry_delay)
+            }
+        }
+        Some(Err(e)) if e.is_transient() => {
+            ctx.metrics.failure();
+            tracing::warn!(error = %e, "tick interrupted by a transient failure; NAK");
+            Disposition::Nak(settings.retry_delay)
+        }
+        Some(Err(e)) => {
+            ctx.metrics.failure();
+            tracing::error!(error = %e, "tick failed; NAK (the lease expires, the event stays unconsumed)");
+            Disposition::Nak(settings.retry_delay)
+        }
+    }
+}
+
+async fn settle(
+    ctx: PodContext,
+    settings: WorkerSettings,
+    message: jetstream::Message,
+    abandon: CancellationToken,
+    _permit: OwnedSemaphorePermit,
+) {
+    let disposition = match TickMessage::parse(&message.payload) {
+        Ok(tick) => {
+            let span = tracing::info_span!(
+                "tick",
+                tenant_id = %tick.tenant_id,
+                instance_id = %tick.instance_id,
+                event_id = tick.event_id.map(|e| e.to_string()).unwrap_or_default(),
+                session_id = tracing::field::Empty,
+            );
+            process_message(&ctx, &settings, &tick, &abandon)
+                .instrument(span)
+                .await
+        }
+        Err(e) => {
+            tracing::error!(error = %e, subject = %message.subject, "malformed tick message; terminating it");
+            Disposition::Term
+        }
+    };
+    let result = match disposition {
+        Disposition::Ack => message.ack().await,
+        Disposition::Nak(delay) => message.ack_with(AckKind::Nak(Some(delay))).await,
+        Disposition::Term => message.ack_with(AckKind::Term).await,
+        Disposition::Abandon => Ok(()),
+    };
+    if let Err(e) = result {
+        tracing::warn!(error = %e, ?disposition, "settling the message failed; it will be redelivered");
+    }
+}
+
+/// The collaborators `run` builds from the configuration; tests substitute
+/// the provider factory (e.g. a counting scripted provider) and credentials.
+#[derive(Clone)]
+pub struct PodDeps {
+    /// Builds the LLM client per couple.
+    pub provider_factory: Arc<dyn ProviderFactory>,
+    /// Provider credentials by name.
+    pub credentials: Arc<dyn CredentialSource>,
+    /// The counters `/metrics` renders.
+    pub metrics: Arc<PodMetrics>,
+}
+
+impl PodDeps {
+    /// Production collaborators: HTTP providers (with `OPENAI_BASE_URL`),
+    /// credentials from the environment, fresh counters.
+    pub fn from_config(config: &PodConfig) -> Result<Self, PodError> {
+        let mut factory = HttpProviderFactory::new(HttpTimeouts::default())
+            .map_err(|e| PodError::Config(format!("LLM HTTP client: {e}")))?;
+        if let Some(url) = &config.openai_base_url {
+            factory = factory.with_openai_base_url(url.clone());
+        }
+        Ok(PodDeps {
+            provider_factory: Arc::new(factory),
+            credentials: Arc::new(EnvCredentials),
+            metrics: Arc::new(PodMetrics::default()),
+        })
+    }
+}
+
+async fn sleep_or_cancel(delay: Duration, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = tokio::time::sleep(delay) => true,
+    }
+}
+
+async fn connect_nats(url: &str, shutdown: &CancellationToken) -> Option<async_nats::Client> {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            r = async_nats::connect(url) => match r {
+                Ok(c) => return Some(c),
+                Err(e) => tracing::warn!(error = %e, url, "NATS connect failed; retrying"),
+            }
+        }
+        if !sleep_or_cancel(backoff, shutdown).await {
+            return None;
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// Bind to the existing durable consumer, retrying with backoff until
+/// control has created the stream and consumer (or shutdown).
+async fn bind_consumer(
+    js: &jetstream::Context,
+    config: &PodConfig,
+    shutdown: &CancellationToken,
+) -> Option<PullConsumer> {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        match js.get_stream(&config.stream).await {
+            Ok(stream) => match stream.get_consumer(&config.consumer).await {
+                Ok(consumer) => return Some(consumer),
+                Err(e) => tracing::warn!(error = %e, consumer = %config.consumer, "durable consumer not there yet; retrying"),
+            },
+            Err(e) => tracing::warn!(error = %e, stream = %config.stream, "stream not there yet; retrying"),
+        }
+        if !sleep_or_cancel(backoff, shutdown).await {
+            return None;
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// Run the pod with production collaborators until `shutdown` is cancelled.
+pub async fn run(config: PodConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let deps = PodDeps::from_config(&config)?;
+    run_with(config, deps, shutdown).await
+}
+
+/// Run the pod with the given collaborators: HTTP endpoints, NATS, the pull
+/// loop; on `shutdown` stop pulling, let in-flight ticks finish within the
+/// shutdown deadline, abandon the rest, and return.
+pub async fn run_with(
+    config: PodConfig,
+    deps: PodDeps,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    config.validate()?;
+    let token = config.agent_token.clone().unwrap_or_default();
+    let supervisor = Supervisor::connect_lazy(&config.supervisor_url, &token)?;
+    let invoker = Invoker::new(
+        FallbackInvoker::new(deps.provider_factory.clone()),
+        deps.credentials.clone(),
+    );
+    let ctx = PodContext {
+        supervisor: supervisor.clone(),
+        invoker,
+        metrics: deps.metrics.clone(),
+    };
+    let settings = WorkerSettings::from_config(&config);
+
+    let nats_cell: Arc<OnceLock<async_nats::Client>> = Arc::new(OnceLock::new());
+    let http_stop = CancellationToken::new();
+    let listener = tokio::net::TcpListener::bind(config.http_addr)
+        .await
+        .map_err(|e| PodError::Config(format!("GENESIS_HTTP_ADDR {}: {e}", config.http_addr)))?;
+    tracing::info!(addr = %listener.local_addr()?, "http endpoints listening");
+    let app = crate::http::router(crate::http::HttpState {
+        nats: nats_cell.clone(),
+        supervisor: supervisor.clone(),
+        metrics: deps.metrics.clone(),
+    });
+    let http_task = {
+        let stop = http_stop.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        })
+    };
+
+    let result = pull_loop(&config, &ctx, settings, &nats_cell, &shutdown).await;
+    http_stop.cancel();
+    match http_task.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "http server ended with an error"),
+        Err(e) => tracing::warn!(error = %e, "http server task failed"),
+    }
+    result
+}
+
+async fn pull_loop(
+    config: &PodConfig,
+    ctx: &PodContext,
+    settings: WorkerSettings,
+    nats_cell: &Arc<OnceLock<async_nats::Client>>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let Some(client) = connect_nats(&config.nats_url, shutdown).await else {
+        return Ok(());
+    };
+    let _ = nats_cell.set(client.clone());
+    let js = jetstream::new(client);
+    let Some(consumer) = bind_consumer(&js, config, shutdown).await else {
+        return Ok(());
+    };
+    tracing::info!(stream = %config.stream, consumer = %config.consumer, concurrency = config.concurrency, "bound to the durable consumer; pulling");
+
+    let semaphore = Arc::new(Semaphore::new(config.concurrency));
+    let tracker = TaskTracker::new();
+    let abandon = CancellationToken::new();
+    'pull: loop {
+        let first = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            p = semaphore.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let mut permits = vec![first];
+        while let Ok(p) = semaphore.clone().try_acquire_owned() {
+            permits.push(p);
+        }
+        let batch = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            b = consumer
+                .fetch()
+                .max_messages(permits.len())
+                .expires(Duration::from_secs(2))
+                .messages() => b,
+        };
+        let mut batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "fetch failed; retrying");
+                if !sleep_or_cancel(Duration::from_secs(1), shutdown).await {
+                    break;
+                }
+                continue;
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => break 'pull,
+                n = batch.next() => n,
+            };
+            match next {
+                None => break,
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "batch ended with an error");
+                    break;
+                }
+                Some(Ok(message)) => {
+                    let Some(permit) = permits.pop() else {
+                        // More messages than asked for: leave it un-acked
+                        // for redelivery rather than exceed the concurrency.
+                        tracing::warn!("batch returned more messages than requested");
+                        continue;
+                    };
+                    tracker.spawn(settle(
+                        ctx.clone(),
+                        settings,
+                        message,
+                        abandon.clone(),
+                        permit,
+                    ));
+                }
+            }
+        }
+    }
+    tracing::info!(in_flight = tracker.len(), "stopped pulling; finishing in-flight ticks");
+    tracker.close();
+    let deadline = Duration::from_secs(config.shutdown_deadline_secs);
+    if tokio::time::timeout(deadline, tracker.wait()).await.is_err() {
+        tracing::warn!(in_flight = tracker.len(), "shutdown deadline passed; abandoning in-flight ticks");
+        abandon.cancel();
+        tracker.wait().await;
+    }
+    tracing::info!("worker stopped");
+    Ok(())
+}
