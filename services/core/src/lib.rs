@@ -15,6 +15,8 @@ pub mod mapper;
 pub mod modes;
 pub mod options;
 pub mod plan_hash;
+pub mod sites;
+pub mod validate;
 
 pub use budget::{
     BudgetAxis, BudgetEnvelope, BudgetOverride, Consumption, CreditStatus, CreditWindow,
@@ -33,3 +35,4 @@ pub use modes::{
 };
 pub use options::AgentDispatcherOptions;
 pub use plan_hash::{OpsDigest, PlanInputHash};
+pub use sites::{LlmCallSite, parent_site_id, policy_site_for, site_chain};
