@@ -1,0 +1,423 @@
+//! Tenant isolation and the append-only ledger, enforced by PostgreSQL:
+//! every table with a `tenant_id` column (enumerated from pg_catalog, so a
+//! new table without RLS fails here) has FORCE RLS and `tenant_isolation`,
+//! and a transaction scoped to tenant A reads and writes nothing of B.
+
+mod common;
+
+use common::*;
+use genesis_core::{AgentEventKind, AttentionKind, MessageDirection, ModeChangeSource, TokenScope};
+use genesis_store::{
+    LedgerAction, NewAttentionRequest, Store, StoreError, TickCompletion, tokens::hash_token,
+};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// Put one row of every store table in place for `t`.
+async fn seed_tenant(store: &Store, pool: &PgPool, t: Uuid, name: &str) -> anyhow::Result<()> {
+    let inst = soa(store, t).await?;
+    store
+        .events()
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::OperatorMessage,
+            &json!({}),
+            None,
+        )
+        .await?;
+    let c = claim(store, t, inst.id).await?;
+    let mut done = TickCompletion::new(
+        c.event.id,
+        derived(genesis_core::AgentDecisionKind::Planned, "idle", true),
+    );
+    done.actions = vec![LedgerAction {
+        tool_name: "agent_query_memory".into(),
+        arguments: json!({}),
+        result: None,
+        side_effecting: false,
+        blocked: false,
+    }];
+    store
+        .complete_tick(t, inst.id, c.session, done, &Default::default())
+        .await?;
+    store
+        .messages()
+        .append(t, inst.id, MessageDirection::OperatorToAgent, "hello")
+        .await?;
+    let ar = store
+        .attention()
+        .create(
+            t,
+            NewAttentionRequest {
+                instance_id: Some(inst.id),
+                kind: AttentionKind::Decision,
+                title: "pick".into(),
+                body: String::new(),
+                options: json!(["a", "b"]),
+                metadata: json!({"source": "soa", "soaInstanceId": inst.id}),
+            },
+        )
+        .await?;
+    store
+        .modes()
+        .set_active_mode(t, inst.id, "Incident", ModeChangeSource::Ui, "op", None)
+        .await?;
+    store
+        .events()
+        .enqueue_answered_escalation(t, inst.id, ar.id, &json!({"resolution": "a"}))
+        .await?;
+    store
+        .config()
+        .set(Some(t), "AgentDispatcher:TickMaxTurns", "3")
+        .await?;
+    store
+        .tokens()
+        .insert(Some(t), TokenScope::Operator, &hash_token(name), name, None)
+        .await?;
+    sqlx::query("INSERT INTO missions (tenant_id, steering_instance_id, kind, title, metadata) VALUES ($1, $2, 'Development', 'm', $3)")
+        .bind(t)
+        .bind(inst.id)
+        .bind(json!({"soaInstanceId": inst.id}))
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+async fn tenant_tables(pool: &PgPool) -> anyhow::Result<Vec<(String, bool, bool, bool)>> {
+    Ok(sqlx::query_as(
+        "SELECT c.relname::text, c.relrowsecurity, c.relforcerowsecurity,
+                EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND p.polname = 'tenant_isolation')
+           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = 'public' AND c.relkind = 'r'
+            AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped)
+          ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn every_tenant_table_forces_row_level_security_with_the_tenant_policy(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let tables = tenant_tables(&pool).await?;
+    let names: Vec<&str> = tables.iter().map(|t| t.0.as_str()).collect();
+    for expected in [
+        "agent_instances",
+        "agent_event_queue",
+        "agent_state_ledger",
+        "agent_state_ledger_actions",
+        "agent_mode_change_events",
+        "agent_messages",
+        "attention_requests",
+        "missions",
+        "api_tokens",
+        "system_configs",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    for (name, enabled, forced, policy) in &tables {
+        assert!(
+            *enabled && *forced && *policy,
+            "{name}: rls={enabled} force={forced} policy={policy}"
+        );
+    }
+    // Neither service role owns a table, and genesis_app cannot bypass RLS.
+    let owned: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
+          WHERE r.rolname IN ('genesis_app', 'genesis_system')",
+    )
+    .fetch_one(&pool)
+    .await?;
+    assert_eq!(owned, 0);
+    let bypass: bool =
+        sqlx::query_scalar("SELECT rolbypassrls FROM pg_roles WHERE rolname = 'genesis_app'")
+            .fetch_one(&pool)
+            .await?;
+    assert!(!bypass);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_transaction_of_tenant_a_reads_and_writes_nothing_of_tenant_b_in_any_table(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = tenant(&store, "a").await?;
+    let b = tenant(&store, "b").await?;
+    seed_tenant(&store, &pool, a, "a").await?;
+    seed_tenant(&store, &pool, b, "b").await?;
+    store
+        .config()
+        .set(None, "AgentDispatcher:TickMaxTurns", "9")
+        .await?;
+
+    let seeded = [
+        "agent_instances",
+        "agent_event_queue",
+        "agent_state_ledger",
+        "agent_state_ledger_actions",
+        "agent_mode_change_events",
+        "agent_messages",
+        "attention_requests",
+        "missions",
+        "api_tokens",
+        "system_configs",
+    ];
+    for (table, ..) in tenant_tables(&pool).await? {
+        let total_b: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM {table} WHERE tenant_id = $1"
+        )))
+        .bind(b)
+        .fetch_one(&pool)
+        .await?;
+        if seeded.contains(&table.as_str()) {
+            assert!(total_b > 0, "{table}: fixture must give tenant B rows");
+        }
+        // Read.
+        let mut tx = store.tenant_tx(a).await?;
+        let seen_b: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM {table} WHERE tenant_id = $1"
+        )))
+        .bind(b)
+        .fetch_one(tx.conn())
+        .await?;
+        let seen_own: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM {table} WHERE tenant_id = $1"
+        )))
+        .bind(a)
+        .fetch_one(tx.conn())
+        .await?;
+        tx.rollback().await?;
+        assert_eq!(seen_b, 0, "{table}: tenant A sees B's rows");
+        if seeded.contains(&table.as_str()) {
+            assert!(seen_own > 0, "{table}: tenant A must see its own rows");
+        }
+        // Update / delete: zero rows, or refused outright (append-only tables).
+        for stmt in [
+            format!("UPDATE {table} SET tenant_id = tenant_id WHERE tenant_id = $1"),
+            format!("DELETE FROM {table} WHERE tenant_id = $1"),
+        ] {
+            let mut tx = store.tenant_tx(a).await?;
+            match sqlx::query(sqlx::AssertSqlSafe(stmt.clone()))
+                .bind(b)
+                .execute(tx.conn())
+                .await
+            {
+                Ok(r) => assert_eq!(r.rows_affected(), 0, "{table}: {stmt}"),
+                Err(e) => assert!(
+                    matches!(StoreError::from(e), StoreError::PermissionDenied { .. }),
+                    "{table}: {stmt}"
+                ),
+            }
+            tx.rollback().await?;
+        }
+        // Insert a copy of one of A's own rows re-labelled as B's: refused.
+        let mut tx = store.tenant_tx(a).await?;
+        let insert = format!(
+            "INSERT INTO {table} SELECT (jsonb_populate_record(NULL::{table},
+                 to_jsonb(x) || jsonb_build_object('id', gen_random_uuid(), 'tenant_id', $1::uuid))).*
+               FROM {table} x WHERE tenant_id = $2 LIMIT 1"
+        );
+        let res = sqlx::query(sqlx::AssertSqlSafe(insert))
+            .bind(b)
+            .bind(a)
+            .execute(tx.conn())
+            .await;
+        tx.rollback().await?;
+        match res {
+            Ok(r) => assert_eq!(
+                r.rows_affected(),
+                0,
+                "{table}: cross-tenant insert went through"
+            ),
+            Err(e) => {
+                let err = StoreError::from(e);
+                assert!(
+                    matches!(err, StoreError::PermissionDenied { .. }),
+                    "{table}: {err:?}"
+                );
+            }
+        }
+        let after_b: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM {table} WHERE tenant_id = $1"
+        )))
+        .bind(b)
+        .fetch_one(&pool)
+        .await?;
+        assert_eq!(after_b, total_b, "{table}: B's rows changed");
+    }
+    // Config: A reads its own layer, falls back to global; B is unaffected.
+    assert_eq!(
+        store
+            .config()
+            .get(Some(a), "AgentDispatcher:TickMaxTurns")
+            .await?
+            .as_deref(),
+        Some("3")
+    );
+    store
+        .config()
+        .delete(Some(a), "AgentDispatcher:TickMaxTurns")
+        .await?;
+    assert_eq!(
+        store
+            .config()
+            .get(Some(a), "AgentDispatcher:TickMaxTurns")
+            .await?
+            .as_deref(),
+        Some("9")
+    );
+    assert_eq!(
+        store
+            .config()
+            .get(Some(b), "AgentDispatcher:TickMaxTurns")
+            .await?
+            .as_deref(),
+        Some("3")
+    );
+    // A tenant transaction cannot write the global layer.
+    let mut tx = store.tenant_tx(a).await?;
+    let err =
+        sqlx::query("INSERT INTO system_configs (tenant_id, key, value) VALUES (NULL, 'x', 'y')")
+            .execute(tx.conn())
+            .await
+            .map_err(StoreError::from)
+            .unwrap_err();
+    assert!(
+        matches!(err, StoreError::PermissionDenied { .. }),
+        "{err:?}"
+    );
+    tx.rollback().await?;
+    // The repositories refuse B's instance when scoped to A.
+    let b_inst = store.instances().list(b, None).await?[0].id;
+    assert!(matches!(
+        store.instances().get(a, b_inst).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store
+            .events()
+            .enqueue(a, b_inst, AgentEventKind::OperatorMessage, &json!({}), None)
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store
+            .modes()
+            .set_active_mode(a, b_inst, "Dialogue", ModeChangeSource::Ui, "op", None)
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.claim_tick(a, b_inst, Uuid::new_v4(), TTL, 5).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(*) FROM agent_event_queue WHERE instance_id = $1",
+            b_inst
+        )
+        .await?,
+        3
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_tenant_pool_transaction_without_a_tenant_sees_nothing(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = tenant(&store, "a").await?;
+    seed_tenant(&store, &pool, a, "a").await?;
+    // A random tenant id stands in for "no tenant": the policy matches nothing.
+    let mut tx = store.tenant_tx(Uuid::new_v4()).await?;
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_instances")
+        .fetch_one(tx.conn())
+        .await?;
+    tx.rollback().await?;
+    assert_eq!(n, 0);
+    let mut conn = pool.acquire().await?;
+    sqlx::query("SET ROLE genesis_app")
+        .execute(&mut *conn)
+        .await?;
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
+        .fetch_one(&mut *conn)
+        .await?;
+    assert_eq!(n, 0);
+    sqlx::query("RESET ROLE").execute(&mut *conn).await?;
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_ledger_cannot_be_updated_or_deleted_by_either_service_role(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = tenant(&store, "a").await?;
+    seed_tenant(&store, &pool, a, "a").await?;
+    for table in ["agent_state_ledger", "agent_state_ledger_actions"] {
+        for stmt in [
+            format!("UPDATE {table} SET tenant_id = tenant_id"),
+            format!("DELETE FROM {table}"),
+        ] {
+            let mut tx = store.tenant_tx(a).await?;
+            let err = sqlx::query(sqlx::AssertSqlSafe(stmt.clone()))
+                .execute(tx.conn())
+                .await
+                .map_err(StoreError::from)
+                .unwrap_err();
+            assert!(
+                matches!(err, StoreError::PermissionDenied { .. }),
+                "genesis_app {stmt}: {err:?}"
+            );
+            tx.rollback().await?;
+            let mut conn = pool.acquire().await?;
+            sqlx::query("SET ROLE genesis_system")
+                .execute(&mut *conn)
+                .await?;
+            let err = sqlx::query(sqlx::AssertSqlSafe(stmt.clone()))
+                .execute(&mut *conn)
+                .await
+                .map_err(StoreError::from)
+                .unwrap_err();
+            sqlx::query("RESET ROLE").execute(&mut *conn).await?;
+            assert!(
+                matches!(err, StoreError::PermissionDenied { .. }),
+                "genesis_system {stmt}: {err:?}"
+            );
+        }
+    }
+    // The reset function refuses a tenant other than the transaction's own.
+    let inst = store.instances().list(a, None).await?[0].id;
+    let mut tx = store.tenant_tx(Uuid::new_v4()).await?;
+    let err = sqlx::query("SELECT genesis_reset_instance($1, $2)")
+        .bind(a)
+        .bind(inst)
+        .execute(tx.conn())
+        .await
+        .map_err(StoreError::from)
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::PermissionDenied { .. }),
+        "{err:?}"
+    );
+    tx.rollback().await?;
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(*) FROM agent_state_ledger WHERE tenant_id = $1",
+            a
+        )
+        .await?,
+        1
+    );
+    Ok(())
+}
