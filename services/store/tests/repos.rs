@@ -1,0 +1,592 @@
+//! The repositories against the real PostgreSQL: the mode chokepoint, the
+//! concurrency guarantees of enqueue / resolve / escalation resume, DB-first
+//! config, tokens, tenants, and bad input answered with typed errors that
+//! leave nothing written.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::*;
+use genesis_core::{
+    AgentEventKind, AgentType, AttentionKind, AttentionStatus, InstanceStatus, MessageDirection,
+    ModeChangeSource, TokenScope,
+};
+use genesis_store::{
+    NewAttentionRequest, NewInstance, Store, StoreError, StoreOptions, tokens::hash_token,
+};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+fn decision(instance: Uuid) -> NewAttentionRequest {
+    NewAttentionRequest {
+        instance_id: Some(instance),
+        kind: AttentionKind::Decision,
+        title: "Ship the fix?".into(),
+        body: "two options".into(),
+        options: json!(["yes", "no"]),
+        metadata: json!({"source": "soa", "soaInstanceId": instance}),
+    }
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_mode_chokepoint_always_audits_and_rejects_modes_outside_the_catalogue(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    assert_eq!(inst.active_mode, None);
+    let change = store
+        .modes()
+        .set_active_mode(t, inst.id, "Incident", ModeChangeSource::Ui, "alice", None)
+        .await?;
+    assert_eq!(
+        (change.from_mode.as_deref(), change.to_mode.as_str()),
+        (None, "Incident")
+    );
+    assert_eq!(
+        store
+            .instances()
+            .get(t, inst.id)
+            .await?
+            .active_mode
+            .as_deref(),
+        Some("Incident")
+    );
+    // Same mode again: still audited.
+    store
+        .modes()
+        .set_active_mode(t, inst.id, "Incident", ModeChangeSource::Ui, "alice", None)
+        .await?;
+    // A Compliance mode on a SOA: refused, nothing written.
+    let err = store
+        .modes()
+        .set_active_mode(t, inst.id, "Cadence", ModeChangeSource::Ui, "alice", None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::InvalidArgument { ref field, .. } if field == "mode"),
+        "{err:?}"
+    );
+    // Approval must name its attention request.
+    let err = store
+        .modes()
+        .set_active_mode(
+            t,
+            inst.id,
+            "Dialogue",
+            ModeChangeSource::Approval,
+            "bob",
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::InvalidArgument { ref field, .. } if field == "attention_request_id")
+    );
+    let ar = store.attention().create(t, decision(inst.id)).await?;
+    let approved = store
+        .modes()
+        .set_active_mode(
+            t,
+            inst.id,
+            "Dialogue",
+            ModeChangeSource::Approval,
+            "bob",
+            Some(ar.id),
+        )
+        .await?;
+    assert_eq!(approved.from_mode.as_deref(), Some("Incident"));
+    let history = store.modes().history(t, inst.id).await?;
+    assert_eq!(
+        history
+            .iter()
+            .map(|h| (h.to_mode.as_str(), h.source))
+            .collect::<Vec<_>>(),
+        vec![
+            ("Incident", ModeChangeSource::Ui),
+            ("Incident", ModeChangeSource::Ui),
+            ("Dialogue", ModeChangeSource::Approval)
+        ]
+    );
+    assert_eq!(
+        store
+            .instances()
+            .get(t, inst.id)
+            .await?
+            .active_mode
+            .as_deref(),
+        Some("Dialogue")
+    );
+    // The catalogues are per type.
+    let soa_modes: Vec<String> = store
+        .modes()
+        .catalogue(AgentType::Soa)
+        .await?
+        .into_iter()
+        .map(|m| m.name)
+        .collect();
+    assert_eq!(soa_modes[0], "Strategic");
+    assert_eq!(soa_modes.len(), 6);
+    assert_eq!(
+        store.modes().catalogue(AgentType::Compliance).await?.len(),
+        3
+    );
+    assert!(
+        store
+            .modes()
+            .catalogue(AgentType::MissionResearch)
+            .await?
+            .is_empty()
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn concurrent_enqueues_to_one_instance_get_distinct_increasing_sequence_numbers(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let mut tasks = Vec::new();
+    for n in 0..32 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .events()
+                .enqueue(
+                    t,
+                    inst.id,
+                    AgentEventKind::OperatorMessage,
+                    &json!({"n": n}),
+                    None,
+                )
+                .await
+        }));
+    }
+    let mut seqs = HashSet::new();
+    for task in tasks {
+        let out = task.await??;
+        assert!(out.created);
+        seqs.insert(out.event.sequence_number);
+    }
+    assert_eq!(seqs, (1..=32).collect::<HashSet<i64>>());
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn concurrent_resolves_of_one_attention_request_have_exactly_one_winner(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let ar = store.attention().create(t, decision(inst.id)).await?;
+    let mut tasks = Vec::new();
+    for n in 0..8 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .attention()
+                .resolve(t, ar.id, "yes", Some("go"), &format!("op{n}"))
+                .await
+        }));
+    }
+    let mut winners = Vec::new();
+    for task in tasks {
+        let out = task.await??;
+        assert_eq!(out.request.status, AttentionStatus::Resolved);
+        if out.resolved_now {
+            winners.push(out.request.resolved_by.clone());
+        }
+    }
+    assert_eq!(winners.len(), 1);
+    let stored = store.attention().get(t, ar.id).await?;
+    assert_eq!(stored.resolved_by, winners[0]);
+    assert!(
+        store
+            .attention()
+            .list(t, Some(AttentionStatus::Open))
+            .await?
+            .is_empty()
+    );
+    assert!(matches!(
+        store
+            .attention()
+            .resolve(t, Uuid::new_v4(), "yes", None, "op")
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn concurrent_answered_escalation_enqueues_produce_one_event(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let ar = store.attention().create(t, decision(inst.id)).await?;
+    assert_eq!(
+        store
+            .attention()
+            .open_for_soa_instance(t, inst.id)
+            .await?
+            .len(),
+        1
+    );
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .events()
+                .enqueue_answered_escalation(t, inst.id, ar.id, &json!({"resolution": "yes"}))
+                .await
+        }));
+    }
+    let mut ids = HashSet::new();
+    let mut created = 0;
+    for task in tasks {
+        let out = task.await??;
+        created += usize::from(out.created);
+        ids.insert(out.event.id);
+    }
+    assert_eq!((created, ids.len()), (1, 1));
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(*) FROM agent_event_queue WHERE attention_request_id = $1",
+            ar.id
+        )
+        .await?,
+        1
+    );
+    // An unknown attention request is refused.
+    assert!(matches!(
+        store
+            .events()
+            .enqueue_answered_escalation(t, inst.id, Uuid::new_v4(), &json!({}))
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn bad_input_gets_a_typed_error_and_writes_nothing(pool: PgPool) -> anyhow::Result<()> {
+    let store = Store::from_pool_with(
+        &pool,
+        StoreOptions {
+            max_event_payload_bytes: 1024,
+            ..StoreOptions::default()
+        },
+    );
+    let a = tenant(&store, "a").await?;
+    let b = tenant(&store, "b").await?;
+    let inst = soa(&store, a).await?;
+    let events = "SELECT count(*) FROM agent_event_queue WHERE instance_id = $1";
+
+    // Unknown instance.
+    let err = store
+        .events()
+        .enqueue(
+            a,
+            Uuid::new_v4(),
+            AgentEventKind::OperatorMessage,
+            &json!({}),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    // Wrong tenant.
+    let err = store
+        .events()
+        .enqueue(
+            b,
+            inst.id,
+            AgentEventKind::OperatorMessage,
+            &json!({}),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    assert!(matches!(
+        store
+            .messages()
+            .append(b, inst.id, MessageDirection::OperatorToAgent, "hi")
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.attention().create(b, decision(inst.id)).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    // Oversized payload.
+    let big = json!({"text": "x".repeat(2000)});
+    let err = store
+        .events()
+        .enqueue(a, inst.id, AgentEventKind::OperatorMessage, &big, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::PayloadTooLarge { limit: 1024, .. }),
+        "{err:?}"
+    );
+    // Escalation resume through the plain enqueue.
+    let err = store
+        .events()
+        .enqueue(
+            a,
+            inst.id,
+            AgentEventKind::OperatorAnsweredEscalation,
+            &json!({}),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidArgument { .. }));
+    assert_eq!(count(&pool, events, inst.id).await?, 0);
+    // Invalid enum strings: typed from parsing, and refused by the schema.
+    let err = StoreError::from("Wizard".parse::<AgentType>().unwrap_err());
+    assert!(
+        matches!(err, StoreError::InvalidArgument { ref field, .. } if field == "AgentType"),
+        "{err:?}"
+    );
+    let mut tx = store.tenant_tx(a).await?;
+    let err = sqlx::query("UPDATE agent_instances SET status = 'sleeping' WHERE id = $1")
+        .bind(inst.id)
+        .execute(tx.conn())
+        .await
+        .map_err(StoreError::from)
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidArgument { .. }), "{err:?}");
+    tx.rollback().await?;
+    assert_eq!(
+        store.instances().get(a, inst.id).await?.status,
+        InstanceStatus::Active
+    );
+    // Empty text.
+    assert!(matches!(
+        store
+            .messages()
+            .append(a, inst.id, MessageDirection::OperatorToAgent, "  ")
+            .await,
+        Err(StoreError::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        store.tenants().create("").await,
+        Err(StoreError::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        store
+            .tenants()
+            .set_feature_flag(a, "time-travel", true)
+            .await,
+        Err(StoreError::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        store
+            .tokens()
+            .insert(None, TokenScope::Operator, "not-hex", "x", None)
+            .await,
+        Err(StoreError::InvalidArgument { .. })
+    ));
+    // Claim parameters.
+    assert!(matches!(
+        store
+            .claim_tick(a, inst.id, Uuid::new_v4(), std::time::Duration::ZERO, 5)
+            .await,
+        Err(StoreError::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        store.claim_tick(a, inst.id, Uuid::new_v4(), TTL, 0).await,
+        Err(StoreError::InvalidArgument { .. })
+    ));
+    assert_eq!(count(&pool, events, inst.id).await?, 0);
+    assert_eq!(store.instances().get(a, inst.id).await?.lease_session, None);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn tenants_are_unique_by_name_and_carry_the_gate_and_feature_flags(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("acme").await?;
+    assert!(!t.standing_agents_enabled);
+    assert!(!t.feature_enabled("prompt-redactor") && !t.feature_enabled("windows-pool"));
+    assert!(matches!(
+        store.tenants().create("acme").await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let t = store
+        .tenants()
+        .set_standing_agents_enabled(t.id, true)
+        .await?;
+    assert!(t.standing_agents_enabled);
+    let t = store
+        .tenants()
+        .set_feature_flag(t.id, "windows-pool", true)
+        .await?;
+    assert!(t.feature_enabled("windows-pool") && !t.feature_enabled("prompt-redactor"));
+    assert_eq!(store.tenants().get(t.id).await?, t);
+    assert_eq!(store.tenants().list().await?.len(), 1);
+    assert!(matches!(
+        store.tenants().get(Uuid::new_v4()).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn instances_start_foundational_and_start_seeds_the_opener(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = store
+        .instances()
+        .create(
+            t,
+            NewInstance::foundational(AgentType::Compliance, InstanceStatus::Paused),
+        )
+        .await?;
+    assert!(inst.in_foundational_phase(chrono::Utc::now()));
+    assert!(
+        inst.workset_deadline_utc
+            .is_some_and(|d| d > chrono::Utc::now() + chrono::Duration::hours(23))
+    );
+    assert!(store.events().list(t, inst.id).await?.is_empty());
+    let started = store
+        .instances()
+        .set_status(t, inst.id, InstanceStatus::Active)
+        .await?;
+    assert_eq!(started.status, InstanceStatus::Active);
+    let evs = store.events().list(t, inst.id).await?;
+    assert_eq!(
+        evs.iter().map(|e| e.event_kind).collect::<Vec<_>>(),
+        vec![AgentEventKind::AgentInitialized]
+    );
+    // Already active: no second opener.
+    store
+        .instances()
+        .set_status(t, inst.id, InstanceStatus::Active)
+        .await?;
+    assert_eq!(store.events().list(t, inst.id).await?.len(), 1);
+    let done = store.instances().complete_workset(t, inst.id).await?;
+    assert!(!done.in_foundational_phase(chrono::Utc::now()));
+    assert_eq!(
+        store
+            .instances()
+            .list(t, Some(AgentType::Compliance))
+            .await?
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .instances()
+            .list(t, Some(AgentType::Soa))
+            .await?
+            .is_empty()
+    );
+    let msg = store
+        .messages()
+        .append(t, inst.id, MessageDirection::AgentToOperator, "hello")
+        .await?;
+    assert_eq!(store.messages().list(t, inst.id, 10).await?, vec![msg]);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn tokens_authenticate_only_while_unrevoked_and_unexpired(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let live = hash_token("gen_live");
+    let tok = store
+        .tokens()
+        .insert(Some(t), TokenScope::Operator, &live, "ops", None)
+        .await?;
+    let found = store.tokens().authenticate(&live).await?;
+    assert_eq!(
+        (found.id, found.tenant_id, found.scope),
+        (tok.id, Some(t), TokenScope::Operator)
+    );
+    assert!(matches!(
+        store
+            .tokens()
+            .insert(None, TokenScope::Operator, &live, "dup", None)
+            .await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let expired = hash_token("gen_old");
+    store
+        .tokens()
+        .insert(
+            None,
+            TokenScope::AgentPod,
+            &expired,
+            "pod",
+            Some(chrono::Utc::now() - chrono::Duration::seconds(1)),
+        )
+        .await?;
+    assert!(matches!(
+        store.tokens().authenticate(&expired).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(store.tokens().revoke(tok.id).await?);
+    assert!(!store.tokens().revoke(tok.id).await?);
+    assert!(matches!(
+        store.tokens().authenticate(&live).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.tokens().authenticate(&hash_token("never")).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store
+            .tokens()
+            .insert(Some(t), TokenScope::AgentPod, &hash_token("p"), "x", None)
+            .await,
+        Err(StoreError::InvalidArgument { .. })
+    ));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn config_reads_tenant_over_global_over_none(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = tenant(&store, "a").await?;
+    let key = "AgentDispatcher:TickMaxToolCalls";
+    assert_eq!(store.config().get(Some(a), key).await?, None);
+    store.config().set(None, key, "8").await?;
+    assert_eq!(
+        store.config().get(Some(a), key).await?.as_deref(),
+        Some("8")
+    );
+    store.config().set(Some(a), key, "12").await?;
+    store.config().set(Some(a), key, "16").await?;
+    assert_eq!(
+        store.config().get(Some(a), key).await?.as_deref(),
+        Some("16")
+    );
+    assert_eq!(store.config().get(None, key).await?.as_deref(), Some("8"));
+    let eff = store.config().effective(Some(a)).await?;
+    assert_eq!(eff.get(key).map(String::as_str), Some("16"));
+    let opts = genesis_core::AgentDispatcherOptions::default().with_system_configs(eff.iter())?;
+    assert_eq!(
+        opts.tick_budget.max_tool_calls,
+        genesis_core::Limit::Limited(16)
+    );
+    Ok(())
+}
