@@ -95,6 +95,28 @@ pub fn optional_chrono(
     ts.map(|t| chrono_from_timestamp(field, t)).transpose()
 }
 
+/// Reads a count that the wire types as signed but that must not be
+/// negative (token counts, latencies): `INVALID_ARGUMENT` naming `field`
+/// otherwise.
+pub fn non_negative(field: &str, value: i64) -> Result<u64, Status> {
+    u64::try_from(value)
+        .map_err(|_| invalid_argument(field, format!("must not be negative: {value}")))
+}
+
+/// Reads the `completion` of a `TickOutcome`. `UNSPECIFIED` and numbers this
+/// build does not know are refused: the supervisor must never guess how a
+/// tick ended.
+pub fn tick_completion(field: &str, value: i32) -> Result<crate::v1::TickCompletion, Status> {
+    match crate::v1::TickCompletion::try_from(value) {
+        Ok(crate::v1::TickCompletion::Unspecified) => Err(invalid_argument(field, "required")),
+        Ok(completion) => Ok(completion),
+        Err(_) => Err(invalid_argument(
+            field,
+            format!("unknown TickCompletion {value}"),
+        )),
+    }
+}
+
 /// The status a session-guarded AgentPod call answers when its session has
 /// lost the lease. `ABORTED` because it is a concurrency conflict: the pod
 /// drops the tick without retrying the call.
@@ -343,5 +365,64 @@ mod tests {
         ] {
             assert!(rpcs.iter().any(|(s, _)| s == name), "{name}");
         }
+    }
+
+    #[test]
+    fn non_negative_refuses_negative_counts() {
+        assert_eq!(non_negative("input_tokens", 12).expect("accepted"), 12);
+        assert_eq!(non_negative("input_tokens", 0).expect("accepted"), 0);
+        let err = non_negative("input_tokens", -1).expect_err("negative is refused");
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert!(
+            err.message()
+                .starts_with("input_tokens: must not be negative")
+        );
+    }
+
+    #[test]
+    fn tick_completion_refuses_unspecified_and_unknown() {
+        use crate::v1::TickCompletion;
+        assert_eq!(
+            tick_completion("outcome.completion", TickCompletion::Blocked as i32)
+                .expect("accepted"),
+            TickCompletion::Blocked
+        );
+        let err = tick_completion("outcome.completion", 0).expect_err("unspecified");
+        assert_eq!(err.message(), "outcome.completion: required");
+        let err = tick_completion("outcome.completion", 99).expect_err("unknown");
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert!(err.message().contains("99"));
+    }
+
+    #[test]
+    fn every_rpc_and_service_carries_a_leading_comment() {
+        // Source info paths: 6 = FileDescriptorProto.service,
+        // 2 = ServiceDescriptorProto.method.
+        let fds = FileDescriptorSet::decode(crate::FILE_DESCRIPTOR_SET).expect("descriptor set");
+        let mut undocumented = Vec::new();
+        for file in fds.file.iter().filter(|f| f.package() == "genesis.v1") {
+            let info = file
+                .source_code_info
+                .as_ref()
+                .expect("protox keeps source info");
+            let documented = |path: &[i32]| {
+                info.location
+                    .iter()
+                    .any(|l| l.path == path && !l.leading_comments().trim().is_empty())
+            };
+            for (si, service) in file.service.iter().enumerate() {
+                let si = i32::try_from(si).expect("few services");
+                if !documented(&[6, si]) {
+                    undocumented.push(service.name().to_owned());
+                }
+                for (mi, method) in service.method.iter().enumerate() {
+                    let mi = i32::try_from(mi).expect("few methods");
+                    if !documented(&[6, si, 2, mi]) {
+                        undocumented.push(format!("{}.{}", service.name(), method.name()));
+                    }
+                }
+            }
+        }
+        assert!(undocumented.is_empty(), "undocumented: {undocumented:?}");
     }
 }
