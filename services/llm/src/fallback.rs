@@ -55,6 +55,23 @@ pub struct CallAttempt {
     pub started_at: DateTime<Utc>,
 }
 
+impl CallAttempt {
+    /// The outcome in the `llm_call_attempts.outcome` vocabulary:
+    /// `success`, `rate_limited`, `unauthorized`, `server_error`, `timeout`,
+    /// and `error` for every other failure (the precise code stays in
+    /// [`CallAttempt::outcome`] and the message in [`CallAttempt::error`]).
+    pub fn stored_outcome(&self) -> &'static str {
+        match self.outcome.as_str() {
+            OUTCOME_OK => "success",
+            "rate_limited" => "rate_limited",
+            "unauthorized" => "unauthorized",
+            "server_error" => "server_error",
+            "timeout" => "timeout",
+            _ => "error",
+        }
+    }
+}
+
 /// A successful invocation: the response, which couple and credential
 /// answered, and every attempt made on the way.
 #[derive(Debug, Clone, PartialEq)]
@@ -163,6 +180,9 @@ impl ProviderFactory for HttpProviderFactory {
         credential: Option<&CredentialRef>,
     ) -> Result<Arc<dyn ChatClient>, LlmError> {
         let base = |default: &str| {
+            if couple.backend.is_empty() {
+                return default.to_string();
+            }
             self.backend_base_urls
                 .get(&couple.backend)
                 .cloned()

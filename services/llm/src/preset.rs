@@ -110,8 +110,31 @@ pub struct ModelCouple {
     pub provider: ProviderKind,
     /// The backend label (which endpoint of that provider: `api`, a proxy,
     /// a regional gateway); mapped to a base URL by the provider factory.
+    /// Empty means the provider's default endpoint.
     #[serde(default = "default_backend")]
     pub backend: String,
+    /// Names of the preset credentials this couple uses, in priority order
+    /// (the `llm_presets.fallback` shape). Empty means: the credentials
+    /// tagged with this couple's provider, plus untagged ones when it is the
+    /// primary provider.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
+}
+
+impl ModelCouple {
+    /// A couple using the default credential selection.
+    pub fn new(
+        model: impl Into<String>,
+        provider: ProviderKind,
+        backend: impl Into<String>,
+    ) -> Self {
+        ModelCouple {
+            model: model.into(),
+            provider,
+            backend: backend.into(),
+            credentials: Vec::new(),
+        }
+    }
 }
 
 fn default_backend() -> String {
@@ -150,7 +173,7 @@ pub struct Preset {
     pub model: String,
     /// Primary provider.
     pub provider: ProviderKind,
-    /// Primary backend.
+    /// Primary backend (empty means the provider's default endpoint).
     #[serde(default = "default_backend")]
     pub backend: String,
     /// Credentials in priority order.
@@ -179,9 +202,17 @@ pub enum PresetError {
     /// A credential has a blank name or value.
     #[error("credential #{0} has an empty name or secret")]
     EmptyCredential(usize),
-    /// A fallback couple has a blank model or backend.
-    #[error("fallback couple #{0} has an empty model or backend")]
+    /// A fallback couple has a blank model.
+    #[error("fallback couple #{0} has an empty model")]
     EmptyCouple(usize),
+    /// A fallback couple names a credential the preset does not have.
+    #[error("fallback couple #{couple} names unknown credential {name:?}")]
+    UnknownCredential {
+        /// Zero-based couple index.
+        couple: usize,
+        /// The missing name.
+        name: String,
+    },
 }
 
 impl Preset {
@@ -200,14 +231,13 @@ impl Preset {
         }
     }
 
-    /// Reject blank fields, blank or duplicate credentials and blank
-    /// fallback couples.
+    /// Reject blank fields, blank or duplicate credentials, blank fallback
+    /// couples and couples naming a credential the preset lacks.
     pub fn validate(&self) -> Result<(), PresetError> {
         for (field, value) in [
             ("id", &self.id),
             ("name", &self.name),
             ("model", &self.model),
-            ("backend", &self.backend),
         ] {
             if value.trim().is_empty() {
                 return Err(PresetError::EmptyField(field));
@@ -223,8 +253,18 @@ impl Preset {
             }
         }
         for (i, couple) in self.fallback.iter().enumerate() {
-            if couple.model.trim().is_empty() || couple.backend.trim().is_empty() {
+            if couple.model.trim().is_empty() {
                 return Err(PresetError::EmptyCouple(i));
+            }
+            if let Some(name) = couple
+                .credentials
+                .iter()
+                .find(|n| !seen.contains(n.as_str()))
+            {
+                return Err(PresetError::UnknownCredential {
+                    couple: i,
+                    name: name.clone(),
+                });
             }
         }
         Ok(())
@@ -232,18 +272,26 @@ impl Preset {
 
     /// The primary couple followed by the fallback couples.
     pub fn chain(&self) -> Vec<ModelCouple> {
-        std::iter::once(ModelCouple {
-            model: self.model.clone(),
-            provider: self.provider,
-            backend: self.backend.clone(),
-        })
+        std::iter::once(ModelCouple::new(
+            self.model.clone(),
+            self.provider,
+            self.backend.clone(),
+        ))
         .chain(self.fallback.iter().cloned())
         .collect()
     }
 
-    /// The credentials for one couple, in priority order: those tagged with
-    /// its provider, plus untagged ones when it is the primary provider.
+    /// The credentials for one couple, in priority order: the ones it names,
+    /// else those tagged with its provider plus untagged ones when it is the
+    /// primary provider.
     pub fn credentials_for(&self, couple: &ModelCouple) -> Vec<&CredentialRef> {
+        if !couple.credentials.is_empty() {
+            return couple
+                .credentials
+                .iter()
+                .filter_map(|n| self.credentials.iter().find(|c| &c.name == n))
+                .collect();
+        }
         self.credentials
             .iter()
             .filter(|c| match c.provider {

@@ -41,11 +41,7 @@ fn preset() -> Preset {
             CredentialRef::new("api-key", "key-api"),
             CredentialRef::for_provider("openai-key", "sk-openai", ProviderKind::OpenAi),
         ],
-        fallback: vec![ModelCouple {
-            model: "gpt-5.1".into(),
-            provider: ProviderKind::OpenAi,
-            backend: "api".into(),
-        }],
+        fallback: vec![ModelCouple::new("gpt-5.1", ProviderKind::OpenAi, "api")],
         overlays: Default::default(),
     }
 }
@@ -213,11 +209,7 @@ async fn scripted_fallback_serves_when_http_fails() {
     let invoker = FallbackInvoker::new(Arc::new(factory)).with_metrics(Arc::default());
     let mut preset = preset();
     preset.credentials.truncate(1);
-    preset.fallback = vec![ModelCouple {
-        model: "scripted-1".into(),
-        provider: ProviderKind::Scripted,
-        backend: "api".into(),
-    }];
+    preset.fallback = vec![ModelCouple::new("scripted-1", ProviderKind::Scripted, "")];
 
     let out = invoker
         .invoke(&preset, request_with_history())
@@ -335,4 +327,70 @@ fn preset_with_unknown_provider_is_rejected() {
     assert!(err.to_string().contains("bedrock"), "{err}");
     assert!("bedrock".parse::<ProviderKind>().is_err());
     assert_eq!("openai".parse::<ProviderKind>(), Ok(ProviderKind::OpenAi));
+}
+
+#[tokio::test]
+async fn fallback_couple_uses_the_credentials_it_names() {
+    let server = TestServer::start().await;
+    server.answer("key-oauth", Canned::raw(503, "{}"));
+    server.answer("key-api", Canned::raw(503, "{}"));
+    server.answer("sk-openai", Canned::raw(401, "{}"));
+    server.answer(
+        "sk-backup",
+        Canned::json(200, openai_tool_response("gpt-5.1")),
+    );
+    let mut preset = preset();
+    // Stored shape: names only, an empty backend meaning the default endpoint.
+    preset.backend = String::new();
+    preset.credentials.push(CredentialRef::for_provider(
+        "openai-backup",
+        "sk-backup",
+        ProviderKind::OpenAi,
+    ));
+    preset.fallback[0].backend = String::new();
+    preset.fallback[0].credentials = vec!["openai-backup".into()];
+    let (invoker, _) = invoker(&server);
+
+    let out = invoker
+        .invoke(&preset, request_with_history())
+        .await
+        .expect("named credential answers");
+
+    assert_eq!(out.credential_name, "openai-backup");
+    let used: Vec<_> = out
+        .attempts
+        .iter()
+        .map(|a| a.credential_name.as_str())
+        .collect();
+    // The couple names its own list, so the other openai key is never tried.
+    assert_eq!(used, ["oauth-max", "api-key", "openai-backup"]);
+    let stored: Vec<_> = out.attempts.iter().map(|a| a.stored_outcome()).collect();
+    assert_eq!(stored, ["server_error", "server_error", "success"]);
+}
+
+#[test]
+fn fallback_couple_naming_an_unknown_credential_is_rejected() {
+    let mut p = preset();
+    p.fallback[0].credentials = vec!["nope".into()];
+    assert_eq!(
+        p.validate(),
+        Err(genesis_llm::PresetError::UnknownCredential {
+            couple: 0,
+            name: "nope".into()
+        })
+    );
+}
+
+#[tokio::test]
+async fn attempts_map_to_the_stored_outcome_vocabulary() {
+    let server = TestServer::start().await;
+    server.answer("key-oauth", Canned::raw(429, "{}"));
+    server.answer("key-api", Canned::raw(200, "garbage"));
+    let (invoker, _) = invoker(&server);
+    let err = invoker
+        .invoke(&preset(), request_with_history())
+        .await
+        .expect_err("malformed");
+    let stored: Vec<_> = err.attempts.iter().map(|a| a.stored_outcome()).collect();
+    assert_eq!(stored, ["rate_limited", "error"]);
 }
