@@ -119,11 +119,11 @@ pub fn resolve_preset(
             skipped.push(format!("{} (empty model)", couple.provider));
             continue;
         }
+        let mut found_names: Vec<String> = Vec::new();
         if provider.needs_credential() {
-            let mut found = false;
             for name in &couple.credential_names {
                 if let Some(secret) = credentials.credential(name) {
-                    found = true;
+                    found_names.push(name.clone());
                     // One credential may serve several couples of the same
                     // provider; the preset lists it once.
                     if seen_names.insert(name.clone()) {
@@ -131,7 +131,7 @@ pub fn resolve_preset(
                     }
                 }
             }
-            if !found {
+            if found_names.is_empty() {
                 skipped.push(format!("{}/{} (no credential)", couple.provider, couple.model));
                 continue;
             }
@@ -145,6 +145,7 @@ pub fn resolve_preset(
             model: couple.model.clone(),
             provider,
             backend,
+            credentials: found_names,
         });
     }
     let mut iter = couples.into_iter();

@@ -1,0 +1,516 @@
+//! The planning loop and the invoker against a fake AgentPod supervisor (a
+//! real tonic server with scripted answers) and the real scripted provider.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::*;
+use genesis_agent_pod::{Disposition, TickMessage, WorkerSettings, process_message, run_tick};
+use genesis_core::{AgentEventKind, PlanInputHash};
+use genesis_llm::{Script, ScriptRule, ScriptedProvider};
+use genesis_proto::v1 as pb;
+use pb::TickCompletion;
+use tokio_util::sync::CancellationToken;
+
+fn outcome(c: &pb::CompleteTickRequest) -> pb::TickOutcome {
+    c.outcome.clone().expect("outcome is always sent")
+}
+
+fn unchanged_heartbeat() -> pb::TickBundle {
+    let mut b = bundle("AgentTick", "{}");
+    let prior = PlanInputHash::compute(
+        AgentEventKind::AgentTick,
+        Some(&serde_json::json!({})),
+        OPS_BUCKET,
+    );
+    b.instance.as_mut().unwrap().plan_input_hash = prior.to_string();
+    b
+}
+
+#[tokio::test]
+async fn agent_initialized_greets_with_soa_send_message_then_completes() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let b = bundle("AgentInitialized", "{}");
+    let event_id = b.event.clone().unwrap().id;
+    let result = run_tick(&ctx, &ids(&b), b).await.expect("tick completes");
+
+    assert_eq!(result.completion, TickCompletion::Complete);
+    let invokes = fake.state.invokes();
+    assert_eq!(invokes.len(), 1, "exactly one governed tool call");
+    assert_eq!(invokes[0].tool_name, "soa_send_message");
+    assert!(invokes[0].arguments_json.contains("Hello"));
+    let completes = fake.state.completes();
+    assert_eq!(completes.len(), 1);
+    let c = &completes[0];
+    assert_eq!(c.event_id, event_id);
+    let o = outcome(c);
+    assert_eq!(o.completion, TickCompletion::Complete as i32);
+    assert_eq!(o.side_effecting_actions, 1);
+    assert!(!o.raised_escalation);
+    assert_eq!(c.actions.len(), 1);
+    assert_eq!(c.actions[0].tool_name, "soa_send_message");
+    assert!(c.actions[0].side_effecting);
+    assert_eq!(c.plan_input_hash.len(), 64);
+    assert!(!c.was_idle);
+    assert!(c.reasoning_summary.contains("Greeted"), "{}", c.reasoning_summary);
+    // Two turns: the greeting, then phase_complete; each attempt recorded.
+    assert_eq!(scripted.calls(), 2);
+    let attempts = fake.state.attempts();
+    assert_eq!(attempts.len(), 2);
+    let a = attempts[0].attempt.clone().unwrap();
+    assert_eq!(a.outcome, "success");
+    assert_eq!(a.provider, "scripted");
+    assert_eq!(a.served_model, "scripted-1");
+    assert!(a.input_tokens > 0);
+    assert_eq!(c.snapshot_id.as_deref(), Some(format!("snap-{}", attempts[0].invocation_id).as_str()));
+    let consumption = c.consumption.unwrap();
+    assert_eq!(consumption.turns, 2);
+    assert_eq!(consumption.tool_calls, 1);
+    assert!(consumption.tokens > 0);
+    assert_eq!(fake.state.unauthenticated.load(Ordering::SeqCst), 0);
+    // phase_complete never reaches the supervisor.
+    assert!(invokes.iter().all(|i| i.tool_name != "phase_complete"));
+}
+
+#[tokio::test]
+async fn unchanged_plan_inputs_short_circuit_without_any_llm_call() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let b = unchanged_heartbeat();
+    let prior = b.instance.clone().unwrap().plan_input_hash;
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+
+    assert_eq!(result.completion, TickCompletion::ShortCircuited);
+    assert_eq!(scripted.calls(), 0, "B1 makes zero LLM calls");
+    assert!(fake.state.attempts().is_empty());
+    assert!(fake.state.invokes().is_empty());
+    let c = &fake.state.completes()[0];
+    assert_eq!(outcome(c).completion, TickCompletion::ShortCircuited as i32);
+    assert!(c.was_idle);
+    assert_eq!(c.plan_input_hash, prior);
+    assert_eq!(c.snapshot_id, None);
+    assert_eq!(ctx.metrics.snapshot().short_circuits, 1);
+}
+
+#[tokio::test]
+async fn a_forced_replan_calls_the_llm_despite_an_unchanged_hash() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let mut b = unchanged_heartbeat();
+    b.forced_replan_due = true;
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+
+    assert!(scripted.calls() >= 1);
+    assert_eq!(result.completion, TickCompletion::Complete);
+    let c = &fake.state.completes()[0];
+    assert!(c.was_idle, "still an idle tick for the counters");
+    assert!(c.snapshot_id.is_some());
+}
+
+#[tokio::test]
+async fn a_changed_ops_bucket_forces_a_plan() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let mut b = unchanged_heartbeat();
+    b.ops_digest.as_mut().unwrap().bucket = "deadlocks=incident;rollbacks=ok;errors=ok;alerts=firing".into();
+    run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert!(scripted.calls() >= 1);
+    assert!(!fake.state.completes()[0].was_idle);
+}
+
+#[tokio::test]
+async fn exhausted_enforced_credit_skips_the_llm_call() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let mut b = bundle("OperatorMessage", r#"{"message":"status please"}"#);
+    {
+        let credit = b.credit.as_mut().unwrap();
+        credit.exhausted = true;
+        credit.remaining_usd = 0.0;
+    }
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert_eq!(result.completion, TickCompletion::CreditExhausted);
+    assert_eq!(scripted.calls(), 0);
+    assert!(fake.state.invokes().is_empty());
+    assert_eq!(
+        outcome(&fake.state.completes()[0]).completion,
+        TickCompletion::CreditExhausted as i32
+    );
+}
+
+#[tokio::test]
+async fn exhausted_credit_without_enforcement_is_metered_not_enforced() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let mut b = bundle("OperatorMessage", r#"{"message":"status please"}"#);
+    {
+        let credit = b.credit.as_mut().unwrap();
+        credit.exhausted = true;
+        credit.enforcement_enabled = false;
+    }
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert_eq!(result.completion, TickCompletion::Complete);
+    assert!(scripted.calls() >= 1);
+    // The operator's text reached the model through the OPERATOR_MESSAGE line.
+    let invokes = fake.state.invokes();
+    assert_eq!(invokes[0].tool_name, "soa_send_message");
+    assert!(invokes[0].arguments_json.contains("status please"));
+}
+
+#[tokio::test]
+async fn a_turn_budget_exhausted_mid_episode_is_recorded_with_its_axis() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let mut b = bundle("AgentInitialized", "{}");
+    b.budget.as_mut().unwrap().max_turns = Some(1);
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+
+    assert_eq!(result.completion, TickCompletion::BudgetExhausted);
+    assert_eq!(scripted.calls(), 1, "the second turn is never started");
+    let c = &fake.state.completes()[0];
+    let o = outcome(c);
+    assert_eq!(o.completion, TickCompletion::BudgetExhausted as i32);
+    assert_eq!(o.budget_axis.as_deref(), Some("turns"));
+    assert_eq!(c.actions.len(), 1, "the greeting sent before the cap is recorded");
+    assert_eq!(c.consumption.unwrap().turns, 1);
+}
+
+#[tokio::test]
+async fn the_dollar_axis_uses_the_supervisor_computed_cost() {
+    let fake = start_fake().await;
+    *fake.state.cost_per_attempt.lock().unwrap() = 1.0;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let mut b = bundle("AgentInitialized", "{}");
+    b.budget.as_mut().unwrap().max_cost_usd = Some(0.5);
+    run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert_eq!(scripted.calls(), 1);
+    let o = outcome(&fake.state.completes()[0]);
+    assert_eq!(o.completion, TickCompletion::BudgetExhausted as i32);
+    assert_eq!(o.budget_axis.as_deref(), Some("cost_usd"));
+}
+
+#[tokio::test]
+async fn zero_tool_call_turns_are_nudged_twice_then_blocked() {
+    let fake = start_fake().await;
+    let script = Script {
+        rules: vec![ScriptRule {
+            event: None,
+            contains: None,
+            turns: vec![vec![], vec![], vec![], vec![]],
+            text: Some("thinking out loud".into()),
+        }],
+    };
+    let scripted = Arc::new(ScriptedProvider::with_script(script));
+    let ctx = context(&fake, scripted.clone());
+    let b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+
+    assert_eq!(result.completion, TickCompletion::Blocked);
+    assert_eq!(scripted.calls(), 3, "one turn plus two nudged turns");
+    assert!(fake.state.invokes().is_empty());
+    let o = outcome(&fake.state.completes()[0]);
+    assert_eq!(o.completion, TickCompletion::Blocked as i32);
+    assert!(o.reason.contains("nudges"), "{}", o.reason);
+}
+
+#[tokio::test]
+async fn every_provider_failing_blocks_the_tick_instead_of_crashing() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new().fail_always(true));
+    let ctx = context(&fake, scripted.clone());
+    let b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+
+    assert_eq!(result.completion, TickCompletion::Blocked);
+    let o = outcome(&fake.state.completes()[0]);
+    assert!(o.reason.contains("exhausted"), "{}", o.reason);
+    let attempts = fake.state.attempts();
+    assert_eq!(attempts.len(), 1, "the failed attempt is recorded too");
+    assert_eq!(attempts[0].attempt.clone().unwrap().outcome, "server_error");
+}
+
+#[tokio::test]
+async fn no_usable_couple_blocks_without_an_llm_call() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let mut b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
+    b.preset_chain.as_mut().unwrap().couples = vec![pb::PresetCouple {
+        model: "claude-opus-4-8".into(),
+        provider: "anthropic".into(),
+        backend: "api".into(),
+        credential_names: vec!["GENESIS_TEST_ABSENT_KEY".into()],
+    }];
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert_eq!(result.completion, TickCompletion::Blocked);
+    assert_eq!(scripted.calls(), 0);
+    assert!(outcome(&fake.state.completes()[0]).reason.contains("no credential"));
+}
+
+#[tokio::test]
+async fn a_governance_block_is_fed_back_and_the_model_reconsiders() {
+    let fake = start_fake().await;
+    fake.state.tool_overrides.lock().unwrap().insert(
+        "soa_send_message".into(),
+        pb::InvokeToolResponse {
+            result_json: r#"{"blockedReason":"constitution","violations":["no greetings"]}"#.into(),
+            blocked: true,
+            error: None,
+            side_effecting: true,
+            replayed: false,
+        },
+    );
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let b = bundle("AgentInitialized", "{}");
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+
+    assert_eq!(result.completion, TickCompletion::Complete);
+    let c = &fake.state.completes()[0];
+    assert!(c.actions[0].blocked);
+    assert!(!c.actions[0].side_effecting);
+    assert_eq!(outcome(c).side_effecting_actions, 0);
+    assert!(c.reasoning_summary.contains("blocked"), "{}", c.reasoning_summary);
+}
+
+#[tokio::test]
+async fn a_tool_outside_the_mode_is_refused_locally() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let mut b = bundle("AgentInitialized", "{}");
+    b.mode.as_mut().unwrap().toolset = vec!["agent_query_memory".into()];
+    run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert!(fake.state.invokes().is_empty(), "never sent to InvokeTool");
+    let c = &fake.state.completes()[0];
+    assert!(c.actions[0].result_json.contains("TOOL_NOT_AUTHORIZED"));
+    assert_eq!(outcome(c).side_effecting_actions, 0);
+}
+
+#[tokio::test]
+async fn a_missing_instance_snapshot_completes_as_failed_without_an_llm_call() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let mut b = bundle("OperatorMessage", r#"{"message":"hi"}"#);
+    let tick_ids = ids(&b);
+    b.instance = None;
+    let result = run_tick(&ctx, &tick_ids, b).await.unwrap();
+    assert_eq!(result.completion, TickCompletion::Failed);
+    assert_eq!(scripted.calls(), 0);
+    assert!(outcome(&fake.state.completes()[0]).reason.contains("instance"));
+}
+
+#[tokio::test]
+async fn malformed_event_payload_fails_the_tick_cleanly() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let b = bundle("OperatorMessage", "{not json");
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert_eq!(result.completion, TickCompletion::Failed);
+    assert_eq!(scripted.calls(), 0);
+}
+
+fn settings() -> WorkerSettings {
+    WorkerSettings {
+        lease_held_delay: Duration::from_millis(1_000),
+        retry_delay: Duration::from_millis(2_000),
+        renew_interval: Duration::from_millis(100),
+    }
+}
+
+fn message(b: &pb::TickBundle) -> TickMessage {
+    let i = b.instance.clone().unwrap();
+    TickMessage {
+        tenant_id: i.tenant_id.parse().unwrap(),
+        instance_id: i.id.parse().unwrap(),
+        event_id: Some(b.event.clone().unwrap().id.parse().unwrap()),
+    }
+}
+
+#[tokio::test]
+async fn a_lease_lost_on_renewal_aborts_the_tick_without_completing() {
+    let fake = start_fake().await;
+    fake.state.renew_lease_lost.store(true, Ordering::SeqCst);
+    let scripted = Arc::new(ScriptedProvider::new().with_latency(Duration::from_secs(2)));
+    let ctx = context(&fake, scripted.clone());
+    let b = bundle("AgentInitialized", "{}");
+    let msg = message(&b);
+    fake.state.push_claim(claimed(b));
+    let disposition = process_message(&ctx, &settings(), &msg, &CancellationToken::new()).await;
+
+    assert_eq!(disposition, Disposition::Nak(Duration::from_millis(2_000)));
+    assert!(fake.state.renews.load(Ordering::SeqCst) >= 1);
+    assert!(fake.state.completes().is_empty(), "no CompleteTick after a lost lease");
+    assert!(fake.state.invokes().is_empty(), "the first turn never finished");
+    assert_eq!(ctx.metrics.snapshot().lease_lost, 1);
+}
+
+#[tokio::test]
+async fn lease_held_naks_with_the_lease_held_delay() {
+    let fake = start_fake().await;
+    let ctx = context(&fake, Arc::new(ScriptedProvider::new()));
+    let b = bundle("AgentTick", "{}");
+    fake.state.push_claim(lease_held());
+    let d = process_message(&ctx, &settings(), &message(&b), &CancellationToken::new()).await;
+    assert_eq!(d, Disposition::Nak(Duration::from_millis(1_000)));
+    assert!(fake.state.completes().is_empty());
+}
+
+#[tokio::test]
+async fn nothing_due_acks_and_a_completed_tick_acks() {
+    let fake = start_fake().await;
+    let ctx = context(&fake, Arc::new(ScriptedProvider::new()));
+    let b = bundle("AgentInitialized", "{}");
+    let msg = message(&b);
+    assert_eq!(
+        process_message(&ctx, &settings(), &msg, &CancellationToken::new()).await,
+        Disposition::Ack
+    );
+    fake.state.push_claim(claimed(b));
+    assert_eq!(
+        process_message(&ctx, &settings(), &msg, &CancellationToken::new()).await,
+        Disposition::Ack
+    );
+    assert_eq!(fake.state.completes().len(), 1);
+}
+
+#[tokio::test]
+async fn lease_lost_at_completion_acks_without_retrying() {
+    let fake = start_fake().await;
+    fake.state.complete_lease_lost.store(true, Ordering::SeqCst);
+    let ctx = context(&fake, Arc::new(ScriptedProvider::new()));
+    let b = bundle("AgentInitialized", "{}");
+    let msg = message(&b);
+    fake.state.push_claim(claimed(b));
+    let d = process_message(&ctx, &settings(), &msg, &CancellationToken::new()).await;
+    assert_eq!(d, Disposition::Ack);
+    assert_eq!(ctx.metrics.snapshot().ticks_run, 0);
+}
+
+#[tokio::test]
+async fn an_unreachable_supervisor_naks_for_retry() {
+    // A port nothing listens on.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let fake = FakeSupervisor {
+        state: Arc::default(),
+        addr,
+    };
+    let ctx = context(&fake, Arc::new(ScriptedProvider::new()));
+    let b = bundle("AgentTick", "{}");
+    let d = process_message(&ctx, &settings(), &message(&b), &CancellationToken::new()).await;
+    assert_eq!(d, Disposition::Nak(Duration::from_millis(2_000)));
+}
+
+#[tokio::test]
+async fn an_abandoned_tick_is_neither_completed_nor_acked() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new().with_latency(Duration::from_secs(5)));
+    let ctx = context(&fake, scripted);
+    let b = bundle("AgentInitialized", "{}");
+    let msg = message(&b);
+    fake.state.push_claim(claimed(b));
+    let abandon = CancellationToken::new();
+    let trigger = abandon.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    let mut s = settings();
+    s.renew_interval = Duration::from_secs(10);
+    let d = process_message(&ctx, &s, &msg, &abandon).await;
+    assert_eq!(d, Disposition::Abandon);
+    assert!(fake.state.completes().is_empty());
+}
+
+#[test]
+fn malformed_tick_messages_are_typed_errors() {
+    let err = TickMessage::parse(br#"{"tenant_id":"nope"}"#).unwrap_err();
+    assert!(matches!(err, genesis_agent_pod::PodError::InvalidMessage(_)));
+    let ok = TickMessage::parse(
+        br#"{"tenant_id":"7d1e5f0c-8a3b-4c2d-9e6f-1a2b3c4d5e6f","instance_id":"7d1e5f0c-8a3b-4c2d-9e6f-1a2b3c4d5e60","event_id":"7d1e5f0c-8a3b-4c2d-9e6f-1a2b3c4d5e61"}"#,
+    )
+    .unwrap();
+    assert!(ok.event_id.is_some());
+}
+
+#[test]
+fn the_roster_opens_the_objective_and_the_event_line_follows() {
+    let mut b = bundle("OperatorMessage", r#"{"message":"ship it"}"#);
+    b.open_items = Some(pb::OpenItems {
+        missions: vec![pb::OpenMission {
+            id: "m1".into(),
+            title: "Migrate billing".into(),
+            status: "active".into(),
+            created_at: None,
+        }],
+        escalations: vec![],
+    });
+    let mode = b.mode.clone().unwrap();
+    let tools = genesis_agent_pod::planning::advertised_tools(&b, &mode);
+    let objective = genesis_agent_pod::planning::build_objective(
+        AgentEventKind::OperatorMessage,
+        &serde_json::json!({"message": "ship it"}),
+        &b,
+        Some(genesis_core::AgentType::Soa),
+        &mode,
+        &tools,
+    );
+    assert!(objective.starts_with("OPEN ITEMS (1 missions, 0 escalations)"));
+    let roster = objective.find("Migrate billing").unwrap();
+    let event = objective.find("\nEVENT: OperatorMessage\n").unwrap();
+    assert!(roster < event);
+    assert!(objective.contains("OPERATOR_MESSAGE: ship it"));
+    assert!(objective.contains("EVENT_PAYLOAD: {\"message\":\"ship it\"}"));
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["soa_send_message", "soa_propose_decision", "agent_query_memory", "phase_complete", "phase_blocked"]
+    );
+    assert_eq!(
+        genesis_agent_pod::planning::system_prompt(&mode),
+        format!("{}\n\nFocus on strategy.", genesis_agent_pod::planning::BASE_SYSTEM_PROMPT)
+    );
+}
+
+#[test]
+fn compliance_objectives_name_the_corpus() {
+    let mut b = bundle("AgentTick", r#"{"complianceProjectIds":["p-1","p-2"]}"#);
+    b.instance.as_mut().unwrap().agent_type = "Compliance".into();
+    let mode = b.mode.clone().unwrap();
+    let objective = genesis_agent_pod::planning::build_objective(
+        AgentEventKind::AgentTick,
+        &serde_json::json!({"complianceProjectIds": ["p-1", "p-2"]}),
+        &b,
+        Some(genesis_core::AgentType::Compliance),
+        &mode,
+        &[],
+    );
+    assert!(objective.contains("COMPLIANCE CORPUS: query compliance projects p-1, p-2."));
+    let soa = genesis_agent_pod::planning::build_objective(
+        AgentEventKind::AgentTick,
+        &serde_json::json!({}),
+        &b,
+        Some(genesis_core::AgentType::Soa),
+        &mode,
+        &[],
+    );
+    assert!(!soa.contains("COMPLIANCE CORPUS"));
+}
