@@ -3,6 +3,8 @@
 //! config, tokens, tenants, and bad input answered with typed errors that
 //! leave nothing written.
 
+#![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
+
 mod common;
 
 use std::collections::HashSet;
