@@ -18,6 +18,7 @@
 pub mod coders;
 pub mod error;
 pub mod registry;
+pub mod windows;
 
 pub use error::LanesError;
 
