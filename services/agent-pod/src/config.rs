@@ -9,10 +9,17 @@ use std::time::Duration;
 
 /// Everything `run` needs.
 #[derive(Clone, clap::Parser)]
-#[command(name = "genesis-agent-pod", about = "Genesis agent pod: pulls ticks, plans with the LLM, completes over gRPC")]
+#[command(
+    name = "genesis-agent-pod",
+    about = "Genesis agent pod: pulls ticks, plans with the LLM, completes over gRPC"
+)]
 pub struct PodConfig {
     /// NATS URL.
-    #[arg(long, env = "GENESIS_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    #[arg(
+        long,
+        env = "GENESIS_NATS_URL",
+        default_value = "nats://127.0.0.1:4222"
+    )]
     pub nats_url: String,
     /// JetStream stream the ticks are published to (created by control).
     #[arg(long, env = "GENESIS_STREAM", default_value = "GENESIS_TICKS")]
@@ -21,7 +28,11 @@ pub struct PodConfig {
     #[arg(long, env = "GENESIS_CONSUMER", default_value = "agent-pods")]
     pub consumer: String,
     /// The supervisor's AgentPod endpoint.
-    #[arg(long, env = "GENESIS_SUPERVISOR_URL", default_value = "http://127.0.0.1:50052")]
+    #[arg(
+        long,
+        env = "GENESIS_SUPERVISOR_URL",
+        default_value = "http://127.0.0.1:50052"
+    )]
     pub supervisor_url: String,
     /// The agent-pod token (secret).
     #[arg(long, env = "GENESIS_AGENT_TOKEN", hide_env_values = true)]
@@ -102,11 +113,17 @@ impl PodConfig {
         if self.lease_ttl_secs == 0 {
             return Err(Config("GENESIS_LEASE_TTL_SECS must be at least 1".into()));
         }
-        if self.agent_token.as_deref().is_none_or(|t| t.trim().is_empty()) {
+        if self
+            .agent_token
+            .as_deref()
+            .is_none_or(|t| t.trim().is_empty())
+        {
             return Err(Config("GENESIS_AGENT_TOKEN is required".into()));
         }
         if self.stream.trim().is_empty() || self.consumer.trim().is_empty() {
-            return Err(Config("GENESIS_STREAM and GENESIS_CONSUMER must not be empty".into()));
+            return Err(Config(
+                "GENESIS_STREAM and GENESIS_CONSUMER must not be empty".into(),
+            ));
         }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return Err(Config(format!(
@@ -125,7 +142,11 @@ impl PodConfig {
             self.stream,
             self.consumer,
             self.supervisor_url,
-            if self.agent_token.is_some() { "\"<redacted>\"" } else { "<unset>" },
+            if self.agent_token.is_some() {
+                "\"<redacted>\""
+            } else {
+                "<unset>"
+            },
             self.concurrency,
             self.http_addr.to_string(),
             self.lease_ttl_secs,

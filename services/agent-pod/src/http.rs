@@ -35,9 +35,10 @@ pub fn router(state: HttpState) -> Router {
 }
 
 async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
-    let nats_ok = state.nats.get().is_some_and(|c| {
-        c.connection_state() == async_nats::connection::State::Connected
-    });
+    let nats_ok = state
+        .nats
+        .get()
+        .is_some_and(|c| c.connection_state() == async_nats::connection::State::Connected);
     let supervisor_ok = state.supervisor.reachable().await;
     let body = format!("nats: {}\nsupervisor: {}\n", up(nats_ok), up(supervisor_ok));
     if nats_ok && supervisor_ok {
@@ -53,7 +54,10 @@ fn up(ok: bool) -> &'static str {
 
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
     (
-        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
         state.metrics.render_prometheus(),
     )
 }

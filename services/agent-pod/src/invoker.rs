@@ -85,7 +85,8 @@ pub fn terminator_specs() -> Vec<ToolSpec> {
         },
         ToolSpec {
             name: PHASE_BLOCKED.into(),
-            description: "End this episode as blocked: it cannot proceed without an outside change.".into(),
+            description:
+                "End this episode as blocked: it cannot proceed without an outside change.".into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -112,7 +113,10 @@ pub fn resolve_preset(
     let mut seen_names: HashSet<String> = HashSet::new();
     for couple in &chain.couples {
         let Ok(provider) = couple.provider.parse::<ProviderKind>() else {
-            skipped.push(format!("{}/{} (unknown provider)", couple.provider, couple.model));
+            skipped.push(format!(
+                "{}/{} (unknown provider)",
+                couple.provider, couple.model
+            ));
             continue;
         };
         if couple.model.trim().is_empty() {
@@ -132,7 +136,10 @@ pub fn resolve_preset(
                 }
             }
             if found_names.is_empty() {
-                skipped.push(format!("{}/{} (no credential)", couple.provider, couple.model));
+                skipped.push(format!(
+                    "{}/{} (no credential)",
+                    couple.provider, couple.model
+                ));
                 continue;
             }
         }
@@ -153,7 +160,10 @@ pub fn resolve_preset(
         return Err(if skipped.is_empty() {
             "the resolved preset chain has no couples".to_string()
         } else {
-            format!("no usable couple in the preset chain: {}", skipped.join(", "))
+            format!(
+                "no usable couple in the preset chain: {}",
+                skipped.join(", ")
+            )
         });
     };
     let id = if chain.preset_id.is_empty() {
@@ -431,9 +441,7 @@ impl Invoker {
             if response.tool_calls.is_empty() {
                 if report.nudges >= MAX_NUDGES {
                     report.end = EpisodeEnd::Blocked;
-                    report.reason = format!(
-                        "no tool call after {MAX_NUDGES} nudges to terminate"
-                    );
+                    report.reason = format!("no tool call after {MAX_NUDGES} nudges to terminate");
                     report.reasoning_summary =
                         "The model stopped making tool calls; episode ended as blocked.".into();
                     return Ok(report);
@@ -481,41 +489,43 @@ impl Invoker {
                 report.used.tool_calls += 1;
                 let call_id = format!("{}:{}:{}", spec.invocation_id, report.used.turns, call.id);
                 let arguments_json = call.arguments.to_string();
-                let (result_json, blocked, side_effecting, ok) =
-                    if !spec.authorized.contains(&call.name) {
-                        (
+                let (result_json, blocked, side_effecting, ok) = if !spec
+                    .authorized
+                    .contains(&call.name)
+                {
+                    (
                             json!({"error": {"code": "TOOL_NOT_AUTHORIZED", "message": format!("{} is not in this mode's toolset", call.name)}}).to_string(),
                             false,
                             false,
                             false,
                         )
-                    } else {
-                        let answer = supervisor
-                            .invoke_tool(pb::InvokeToolRequest {
-                                session_id: ids.session_id.clone(),
-                                instance_id: ids.instance_id.clone(),
-                                tenant_id: ids.tenant_id.clone(),
-                                call_id,
-                                tool_name: call.name.clone(),
-                                arguments_json: arguments_json.clone(),
-                            })
-                            .await?;
-                        match &answer.error {
-                            Some(err) => (
-                                json!({"error": {"code": err.code, "message": err.message}})
-                                    .to_string(),
-                                answer.blocked,
-                                answer.side_effecting,
-                                false,
-                            ),
-                            None => (
-                                answer.result_json.clone(),
-                                answer.blocked,
-                                answer.side_effecting,
-                                !answer.blocked,
-                            ),
-                        }
-                    };
+                } else {
+                    let answer = supervisor
+                        .invoke_tool(pb::InvokeToolRequest {
+                            session_id: ids.session_id.clone(),
+                            instance_id: ids.instance_id.clone(),
+                            tenant_id: ids.tenant_id.clone(),
+                            call_id,
+                            tool_name: call.name.clone(),
+                            arguments_json: arguments_json.clone(),
+                        })
+                        .await?;
+                    match &answer.error {
+                        Some(err) => (
+                            json!({"error": {"code": err.code, "message": err.message}})
+                                .to_string(),
+                            answer.blocked,
+                            answer.side_effecting,
+                            false,
+                        ),
+                        None => (
+                            answer.result_json.clone(),
+                            answer.blocked,
+                            answer.side_effecting,
+                            !answer.blocked,
+                        ),
+                    }
+                };
                 if ok && side_effecting {
                     report.side_effecting_actions += 1;
                 }
@@ -570,11 +580,23 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            exhausted_axis(&dollars, &Used { cost_usd: 0.5, ..Default::default() }),
+            exhausted_axis(
+                &dollars,
+                &Used {
+                    cost_usd: 0.5,
+                    ..Default::default()
+                }
+            ),
             Some("cost_usd")
         );
         assert_eq!(
-            exhausted_axis(&dollars, &Used { cost_usd: 0.49, ..Default::default() }),
+            exhausted_axis(
+                &dollars,
+                &Used {
+                    cost_usd: 0.49,
+                    ..Default::default()
+                }
+            ),
             None
         );
     }

@@ -23,8 +23,12 @@ pub mod worker;
 
 pub use config::PodConfig;
 pub use error::PodError;
-pub use invoker::{CredentialSource, EnvCredentials, EpisodeEnd, EpisodeReport, EpisodeSpec, Invoker};
+pub use invoker::{
+    CredentialSource, EnvCredentials, EpisodeEnd, EpisodeReport, EpisodeSpec, Invoker,
+};
 pub use metrics::{PodMetrics, PodMetricsSnapshot};
 pub use planning::{PodContext, TickResult, run_tick};
 pub use supervisor::{Supervisor, TickIds};
-pub use worker::{Disposition, PodDeps, TickMessage, WorkerSettings, process_message, run, run_with};
+pub use worker::{
+    Disposition, PodDeps, TickMessage, WorkerSettings, process_message, run, run_with,
+};

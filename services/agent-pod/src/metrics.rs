@@ -79,14 +79,40 @@ impl PodMetrics {
         let s = self.snapshot();
         let mut out = String::new();
         for (name, help, value) in [
-            ("genesis_pod_ticks_run_total", "Ticks completed by this pod.", s.ticks_run),
-            ("genesis_pod_short_circuits_total", "Ticks short-circuited without an LLM call (B1).", s.short_circuits),
-            ("genesis_pod_credit_idles_total", "Ticks idled by the weekly credit gate.", s.credit_idles),
-            ("genesis_pod_llm_calls_total", "LLM invocations made by planning episodes.", s.llm_calls),
-            ("genesis_pod_failures_total", "Ticks that failed or were retried.", s.failures),
-            ("genesis_pod_lease_lost_total", "Ticks dropped because the lease was lost.", s.lease_lost),
+            (
+                "genesis_pod_ticks_run_total",
+                "Ticks completed by this pod.",
+                s.ticks_run,
+            ),
+            (
+                "genesis_pod_short_circuits_total",
+                "Ticks short-circuited without an LLM call (B1).",
+                s.short_circuits,
+            ),
+            (
+                "genesis_pod_credit_idles_total",
+                "Ticks idled by the weekly credit gate.",
+                s.credit_idles,
+            ),
+            (
+                "genesis_pod_llm_calls_total",
+                "LLM invocations made by planning episodes.",
+                s.llm_calls,
+            ),
+            (
+                "genesis_pod_failures_total",
+                "Ticks that failed or were retried.",
+                s.failures,
+            ),
+            (
+                "genesis_pod_lease_lost_total",
+                "Ticks dropped because the lease was lost.",
+                s.lease_lost,
+            ),
         ] {
-            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"));
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
+            ));
         }
         out.push_str(&genesis_llm::metrics_text());
         out

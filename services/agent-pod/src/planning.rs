@@ -106,7 +106,10 @@ pub fn roster_text(items: Option<&pb::OpenItems>) -> String {
         out.push_str(&format!("- mission {} [{}]: {}\n", m.id, m.status, m.title));
     }
     for e in escalations {
-        out.push_str(&format!("- escalation {} [{}]: {}\n", e.id, e.kind, e.title));
+        out.push_str(&format!(
+            "- escalation {} [{}]: {}\n",
+            e.id, e.kind, e.title
+        ));
     }
     if missions.is_empty() && escalations.is_empty() {
         out.push_str("- none\n");
@@ -200,7 +203,10 @@ pub fn build_objective(
         }
     }
     if let Some(ops) = &bundle.ops_digest {
-        out.push_str(&format!("OPS DIGEST: {} (bucket {})\n", ops.summary, ops.bucket));
+        out.push_str(&format!(
+            "OPS DIGEST: {} (bucket {})\n",
+            ops.summary, ops.bucket
+        ));
     }
     out.push_str("\nRECENT TURNS (continuity):\n");
     out.push_str(&continuity_text(&bundle.ledger_tail));

@@ -26,7 +26,10 @@ impl std::fmt::Debug for BearerAuth {
 }
 
 impl tonic::service::Interceptor for BearerAuth {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
         request
             .metadata_mut()
             .insert(genesis_proto::auth::AUTHORIZATION, self.0.clone());
@@ -82,8 +85,15 @@ impl Supervisor {
         };
         let port = uri
             .port_u16()
-            .unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+            .unwrap_or(if uri.scheme_str() == Some("https") {
+                443
+            } else {
+                80
+            });
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
         matches!(
             tokio::time::timeout(
                 Duration::from_secs(1),

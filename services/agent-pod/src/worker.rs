@@ -206,7 +206,13 @@ pub async fn process_message(
         }
         Some(Err(e)) if e.is_lease_lost() => {
             ctx.metrics.lease_lost();
-            if matches!(e, PodError::LeaseLost { rpc: "CompleteTick", .. }) {
+            if matches!(
+                e,
+                PodError::LeaseLost {
+                    rpc: "CompleteTick",
+                    ..
+                }
+            ) {
                 tracing::warn!(error = %e, "lease lost at completion; nothing written, ack");
                 Disposition::Ack
             } else {
@@ -328,9 +334,13 @@ async fn bind_consumer(
         match js.get_stream(&config.stream).await {
             Ok(stream) => match stream.get_consumer(&config.consumer).await {
                 Ok(consumer) => return Some(consumer),
-                Err(e) => tracing::warn!(error = %e, consumer = %config.consumer, "durable consumer not there yet; retrying"),
+                Err(e) => {
+                    tracing::warn!(error = %e, consumer = %config.consumer, "durable consumer not there yet; retrying")
+                }
             },
-            Err(e) => tracing::warn!(error = %e, stream = %config.stream, "stream not there yet; retrying"),
+            Err(e) => {
+                tracing::warn!(error = %e, stream = %config.stream, "stream not there yet; retrying")
+            }
         }
         if !sleep_or_cancel(backoff, shutdown).await {
             return None;
@@ -476,11 +486,20 @@ async fn pull_loop(
             }
         }
     }
-    tracing::info!(in_flight = tracker.len(), "stopped pulling; finishing in-flight ticks");
+    tracing::info!(
+        in_flight = tracker.len(),
+        "stopped pulling; finishing in-flight ticks"
+    );
     tracker.close();
     let deadline = Duration::from_secs(config.shutdown_deadline_secs);
-    if tokio::time::timeout(deadline, tracker.wait()).await.is_err() {
-        tracing::warn!(in_flight = tracker.len(), "shutdown deadline passed; abandoning in-flight ticks");
+    if tokio::time::timeout(deadline, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            in_flight = tracker.len(),
+            "shutdown deadline passed; abandoning in-flight ticks"
+        );
         abandon.cancel();
         tracker.wait().await;
     }

@@ -59,7 +59,11 @@ async fn agent_initialized_greets_with_soa_send_message_then_completes() {
     assert!(c.actions[0].side_effecting);
     assert_eq!(c.plan_input_hash.len(), 64);
     assert!(!c.was_idle);
-    assert!(c.reasoning_summary.contains("Greeted"), "{}", c.reasoning_summary);
+    assert!(
+        c.reasoning_summary.contains("Greeted"),
+        "{}",
+        c.reasoning_summary
+    );
     // Two turns: the greeting, then phase_complete; each attempt recorded.
     assert_eq!(scripted.calls(), 2);
     let attempts = fake.state.attempts();
@@ -69,7 +73,10 @@ async fn agent_initialized_greets_with_soa_send_message_then_completes() {
     assert_eq!(a.provider, "scripted");
     assert_eq!(a.served_model, "scripted-1");
     assert!(a.input_tokens > 0);
-    assert_eq!(c.snapshot_id.as_deref(), Some(format!("snap-{}", attempts[0].invocation_id).as_str()));
+    assert_eq!(
+        c.snapshot_id.as_deref(),
+        Some(format!("snap-{}", attempts[0].invocation_id).as_str())
+    );
     let consumption = c.consumption.unwrap();
     assert_eq!(consumption.turns, 2);
     assert_eq!(consumption.tool_calls, 1);
@@ -122,7 +129,8 @@ async fn a_changed_ops_bucket_forces_a_plan() {
     let scripted = Arc::new(ScriptedProvider::new());
     let ctx = context(&fake, scripted.clone());
     let mut b = unchanged_heartbeat();
-    b.ops_digest.as_mut().unwrap().bucket = "deadlocks=incident;rollbacks=ok;errors=ok;alerts=firing".into();
+    b.ops_digest.as_mut().unwrap().bucket =
+        "deadlocks=incident;rollbacks=ok;errors=ok;alerts=firing".into();
     run_tick(&ctx, &ids(&b), b).await.unwrap();
     assert!(scripted.calls() >= 1);
     assert!(!fake.state.completes()[0].was_idle);
@@ -184,7 +192,11 @@ async fn a_turn_budget_exhausted_mid_episode_is_recorded_with_its_axis() {
     let o = outcome(c);
     assert_eq!(o.completion, TickCompletion::BudgetExhausted as i32);
     assert_eq!(o.budget_axis.as_deref(), Some("turns"));
-    assert_eq!(c.actions.len(), 1, "the greeting sent before the cap is recorded");
+    assert_eq!(
+        c.actions.len(),
+        1,
+        "the greeting sent before the cap is recorded"
+    );
     assert_eq!(c.consumption.unwrap().turns, 1);
 }
 
@@ -258,7 +270,11 @@ async fn no_usable_couple_blocks_without_an_llm_call() {
     let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
     assert_eq!(result.completion, TickCompletion::Blocked);
     assert_eq!(scripted.calls(), 0);
-    assert!(outcome(&fake.state.completes()[0]).reason.contains("no credential"));
+    assert!(
+        outcome(&fake.state.completes()[0])
+            .reason
+            .contains("no credential")
+    );
 }
 
 #[tokio::test]
@@ -284,7 +300,11 @@ async fn a_governance_block_is_fed_back_and_the_model_reconsiders() {
     assert!(c.actions[0].blocked);
     assert!(!c.actions[0].side_effecting);
     assert_eq!(outcome(c).side_effecting_actions, 0);
-    assert!(c.reasoning_summary.contains("blocked"), "{}", c.reasoning_summary);
+    assert!(
+        c.reasoning_summary.contains("blocked"),
+        "{}",
+        c.reasoning_summary
+    );
 }
 
 #[tokio::test]
@@ -312,7 +332,11 @@ async fn a_missing_instance_snapshot_completes_as_failed_without_an_llm_call() {
     let result = run_tick(&ctx, &tick_ids, b).await.unwrap();
     assert_eq!(result.completion, TickCompletion::Failed);
     assert_eq!(scripted.calls(), 0);
-    assert!(outcome(&fake.state.completes()[0]).reason.contains("instance"));
+    assert!(
+        outcome(&fake.state.completes()[0])
+            .reason
+            .contains("instance")
+    );
 }
 
 #[tokio::test]
@@ -356,8 +380,14 @@ async fn a_lease_lost_on_renewal_aborts_the_tick_without_completing() {
 
     assert_eq!(disposition, Disposition::Nak(Duration::from_millis(2_000)));
     assert!(fake.state.renews.load(Ordering::SeqCst) >= 1);
-    assert!(fake.state.completes().is_empty(), "no CompleteTick after a lost lease");
-    assert!(fake.state.invokes().is_empty(), "the first turn never finished");
+    assert!(
+        fake.state.completes().is_empty(),
+        "no CompleteTick after a lost lease"
+    );
+    assert!(
+        fake.state.invokes().is_empty(),
+        "the first turn never finished"
+    );
     assert_eq!(ctx.metrics.snapshot().lease_lost, 1);
 }
 
@@ -443,7 +473,10 @@ async fn an_abandoned_tick_is_neither_completed_nor_acked() {
 #[test]
 fn malformed_tick_messages_are_typed_errors() {
     let err = TickMessage::parse(br#"{"tenant_id":"nope"}"#).unwrap_err();
-    assert!(matches!(err, genesis_agent_pod::PodError::InvalidMessage(_)));
+    assert!(matches!(
+        err,
+        genesis_agent_pod::PodError::InvalidMessage(_)
+    ));
     let ok = TickMessage::parse(
         br#"{"tenant_id":"7d1e5f0c-8a3b-4c2d-9e6f-1a2b3c4d5e6f","instance_id":"7d1e5f0c-8a3b-4c2d-9e6f-1a2b3c4d5e60","event_id":"7d1e5f0c-8a3b-4c2d-9e6f-1a2b3c4d5e61"}"#,
     )
@@ -482,11 +515,20 @@ fn the_roster_opens_the_objective_and_the_event_line_follows() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         names,
-        ["soa_send_message", "soa_propose_decision", "agent_query_memory", "phase_complete", "phase_blocked"]
+        [
+            "soa_send_message",
+            "soa_propose_decision",
+            "agent_query_memory",
+            "phase_complete",
+            "phase_blocked"
+        ]
     );
     assert_eq!(
         genesis_agent_pod::planning::system_prompt(&mode),
-        format!("{}\n\nFocus on strategy.", genesis_agent_pod::planning::BASE_SYSTEM_PROMPT)
+        format!(
+            "{}\n\nFocus on strategy.",
+            genesis_agent_pod::planning::BASE_SYSTEM_PROMPT
+        )
     );
 }
 

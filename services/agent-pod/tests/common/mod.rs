@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use genesis_agent_pod::{Invoker, PodContext, PodMetrics, Supervisor, TickIds};
-use genesis_llm::{FallbackInvoker, HttpProviderFactory, HttpTimeouts, LlmMetrics, ScriptedProvider};
+use genesis_llm::{
+    FallbackInvoker, HttpProviderFactory, HttpTimeouts, LlmMetrics, ScriptedProvider,
+};
 use genesis_proto::v1 as pb;
 use pb::agent_pod_server::{AgentPod, AgentPodServer};
 use tonic::{Request, Response, Status};
@@ -55,7 +57,11 @@ struct Fake(Arc<FakeState>);
 impl Fake {
     fn check<T>(&self, request: &Request<T>) -> Result<(), Status> {
         let expected = format!("Bearer {TOKEN}");
-        match request.metadata().get("authorization").and_then(|v| v.to_str().ok()) {
+        match request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+        {
             Some(v) if v == expected => Ok(()),
             _ => {
                 self.0.unauthenticated.fetch_add(1, Ordering::SeqCst);
@@ -75,10 +81,12 @@ impl AgentPod for Fake {
         self.0.claims.fetch_add(1, Ordering::SeqCst);
         let next = self.0.claim_script.lock().unwrap().pop_front();
         Ok(Response::new(next.unwrap_or(pb::ClaimTickResponse {
-            result: Some(pb::claim_tick_response::Result::NothingDue(pb::NothingDue {
-                heartbeat_seeded: false,
-                next_tick_at: None,
-            })),
+            result: Some(pb::claim_tick_response::Result::NothingDue(
+                pb::NothingDue {
+                    heartbeat_seeded: false,
+                    next_tick_at: None,
+                },
+            )),
         })))
     }
 
@@ -89,9 +97,13 @@ impl AgentPod for Fake {
         self.check(&request)?;
         self.0.renews.fetch_add(1, Ordering::SeqCst);
         if self.0.renew_lease_lost.load(Ordering::SeqCst) {
-            return Err(genesis_proto::convert::lease_lost("session no longer holds the lease"));
+            return Err(genesis_proto::convert::lease_lost(
+                "session no longer holds the lease",
+            ));
         }
-        Ok(Response::new(pb::RenewLeaseResponse { lease_expires_at: None }))
+        Ok(Response::new(pb::RenewLeaseResponse {
+            lease_expires_at: None,
+        }))
     }
 
     async fn invoke_tool(
@@ -101,14 +113,22 @@ impl AgentPod for Fake {
         self.check(&request)?;
         let req = request.into_inner();
         self.0.invokes.lock().unwrap().push(req.clone());
-        let overridden = self.0.tool_overrides.lock().unwrap().get(&req.tool_name).cloned();
-        Ok(Response::new(overridden.unwrap_or(pb::InvokeToolResponse {
-            result_json: r#"{"ok":true}"#.into(),
-            blocked: false,
-            error: None,
-            side_effecting: req.tool_name.starts_with("soa_"),
-            replayed: false,
-        })))
+        let overridden = self
+            .0
+            .tool_overrides
+            .lock()
+            .unwrap()
+            .get(&req.tool_name)
+            .cloned();
+        Ok(Response::new(overridden.unwrap_or(
+            pb::InvokeToolResponse {
+                result_json: r#"{"ok":true}"#.into(),
+                blocked: false,
+                error: None,
+                side_effecting: req.tool_name.starts_with("soa_"),
+                replayed: false,
+            },
+        )))
     }
 
     async fn record_call_attempt(
@@ -202,7 +222,11 @@ fn schema(name: &str) -> pb::ToolSchema {
 pub fn bundle(kind: &str, payload_json: &str) -> pb::TickBundle {
     let instance_id = uuid::Uuid::new_v4().to_string();
     let tenant_id = uuid::Uuid::new_v4().to_string();
-    let toolset = ["soa_send_message", "soa_propose_decision", "agent_query_memory"];
+    let toolset = [
+        "soa_send_message",
+        "soa_propose_decision",
+        "agent_query_memory",
+    ];
     pb::TickBundle {
         session_id: uuid::Uuid::new_v4().to_string(),
         lease_expires_at: None,

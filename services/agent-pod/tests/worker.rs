@@ -1,0 +1,196 @@
+//! The worker against the real NATS JetStream (a stream and durable consumer
+//! of its own per test) and a fake AgentPod supervisor.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+use common::*;
+use genesis_agent_pod::{PodConfig, PodDeps, PodMetrics, run_with};
+use genesis_llm::{HttpProviderFactory, HttpTimeouts, ScriptedProvider};
+use tokio_util::sync::CancellationToken;
+
+const NATS_URL: &str = "nats://127.0.0.1:4222";
+
+struct TestStream {
+    js: jetstream::Context,
+    stream: String,
+    consumer: String,
+    subject_prefix: String,
+}
+
+async fn test_stream() -> TestStream {
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let client = async_nats::connect(NATS_URL)
+        .await
+        .expect("NATS is running");
+    let js = jetstream::new(client);
+    let name = format!("POD_TEST_{suffix}");
+    let subject_prefix = format!("podtest.{suffix}");
+    let s = js
+        .create_stream(stream::Config {
+            name: name.clone(),
+            subjects: vec![format!("{subject_prefix}.>")],
+            retention: stream::RetentionPolicy::WorkQueue,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let consumer_name = format!("pods_{suffix}");
+    s.create_consumer(consumer::pull::Config {
+        durable_name: Some(consumer_name.clone()),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait: Duration::from_secs(30),
+        max_deliver: 7,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    TestStream {
+        js,
+        stream: name,
+        consumer: consumer_name,
+        subject_prefix,
+    }
+}
+
+fn deps(scripted: Arc<ScriptedProvider>) -> PodDeps {
+    PodDeps {
+        provider_factory: Arc::new(
+            HttpProviderFactory::new(HttpTimeouts::default())
+                .unwrap()
+                .with_scripted(scripted),
+        ),
+        credentials: Arc::new(std::collections::HashMap::<String, String>::new()),
+        metrics: Arc::new(PodMetrics::default()),
+    }
+}
+
+async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn lease_held_is_naked_redelivered_and_then_completed_once() {
+    let ts = test_stream().await;
+    let fake = start_fake().await;
+    let b = bundle("AgentInitialized", "{}");
+    let instance = b.instance.clone().unwrap();
+    let event_id = b.event.clone().unwrap().id;
+    fake.state.push_claim(lease_held());
+    fake.state.push_claim(claimed(b));
+
+    let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
+    config.stream = ts.stream.clone();
+    config.consumer = ts.consumer.clone();
+    config.http_addr = "127.0.0.1:0".parse().unwrap();
+    config.lease_held_nak_ms = 200;
+    config.concurrency = 2;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let deps = deps(scripted.clone());
+    let metrics = deps.metrics.clone();
+    let shutdown = CancellationToken::new();
+    let pod = tokio::spawn(run_with(config, deps, shutdown.clone()));
+
+    let body = serde_json::json!({
+        "tenant_id": instance.tenant_id,
+        "instance_id": instance.id,
+        "event_id": event_id,
+    });
+    ts.js
+        .publish(
+            format!("{}.{}", ts.subject_prefix, instance.tenant_id),
+            body.to_string().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+
+    let state = fake.state.clone();
+    wait_for("the tick to complete", || !state.completes().is_empty()).await;
+    // Give a wrong redelivery a chance to show up before asserting "once".
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        fake.state.claims.load(Ordering::SeqCst),
+        2,
+        "claimed, NAKed, redelivered, claimed"
+    );
+    let completes = fake.state.completes();
+    assert_eq!(completes.len(), 1);
+    assert_eq!(completes[0].event_id, event_id);
+    assert_eq!(scripted.calls(), 2);
+    assert_eq!(metrics.snapshot().ticks_run, 1);
+
+    let mut c = ts
+        .js
+        .get_stream(&ts.stream)
+        .await
+        .unwrap()
+        .get_consumer::<consumer::pull::Config>(&ts.consumer)
+        .await
+        .unwrap();
+    let info = c.info().await.unwrap();
+    assert_eq!(info.num_pending, 0, "nothing left to deliver");
+    assert_eq!(info.num_ack_pending, 0, "the message was acked");
+    assert_eq!(info.delivered.stream_sequence, 1);
+    assert!(info.delivered.consumer_sequence >= 2, "delivered twice");
+
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), pod)
+        .await
+        .expect("the pod stops on shutdown")
+        .unwrap()
+        .unwrap();
+    ts.js.delete_stream(&ts.stream).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_pod_waits_for_the_consumer_and_stops_cleanly_on_shutdown() {
+    let fake = start_fake().await;
+    let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
+    config.stream = format!("POD_ABSENT_{}", uuid::Uuid::new_v4().simple());
+    config.http_addr = "127.0.0.1:0".parse().unwrap();
+    let shutdown = CancellationToken::new();
+    let pod = tokio::spawn(run_with(
+        config,
+        deps(Arc::new(ScriptedProvider::new())),
+        shutdown.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!pod.is_finished(), "keeps retrying until the stream exists");
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(5), pod)
+        .await
+        .expect("stops promptly")
+        .unwrap()
+        .unwrap();
+    assert_eq!(fake.state.claims.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_config_without_a_token_is_refused_before_anything_starts() {
+    let mut config = PodConfig::new(NATS_URL, "http://127.0.0.1:1", "x");
+    config.agent_token = None;
+    let err = run_with(
+        config,
+        deps(Arc::new(ScriptedProvider::new())),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("GENESIS_AGENT_TOKEN"), "{err}");
+}
