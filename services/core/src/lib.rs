@@ -9,6 +9,7 @@
 
 pub mod budget;
 pub mod cadence;
+pub mod constitution;
 pub mod enums;
 pub mod error;
 pub mod mapper;
