@@ -1,0 +1,760 @@
+//! Runs the real `genesisctl` binary against a small in-test AgentService
+//! (ListAgents, GetAgent, SendMessage, GetLedger and the WatchTurns stream)
+//! served by tonic on 127.0.0.1:0 with bearer-token checking, and asserts
+//! stdout, stderr and exit codes: tables, JSON, the watch view, usage errors
+//! that never reach the server, UNAUTHENTICATED / PERMISSION_DENIED answers
+//! and an endpoint nobody listens on.
+
+use std::pin::Pin;
+use std::process::Output;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::Stream;
+use genesis_proto::auth::{bearer_token, generate_token};
+use genesis_proto::v1::agent_service_server::{AgentService, AgentServiceServer};
+use genesis_proto::v1::*;
+use prost_types::Timestamp;
+use tonic::{Request, Response, Status};
+
+const TENANT: &str = "0195b5a0-0000-7000-8000-0000000000aa";
+const SOA: &str = "0195b5a0-1111-7000-8000-000000000001";
+const COMPLIANCE: &str = "0195b5a0-2222-7000-8000-000000000002";
+
+type Stored<T> = Arc<Mutex<Vec<T>>>;
+
+#[derive(Default, Clone)]
+struct Fake {
+    sends: Stored<SendMessageRequest>,
+    ledgers: Stored<GetLedgerRequest>,
+    lists: Stored<ListAgentsRequest>,
+    watches: Stored<WatchTurnsRequest>,
+}
+
+fn ts(seconds: i64) -> Option<Timestamp> {
+    Some(Timestamp { seconds, nanos: 0 })
+}
+
+fn instance(id: &str, agent_type: &str, status: &str, mode: &str) -> AgentInstance {
+    AgentInstance {
+        id: id.into(),
+        tenant_id: TENANT.into(),
+        agent_type: agent_type.into(),
+        status: status.into(),
+        active_mode: mode.into(),
+        phase: "idle".into(),
+        last_decision_kind: "Heartbeat".into(),
+        next_tick_at: ts(1_772_400_000),
+        ..Default::default()
+    }
+}
+
+fn check_tenant(tenant_id: &str) -> Result<(), Status> {
+    if tenant_id == TENANT {
+        Ok(())
+    } else {
+        Err(Status::permission_denied(format!(
+            "token is not valid for tenant {tenant_id}"
+        )))
+    }
+}
+
+fn unimplemented<T>() -> Result<Response<T>, Status> {
+    Err(Status::unimplemented("not in this test server"))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn turn(n: i64, decision: &str, summary: &str) -> WatchTurnsEvent {
+    WatchTurnsEvent {
+        event: Some(watch_turns_event::Event::Turn(TurnEvent {
+            tenant_id: TENANT.into(),
+            instance_id: SOA.into(),
+            ledger_id: format!("0195b5a0-3333-7000-8000-00000000000{n}"),
+            turn_number: n,
+            event_kind: "OperatorMessage".into(),
+            decision_kind: decision.into(),
+            mode: "Dialogue".into(),
+            phase: "acted".into(),
+            reasoning_summary: summary.into(),
+            served_model: "claude-opus-4-8".into(),
+            tokens: 1000 + n,
+            cost_usd: 0.01 * n as f64,
+            created_at: ts(1_772_368_200 + n),
+        })),
+    }
+}
+
+fn message(direction: &str, body: &str) -> WatchTurnsEvent {
+    WatchTurnsEvent {
+        event: Some(watch_turns_event::Event::Message(MessageEvent {
+            message: Some(AgentMessage {
+                id: "0195b5a0-4444-7000-8000-000000000001".into(),
+                tenant_id: TENANT.into(),
+                instance_id: SOA.into(),
+                direction: direction.into(),
+                body: body.into(),
+                created_at: ts(1_772_368_200),
+            }),
+        })),
+    }
+}
+
+#[tonic::async_trait]
+impl AgentService for Fake {
+    async fn list_agents(
+        &self,
+        request: Request<ListAgentsRequest>,
+    ) -> Result<Response<ListAgentsResponse>, Status> {
+        let req = request.into_inner();
+        check_tenant(&req.tenant_id)?;
+        lock(&self.lists).push(req);
+        Ok(Response::new(ListAgentsResponse {
+            agents: vec![
+                instance(SOA, "Soa", "active", "Strategic"),
+                instance(COMPLIANCE, "Compliance", "paused", "Cadence"),
+            ],
+        }))
+    }
+
+    async fn get_agent(
+        &self,
+        request: Request<GetAgentRequest>,
+    ) -> Result<Response<AgentInstance>, Status> {
+        let req = request.into_inner();
+        check_tenant(&req.tenant_id)?;
+        match req.instance_id.as_str() {
+            SOA => Ok(Response::new(instance(SOA, "Soa", "active", "Strategic"))),
+            other => Err(Status::not_found(format!("instance {other}"))),
+        }
+    }
+
+    async fn start_agent(
+        &self,
+        _: Request<StartAgentRequest>,
+    ) -> Result<Response<AgentInstance>, Status> {
+        unimplemented()
+    }
+
+    async fn stop_agent(
+        &self,
+        _: Request<StopAgentRequest>,
+    ) -> Result<Response<AgentInstance>, Status> {
+        unimplemented()
+    }
+
+    async fn reset_agent(
+        &self,
+        _: Request<ResetAgentRequest>,
+    ) -> Result<Response<ResetAgentResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn start_compliance(
+        &self,
+        _: Request<StartComplianceRequest>,
+    ) -> Result<Response<AgentInstance>, Status> {
+        unimplemented()
+    }
+
+    async fn stop_compliance(
+        &self,
+        _: Request<StopComplianceRequest>,
+    ) -> Result<Response<AgentInstance>, Status> {
+        unimplemented()
+    }
+
+    async fn send_message(
+        &self,
+        request: Request<SendMessageRequest>,
+    ) -> Result<Response<SendMessageResponse>, Status> {
+        let req = request.into_inner();
+        check_tenant(&req.tenant_id)?;
+        if req.instance_id != SOA {
+            return Err(Status::not_found(format!("instance {}", req.instance_id)));
+        }
+        let reply = SendMessageResponse {
+            message: Some(AgentMessage {
+                id: "0195b5a0-5555-7000-8000-000000000001".into(),
+                tenant_id: TENANT.into(),
+                instance_id: SOA.into(),
+                direction: "operator_to_agent".into(),
+                body: req.body.clone(),
+                created_at: ts(1_772_368_200),
+            }),
+            event_id: "0195b5a0-6666-7000-8000-000000000001".into(),
+        };
+        lock(&self.sends).push(req);
+        Ok(Response::new(reply))
+    }
+
+    async fn list_messages(
+        &self,
+        _: Request<ListMessagesRequest>,
+    ) -> Result<Response<ListMessagesResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn set_mode(
+        &self,
+        _: Request<SetModeRequest>,
+    ) -> Result<Response<SetModeResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn list_modes(
+        &self,
+        _: Request<ListModesRequest>,
+    ) -> Result<Response<ListModesResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn get_ledger(
+        &self,
+        request: Request<GetLedgerRequest>,
+    ) -> Result<Response<GetLedgerResponse>, Status> {
+        let req = request.into_inner();
+        check_tenant(&req.tenant_id)?;
+        if !(0..=500).contains(&req.limit) {
+            return Err(Status::invalid_argument("limit: outside 1..=500"));
+        }
+        lock(&self.ledgers).push(req);
+        let turn = |n: i64, decision: &str| LedgerTurn {
+            id: format!("0195b5a0-7777-7000-8000-00000000000{n}"),
+            instance_id: SOA.into(),
+            turn_number: n,
+            event_kind: "AgentTick".into(),
+            decision_kind: decision.into(),
+            active_mode: "Strategic".into(),
+            phase: "idle".into(),
+            reasoning_summary: format!("turn {n}\nsecond line"),
+            served_model: "claude-opus-4-8".into(),
+            cost_usd: 0.5,
+            input_tokens: 1200,
+            output_tokens: 300,
+            created_at: ts(1_772_368_200),
+            actions: vec![ActionRecord {
+                tool_name: "soa_send_message".into(),
+                arguments_json: r#"{"body":"hi"}"#.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        Ok(Response::new(GetLedgerResponse {
+            turns: vec![turn(2, "ActedWithTool"), turn(1, "Initialized")],
+        }))
+    }
+
+    type WatchTurnsStream = Pin<Box<dyn Stream<Item = Result<WatchTurnsEvent, Status>> + Send>>;
+
+    async fn watch_turns(
+        &self,
+        request: Request<WatchTurnsRequest>,
+    ) -> Result<Response<Self::WatchTurnsStream>, Status> {
+        let req = request.into_inner();
+        check_tenant(&req.tenant_id)?;
+        lock(&self.watches).push(req);
+        let events = vec![
+            message("operator_to_agent", "status?"),
+            turn(1, "MessageAcknowledged", "Read the operator's question"),
+            message("agent_to_operator", "All quiet."),
+            turn(2, "Escalated", "Raised a decision about the budget"),
+            turn(3, "Planned", "never shown with --count 2"),
+        ];
+        // The stream stays open after the scripted events, as a live one
+        // does: the client must stop on its own condition, not on EOF.
+        let stream = futures::StreamExt::chain(
+            futures::stream::iter(events.into_iter().map(Ok)),
+            futures::stream::pending(),
+        );
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn raise_redactor_signal(
+        &self,
+        _: Request<RaiseRedactorSignalRequest>,
+    ) -> Result<Response<RaiseRedactorSignalResponse>, Status> {
+        unimplemented()
+    }
+}
+
+struct Server {
+    endpoint: String,
+    token: String,
+    fake: Fake,
+}
+
+async fn start() -> anyhow::Result<Server> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let endpoint = format!("http://{}", listener.local_addr()?);
+    let token = generate_token();
+    let expected = token.clone();
+    let fake = Fake::default();
+    let service = AgentServiceServer::with_interceptor(fake.clone(), move |req: Request<()>| {
+        match bearer_token(req.metadata()) {
+            Ok(t) if t == expected => Ok(req),
+            Ok(_) => Err(Status::unauthenticated("unknown token")),
+            Err(e) => Err(Status::from(e)),
+        }
+    });
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    Ok(Server {
+        endpoint,
+        token,
+        fake,
+    })
+}
+
+/// Runs the binary with a clean environment (no GENESIS_* leaking in from
+/// the developer's shell) in UTC, so local times are predictable.
+async fn genesisctl(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Output> {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_genesisctl"));
+    cmd.args(args)
+        .env_remove("GENESIS_ENDPOINT")
+        .env_remove("GENESIS_TOKEN")
+        .env_remove("GENESIS_TENANT")
+        .env("TZ", "UTC")
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Ok(tokio::time::timeout(Duration::from_secs(30), cmd.output()).await??)
+}
+
+impl Server {
+    async fn run(&self, args: &[&str]) -> anyhow::Result<Output> {
+        let mut all = vec![
+            "--endpoint",
+            self.endpoint.as_str(),
+            "--token",
+            self.token.as_str(),
+            "--tenant",
+            TENANT,
+        ];
+        all.extend_from_slice(args);
+        genesisctl(&all, &[]).await
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_list_prints_an_aligned_table() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = server.run(&["agent", "list", "--type", "Soa"]).await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].starts_with("ID  "), "{text}");
+    for header in [
+        "TYPE",
+        "STATUS",
+        "MODE",
+        "PHASE",
+        "LAST DECISION",
+        "NEXT TICK",
+    ] {
+        assert!(lines[0].contains(header), "{header} missing: {text}");
+    }
+    assert!(lines[1].starts_with(SOA), "{text}");
+    assert!(lines[1].contains("  Soa  "), "{text}");
+    assert!(lines[2].contains("Compliance  paused"), "{text}");
+    // Columns line up: TYPE starts at the same offset on every line.
+    let offset = lines[0].find("TYPE").expect("header");
+    assert_eq!(lines[1].find("Soa"), Some(offset), "{text}");
+    assert_eq!(lines[2].find("Compliance"), Some(offset), "{text}");
+    // Instants in local time (UTC here), to the second.
+    assert!(lines[1].contains("2026-03-01 21:20:00"), "{text}");
+    // The filter reached the server as given.
+    let lists = lock(&server.fake.lists).clone();
+    assert_eq!(lists.len(), 1);
+    assert_eq!(lists[0].agent_type.as_deref(), Some("Soa"));
+    assert_eq!(lists[0].status, None);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_list_json_is_the_response_as_one_json_line() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = server.run(&["--output", "json", "agent", "list"]).await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let value: serde_json::Value = serde_json::from_str(&text)?;
+    let agents = value["agents"].as_array().expect("agents array");
+    assert_eq!(agents.len(), 2);
+    assert_eq!(agents[0]["id"], SOA);
+    assert_eq!(agents[0]["agent_type"], "Soa");
+    assert_eq!(agents[0]["consecutive_idle_ticks"], 0);
+    assert_eq!(agents[0]["next_tick_at"], "2026-03-01T21:20:00Z");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_send_delivers_the_body_and_shows_the_event() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = server.run(&["agent", "send", SOA, "hello there"]).await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let sends = lock(&server.fake.sends).clone();
+    assert_eq!(sends.len(), 1);
+    assert_eq!(sends[0].body, "hello there");
+    assert_eq!(sends[0].instance_id, SOA);
+    assert_eq!(sends[0].tenant_id, TENANT);
+    let text = stdout(&out);
+    let event_line = text
+        .lines()
+        .find(|l| l.starts_with("event_id "))
+        .expect("event_id line");
+    assert!(
+        event_line.ends_with("0195b5a0-6666-7000-8000-000000000001"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("message.body ") && l.ends_with("hello there")),
+        "{text}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_ledger_sends_the_limit_and_renders_turns() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = server
+        .run(&["agent", "ledger", SOA, "--limit", "5", "--before", "9"])
+        .await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let ledgers = lock(&server.fake.ledgers).clone();
+    assert_eq!(ledgers.len(), 1);
+    assert_eq!(ledgers[0].limit, 5);
+    assert_eq!(ledgers[0].before, Some(9));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].starts_with("TURN  CREATED"), "{text}");
+    assert!(
+        lines[1].starts_with("2     2026-03-01 12:30:00  AgentTick  ActedWithTool"),
+        "{text}"
+    );
+    // Multi-line summaries stay on one row.
+    assert!(lines[1].ends_with("turn 2 second line"), "{text}");
+
+    let out = server.run(&["-o", "json", "agent", "ledger", SOA]).await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_str(&stdout(&out))?;
+    assert_eq!(value["turns"][0]["input_tokens"], 1200);
+    assert_eq!(value["turns"][0]["output_tokens"], 300);
+    // JSON text fields are embedded as JSON.
+    assert_eq!(
+        value["turns"][0]["actions"][0]["arguments_json"]["body"],
+        "hi"
+    );
+    // Without --limit the wire's 0 ("server default") is sent.
+    assert_eq!(lock(&server.fake.ledgers)[1].limit, 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_prints_turn_and_message_lines_and_stops_after_count() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = server.run(&["watch", "--count", "2"]).await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "12:30:00  0195b5a0  → operator: status?",
+            "12:30:01  0195b5a0  Soa  OperatorMessage  MessageAcknowledged  mode=Dialogue  \
+             phase=acted  tokens=1001  $0.0100  claude-opus-4-8  Read the operator's question",
+            "12:30:00  0195b5a0  ← agent: All quiet.",
+            "12:30:02  0195b5a0  Soa  OperatorMessage  Escalated  mode=Dialogue  \
+             phase=acted  tokens=1002  $0.0200  claude-opus-4-8  Raised a decision about the budget",
+        ],
+        "{text}"
+    );
+    let watches = lock(&server.fake.watches).clone();
+    assert_eq!(watches.len(), 1);
+    assert_eq!(watches[0].tenant_id, TENANT);
+    assert_eq!(watches[0].instance_id, None);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_until_decision_stops_at_the_first_matching_turn() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = server
+        .run(&["watch", "--instance", SOA, "--until-decision", "Escalated"])
+        .await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    let last = text.lines().last().expect("some output");
+    assert!(last.contains("  Escalated  "), "{text}");
+    assert!(!text.contains("never shown"), "{text}");
+    assert_eq!(
+        lock(&server.fake.watches)[0].instance_id.as_deref(),
+        Some(SOA)
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_json_prints_one_object_per_event() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = server
+        .run(&["watch", "--output", "json", "--count", "1"])
+        .await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    let values: Vec<serde_json::Value> = text
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(values.len(), 2, "{text}");
+    assert_eq!(
+        values[0]["message"]["message"]["direction"],
+        "operator_to_agent"
+    );
+    assert_eq!(values[1]["turn"]["decision_kind"], "MessageAcknowledged");
+    assert_eq!(values[1]["turn"]["tokens"], 1001);
+    assert_eq!(values[1]["turn"]["created_at"], "2026-03-01T12:30:01Z");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_token_is_reported_as_unauthenticated() -> anyhow::Result<()> {
+    let server = start().await?;
+    let other = generate_token();
+    let out = genesisctl(
+        &[
+            "--endpoint",
+            &server.endpoint,
+            "--token",
+            &other,
+            "--tenant",
+            TENANT,
+            "agent",
+            "list",
+        ],
+        &[],
+    )
+    .await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out), "error: UNAUTHENTICATED: unknown token\n");
+    assert_eq!(stdout(&out), "");
+    // Without any token the server's answer is the same code.
+    let out = genesisctl(
+        &[
+            "--endpoint",
+            &server.endpoint,
+            "--tenant",
+            TENANT,
+            "agent",
+            "list",
+        ],
+        &[],
+    )
+    .await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("error: UNAUTHENTICATED: "),
+        "{}",
+        stderr(&out)
+    );
+    assert!(lock(&server.fake.lists).is_empty());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_tenant_is_reported_as_permission_denied() -> anyhow::Result<()> {
+    let server = start().await?;
+    let other = "0195b5a0-0000-7000-8000-0000000000bb";
+    let out = genesisctl(
+        &[
+            "--endpoint",
+            &server.endpoint,
+            "--token",
+            &server.token,
+            "--tenant",
+            other,
+            "agent",
+            "list",
+        ],
+        &[],
+    )
+    .await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!("error: PERMISSION_DENIED: token is not valid for tenant {other}\n")
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_environment_supplies_endpoint_token_and_tenant() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = genesisctl(
+        &["agent", "get", SOA, "-o", "json"],
+        &[
+            ("GENESIS_ENDPOINT", server.endpoint.as_str()),
+            ("GENESIS_TOKEN", server.token.as_str()),
+            ("GENESIS_TENANT", TENANT),
+        ],
+    )
+    .await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_str(&stdout(&out))?;
+    assert_eq!(value["id"], SOA);
+    assert_eq!(value["active_mode"], "Strategic");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_errors_keep_their_code_and_message() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = server.run(&["agent", "get", COMPLIANCE]).await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!("error: NOT_FOUND: instance {COMPLIANCE}\n")
+    );
+    let out = server.run(&["agent", "reset", SOA]).await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "error: UNIMPLEMENTED: not in this test server\n"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_arguments_are_usage_errors_that_send_nothing() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = server.run(&["agent", "send", "not-a-uuid", "hi"]).await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr(&out), "error: ID: not a UUID: \"not-a-uuid\"\n");
+
+    let out = server.run(&["agent", "send", SOA, "   "]).await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr(&out), "error: BODY: must not be empty\n");
+
+    let out = server
+        .run(&["agent", "list", "--status", "running"])
+        .await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("error: --status: unknown instance status \"running\" (expected one of active, paused, closed)"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = server
+        .run(&["watch", "--until-decision", "Escalate"])
+        .await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unknown decision kind \"Escalate\""),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = server
+        .run(&["agent", "ledger", SOA, "--limit", "0"])
+        .await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).starts_with("error: "), "{}", stderr(&out));
+
+    let out = genesisctl(&["--endpoint", &server.endpoint, "agent", "list"], &[]).await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: --tenant (or GENESIS_TENANT) is required for `agent list`\n"
+    );
+
+    let out = genesisctl(&["agent", "frobnicate"], &[]).await?;
+    assert_eq!(out.status.code(), Some(2));
+
+    assert!(lock(&server.fake.sends).is_empty());
+    assert!(lock(&server.fake.lists).is_empty());
+    assert!(lock(&server.fake.ledgers).is_empty());
+    assert!(lock(&server.fake.watches).is_empty());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_endpoint_is_named_in_one_line() -> anyhow::Result<()> {
+    // A port that was just free: nothing listens there.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let endpoint = format!("http://{}", listener.local_addr()?);
+    drop(listener);
+    let out = genesisctl(
+        &[
+            "--endpoint",
+            &endpoint,
+            "--tenant",
+            TENANT,
+            "--timeout",
+            "2s",
+            "agent",
+            "list",
+        ],
+        &[],
+    )
+    .await?;
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!("error: cannot reach control at {endpoint}: ")),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.to_lowercase().contains("refused"), "{err}");
+    // A usage error is still reported as such, before any connection.
+    let out = genesisctl(
+        &[
+            "--endpoint",
+            &endpoint,
+            "--tenant",
+            TENANT,
+            "agent",
+            "get",
+            "x",
+        ],
+        &[],
+    )
+    .await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr(&out), "error: ID: not a UUID: \"x\"\n");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn help_goes_to_stdout_with_success() -> anyhow::Result<()> {
+    let out = genesisctl(&["agent", "--help"], &[]).await?;
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    for verb in [
+        "list",
+        "send",
+        "ledger",
+        "raise-redactor-signal",
+        "start-compliance",
+    ] {
+        assert!(text.contains(verb), "{verb}: {text}");
+    }
+    Ok(())
+}
