@@ -1,1 +1,1113 @@
-//! Workspace-level end-to-end tests live in tests/tests/*.rs.
+//! The end-to-end harness: starts the real `genesis-control`,
+//! `genesis-supervisor` and `genesis-agent-pod` binaries (and, for the fault
+//! and scaler tests, a private `nats-server`) as child processes against the
+//! real PostgreSQL and NATS, each fleet on its own database, stream, subject
+//! prefix, consumer and ports, with every child's output captured under
+//! `target/e2e-logs/<test>/`.
+//!
+//! It must never touch anything it did not create: a fleet drops only its
+//! own database and its own stream, and kills only its own children. It
+//! must never fake a service: what a binary lacks, a test reports and skips.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use genesis_proto::v1 as pb;
+use sqlx::Row as _;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use tonic::metadata::AsciiMetadataValue;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use uuid::Uuid;
+
+/// The server the fleets create their databases on (`DATABASE_URL`, else the
+/// local trust-auth PostgreSQL).
+pub fn base_database_url() -> String {
+    std::env::var("DATABASE_URL")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// The NATS the fleets use unless they bring their own (`GENESIS_E2E_NATS_URL`).
+pub fn shared_nats_url() -> String {
+    std::env::var("GENESIS_E2E_NATS_URL")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "nats://127.0.0.1:4222".to_owned())
+}
+
+/// `url` with its database name replaced by `db`.
+pub fn with_database(url: &str, db: &str) -> String {
+    let (head, query) = match url.split_once('?') {
+        Some((h, q)) => (h, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = head.find("://").map_or(0, |i| i + 3);
+    let base = match head[scheme_end..].find('/') {
+        Some(slash) => &head[..scheme_end + slash],
+        None => head,
+    };
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+/// Where cargo put the workspace's binaries.
+pub fn bin_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("debug")
+}
+
+/// The path of one workspace binary, or why it cannot be used.
+pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
+    let p = bin_dir().join(name);
+    if p.is_file() {
+        Ok(p)
+    } else {
+        bail!(
+            "binary {} not built (run `cargo build --workspace --bins` first)",
+            p.display()
+        )
+    }
+}
+
+/// Whether all four binaries exist. Tests call this first and skip with a
+/// message naming the missing one rather than failing obscurely.
+pub fn binaries_missing() -> Option<String> {
+    [
+        "genesis-control",
+        "genesis-supervisor",
+        "genesis-agent-pod",
+        "genesisctl",
+    ]
+    .iter()
+    .find_map(|b| binary(b).err().map(|e| e.to_string()))
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released).
+pub fn free_port() -> anyhow::Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// A short random lower-case hex suffix for names.
+pub fn suffix() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
+/// The directory a test's logs go to (created).
+pub fn log_dir(test: &str) -> anyhow::Result<PathBuf> {
+    let dir = bin_dir()
+        .parent()
+        .map_or_else(|| PathBuf::from("target"), Path::to_path_buf)
+        .join("e2e-logs")
+        .join(test);
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn log_file(dir: &Path, name: &str) -> anyhow::Result<(File, File)> {
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{name}.log")))?;
+    let g = f.try_clone()?;
+    Ok((f, g))
+}
+
+/// Poll `probe` every 100 ms until it yields `Some`, or fail after `timeout`
+/// naming `what`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut last_err: Option<anyhow::Error> = None;
+    loop {
+        match probe().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last_err = Some(e),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(match last_err {
+                Some(e) => e.context(format!("timed out after {timeout:?} waiting for {what}")),
+                None => anyhow!("timed out after {timeout:?} waiting for {what}"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn http_ok(url: &str) -> bool {
+    let client = reqwest::Client::new();
+    matches!(
+        client.get(url).timeout(Duration::from_secs(2)).send().await,
+        Ok(r) if r.status().is_success()
+    )
+}
+
+/// Attaches `authorization: Bearer <token>` to every admin call.
+#[derive(Clone)]
+pub struct Bearer(AsciiMetadataValue);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        req.metadata_mut()
+            .insert(genesis_proto::auth::AUTHORIZATION, self.0.clone());
+        Ok(req)
+    }
+}
+
+/// A channel carrying the operator token.
+pub type Authed = InterceptedService<Channel, Bearer>;
+
+/// The admin gRPC clients of one control endpoint, with a bearer token.
+#[derive(Clone)]
+pub struct Admin {
+    channel: Channel,
+    bearer: Bearer,
+}
+
+impl Admin {
+    /// Connect to `endpoint` (`http://host:port`) with `token`.
+    pub async fn connect(endpoint: &str, token: &str) -> anyhow::Result<Self> {
+        let channel = Channel::from_shared(endpoint.to_owned())?
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(15))
+            .connect()
+            .await
+            .with_context(|| format!("connect {endpoint}"))?;
+        let bearer = Bearer(genesis_proto::auth::bearer_value(token).map_err(|e| anyhow!("{e}"))?);
+        Ok(Admin { channel, bearer })
+    }
+
+    /// TenantService.
+    pub fn tenants(&self) -> pb::tenant_service_client::TenantServiceClient<Authed> {
+        pb::tenant_service_client::TenantServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+    }
+    /// AgentService.
+    pub fn agents(&self) -> pb::agent_service_client::AgentServiceClient<Authed> {
+        pb::agent_service_client::AgentServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+    }
+    /// DecisionService.
+    pub fn decisions(&self) -> pb::decision_service_client::DecisionServiceClient<Authed> {
+        pb::decision_service_client::DecisionServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+    }
+    /// ConfigService.
+    pub fn config(&self) -> pb::config_service_client::ConfigServiceClient<Authed> {
+        pb::config_service_client::ConfigServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+    }
+    /// LlmService.
+    pub fn llm(&self) -> pb::llm_service_client::LlmServiceClient<Authed> {
+        pb::llm_service_client::LlmServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+    }
+}
+
+/// A private `nats-server` with JetStream, for tests that stop and start the
+/// broker or read its monitoring endpoint.
+pub struct NatsServer {
+    /// Client port.
+    pub port: u16,
+    /// Monitoring (HTTP) port.
+    pub monitor_port: u16,
+    store: tempfile::TempDir,
+    logs: PathBuf,
+    child: Option<Child>,
+}
+
+impl NatsServer {
+    /// Start one on free ports with a fresh store directory.
+    pub async fn start(logs: &Path) -> anyhow::Result<Self> {
+        let mut s = NatsServer {
+            port: free_port()?,
+            monitor_port: free_port()?,
+            store: tempfile::tempdir()?,
+            logs: logs.to_path_buf(),
+            child: None,
+        };
+        s.resume().await?;
+        Ok(s)
+    }
+
+    /// The client URL.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// `http://127.0.0.1:<monitor>`.
+    pub fn monitor_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.monitor_port)
+    }
+
+    /// Kill the server (SIGKILL): NATS becomes unreachable.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start it again on the same ports and store (JetStream state survives).
+    pub async fn resume(&mut self) -> anyhow::Result<()> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        let (out, err) = log_file(&self.logs, "nats-server")?;
+        let child = Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-m", &self.monitor_port.to_string(), "-js", "-sd"])
+            .arg(self.store.path())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .context("spawn nats-server (is it installed?)")?;
+        self.child = Some(child);
+        let url = format!("{}/healthz?js-enabled-only=true", self.monitor_url());
+        wait_for("nats-server /healthz", Duration::from_secs(15), || {
+            let url = url.clone();
+            async move { Ok(http_ok(&url).await.then_some(())) }
+        })
+        .await
+    }
+
+    /// `GET /jsz?acc=$G&consumers=true&config=true`, parsed.
+    pub async fn jsz(&self) -> anyhow::Result<serde_json::Value> {
+        let url = format!("{}/jsz?acc=$G&consumers=true&config=true", self.monitor_url());
+        Ok(reqwest::get(&url).await?.error_for_status()?.json().await?)
+    }
+
+    /// `num_pending` of `consumer` on `stream`, by the path KEDA reads:
+    /// `account_details[].stream_detail[].consumer_detail[].num_pending`.
+    pub async fn consumer_pending(&self, stream: &str, consumer: &str) -> anyhow::Result<Option<u64>> {
+        let v = self.jsz().await?;
+        Ok(consumer_pending_in(&v, stream, consumer))
+    }
+}
+
+/// Find `num_pending` of `stream`/`consumer` in a `/jsz` answer.
+pub fn consumer_pending_in(jsz: &serde_json::Value, stream: &str, consumer: &str) -> Option<u64> {
+    let accounts = jsz.get("account_details")?.as_array()?;
+    for acc in accounts {
+        for s in acc.get("stream_detail")?.as_array()? {
+            if s.get("name").and_then(|n| n.as_str()) != Some(stream) {
+                continue;
+            }
+            for c in s.get("consumer_detail")?.as_array()? {
+                if c.get("name").and_then(|n| n.as_str()) == Some(consumer) {
+                    return c.get("num_pending").and_then(serde_json::Value::as_u64);
+                }
+            }
+        }
+    }
+    None
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// How to start a fleet.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    /// Test name: the log directory under `target/e2e-logs/`.
+    pub test: String,
+    /// Agent pods to start.
+    pub pods: usize,
+    /// `GENESIS_DEFAULT_PROVIDER` of the supervisor (`scripted` offline).
+    pub provider: String,
+    /// `GENESIS_LEASE_TTL_SECS` of every service.
+    pub lease_ttl_secs: u64,
+    /// `GENESIS_MAX_ATTEMPTS`.
+    pub max_attempts: u32,
+    /// The NATS to use (a private server's URL), else the shared one.
+    pub nats_url: Option<String>,
+    /// Extra env for every child, applied last.
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl FleetOptions {
+    /// Scripted provider, `pods` pods, a 10 s lease.
+    pub fn new(test: &str, pods: usize) -> Self {
+        FleetOptions {
+            test: test.to_owned(),
+            pods,
+            provider: "scripted".to_owned(),
+            lease_ttl_secs: 10,
+            max_attempts: 5,
+            nats_url: None,
+            extra_env: Vec::new(),
+        }
+    }
+}
+
+struct Proc {
+    name: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    http: SocketAddr,
+    child: Option<Child>,
+}
+
+/// One ledger turn as stored.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    /// Ledger row id.
+    pub id: Uuid,
+    /// 1-based per instance.
+    pub turn_number: i64,
+    /// The consumed event.
+    pub event_id: Option<Uuid>,
+    /// Triggering AgentEventKind.
+    pub event_kind: String,
+    /// AgentDecisionKind.
+    pub decision_kind: String,
+    /// Phase written.
+    pub phase: String,
+    /// The back-linked LLM call snapshot.
+    pub snapshot_id: Option<Uuid>,
+    /// Served model, when an LLM call happened.
+    pub served_model: Option<String>,
+    /// Cost of the turn, USD.
+    pub cost_usd: Option<f64>,
+    /// Input tokens.
+    pub input_tokens: Option<i64>,
+    /// Output tokens.
+    pub output_tokens: Option<i64>,
+}
+
+/// Counts over the fleet database, for the invariants after a fault.
+#[derive(Debug, Clone, Default)]
+pub struct QueueStats {
+    /// Every event row.
+    pub events: i64,
+    /// Consumed.
+    pub consumed: i64,
+    /// Dead-lettered.
+    pub dead_lettered: i64,
+    /// Ledger turns.
+    pub turns: i64,
+    /// Ledger turns whose event is consumed.
+    pub turns_of_consumed: i64,
+    /// Attention requests of kind dead_letter.
+    pub dead_letter_requests: i64,
+    /// Active instances with a pending-heartbeat count other than one.
+    pub bad_heartbeats: Vec<(Uuid, i64)>,
+    /// Leases still held past their expiry.
+    pub stale_leases: i64,
+}
+
+/// A running fleet: its database, tokens, names, ports and children.
+pub struct Fleet {
+    /// Options it was started with.
+    pub options: FleetOptions,
+    /// Database name (`genesis_e2e_<hex>`).
+    pub db_name: String,
+    /// URL of the fleet database.
+    pub db_url: String,
+    /// A superuser pool on the fleet database, for assertions.
+    pub db: PgPool,
+    /// Platform-wide operator token.
+    pub operator_token: String,
+    /// Agent-pod token.
+    pub pod_token: String,
+    /// JetStream stream of this fleet.
+    pub stream: String,
+    /// Subject prefix of this fleet.
+    pub subject_prefix: String,
+    /// Durable consumer of this fleet.
+    pub consumer: String,
+    /// NATS URL the fleet uses.
+    pub nats_url: String,
+    /// Control's gRPC address.
+    pub control_grpc: SocketAddr,
+    /// Supervisor's gRPC address.
+    pub supervisor_grpc: SocketAddr,
+    /// Log directory.
+    pub logs: PathBuf,
+    control: Proc,
+    supervisor: Proc,
+    pods: Vec<Proc>,
+    dropped: bool,
+}
+
+fn spawn(logs: &Path, p: &mut Proc) -> anyhow::Result<()> {
+    if p.child.is_some() {
+        return Ok(());
+    }
+    let bin_name = if p.name.starts_with("agent-pod") {
+        "genesis-agent-pod"
+    } else {
+        match p.name.as_str() {
+            "control" => "genesis-control",
+            "supervisor" => "genesis-supervisor",
+            other => bail!("unknown process {other}"),
+        }
+    };
+    let (out, err) = log_file(logs, &p.name)?;
+    let mut cmd = Command::new(binary(bin_name)?);
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(&p.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err));
+    for (k, v) in &p.env {
+        cmd.env(k, v);
+    }
+    p.child = Some(cmd.spawn().with_context(|| format!("spawn {bin_name}"))?);
+    Ok(())
+}
+
+fn kill(p: &mut Proc) {
+    if let Some(mut c) = p.child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+async fn wait_ready(p: &mut Proc, timeout: Duration) -> anyhow::Result<()> {
+    let url = format!("http://{}/readyz", p.http);
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if http_ok(&url).await {
+            return Ok(());
+        }
+        if let Some(c) = p.child.as_mut()
+            && let Some(status) = c.try_wait()?
+        {
+            p.child = None;
+            bail!("{} exited before it was ready: {status}", p.name);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("{} not ready at {url} after {timeout:?}", p.name);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Run `genesis-control <args>` to completion with `env`, logging to
+/// `<logs>/<name>.log`; returns its stdout.
+fn control_command(logs: &Path, name: &str, env: &[(String, String)], args: &[&str]) -> anyhow::Result<String> {
+    let mut cmd = Command::new(binary("genesis-control")?);
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(args)
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().with_context(|| format!("run genesis-control {args:?}"))?;
+    let mut log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(logs.join(format!("{name}.log")))?;
+    use std::io::Write as _;
+    let _ = log.write_all(&out.stderr);
+    if !out.status.success() {
+        bail!(
+            "genesis-control {args:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn extract_token(stdout: &str) -> anyhow::Result<String> {
+    stdout
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .find(|w| w.starts_with("gen_") && w.len() > 10)
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("no gen_ token in `token create` output: {stdout:?}"))
+}
+
+impl Fleet {
+    /// Create the database, migrate, mint tokens and start control, the
+    /// supervisor and `options.pods` agent pods, each ready on `/readyz`.
+    pub async fn start(options: FleetOptions) -> anyhow::Result<Fleet> {
+        let logs = log_dir(&options.test)?;
+        let sfx = suffix();
+        let db_name = format!("genesis_e2e_{sfx}");
+        let base = base_database_url();
+        {
+            let admin = PgPoolOptions::new().max_connections(1).connect(&base).await.context("connect to the PostgreSQL server")?;
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db_name}"))).execute(&admin).await?;
+            admin.close().await;
+        }
+        let db_url = with_database(&base, &db_name);
+        let nats_url = options.nats_url.clone().unwrap_or_else(shared_nats_url);
+        let stream = format!("GENESIS_TICKS_E2E_{}", sfx.to_uppercase());
+        let subject_prefix = format!("genesis.e2e{sfx}.ticks");
+        let consumer = format!("agent-pods-{sfx}");
+        let mut common: Vec<(String, String)> = vec![
+            ("GENESIS_DATABASE_URL".into(), db_url.clone()),
+            ("GENESIS_NATS_URL".into(), nats_url.clone()),
+            ("GENESIS_STREAM".into(), stream.clone()),
+            ("GENESIS_SUBJECT_PREFIX".into(), subject_prefix.clone()),
+            ("GENESIS_CONSUMER".into(), consumer.clone()),
+            ("GENESIS_LEASE_TTL_SECS".into(), options.lease_ttl_secs.to_string()),
+            ("GENESIS_MAX_ATTEMPTS".into(), options.max_attempts.to_string()),
+            ("GENESIS_LOG_FORMAT".into(), "text".into()),
+            ("GENESIS_DEFAULT_PROVIDER".into(), options.provider.clone()),
+            ("GENESIS_OUTBOX_POLL_MS".into(), "500".into()),
+            ("GENESIS_BOOTSTRAP_RESCAN_SECS".into(), "1".into()),
+            ("GENESIS_RETRY_NAK_MS".into(), "500".into()),
+            ("GENESIS_LEASE_HELD_NAK_MS".into(), "500".into()),
+            ("RUST_LOG".into(), std::env::var("GENESIS_E2E_RUST_LOG").unwrap_or_else(|_| "info".into())),
+        ];
+        common.extend(options.extra_env.iter().cloned());
+
+        // From here on the database exists: a failure must drop it, so the
+        // fleet value is built before anything else can fail.
+        let db = match PgPoolOptions::new().max_connections(4).connect(&db_url).await {
+            Ok(db) => db,
+            Err(e) => {
+                drop_database(&db_name);
+                return Err(e.into());
+            }
+        };
+        let control_grpc: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+        let supervisor_grpc: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+        let mk = |name: &str, args: Vec<String>, grpc: Option<SocketAddr>, extra: Vec<(String, String)>| -> anyhow::Result<Proc> {
+            let http: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+            let mut env = common.clone();
+            if let Some(g) = grpc {
+                env.push(("GENESIS_GRPC_ADDR".into(), g.to_string()));
+            }
+            env.push(("GENESIS_HTTP_ADDR".into(), http.to_string()));
+            env.extend(extra);
+            Ok(Proc { name: name.to_owned(), args, env, http, child: None })
+        };
+        let control = mk("control", vec!["serve".into()], Some(control_grpc), vec![])?;
+        let supervisor = mk("supervisor", vec![], Some(supervisor_grpc), vec![])?;
+        let mut fleet = Fleet {
+            options: options.clone(),
+            db_name,
+            db_url,
+            db,
+            operator_token: String::new(),
+            pod_token: String::new(),
+            stream,
+            subject_prefix,
+            consumer,
+            nats_url,
+            control_grpc,
+            supervisor_grpc,
+            logs,
+            control,
+            supervisor,
+            pods: Vec::new(),
+            dropped: false,
+        };
+        control_command(&fleet.logs, "migrate", &common, &["migrate"])?;
+        fleet.operator_token = extract_token(&control_command(
+            &fleet.logs,
+            "token",
+            &common,
+            &["token", "create", "--scope", "operator", "--label", "e2e-operator"],
+        )?)?;
+        fleet.pod_token = extract_token(&control_command(
+            &fleet.logs,
+            "token",
+            &common,
+            &["token", "create", "--scope", "agent-pod", "--label", "e2e-pods"],
+        )?)?;
+        for i in 0..options.pods {
+            let p = mk(
+                &format!("agent-pod-{i}"),
+                vec![],
+                None,
+                vec![
+                    ("GENESIS_SUPERVISOR_URL".into(), format!("http://{supervisor_grpc}")),
+                    ("GENESIS_AGENT_TOKEN".into(), fleet.pod_token.clone()),
+                ],
+            )?;
+            fleet.pods.push(p);
+        }
+        fleet.start_control().await?;
+        fleet.start_supervisor().await?;
+        for i in 0..fleet.pods.len() {
+            fleet.start_pod(i).await?;
+        }
+        Ok(fleet)
+    }
+
+    /// Control's endpoint, `http://127.0.0.1:<port>`.
+    pub fn control_endpoint(&self) -> String {
+        format!("http://{}", self.control_grpc)
+    }
+
+    /// An admin client with the platform operator token.
+    pub async fn admin(&self) -> anyhow::Result<Admin> {
+        Admin::connect(&self.control_endpoint(), &self.operator_token).await
+    }
+
+    /// Start (or restart after a stop) control and wait for `/readyz`.
+    pub async fn start_control(&mut self) -> anyhow::Result<()> {
+        spawn(&self.logs, &mut self.control)?;
+        wait_ready(&mut self.control, Duration::from_secs(30)).await
+    }
+
+    /// Start the supervisor and wait for `/readyz`.
+    pub async fn start_supervisor(&mut self) -> anyhow::Result<()> {
+        spawn(&self.logs, &mut self.supervisor)?;
+        wait_ready(&mut self.supervisor, Duration::from_secs(30)).await
+    }
+
+    /// Start pod `i` and wait for `/readyz`.
+    pub async fn start_pod(&mut self, i: usize) -> anyhow::Result<()> {
+        let logs = self.logs.clone();
+        let p = self.pods.get_mut(i).ok_or_else(|| anyhow!("no pod {i}"))?;
+        spawn(&logs, p)?;
+        wait_ready(p, Duration::from_secs(30)).await
+    }
+
+    /// Add one more agent pod to the fleet and start it; returns its index.
+    pub async fn add_pod(&mut self) -> anyhow::Result<usize> {
+        let i = self.pods.len();
+        let http: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+        let template = self.control.env.iter().filter(|(k, _)| k != "GENESIS_GRPC_ADDR" && k != "GENESIS_HTTP_ADDR").cloned();
+        let mut env: Vec<(String, String)> = template.collect();
+        env.push(("GENESIS_HTTP_ADDR".into(), http.to_string()));
+        env.push(("GENESIS_SUPERVISOR_URL".into(), format!("http://{}", self.supervisor_grpc)));
+        env.push(("GENESIS_AGENT_TOKEN".into(), self.pod_token.clone()));
+        self.pods.push(Proc { name: format!("agent-pod-{i}"), args: vec![], env, http, child: None });
+        self.start_pod(i).await?;
+        Ok(i)
+    }
+
+    /// Number of pods (running or not).
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// SIGKILL pod `i` (no graceful shutdown, mid-tick work abandoned).
+    pub fn kill_pod(&mut self, i: usize) {
+        if let Some(p) = self.pods.get_mut(i) {
+            kill(p);
+        }
+    }
+
+    /// SIGKILL the supervisor.
+    pub fn kill_supervisor(&mut self) {
+        kill(&mut self.supervisor);
+    }
+
+    /// SIGKILL control.
+    pub fn kill_control(&mut self) {
+        kill(&mut self.control);
+    }
+
+    /// SIGKILL the supervisor, start it again on the same ports, wait ready.
+    pub async fn restart_supervisor(&mut self) -> anyhow::Result<()> {
+        self.kill_supervisor();
+        self.start_supervisor().await
+    }
+
+    /// SIGKILL control, start it again on the same ports, wait ready.
+    pub async fn restart_control(&mut self) -> anyhow::Result<()> {
+        self.kill_control();
+        self.start_control().await
+    }
+
+    /// Whether every started child is still running (none crashed).
+    pub fn all_alive(&mut self) -> Result<(), String> {
+        let mut procs: Vec<&mut Proc> = vec![&mut self.control, &mut self.supervisor];
+        procs.extend(self.pods.iter_mut());
+        for p in procs {
+            if let Some(c) = p.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                return Err(format!("{} exited on its own: {status}", p.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Create a tenant with standing agents on; returns its id.
+    pub async fn create_tenant(&self, name: &str) -> anyhow::Result<String> {
+        let t = self
+            .admin()
+            .await?
+            .tenants()
+            .create_tenant(pb::CreateTenantRequest { name: name.to_owned(), standing_agents_enabled: true })
+            .await?
+            .into_inner();
+        Ok(t.id)
+    }
+
+    /// Wait for the tenant's bootstrapped SOA and return its instance id.
+    pub async fn wait_soa(&self, tenant: &str, timeout: Duration) -> anyhow::Result<String> {
+        let admin = self.admin().await?;
+        wait_for("the bootstrapped SOA", timeout, || {
+            let mut agents = admin.agents();
+            let tenant = tenant.to_owned();
+            async move {
+                let r = agents
+                    .list_agents(pb::ListAgentsRequest { tenant_id: tenant, agent_type: Some("Soa".into()), status: None })
+                    .await?
+                    .into_inner();
+                Ok(r.agents.into_iter().next().map(|a| a.id))
+            }
+        })
+        .await
+    }
+
+    /// Set a tenant-scoped `system_configs` value through ConfigService.
+    pub async fn set_tenant_config(&self, tenant: &str, key: &str, value: &str) -> anyhow::Result<()> {
+        self.admin()
+            .await?
+            .config()
+            .set_config(pb::SetConfigRequest {
+                tenant_id: Some(tenant.to_owned()),
+                key: key.to_owned(),
+                value: value.to_owned(),
+                scope: "tenant".into(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Send an operator message; returns the enqueued event id.
+    pub async fn send(&self, tenant: &str, instance: &str, body: &str) -> anyhow::Result<Uuid> {
+        let r = self
+            .admin()
+            .await?
+            .agents()
+            .send_message(pb::SendMessageRequest {
+                tenant_id: tenant.to_owned(),
+                instance_id: instance.to_owned(),
+                body: body.to_owned(),
+            })
+            .await?
+            .into_inner();
+        Ok(r.event_id.parse()?)
+    }
+
+    /// Every ledger turn of `instance`, oldest first, straight from the
+    /// database.
+    pub async fn turns(&self, instance: &str) -> anyhow::Result<Vec<Turn>> {
+        let id: Uuid = instance.parse()?;
+        let rows = sqlx::query(
+            "SELECT id, turn_number, event_id, event_kind, decision_kind, phase, llm_call_snapshot_id,
+                    served_model, cost_usd::float8 AS cost_usd, input_tokens, output_tokens
+             FROM agent_state_ledger WHERE instance_id = $1 ORDER BY turn_number",
+        )
+        .bind(id)
+        .fetch_all(&self.db)
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(Turn {
+                    id: r.try_get("id")?,
+                    turn_number: r.try_get("turn_number")?,
+                    event_id: r.try_get("event_id")?,
+                    event_kind: r.try_get("event_kind")?,
+                    decision_kind: r.try_get("decision_kind")?,
+                    phase: r.try_get("phase")?,
+                    snapshot_id: r.try_get("llm_call_snapshot_id")?,
+                    served_model: r.try_get("served_model")?,
+                    cost_usd: r.try_get("cost_usd")?,
+                    input_tokens: r.try_get("input_tokens")?,
+                    output_tokens: r.try_get("output_tokens")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Wait until `instance` has a turn matching `pred` after turn `after`
+    /// and return it.
+    pub async fn wait_turn(
+        &self,
+        instance: &str,
+        after: i64,
+        timeout: Duration,
+        what: &str,
+        pred: impl Fn(&Turn) -> bool,
+    ) -> anyhow::Result<Turn> {
+        let pred = &pred;
+        let found = wait_for(what, timeout, || async move {
+            Ok(self.turns(instance).await?.into_iter().find(|t| t.turn_number > after && pred(t)))
+        })
+        .await;
+        match found {
+            Ok(t) => Ok(t),
+            Err(e) => {
+                let seen: Vec<String> = self
+                    .turns(instance)
+                    .await
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|t| format!("{}:{}->{}", t.turn_number, t.event_kind, t.decision_kind))
+                    .collect();
+                Err(e.context(format!("ledger of {instance} so far: {seen:?} (logs in {})", self.logs.display())))
+            }
+        }
+    }
+
+    /// Wait for a turn of `kind` after turn `after`.
+    pub async fn wait_decision(&self, instance: &str, after: i64, kind: &str, timeout: Duration) -> anyhow::Result<Turn> {
+        self.wait_turn(instance, after, timeout, &format!("a {kind} turn"), |t| t.decision_kind == kind).await
+    }
+
+    /// The highest turn number of `instance` (0 before the first).
+    pub async fn last_turn(&self, instance: &str) -> anyhow::Result<i64> {
+        Ok(self.turns(instance).await?.last().map_or(0, |t| t.turn_number))
+    }
+
+    /// Snapshot count of `instance`.
+    pub async fn snapshots(&self, instance: &str) -> anyhow::Result<i64> {
+        let id: Uuid = instance.parse()?;
+        Ok(sqlx::query_scalar("SELECT count(*) FROM llm_call_snapshots WHERE instance_id = $1")
+            .bind(id)
+            .fetch_one(&self.db)
+            .await?)
+    }
+
+    /// Wait until nothing is due: no visible unconsumed, un-dead-lettered
+    /// event and no lease held.
+    pub async fn wait_quiescent(&self, timeout: Duration) -> anyhow::Result<()> {
+        wait_for("the queue to drain (no due event, no lease)", timeout, || async {
+            let due: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM agent_event_queue
+                 WHERE consumed_at IS NULL AND dead_lettered_at IS NULL AND visible_at <= now()",
+            )
+            .fetch_one(&self.db)
+            .await?;
+            let leased: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM agent_instances WHERE lease_session IS NOT NULL AND lease_expires_at > now()",
+            )
+            .fetch_one(&self.db)
+            .await?;
+            Ok((due == 0 && leased == 0).then_some(()))
+        })
+        .await
+    }
+
+    /// Counts for the invariants after a fault.
+    pub async fn stats(&self) -> anyhow::Result<QueueStats> {
+        let r = sqlx::query(
+            "SELECT
+               (SELECT count(*) FROM agent_event_queue) AS events,
+               (SELECT count(*) FROM agent_event_queue WHERE consumed_at IS NOT NULL) AS consumed,
+               (SELECT count(*) FROM agent_event_queue WHERE dead_lettered_at IS NOT NULL) AS dead,
+               (SELECT count(*) FROM agent_state_ledger) AS turns,
+               (SELECT count(*) FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
+                 WHERE e.consumed_at IS NOT NULL) AS turns_of_consumed,
+               (SELECT count(*) FROM attention_requests WHERE kind = 'dead_letter') AS dl_requests,
+               (SELECT count(*) FROM agent_instances
+                 WHERE lease_session IS NOT NULL AND lease_expires_at < now() - make_interval(secs => $1)) AS stale",
+        )
+        .bind(self.options.lease_ttl_secs as f64)
+        .fetch_one(&self.db)
+        .await?;
+        let hb = sqlx::query(
+            "SELECT i.id, (SELECT count(*) FROM agent_event_queue e
+                           WHERE e.instance_id = i.id AND e.event_kind = 'AgentTick'
+                             AND e.consumed_at IS NULL AND e.dead_lettered_at IS NULL) AS n
+             FROM agent_instances i WHERE i.status = 'active'",
+        )
+        .fetch_all(&self.db)
+        .await?;
+        let mut bad = Vec::new();
+        for row in hb {
+            let n: i64 = row.try_get("n")?;
+            if n != 1 {
+                bad.push((row.try_get("id")?, n));
+            }
+        }
+        Ok(QueueStats {
+            events: r.try_get("events")?,
+            consumed: r.try_get("consumed")?,
+            dead_lettered: r.try_get("dead")?,
+            turns: r.try_get("turns")?,
+            turns_of_consumed: r.try_get("turns_of_consumed")?,
+            dead_letter_requests: r.try_get("dl_requests")?,
+            bad_heartbeats: bad,
+            stale_leases: r.try_get("stale")?,
+        })
+    }
+
+    /// Check the fault invariants: every consumed event has exactly one
+    /// turn and every turn a consumed event; every dead letter an attention
+    /// request; exactly one pending heartbeat per active instance; no lease
+    /// past its TTL.
+    pub async fn check_invariants(&self) -> anyhow::Result<QueueStats> {
+        let s = self.stats().await?;
+        let mut problems = Vec::new();
+        if s.turns != s.consumed {
+            problems.push(format!("ledger turns {} != consumed events {}", s.turns, s.consumed));
+        }
+        if s.turns_of_consumed != s.turns {
+            problems.push(format!("{} turns point at an unconsumed event", s.turns - s.turns_of_consumed));
+        }
+        if s.dead_letter_requests < s.dead_lettered {
+            problems.push(format!(
+                "{} dead-lettered events but only {} dead_letter attention requests",
+                s.dead_lettered, s.dead_letter_requests
+            ));
+        }
+        if !s.bad_heartbeats.is_empty() {
+            problems.push(format!("active instances without exactly one pending heartbeat: {:?}", s.bad_heartbeats));
+        }
+        if s.stale_leases > 0 {
+            problems.push(format!("{} leases held past their TTL", s.stale_leases));
+        }
+        if problems.is_empty() {
+            Ok(s)
+        } else {
+            bail!("invariants broken: {} ({s:?})", problems.join("; "))
+        }
+    }
+
+    /// Tail of one child's log, for failure messages.
+    pub fn log_tail(&self, name: &str, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.logs.join(format!("{name}.log"))).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Kill every child, drop the database and delete the stream. Also run
+    /// by `Drop`; calling it twice is harmless.
+    pub fn shutdown(&mut self) {
+        if self.dropped {
+            return;
+        }
+        self.dropped = true;
+        for p in self.pods.iter_mut() {
+            kill(p);
+        }
+        kill(&mut self.supervisor);
+        kill(&mut self.control);
+        drop_database(&self.db_name);
+        delete_stream(&self.nats_url, &self.stream);
+    }
+}
+
+/// `DROP DATABASE <name> WITH (FORCE)` on a thread of its own (callable from
+/// `Drop` inside or outside a runtime).
+pub fn drop_database(name: &str) {
+    let name = name.to_owned();
+    let base = base_database_url();
+    let _ = std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            return;
+        };
+        rt.block_on(async move {
+            if let Ok(pool) = PgPoolOptions::new().max_connections(1).connect(&base).await {
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&pool).await;
+                pool.close().await;
+            }
+        });
+    })
+    .join();
+}
+
+/// Delete a JetStream stream, best effort, bounded to a few seconds.
+pub fn delete_stream(nats_url: &str, stream: &str) {
+    let url = nats_url.to_owned();
+    let stream = stream.to_owned();
+    let _ = std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            return;
+        };
+        rt.block_on(async move {
+            let work = async {
+                let client = async_nats::connect(&url).await.ok()?;
+                let js = async_nats::jetstream::new(client);
+                js.delete_stream(&stream).await.ok()
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(5), work).await;
+        });
+    })
+    .join();
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Run `genesisctl` with the fleet's endpoint and token; returns (exit code,
+/// stdout, stderr).
+pub fn genesisctl(fleet: &Fleet, args: &[&str]) -> anyhow::Result<(i32, String, String)> {
+    let out = Command::new(binary("genesisctl")?)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("GENESIS_ENDPOINT", fleet.control_endpoint())
+        .env("GENESIS_TOKEN", &fleet.operator_token)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// Pending counts per key, for summaries.
+pub type Counts = BTreeMap<String, i64>;
+
+/// Parse a Decision's metadata JSON.
+pub fn metadata(d: &pb::Decision) -> serde_json::Value {
+    serde_json::from_str(&d.metadata_json).unwrap_or(serde_json::Value::Null)
+}
+
+/// Bound a whole test: fail (dropping the fleet inside `fut`, which cleans
+/// up) if it runs past `limit`.
+pub async fn bounded<F>(limit: Duration, fut: F) -> anyhow::Result<()>
+where
+    F: std::future::Future<Output = anyhow::Result<()>>,
+{
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => bail!("test exceeded its {limit:?} bound"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_name_replaces_only_the_path() {
+        assert_eq!(
+            with_database("postgres://postgres@127.0.0.1:5432/postgres", "x"),
+            "postgres://postgres@127.0.0.1:5432/x"
+        );
+        assert_eq!(with_database("postgres://h:1/db?sslmode=disable", "y"), "postgres://h:1/y?sslmode=disable");
+        assert_eq!(with_database("postgres://h:1", "z"), "postgres://h:1/z");
+    }
+
+    #[test]
+    fn token_is_found_in_command_output_and_absence_is_an_error() {
+        assert_eq!(extract_token("token: gen_abcDEF123-_xyz (shown once)\n").unwrap(), "gen_abcDEF123-_xyz");
+        assert!(extract_token("no token here").is_err());
+    }
+
+    #[test]
+    fn consumer_pending_follows_the_keda_path() {
+        let v = serde_json::json!({"account_details": [{"stream_detail": [
+            {"name": "OTHER", "consumer_detail": [{"name": "c", "num_pending": 9}]},
+            {"name": "S", "consumer_detail": [{"name": "c", "num_pending": 3}]}
+        ]}]});
+        assert_eq!(consumer_pending_in(&v, "S", "c"), Some(3));
+        assert_eq!(consumer_pending_in(&v, "S", "missing"), None);
+    }
+}
