@@ -194,3 +194,92 @@ async fn a_config_without_a_token_is_refused_before_anything_starts() {
     .unwrap_err();
     assert!(err.to_string().contains("GENESIS_AGENT_TOKEN"), "{err}");
 }
+
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+#[tokio::test]
+async fn http_probes_report_health_readiness_and_metrics() {
+    let fake = start_fake().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
+    config.stream = format!("POD_ABSENT_{}", uuid::Uuid::new_v4().simple());
+    config.http_addr = addr;
+    let shutdown = CancellationToken::new();
+    let pod = tokio::spawn(run_with(
+        config,
+        deps(Arc::new(ScriptedProvider::new())),
+        shutdown.clone(),
+    ));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let ready = loop {
+        if let Ok(s) = tokio::net::TcpStream::connect(addr).await {
+            drop(s);
+            let r = http_get(addr, "/readyz").await;
+            if r.starts_with("HTTP/1.0 200") || tokio::time::Instant::now() > deadline {
+                break r;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(ready.starts_with("HTTP/1.0 200"), "{ready}");
+    assert!(ready.contains("nats: up") && ready.contains("supervisor: up"));
+    assert!(http_get(addr, "/healthz").await.starts_with("HTTP/1.0 200"));
+    let metrics = http_get(addr, "/metrics").await;
+    assert!(
+        metrics.contains("genesis_pod_ticks_run_total 0"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("genesis_pod_short_circuits_total"));
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(5), pod)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn readyz_fails_when_the_supervisor_is_unreachable() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap();
+    drop(dead);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut config = PodConfig::new(NATS_URL, &format!("http://{dead_addr}"), TOKEN);
+    config.stream = format!("POD_ABSENT_{}", uuid::Uuid::new_v4().simple());
+    config.http_addr = addr;
+    let shutdown = CancellationToken::new();
+    let pod = tokio::spawn(run_with(
+        config,
+        deps(Arc::new(ScriptedProvider::new())),
+        shutdown.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let r = http_get(addr, "/readyz").await;
+    assert!(r.starts_with("HTTP/1.0 503"), "{r}");
+    assert!(r.contains("supervisor: down"), "{r}");
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(5), pod)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
