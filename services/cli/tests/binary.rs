@@ -20,6 +20,8 @@ use tonic::{Request, Response, Status};
 const TENANT: &str = "0195b5a0-0000-7000-8000-0000000000aa";
 const SOA: &str = "0195b5a0-1111-7000-8000-000000000001";
 const COMPLIANCE: &str = "0195b5a0-2222-7000-8000-000000000002";
+/// GetAgent of this instance answers only after 10 s.
+const SLOW: &str = "0195b5a0-9999-7000-8000-000000000009";
 
 type Stored<T> = Arc<Mutex<Vec<T>>>;
 
@@ -126,6 +128,10 @@ impl AgentService for Fake {
         let req = request.into_inner();
         check_tenant(&req.tenant_id)?;
         match req.instance_id.as_str() {
+            SLOW => {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                Ok(Response::new(instance(SLOW, "Soa", "active", "Strategic")))
+            }
             SOA => Ok(Response::new(instance(SOA, "Soa", "active", "Strategic"))),
             other => Err(Status::not_found(format!("instance {other}"))),
         }
@@ -255,7 +261,7 @@ impl AgentService for Fake {
     ) -> Result<Response<Self::WatchTurnsStream>, Status> {
         let req = request.into_inner();
         check_tenant(&req.tenant_id)?;
-        lock(&self.watches).push(req);
+        lock(&self.watches).push(req.clone());
         let events = vec![
             message("operator_to_agent", "status?"),
             turn(1, "MessageAcknowledged", "Read the operator's question"),
@@ -265,10 +271,13 @@ impl AgentService for Fake {
         ];
         // The stream stays open after the scripted events, as a live one
         // does: the client must stop on its own condition, not on EOF.
-        let stream = futures::StreamExt::chain(
-            futures::stream::iter(events.into_iter().map(Ok)),
-            futures::stream::pending(),
-        );
+        let scripted = futures::stream::iter(events.into_iter().map(Ok));
+        if req.instance_id.as_deref() == Some(COMPLIANCE) {
+            // This instance's stream ends after the script (a server going
+            // away), so the client's "ended early" path can be seen.
+            return Ok(Response::new(Box::pin(scripted)));
+        }
+        let stream = futures::StreamExt::chain(scripted, futures::stream::pending());
         Ok(Response::new(Box::pin(stream)))
     }
 
@@ -756,5 +765,57 @@ async fn help_goes_to_stdout_with_success() -> anyhow::Result<()> {
     ] {
         assert!(text.contains(verb), "{verb}: {text}");
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_that_ends_before_count_is_an_error() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = server
+        .run(&["watch", "--instance", COMPLIANCE, "--count", "10"])
+        .await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "error: watch stream ended after 3 of 10 turns\n"
+    );
+    // What did arrive was printed.
+    assert_eq!(stdout(&out).lines().count(), 5, "{}", stdout(&out));
+
+    let out = server
+        .run(&[
+            "watch",
+            "--instance",
+            COMPLIANCE,
+            "--until-decision",
+            "WaitingForEvent",
+        ])
+        .await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "error: watch stream ended after 3 turns without a WaitingForEvent turn\n"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_slower_than_the_timeout_is_cut_off() -> anyhow::Result<()> {
+    let server = start().await?;
+    let started = std::time::Instant::now();
+    let out = server
+        .run(&["--timeout", "300ms", "agent", "get", SLOW])
+        .await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: DEADLINE_EXCEEDED: ") || err.starts_with("error: CANCELLED: "),
+        "{err}"
+    );
     Ok(())
 }
