@@ -86,4 +86,42 @@ impl Messages<'_> {
         tx.commit().await?;
         decode_all(rows)
     }
+
+    /// SendMessage: append an `operator_to_agent` message and enqueue the
+    /// `OperatorMessage` event (visible now, payload `{messageId, body}`) in
+    /// ONE transaction, so the transcript never shows a message the agent
+    /// was not woken for, nor the reverse.
+    pub async fn send_operator_message(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        body: &str,
+    ) -> Result<(MessageRow, crate::events::EventRow), StoreError> {
+        check_text("body", body, MAX_MESSAGE_BYTES)?;
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        crate::instances::get_in(tx.conn(), instance_id).await?;
+        let row: serde_json::Value = sqlx::query_scalar(
+            "INSERT INTO agent_messages (tenant_id, instance_id, direction, body) VALUES ($1, $2, $3, $4)
+             RETURNING to_jsonb(agent_messages.*)",
+        )
+        .bind(tenant_id)
+        .bind(instance_id)
+        .bind(MessageDirection::OperatorToAgent.as_str())
+        .bind(body)
+        .fetch_one(tx.conn())
+        .await?;
+        let message: MessageRow = decode(row)?;
+        let payload = serde_json::json!({"messageId": message.id, "body": body});
+        let raw: serde_json::Value = sqlx::query_scalar(
+            "SELECT genesis_enqueue_event($1, $2, 'OperatorMessage', $3, NULL, NULL)->'event'",
+        )
+        .bind(tenant_id)
+        .bind(instance_id)
+        .bind(&payload)
+        .fetch_one(tx.conn())
+        .await?;
+        let event: crate::events::EventRow = decode(raw)?;
+        tx.commit().await?;
+        Ok((message, event))
+    }
 }

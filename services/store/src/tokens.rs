@@ -125,4 +125,27 @@ impl Tokens<'_> {
         .rows_affected();
         Ok(n > 0)
     }
+
+    /// Token metadata by id (system pool), whatever its state.
+    pub async fn get(&self, id: Uuid) -> Result<ApiToken, StoreError> {
+        let row: Option<serde_json::Value> =
+            sqlx::query_scalar("SELECT to_jsonb(t) FROM api_tokens t WHERE id = $1")
+                .bind(id)
+                .fetch_optional(self.store.system_pool())
+                .await?;
+        decode(row.ok_or_else(|| StoreError::not_found("token"))?)
+    }
+
+    /// The tokens of one tenant (`Some`) or the platform-wide ones (`None`),
+    /// oldest first.
+    pub async fn list(&self, tenant_id: Option<Uuid>) -> Result<Vec<ApiToken>, StoreError> {
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(t) FROM api_tokens t WHERE tenant_id IS NOT DISTINCT FROM $1
+             ORDER BY created_at, id",
+        )
+        .bind(tenant_id)
+        .fetch_all(self.store.system_pool())
+        .await?;
+        rows.into_iter().map(decode).collect()
+    }
 }
