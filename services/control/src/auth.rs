@@ -1,0 +1,243 @@
+//! Bearer-token authentication of the admin server: a tower layer that reads
+//! `authorization: Bearer <token>`, looks up its SHA-256 in the store, and
+//! puts the [`Caller`] in the request extensions for the services. Missing,
+//! malformed, unknown, expired or revoked tokens are `UNAUTHENTICATED`; an
+//! agent-pod token is `PERMISSION_DENIED` (it reaches the AgentPod service
+//! and nothing else). Health and reflection are open, as probes need them.
+//!
+//! Must never log or echo a token, and never let a request through to a
+//! service without a `Caller` in its extensions.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use genesis_core::TokenScope;
+use genesis_store::{StoreError, tokens::hash_token};
+use tonic::Status;
+use tonic::metadata::MetadataMap;
+use uuid::Uuid;
+
+use crate::metrics::Metrics;
+use crate::state::AppState;
+
+/// Who is calling: the authenticated operator token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The token's id (never the token).
+    pub token_id: Uuid,
+    /// `None`: a platform-wide operator token.
+    pub tenant_id: Option<Uuid>,
+    /// The token's label, recorded as the actor of audited writes.
+    pub label: String,
+}
+
+impl Caller {
+    /// A platform-wide operator (no tenant binding).
+    pub fn is_platform(&self) -> bool {
+        self.tenant_id.is_none()
+    }
+
+    /// Refuse unless the caller is platform-wide.
+    pub fn require_platform(&self) -> Result<(), Status> {
+        if self.is_platform() {
+            Ok(())
+        } else {
+            Err(Status::permission_denied(
+                "this RPC needs a platform-wide operator token",
+            ))
+        }
+    }
+
+    /// Refuse a tenant-bound caller acting on another tenant.
+    pub fn authorize_tenant(&self, tenant_id: Uuid) -> Result<(), Status> {
+        match self.tenant_id {
+            Some(own) if own != tenant_id => Err(Status::permission_denied(
+                "the token is bound to another tenant",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Parse a request's `tenant_id` field and authorize it, in that order.
+    pub fn tenant(&self, field: &str, value: &str) -> Result<Uuid, Status> {
+        let id = crate::status::uuid(field, value)?;
+        self.authorize_tenant(id)?;
+        Ok(id)
+    }
+
+    /// The actor recorded in audit rows.
+    pub fn actor(&self) -> String {
+        if self.label.trim().is_empty() {
+            format!("token:{}", self.token_id)
+        } else {
+            format!("{} (token:{})", self.label, self.token_id)
+        }
+    }
+}
+
+/// The caller the auth layer stored in a request.
+pub fn caller<T>(req: &tonic::Request<T>) -> Result<Caller, Status> {
+    req.extensions()
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| Status::unauthenticated("no authenticated caller"))
+}
+
+/// Paths served without a token: health checks and reflection.
+pub fn is_open_path(path: &str) -> bool {
+    path.starts_with("/grpc.health.v1.Health/")
+        || path.starts_with("/grpc.reflection.v1.ServerReflection/")
+        || path.starts_with("/grpc.reflection.v1alpha.ServerReflection/")
+}
+
+/// Authenticate the bearer token in `metadata`.
+pub async fn authenticate(state: &AppState, metadata: &MetadataMap) -> Result<Caller, Status> {
+    let token = genesis_proto::auth::bearer_token(metadata)?;
+    if !genesis_proto::auth::is_well_formed_token(token) {
+        return Err(Status::unauthenticated("unknown token"));
+    }
+    let row = match state.store.tokens().authenticate(&hash_token(token)).await {
+        Ok(row) => row,
+        Err(StoreError::NotFound { .. }) => {
+            return Err(Status::unauthenticated("unknown, expired or revoked token"));
+        }
+        Err(other) => return Err(crate::status::store_status(other)),
+    };
+    if row.scope != TokenScope::Operator {
+        return Err(Status::permission_denied(
+            "an agent-pod token may only call the AgentPod service",
+        ));
+    }
+    Ok(Caller {
+        token_id: row.id,
+        tenant_id: row.tenant_id,
+        label: row.label,
+    })
+}
+
+/// The tower layer.
+#[derive(Clone)]
+pub struct AuthLayer {
+    state: AppState,
+}
+
+impl AuthLayer {
+    /// A layer authenticating against `state.store`.
+    pub fn new(state: AppState) -> Self {
+        Self { state }
+    }
+}
+
+impl<S> tower::Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        AuthService {
+            inner,
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// The service the layer wraps around the router.
+#[derive(Clone)]
+pub struct AuthService<S> {
+    inner: S,
+    state: AppState,
+}
+
+fn refuse<B: Default>(metrics: &Arc<Metrics>, path: &str, status: Status) -> http::Response<B> {
+    metrics.record_rpc(path, status.code());
+    status.into_http()
+}
+
+impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for AuthService<S>
+where
+    S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    ReqBody: Send + 'static,
+    ResBody: Default + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<ReqBody>) -> Self::Future {
+        // The clone may not be ready; swap so the ready one serves this call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let state = self.state.clone();
+        Box::pin(async move {
+            let path = req.uri().path().to_owned();
+            if is_open_path(&path) {
+                return inner.call(req).await;
+            }
+            let metadata = MetadataMap::from_headers(req.headers().clone());
+            match authenticate(&state, &metadata).await {
+                Ok(caller) => {
+                    req.extensions_mut().insert(caller);
+                    inner.call(req).await
+                }
+                Err(status) => Ok(refuse(&state.metrics, &path, status)),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(tenant: Option<Uuid>) -> Caller {
+        Caller {
+            token_id: Uuid::new_v4(),
+            tenant_id: tenant,
+            label: "ops".into(),
+        }
+    }
+
+    #[test]
+    fn a_tenant_bound_caller_is_confined_to_its_tenant() {
+        let a = Uuid::new_v4();
+        let c = caller(Some(a));
+        assert!(c.authorize_tenant(a).is_ok());
+        assert_eq!(
+            c.authorize_tenant(Uuid::new_v4())
+                .expect_err("other")
+                .code(),
+            tonic::Code::PermissionDenied
+        );
+        assert_eq!(
+            c.require_platform().expect_err("bound").code(),
+            tonic::Code::PermissionDenied
+        );
+        assert_eq!(
+            c.tenant("tenant_id", "nope").expect_err("bad uuid").code(),
+            tonic::Code::InvalidArgument
+        );
+    }
+
+    #[test]
+    fn a_platform_caller_may_act_on_any_tenant() {
+        let c = caller(None);
+        assert!(c.authorize_tenant(Uuid::new_v4()).is_ok());
+        assert!(c.require_platform().is_ok());
+    }
+
+    #[test]
+    fn only_health_and_reflection_are_open() {
+        assert!(is_open_path("/grpc.health.v1.Health/Check"));
+        assert!(is_open_path(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+        ));
+        assert!(!is_open_path("/genesis.v1.TenantService/ListTenants"));
+    }
+}

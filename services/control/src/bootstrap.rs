@@ -1,0 +1,248 @@
+//! Per-tenant bootstrap (spec §3.2) and the ensure-create of singleton
+//! instances. With AutoBootstrap on, every tenant whose standing-agents gate
+//! is on (deploy level and tenant level) gets exactly one SOA, created in the
+//! foundational phase, Active with an `AgentInitialized` opener when
+//! StandingAgentsIdleByDefault, else Paused. Tenants created or enabled at
+//! runtime are picked up by `LISTEN genesis_tenants` and by a periodic
+//! re-scan, without a restart.
+//!
+//! The singleton holds across control replicas: the find-or-create runs
+//! under a PostgreSQL advisory lock keyed by tenant and singleton, so two
+//! concurrent bootstraps of one tenant create one instance. Must never
+//! create an instance through anything but the store.
+
+use std::time::Duration;
+
+use genesis_core::{AgentType, InstanceStatus};
+use genesis_store::{InstanceRow, NewInstance, Store};
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::error::ControlError;
+use crate::state::AppState;
+
+/// The channel migration 0040 notifies on tenant insert and gate changes.
+pub const TENANTS_CHANNEL: &str = "genesis_tenants";
+
+/// First key of every advisory lock control takes ("GENS").
+const LOCK_CLASS: i32 = 0x4745_4E53;
+
+/// Run `work` while holding the advisory lock named `name` (hashed into
+/// the second key) on a connection of `locks`. The lock is released after
+/// `work`, or with the connection if that fails.
+pub async fn with_advisory_lock<T, F, Fut>(
+    locks: &PgPool,
+    name: &str,
+    work: F,
+) -> Result<T, ControlError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ControlError>>,
+{
+    let mut conn = locks.acquire().await?;
+    sqlx::query("SELECT pg_advisory_lock($1, hashtext($2))")
+        .bind(LOCK_CLASS)
+        .bind(name)
+        .execute(&mut *conn)
+        .await?;
+    let result = work().await;
+    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1, hashtext($2))")
+        .bind(LOCK_CLASS)
+        .bind(name)
+        .execute(&mut *conn)
+        .await;
+    if unlocked.is_err() {
+        // Closing the session releases every lock it held.
+        drop(conn.detach());
+    }
+    result
+}
+
+/// Find the instance `matches` selects among the tenant's instances of
+/// `agent_type`, or create it with `new` — under the singleton lock.
+/// Returns the instance and whether this call created it.
+pub async fn ensure_singleton(
+    store: &Store,
+    locks: &PgPool,
+    tenant_id: Uuid,
+    agent_type: AgentType,
+    key: &str,
+    new: NewInstance,
+    matches: impl Fn(&InstanceRow) -> bool,
+) -> Result<(InstanceRow, bool), ControlError> {
+    let name = format!("singleton:{tenant_id}:{agent_type}:{key}");
+    with_advisory_lock(locks, &name, || async {
+        let existing = store.instances().list(tenant_id, Some(agent_type)).await?;
+        if let Some(found) = existing.into_iter().find(|i| matches(i)) {
+            return Ok((found, false));
+        }
+        Ok((store.instances().create(tenant_id, new).await?, true))
+    })
+    .await
+}
+
+/// Ensure the tenant's one SOA (spec §3.2 step 2).
+pub async fn ensure_soa(
+    store: &Store,
+    locks: &PgPool,
+    tenant_id: Uuid,
+    idle_by_default: bool,
+) -> Result<(InstanceRow, bool), ControlError> {
+    let status = if idle_by_default {
+        InstanceStatus::Active
+    } else {
+        InstanceStatus::Paused
+    };
+    ensure_singleton(
+        store,
+        locks,
+        tenant_id,
+        AgentType::Soa,
+        "",
+        NewInstance::foundational(AgentType::Soa, status),
+        |_| true,
+    )
+    .await
+}
+
+/// Ensure the tenant's Compliance instance (created Paused; StartCompliance
+/// then starts it).
+pub async fn ensure_compliance(
+    store: &Store,
+    locks: &PgPool,
+    tenant_id: Uuid,
+) -> Result<(InstanceRow, bool), ControlError> {
+    ensure_singleton(
+        store,
+        locks,
+        tenant_id,
+        AgentType::Compliance,
+        "",
+        NewInstance::foundational(AgentType::Compliance, InstanceStatus::Paused),
+        |_| true,
+    )
+    .await
+}
+
+/// Ensure the Paused PromptRedactor bound to `call_site_id` (bursty: never
+/// bootstrapped, created on a signal, outside the foundational phase).
+pub async fn ensure_redactor(
+    store: &Store,
+    locks: &PgPool,
+    tenant_id: Uuid,
+    call_site_id: &str,
+) -> Result<(InstanceRow, bool), ControlError> {
+    let new = NewInstance {
+        agent_type: AgentType::PromptRedactor,
+        status: InstanceStatus::Paused,
+        call_site_id: Some(call_site_id.to_owned()),
+        workset_deadline: None,
+        seed_initialized: false,
+    };
+    ensure_singleton(
+        store,
+        locks,
+        tenant_id,
+        AgentType::PromptRedactor,
+        call_site_id,
+        new,
+        |i| i.call_site_id.as_deref() == Some(call_site_id),
+    )
+    .await
+}
+
+/// Bootstrap one tenant if both gate levels are on; returns whether a SOA
+/// was created.
+pub async fn bootstrap_tenant(state: &AppState, tenant_id: Uuid) -> Result<bool, ControlError> {
+    if !state.config.standing_agents_enabled || !state.config.auto_bootstrap {
+        return Ok(false);
+    }
+    let tenant = state.store.tenants().get(tenant_id).await?;
+    if !tenant.standing_agents_enabled || tenant.status != "active" {
+        return Ok(false);
+    }
+    let (soa, created) = ensure_soa(
+        &state.store,
+        &state.locks,
+        tenant_id,
+        state.config.standing_agents_idle_by_default,
+    )
+    .await?;
+    if created {
+        state.metrics.add_bootstrapped();
+        tracing::info!(tenant = %tenant_id, instance = %soa.id, status = %soa.status, "bootstrap: SOA created");
+    }
+    Ok(created)
+}
+
+/// Bootstrap every enabled tenant; one failing tenant never stops the rest.
+pub async fn bootstrap_all(state: &AppState) -> Result<usize, ControlError> {
+    let tenants = state.store.tenants().list().await?;
+    let mut created = 0;
+    for t in tenants.iter().filter(|t| t.standing_agents_enabled) {
+        match bootstrap_tenant(state, t.id).await {
+            Ok(true) => created += 1,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(tenant = %t.id, error = %e, "bootstrap: tenant failed"),
+        }
+    }
+    Ok(created)
+}
+
+fn tenant_of(payload: &str) -> Option<Uuid> {
+    serde_json::from_str::<serde_json::Value>(payload)
+        .ok()?
+        .get("tenant_id")?
+        .as_str()?
+        .parse()
+        .ok()
+}
+
+/// The bootstrap loop: a full scan at start and every `rescan`, and one
+/// tenant at a time as `genesis_tenants` notifies. Not started at all when
+/// the deploy level or AutoBootstrap is off.
+pub async fn run_bootstrap(state: AppState, rescan: Duration, shutdown: CancellationToken) {
+    if !state.config.standing_agents_enabled || !state.config.auto_bootstrap {
+        tracing::info!("bootstrap: disabled by configuration");
+        return;
+    }
+    let mut listener: Option<PgListener> = None;
+    let mut next_scan = tokio::time::Instant::now();
+    loop {
+        if listener.is_none() {
+            listener = async {
+                let mut l = PgListener::connect_with(&state.locks).await.ok()?;
+                l.listen(TENANTS_CHANNEL).await.ok()?;
+                Some(l)
+            }
+            .await;
+        }
+        if tokio::time::Instant::now() >= next_scan {
+            if let Err(e) = bootstrap_all(&state).await {
+                tracing::warn!(error = %e, "bootstrap: scan failed");
+            }
+            next_scan = tokio::time::Instant::now() + rescan;
+        }
+        let sleep = tokio::time::sleep_until(next_scan);
+        match listener.as_mut() {
+            Some(l) => tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = sleep => {}
+                n = l.recv() => match n {
+                    Ok(n) => if let Some(t) = tenant_of(n.payload()) {
+                        if let Err(e) = bootstrap_tenant(&state, t).await {
+                            tracing::warn!(tenant = %t, error = %e, "bootstrap: tenant failed");
+                        }
+                    },
+                    Err(_) => listener = None,
+                },
+            },
+            None => tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1).min(rescan)) => {}
+            },
+        }
+    }
+}

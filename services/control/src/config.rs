@@ -1,0 +1,239 @@
+//! The control service's configuration: defaults, `GENESIS_*` env and flags
+//! (docs/internals.md "Configuration"), parsed by clap in the bin and built
+//! directly by tests with [`ControlConfig::new`].
+//!
+//! This module must never print the database password: `Debug` and
+//! [`ControlConfig::dump`] redact it.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::error::ControlError;
+
+/// Everything [`crate::run`] needs.
+#[derive(Clone, clap::Args)]
+pub struct ControlConfig {
+    /// PostgreSQL URL.
+    #[arg(
+        long,
+        env = "GENESIS_DATABASE_URL",
+        default_value = "postgres://127.0.0.1:5432/genesis",
+        hide_env_values = true
+    )]
+    pub database_url: String,
+    /// NATS URL.
+    #[arg(
+        long,
+        env = "GENESIS_NATS_URL",
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub nats_url: String,
+    /// JetStream stream the ticks are published to (created or updated here).
+    #[arg(long, env = "GENESIS_STREAM", default_value = "GENESIS_TICKS")]
+    pub stream: String,
+    /// Subject prefix: each event goes to `<prefix>.<tenant_id>`.
+    #[arg(long, env = "GENESIS_SUBJECT_PREFIX", default_value = "genesis.ticks")]
+    pub subject_prefix: String,
+    /// Durable pull consumer the agent pods bind to (created or updated here).
+    #[arg(long, env = "GENESIS_CONSUMER", default_value = "agent-pods")]
+    pub consumer: String,
+    /// gRPC listen address.
+    #[arg(long, env = "GENESIS_GRPC_ADDR", default_value = "0.0.0.0:50051")]
+    pub grpc_addr: SocketAddr,
+    /// `/healthz`, `/readyz`, `/metrics` listen address.
+    #[arg(long, env = "GENESIS_HTTP_ADDR", default_value = "0.0.0.0:9090")]
+    pub http_addr: SocketAddr,
+    /// Tick lease TTL in seconds; the consumer's ack_wait is twice this.
+    #[arg(long, env = "GENESIS_LEASE_TTL_SECS", default_value_t = 60)]
+    pub lease_ttl_secs: u64,
+    /// Deliveries of one event before dead-letter; max_deliver is this + 2.
+    #[arg(long, env = "GENESIS_MAX_ATTEMPTS", default_value_t = 5)]
+    pub max_attempts: u32,
+    /// Log format: `text` or `json`.
+    #[arg(long, env = "GENESIS_LOG_FORMAT", default_value = "text")]
+    pub log_format: String,
+    /// Deploy level of the standing-agents gate (spec 3.2). Off: no
+    /// bootstrap, and Start refuses with FAILED_PRECONDITION.
+    #[arg(long, env = "GENESIS_STANDING_AGENTS_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
+    pub standing_agents_enabled: bool,
+    /// AutoBootstrap: ensure one SOA per enabled tenant.
+    #[arg(long, env = "GENESIS_AUTO_BOOTSTRAP", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_bootstrap: bool,
+    /// StandingAgentsIdleByDefault: bootstrap the SOA Active with its opener
+    /// (true) or Paused awaiting an operator start (false).
+    #[arg(long, env = "GENESIS_STANDING_AGENTS_IDLE_BY_DEFAULT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub standing_agents_idle_by_default: bool,
+    /// Events per outbox batch.
+    #[arg(long, env = "GENESIS_OUTBOX_BATCH", default_value_t = 256)]
+    pub outbox_batch: i64,
+    /// Outbox safety poll, in milliseconds (a missed NOTIFY is found by then).
+    #[arg(long, env = "GENESIS_OUTBOX_POLL_MS", default_value_t = 5_000)]
+    pub outbox_poll_ms: u64,
+    /// How long to wait for the JetStream acks of one batch, in milliseconds.
+    #[arg(long, env = "GENESIS_PUBLISH_ACK_TIMEOUT_MS", default_value_t = 5_000)]
+    pub publish_ack_timeout_ms: u64,
+    /// Periodic re-scan of tenants for the bootstrap, in seconds.
+    #[arg(long, env = "GENESIS_BOOTSTRAP_RESCAN_SECS", default_value_t = 30)]
+    pub bootstrap_rescan_secs: u64,
+    /// How long in-flight RPCs may drain after a shutdown signal, in seconds.
+    #[arg(long, env = "GENESIS_SHUTDOWN_DEADLINE_SECS", default_value_t = 10)]
+    pub shutdown_deadline_secs: u64,
+}
+
+impl std::fmt::Debug for ControlConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.dump())
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:<redacted>@host/db`.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme + 3 => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:<redacted>{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl ControlConfig {
+    /// Every default, for the given database and NATS (tests and embedders).
+    pub fn new(database_url: &str, nats_url: &str) -> Self {
+        ControlConfig {
+            database_url: database_url.into(),
+            nats_url: nats_url.into(),
+            stream: "GENESIS_TICKS".into(),
+            subject_prefix: "genesis.ticks".into(),
+            consumer: "agent-pods".into(),
+            grpc_addr: SocketAddr::from(([0, 0, 0, 0], 50051)),
+            http_addr: SocketAddr::from(([0, 0, 0, 0], 9090)),
+            lease_ttl_secs: 60,
+            max_attempts: 5,
+            log_format: "text".into(),
+            standing_agents_enabled: true,
+            auto_bootstrap: true,
+            standing_agents_idle_by_default: true,
+            outbox_batch: 256,
+            outbox_poll_ms: 5_000,
+            publish_ack_timeout_ms: 5_000,
+            bootstrap_rescan_secs: 30,
+            shutdown_deadline_secs: 10,
+        }
+    }
+
+    /// The tick lease TTL.
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_secs(self.lease_ttl_secs)
+    }
+
+    /// Refuse values the service cannot work with, naming the setting.
+    pub fn validate(&self) -> Result<(), ControlError> {
+        let bad = |m: &str| Err(ControlError::Config(m.to_owned()));
+        if self.lease_ttl_secs == 0 {
+            return bad("GENESIS_LEASE_TTL_SECS must be at least 1");
+        }
+        if self.max_attempts == 0 {
+            return bad("GENESIS_MAX_ATTEMPTS must be at least 1");
+        }
+        if self.outbox_batch <= 0 {
+            return bad("GENESIS_OUTBOX_BATCH must be at least 1");
+        }
+        if self.outbox_poll_ms == 0 || self.publish_ack_timeout_ms == 0 {
+            return bad(
+                "GENESIS_OUTBOX_POLL_MS and GENESIS_PUBLISH_ACK_TIMEOUT_MS must be positive",
+            );
+        }
+        if self.bootstrap_rescan_secs == 0 {
+            return bad("GENESIS_BOOTSTRAP_RESCAN_SECS must be at least 1");
+        }
+        let name_ok = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        };
+        if !name_ok(&self.stream) || !name_ok(&self.consumer) {
+            return bad(
+                "GENESIS_STREAM and GENESIS_CONSUMER must be non-empty names of letters, digits, '_' or '-'",
+            );
+        }
+        if self.subject_prefix.is_empty()
+            || self.subject_prefix.starts_with('.')
+            || self.subject_prefix.ends_with('.')
+            || self
+                .subject_prefix
+                .contains(|c: char| c.is_whitespace() || c == '*' || c == '>')
+        {
+            return bad(
+                "GENESIS_SUBJECT_PREFIX must be a plain subject (no wildcards, spaces or edge dots)",
+            );
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return bad("GENESIS_LOG_FORMAT must be text or json");
+        }
+        Ok(())
+    }
+
+    /// The effective configuration as `key = value` lines, secrets redacted.
+    pub fn dump(&self) -> String {
+        format!(
+            "database_url = {:?}\nnats_url = {:?}\nstream = {:?}\nsubject_prefix = {:?}\nconsumer = {:?}\n\
+             grpc_addr = {:?}\nhttp_addr = {:?}\nlease_ttl_secs = {}\nmax_attempts = {}\nlog_format = {:?}\n\
+             standing_agents_enabled = {}\nauto_bootstrap = {}\nstanding_agents_idle_by_default = {}\n\
+             outbox_batch = {}\noutbox_poll_ms = {}\npublish_ack_timeout_ms = {}\nbootstrap_rescan_secs = {}\n\
+             shutdown_deadline_secs = {}\n",
+            redact_url(&self.database_url),
+            redact_url(&self.nats_url),
+            self.stream,
+            self.subject_prefix,
+            self.consumer,
+            self.grpc_addr.to_string(),
+            self.http_addr.to_string(),
+            self.lease_ttl_secs,
+            self.max_attempts,
+            self.log_format,
+            self.standing_agents_enabled,
+            self.auto_bootstrap,
+            self.standing_agents_idle_by_default,
+            self.outbox_batch,
+            self.outbox_poll_ms,
+            self.publish_ack_timeout_ms,
+            self.bootstrap_rescan_secs,
+            self.shutdown_deadline_secs,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dump_redacts_the_database_password() {
+        let c = ControlConfig::new("postgres://app:hunter2@db:5432/genesis", "nats://n:4222");
+        let d = c.dump();
+        assert!(!d.contains("hunter2"), "{d}");
+        assert!(d.contains("app:<redacted>@db:5432/genesis"));
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn validate_names_the_bad_setting() {
+        let mut c = ControlConfig::new("postgres://h/db", "nats://h");
+        assert!(c.validate().is_ok());
+        c.subject_prefix = "genesis.>".into();
+        let err = c.validate().expect_err("wildcard prefix refused");
+        assert!(err.to_string().contains("GENESIS_SUBJECT_PREFIX"));
+        c.subject_prefix = "ok".into();
+        c.max_attempts = 0;
+        assert!(
+            c.validate()
+                .expect_err("zero")
+                .to_string()
+                .contains("GENESIS_MAX_ATTEMPTS")
+        );
+    }
+}

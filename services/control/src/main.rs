@@ -1,0 +1,144 @@
+//! The `genesis-control` bin: `serve` (default), `migrate`, `token create`
+//! and `--dump-config`. Parses configuration (flags and `GENESIS_*` env),
+//! installs logging, wires SIGTERM/SIGINT to cancellation (a second signal
+//! exits at once) and calls the library. Logic must stay in the library.
+
+use clap::{Parser, Subcommand};
+use genesis_control::{ControlConfig, run, telemetry};
+use genesis_core::TokenScope;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+#[derive(Parser)]
+#[command(
+    name = "genesis-control",
+    about = "Genesis control: admin API, bootstrap, outbox publisher"
+)]
+struct Cli {
+    #[command(flatten)]
+    config: ControlConfig,
+    /// Print the effective configuration (secrets redacted) and exit.
+    #[arg(long, global = true)]
+    dump_config: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the admin API and run the background loops (the default).
+    Serve,
+    /// Apply the database migrations and exit.
+    Migrate,
+    /// API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Mint a token, print it once, store only its SHA-256.
+    Create {
+        /// operator or agent-pod.
+        #[arg(long)]
+        scope: String,
+        /// Bind an operator token to a tenant (unset: platform-wide).
+        #[arg(long)]
+        tenant: Option<Uuid>,
+        /// A label recorded as the actor of audited writes.
+        #[arg(long, default_value = "")]
+        label: String,
+        /// Lifetime such as 30d or 12h (unset: no expiry).
+        #[arg(long)]
+        ttl: Option<String>,
+    },
+}
+
+async fn next_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if cli.dump_config {
+        print!("{}", cli.config.dump());
+        return Ok(());
+    }
+    telemetry::init(&cli.config.log_format);
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Migrate => {
+            genesis_store::Store::migrate(&cli.config.database_url).await?;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Token {
+            command:
+                TokenCommand::Create {
+                    scope,
+                    tenant,
+                    label,
+                    ttl,
+                },
+        } => {
+            let scope: TokenScope = scope.parse().map_err(|e| anyhow::anyhow!("--scope: {e}"))?;
+            let expires_at = match ttl {
+                None => None,
+                Some(t) => {
+                    let d = genesis_control::tokens::parse_ttl(&t)
+                        .map_err(|e| anyhow::anyhow!("--ttl: {e}"))?;
+                    Some(chrono::Utc::now() + chrono::Duration::from_std(d)?)
+                }
+            };
+            let store =
+                genesis_store::Store::connect(&cli.config.database_url, Default::default()).await?;
+            let (raw, row) =
+                genesis_control::tokens::mint(&store, scope, tenant, &label, expires_at).await?;
+            eprintln!(
+                "token {} ({}) created; it is shown once:",
+                row.id, row.scope
+            );
+            println!("{raw}");
+            Ok(())
+        }
+        Command::Serve => {
+            cli.config.validate()?;
+            let grpc = tokio::net::TcpListener::bind(cli.config.grpc_addr).await?;
+            let http = tokio::net::TcpListener::bind(cli.config.http_addr).await?;
+            let shutdown = CancellationToken::new();
+            {
+                let shutdown = shutdown.clone();
+                tokio::spawn(async move {
+                    next_signal().await;
+                    tracing::info!("shutdown signal received; stopping");
+                    shutdown.cancel();
+                    next_signal().await;
+                    tracing::warn!("second signal; exiting at once");
+                    std::process::exit(130);
+                });
+            }
+            run(cli.config, grpc, http, shutdown).await?;
+            Ok(())
+        }
+    }
+}

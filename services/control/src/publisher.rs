@@ -1,0 +1,367 @@
+//! The outbox publisher (DESIGN §4): turns due, unpublished
+//! `agent_event_queue` rows into JetStream messages on
+//! `<prefix>.<tenant_id>` with `Nats-Msg-Id` = the event id, awaits every ack
+//! of a batch concurrently, then marks the acked events `published_at` in one
+//! statement. Woken by `NOTIFY genesis_due`, by a timer set to the earliest
+//! future `visible_at`, and by a safety poll. It also creates or updates the
+//! stream and the agent pods' durable consumer from configuration at start.
+//!
+//! A crash between publish and mark re-publishes; the stream's duplicate
+//! window drops the copy. NATS down → it retries with backoff and loses
+//! nothing (events stay unpublished). Must never mark an event whose ack did
+//! not arrive, and never decide which events are due (the store does).
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+use chrono::Utc;
+use genesis_store::{EventRow, Store};
+use serde::Serialize;
+use sqlx::postgres::PgListener;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::config::ControlConfig;
+use crate::error::ControlError;
+use crate::state::AppState;
+
+/// The channel every enqueue notifies.
+pub const DUE_CHANNEL: &str = "genesis_due";
+/// The stream's duplicate window.
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+
+/// What the publisher needs from the configuration.
+#[derive(Debug, Clone)]
+pub struct PublisherSettings {
+    pub nats_url: String,
+    pub stream: String,
+    pub subject_prefix: String,
+    pub consumer: String,
+    pub lease_ttl: Duration,
+    pub max_attempts: u32,
+    pub batch: i64,
+    pub poll: Duration,
+    pub ack_timeout: Duration,
+}
+
+impl From<&ControlConfig> for PublisherSettings {
+    fn from(c: &ControlConfig) -> Self {
+        PublisherSettings {
+            nats_url: c.nats_url.clone(),
+            stream: c.stream.clone(),
+            subject_prefix: c.subject_prefix.clone(),
+            consumer: c.consumer.clone(),
+            lease_ttl: c.lease_ttl(),
+            max_attempts: c.max_attempts,
+            batch: c.outbox_batch,
+            poll: Duration::from_millis(c.outbox_poll_ms),
+            ack_timeout: Duration::from_millis(c.publish_ack_timeout_ms),
+        }
+    }
+}
+
+/// The message body the agent pods read.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct TickMessage {
+    pub tenant_id: Uuid,
+    pub instance_id: Uuid,
+    pub event_id: Uuid,
+}
+
+/// `<prefix>.<tenant_id>`.
+pub fn subject_for(prefix: &str, tenant_id: Uuid) -> String {
+    format!("{prefix}.{tenant_id}")
+}
+
+/// The stream configuration (WorkQueue, file storage, `<prefix>.>`, 2 min
+/// duplicate window).
+pub fn stream_config(s: &PublisherSettings) -> stream::Config {
+    stream::Config {
+        name: s.stream.clone(),
+        subjects: vec![format!("{}.>", s.subject_prefix)],
+        retention: stream::RetentionPolicy::WorkQueue,
+        storage: stream::StorageType::File,
+        duplicate_window: DUPLICATE_WINDOW,
+        ..Default::default()
+    }
+}
+
+/// The agent pods' durable pull consumer: explicit ack, ack_wait = 2 × lease
+/// TTL, max_deliver = max attempts + 2.
+pub fn consumer_config(s: &PublisherSettings) -> consumer::pull::Config {
+    consumer::pull::Config {
+        durable_name: Some(s.consumer.clone()),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait: s.lease_ttl * 2,
+        max_deliver: i64::from(s.max_attempts) + 2,
+        filter_subject: format!("{}.>", s.subject_prefix),
+        ..Default::default()
+    }
+}
+
+/// Connect to NATS (failing fast when unreachable) and return a JetStream
+/// context whose publish acks time out after `ack_timeout`.
+pub async fn connect(s: &PublisherSettings) -> Result<jetstream::Context, ControlError> {
+    let client = async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(2))
+        .connect(s.nats_url.as_str())
+        .await
+        .map_err(|e| ControlError::Nats(format!("connect {}: {e}", s.nats_url)))?;
+    let mut js = jetstream::new(client);
+    js.set_timeout(s.ack_timeout);
+    Ok(js)
+}
+
+/// Create or update the stream and the durable consumer, idempotently.
+pub async fn ensure_stream(
+    js: &jetstream::Context,
+    s: &PublisherSettings,
+) -> Result<(), ControlError> {
+    js.create_or_update_stream(stream_config(s))
+        .await
+        .map_err(|e| ControlError::Nats(format!("stream {}: {e}", s.stream)))?;
+    let stream = js
+        .get_stream(&s.stream)
+        .await
+        .map_err(|e| ControlError::Nats(format!("stream {}: {e}", s.stream)))?;
+    let config = consumer_config(s);
+    match stream.create_consumer(config.clone()).await {
+        Ok(_) => Ok(()),
+        Err(create_err) => stream
+            .update_consumer(config)
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                ControlError::Nats(format!(
+                    "consumer {}: {create_err}; update: {e}",
+                    s.consumer
+                ))
+            }),
+    }
+}
+
+/// Publish one event (headers and body as the pods expect) and return the
+/// pending ack.
+pub async fn publish_event(
+    js: &jetstream::Context,
+    prefix: &str,
+    event: &EventRow,
+) -> Result<jetstream::context::PublishAckFuture, ControlError> {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        async_nats::header::NATS_MESSAGE_ID,
+        event.id.to_string().as_str(),
+    );
+    let body = serde_json::to_vec(&TickMessage {
+        tenant_id: event.tenant_id,
+        instance_id: event.instance_id,
+        event_id: event.id,
+    })
+    .map_err(|e| ControlError::Nats(format!("encode: {e}")))?;
+    js.publish_with_headers(subject_for(prefix, event.tenant_id), headers, body.into())
+        .await
+        .map_err(|e| ControlError::Nats(format!("publish {}: {e}", event.id)))
+}
+
+/// One round: lock a batch of due events, publish them all, await every ack
+/// concurrently, mark the acked ones in one statement. Returns how many
+/// events the batch held. Any failed publish or ack is an error after the
+/// acked ones are marked (the rest stay unpublished for the next round).
+pub async fn publish_batch(
+    store: &Store,
+    js: &jetstream::Context,
+    s: &PublisherSettings,
+    metrics: &crate::metrics::Metrics,
+) -> Result<usize, ControlError> {
+    let batch = store.events().begin_outbox_batch(s.batch).await?;
+    let n = batch.events.len();
+    if n == 0 {
+        return Ok(0);
+    }
+    let mut pending = Vec::with_capacity(n);
+    let mut first_error: Option<ControlError> = None;
+    for event in &batch.events {
+        match publish_event(js, &s.subject_prefix, event).await {
+            Ok(ack) => pending.push((event.id, ack)),
+            Err(e) => {
+                first_error.get_or_insert(e);
+                break;
+            }
+        }
+    }
+    let acks = futures::future::join_all(
+        pending
+            .into_iter()
+            .map(|(id, ack)| async move { (id, tokio::time::timeout(s.ack_timeout, ack).await) }),
+    )
+    .await;
+    let mut acked = Vec::with_capacity(acks.len());
+    for (id, result) in acks {
+        match result {
+            Ok(Ok(_)) => acked.push(id),
+            Ok(Err(e)) => {
+                first_error.get_or_insert(ControlError::Nats(format!("ack {id}: {e}")));
+            }
+            Err(_) => {
+                first_error.get_or_insert(ControlError::Nats(format!("ack {id}: timed out")));
+            }
+        }
+    }
+    let failed = n - acked.len();
+    let marked = batch.mark_published(&acked).await?;
+    metrics.add_published(marked);
+    if failed > 0 {
+        metrics.add_publish_errors(failed as u64);
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(n),
+    }
+}
+
+async fn due_listener(state: &AppState) -> Option<PgListener> {
+    let mut l = PgListener::connect_with(&state.locks).await.ok()?;
+    l.listen(DUE_CHANNEL).await.ok()?;
+    Some(l)
+}
+
+/// How long to sleep before the next round: until the earliest future
+/// `visible_at`, capped by the safety poll; also updates the lag gauge.
+async fn next_wait(state: &AppState, s: &PublisherSettings) -> Duration {
+    match state.store.events().next_unpublished_visible_at().await {
+        Ok(Some(at)) => {
+            let now = Utc::now();
+            if at <= now {
+                state
+                    .metrics
+                    .set_outbox_lag_ms((now - at).num_milliseconds());
+                // Due but not in this round (locked by another publisher, or
+                // failing): retry soon, not at once.
+                Duration::from_millis(200).min(s.poll)
+            } else {
+                state.metrics.set_outbox_lag_ms(0);
+                (at - now).to_std().unwrap_or(s.poll).min(s.poll)
+            }
+        }
+        Ok(None) => {
+            state.metrics.set_outbox_lag_ms(0);
+            s.poll
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "outbox: cannot read the next visible_at");
+            s.poll
+        }
+    }
+}
+
+/// The publisher loop, until `shutdown` (checked between batches, so the
+/// in-flight batch finishes).
+pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: CancellationToken) {
+    let mut backoff = Duration::from_millis(100);
+    let max_backoff = Duration::from_secs(5);
+    'connect: while !shutdown.is_cancelled() {
+        let js = match connect(&s).await {
+            Ok(js) => match ensure_stream(&js, &s).await {
+                Ok(()) => js,
+                Err(e) => {
+                    tracing::warn!(error = %e, "outbox: stream setup failed; retrying");
+                    state.set_nats_ready(false);
+                    sleep_or_cancel(&shutdown, backoff).await;
+                    backoff = (backoff * 2).min(max_backoff);
+                    continue;
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "outbox: NATS unreachable; retrying");
+                state.set_nats_ready(false);
+                sleep_or_cancel(&shutdown, backoff).await;
+                backoff = (backoff * 2).min(max_backoff);
+                continue;
+            }
+        };
+        state.set_nats_ready(true);
+        tracing::info!(stream = %s.stream, consumer = %s.consumer, "outbox: publishing");
+        let mut listener = due_listener(&state).await;
+        loop {
+            if shutdown.is_cancelled() {
+                break 'connect;
+            }
+            match publish_batch(&state.store, &js, &s, &state.metrics).await {
+                Ok(n) => {
+                    backoff = Duration::from_millis(100);
+                    if n as i64 >= s.batch {
+                        continue;
+                    }
+                }
+                Err(ControlError::Store(e)) => {
+                    tracing::warn!(error = %e, "outbox: store failure; retrying");
+                    sleep_or_cancel(&shutdown, backoff).await;
+                    backoff = (backoff * 2).min(max_backoff);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "outbox: publish failed; reconnecting");
+                    state.set_nats_ready(false);
+                    sleep_or_cancel(&shutdown, backoff).await;
+                    backoff = (backoff * 2).min(max_backoff);
+                    continue 'connect;
+                }
+            }
+            let wait = next_wait(&state, &s).await;
+            match listener.as_mut() {
+                Some(l) => {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break 'connect,
+                        _ = tokio::time::sleep(wait) => {}
+                        n = l.recv() => if n.is_err() { listener = due_listener(&state).await; },
+                    }
+                }
+                None => {
+                    sleep_or_cancel(&shutdown, wait).await;
+                    listener = due_listener(&state).await;
+                }
+            }
+        }
+    }
+    state.set_nats_ready(false);
+}
+
+async fn sleep_or_cancel(shutdown: &CancellationToken, d: Duration) {
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = tokio::time::sleep(d) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> PublisherSettings {
+        PublisherSettings::from(&ControlConfig::new("postgres://h/db", "nats://h:4222"))
+    }
+
+    #[test]
+    fn stream_and_consumer_follow_the_configuration() {
+        let s = settings();
+        let st = stream_config(&s);
+        assert_eq!(st.subjects, vec!["genesis.ticks.>".to_owned()]);
+        assert_eq!(st.retention, stream::RetentionPolicy::WorkQueue);
+        assert_eq!(st.storage, stream::StorageType::File);
+        assert_eq!(st.duplicate_window, Duration::from_secs(120));
+        let c = consumer_config(&s);
+        assert_eq!(c.durable_name.as_deref(), Some("agent-pods"));
+        assert_eq!(c.ack_wait, Duration::from_secs(120));
+        assert_eq!(c.max_deliver, 7);
+        assert_eq!(c.ack_policy, consumer::AckPolicy::Explicit);
+    }
+
+    #[test]
+    fn subjects_carry_the_tenant() {
+        let t = Uuid::new_v4();
+        assert_eq!(
+            subject_for("genesis.ticks", t),
+            format!("genesis.ticks.{t}")
+        );
+    }
+}

@@ -1,0 +1,158 @@
+//! Process assembly: [`run`] opens the store and the control-owned pool,
+//! registers every admin service in ONE place ([`routes`]) behind the auth
+//! layer, adds `grpc.health.v1` and reflection, serves HTTP, and starts the
+//! publisher, the bootstrap loop and the turn hub. Shutdown: stop the
+//! publisher after its in-flight batch, stop accepting RPCs, drain under a
+//! deadline, exit. Must never hold service logic: it wires, nothing more.
+
+use std::time::Duration;
+
+use genesis_proto::v1;
+use genesis_store::{Store, StoreOptions};
+use sqlx::postgres::PgPoolOptions;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::AuthLayer;
+use crate::bootstrap::run_bootstrap;
+use crate::config::ControlConfig;
+use crate::error::ControlError;
+use crate::publisher::{PublisherSettings, run_publisher};
+use crate::services::{agents, config, decisions, tenants, tokens};
+use crate::state::AppState;
+
+/// The admin services this server answers (fully qualified). Services of
+/// admin.proto not listed here answer UNIMPLEMENTED.
+pub const SERVED_SERVICES: &[&str] = &[
+    "genesis.v1.TenantService",
+    "genesis.v1.AgentService",
+    "genesis.v1.DecisionService",
+    "genesis.v1.ConfigService",
+    "genesis.v1.TokenService",
+];
+
+/// Every admin service, registered in one place.
+pub fn routes(state: &AppState) -> tonic::service::Routes {
+    let mut b = tonic::service::Routes::builder();
+    b.add_service(v1::tenant_service_server::TenantServiceServer::new(
+        tenants::Tenants::new(state.clone()),
+    ))
+    .add_service(v1::agent_service_server::AgentServiceServer::new(
+        agents::Agents::new(state.clone()),
+    ))
+    .add_service(v1::decision_service_server::DecisionServiceServer::new(
+        decisions::Decisions::new(state.clone()),
+    ))
+    .add_service(v1::config_service_server::ConfigServiceServer::new(
+        config::Configs::new(state.clone()),
+    ))
+    .add_service(v1::token_service_server::TokenServiceServer::new(
+        tokens::Tokens::new(state.clone()),
+    ));
+    b.routes()
+}
+
+/// Build the shared state from configuration (pools are lazy: an
+/// unreachable database surfaces in `/readyz` and in RPCs, not here).
+pub async fn state(
+    config: ControlConfig,
+    shutdown: CancellationToken,
+) -> Result<AppState, ControlError> {
+    config.validate()?;
+    let store = Store::connect(&config.database_url, StoreOptions::default()).await?;
+    let locks = PgPoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_lazy(&config.database_url)?;
+    Ok(AppState::new(store, config, locks, shutdown))
+}
+
+/// Run control until `shutdown`: gRPC on `grpc`, HTTP on `http`, and the
+/// background loops.
+pub async fn run(
+    config: ControlConfig,
+    grpc: TcpListener,
+    http: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), ControlError> {
+    let state = state(config, shutdown.clone()).await?;
+    let deadline = Duration::from_secs(state.config.shutdown_deadline_secs);
+    let tracker = TaskTracker::new();
+    let loops = shutdown.child_token();
+
+    tracker.spawn(state.hub.clone().listen(state.locks.clone(), loops.clone()));
+    tracker.spawn(run_publisher(
+        state.clone(),
+        PublisherSettings::from(state.config.as_ref()),
+        loops.clone(),
+    ));
+    tracker.spawn(run_bootstrap(
+        state.clone(),
+        Duration::from_secs(state.config.bootstrap_rescan_secs),
+        loops.clone(),
+    ));
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    for name in SERVED_SERVICES {
+        health
+            .set_service_status(*name, tonic_health::ServingStatus::Serving)
+            .await;
+    }
+    health
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(genesis_proto::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| ControlError::Transport(format!("reflection: {e}")))?;
+
+    let mut routes = routes(&state).into_axum_router();
+    routes = routes.merge(
+        tonic::service::Routes::new(health_service)
+            .add_service(reflection)
+            .into_axum_router(),
+    );
+    let grpc_shutdown = shutdown.clone();
+    let grpc_server = tonic::transport::Server::builder()
+        .layer(AuthLayer::new(state.clone()))
+        .add_routes(tonic::service::Routes::from(routes))
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(grpc),
+            async move { grpc_shutdown.cancelled().await },
+        );
+
+    let http_shutdown = shutdown.clone();
+    let http_server = axum::serve(http, crate::http::router(state.clone()))
+        .with_graceful_shutdown(async move { http_shutdown.cancelled().await });
+
+    tracing::info!("genesis-control serving");
+    let grpc_task = tokio::spawn(grpc_server);
+    let http_task = tokio::spawn(async move { http_server.await });
+
+    shutdown.cancelled().await;
+    tracing::info!("shutdown: stopping loops and draining RPCs");
+    health
+        .set_not_serving::<v1::tenant_service_server::TenantServiceServer<tenants::Tenants>>()
+        .await;
+    tracker.close();
+    let drained = tokio::time::timeout(deadline, async {
+        tracker.wait().await;
+        let g = grpc_task.await;
+        let h = http_task.await;
+        (g, h)
+    })
+    .await;
+    state.store.close().await;
+    state.locks.close().await;
+    match drained {
+        Ok((Ok(Ok(())), Ok(Ok(())))) => Ok(()),
+        Ok((Ok(Err(e)), _)) => Err(ControlError::Transport(e.to_string())),
+        Ok((_, Ok(Err(e)))) => Err(ControlError::Io(e)),
+        Ok(_) => Err(ControlError::Transport("a server task panicked".into())),
+        Err(_) => {
+            tracing::warn!("shutdown: drain deadline passed; exiting");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! The state every admin service and background loop shares: the store, the
+//! configuration, the metrics, the live-turn hub and the small control-owned
+//! connection pool used for LISTEN and advisory locks. Must never hold
+//! per-request or per-tenant mutable state: it is cloned into every task.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use genesis_store::Store;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ControlConfig;
+use crate::metrics::Metrics;
+use crate::watch::TurnHub;
+
+/// Cheap to clone; one per process.
+#[derive(Clone)]
+pub struct AppState {
+    /// Every row goes through the store.
+    pub store: Store,
+    /// The effective configuration.
+    pub config: Arc<ControlConfig>,
+    /// Process metrics.
+    pub metrics: Arc<Metrics>,
+    /// Fan-out of `genesis_turns` / `genesis_messages` to `WatchTurns`.
+    pub hub: TurnHub,
+    /// Connections of the login user for advisory locks (the bootstrap's
+    /// singleton guard). Holds no tenant data.
+    pub locks: PgPool,
+    /// Cancelled when the process shuts down (ends `WatchTurns` streams).
+    pub shutdown: CancellationToken,
+    nats_ready: Arc<AtomicBool>,
+}
+
+impl AppState {
+    /// Assemble the shared state.
+    pub fn new(
+        store: Store,
+        config: ControlConfig,
+        locks: PgPool,
+        shutdown: CancellationToken,
+    ) -> Self {
+        AppState {
+            store,
+            config: Arc::new(config),
+            metrics: Arc::new(Metrics::default()),
+            hub: TurnHub::new(1024),
+            locks,
+            shutdown,
+            nats_ready: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Record whether the publisher currently holds a working JetStream
+    /// connection (`/readyz`).
+    pub fn set_nats_ready(&self, ready: bool) {
+        self.nats_ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// Whether NATS was reachable at the publisher's last attempt.
+    pub fn nats_ready(&self) -> bool {
+        self.nats_ready.load(Ordering::Relaxed)
+    }
+
+    /// The standing-agents gate at both levels for one tenant.
+    pub async fn standing_agents_on(&self, tenant_id: uuid::Uuid) -> Result<bool, tonic::Status> {
+        if !self.config.standing_agents_enabled {
+            return Ok(false);
+        }
+        let tenant = self
+            .store
+            .tenants()
+            .get(tenant_id)
+            .await
+            .map_err(crate::status::store_status)?;
+        Ok(tenant.standing_agents_enabled && tenant.status == "active")
+    }
+}

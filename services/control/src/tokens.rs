@@ -1,0 +1,52 @@
+//! Minting API tokens, shared by `TokenService.CreateToken` and the
+//! `genesis-control token create` command: 32 random bytes shown once as
+//! `gen_<base64url>`, of which only the SHA-256 is stored. Must never store,
+//! log or return the raw token anywhere but the one return value.
+
+use chrono::{DateTime, Utc};
+use genesis_core::TokenScope;
+use genesis_store::{ApiToken, Store, StoreError};
+use uuid::Uuid;
+
+/// Mint and store a token; returns the raw token (show it once) and its row.
+pub async fn mint(
+    store: &Store,
+    scope: TokenScope,
+    tenant_id: Option<Uuid>,
+    label: &str,
+    expires_at: Option<DateTime<Utc>>,
+) -> Result<(String, ApiToken), StoreError> {
+    let raw = genesis_proto::auth::generate_token();
+    let row = store
+        .tokens()
+        .insert(
+            tenant_id,
+            scope,
+            &genesis_proto::auth::token_sha256(&raw),
+            label,
+            expires_at,
+        )
+        .await?;
+    Ok((raw, row))
+}
+
+/// Parse a `--ttl` such as `30d`, `12h` or `90m`.
+pub fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("invalid ttl {text:?}: {e}"))?;
+    if d.is_zero() {
+        return Err("ttl must be positive".to_owned());
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_accepts_days_and_refuses_zero_or_junk() {
+        assert_eq!(parse_ttl("30d").expect("days").as_secs(), 30 * 86_400);
+        assert!(parse_ttl("0s").is_err());
+        assert!(parse_ttl("soon").is_err());
+    }
+}
