@@ -162,6 +162,13 @@ async fn http_ok(url: &str) -> bool {
 #[derive(Clone)]
 pub struct Bearer(AsciiMetadataValue);
 
+impl Bearer {
+    /// The interceptor for `token` (refuses a token unfit for metadata).
+    pub fn new(token: &str) -> anyhow::Result<Self> {
+        Ok(Bearer(genesis_proto::auth::bearer_value(token).map_err(|e| anyhow!("{e}"))?))
+    }
+}
+
 impl Interceptor for Bearer {
     fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         req.metadata_mut()
@@ -189,7 +196,7 @@ impl Admin {
             .connect()
             .await
             .with_context(|| format!("connect {endpoint}"))?;
-        let bearer = Bearer(genesis_proto::auth::bearer_value(token).map_err(|e| anyhow!("{e}"))?);
+        let bearer = Bearer::new(token)?;
         Ok(Admin { channel, bearer })
     }
 

@@ -1,0 +1,345 @@
+//! Agent pods that think: the three real services with the scripted provider,
+//! driven through control's admin API, observed in the fleet's database.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use genesis_e2e::{Fleet, FleetOptions, bounded, binaries_missing, metadata, wait_for};
+use genesis_proto::v1 as pb;
+use uuid::Uuid;
+
+const T: Duration = Duration::from_secs(30);
+
+fn skipped() -> bool {
+    if let Some(why) = binaries_missing() {
+        println!("skipped: {why}");
+        return true;
+    }
+    false
+}
+
+/// Successful LLM calls recorded for `instance` (every attempt of every
+/// snapshot): the count a short-circuited tick must not move.
+async fn llm_calls(fleet: &Fleet, instance: &str) -> anyhow::Result<i64> {
+    let id: Uuid = instance.parse()?;
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM llm_call_attempts a JOIN llm_call_snapshots s ON s.id = a.snapshot_id
+         WHERE s.instance_id = $1 AND a.outcome = 'success'",
+    )
+    .bind(id)
+    .fetch_one(&fleet.db)
+    .await?)
+}
+
+async fn agent_messages(fleet: &Fleet, instance: &str) -> anyhow::Result<Vec<String>> {
+    let id: Uuid = instance.parse()?;
+    Ok(sqlx::query_scalar(
+        "SELECT body FROM agent_messages WHERE instance_id = $1 AND direction = 'agent_to_operator' ORDER BY created_at",
+    )
+    .bind(id)
+    .fetch_all(&fleet.db)
+    .await?)
+}
+
+/// A tenant created with standing agents off, configured, then switched on
+/// (so the opener already sees the configuration).
+async fn tenant_with_config(fleet: &Fleet, name: &str, config: &[(&str, &str)]) -> anyhow::Result<(String, String)> {
+    let admin = fleet.admin().await?;
+    let t = admin
+        .tenants()
+        .create_tenant(pb::CreateTenantRequest { name: name.into(), standing_agents_enabled: false })
+        .await?
+        .into_inner();
+    for (k, v) in config {
+        fleet.set_tenant_config(&t.id, k, v).await?;
+    }
+    admin
+        .tenants()
+        .set_standing_agents(pb::SetStandingAgentsRequest { tenant_id: t.id.clone(), enabled: true })
+        .await?;
+    let soa = fleet.wait_soa(&t.id, T).await?;
+    Ok((t.id, soa))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soa_greets_replies_escalates_and_resumes() -> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    bounded(Duration::from_secs(120), async {
+        let fleet = Fleet::start(FleetOptions::new("fleet-conversation", 1)).await?;
+        let tenant = fleet.create_tenant("acme").await?;
+        let soa = fleet.wait_soa(&tenant, T).await?;
+
+        // AgentInitialized -> greeting, Initialized turn with its snapshot.
+        let init = fleet.wait_decision(&soa, 0, "Initialized", T).await?;
+        ensure!(init.event_kind == "AgentInitialized", "opener consumed {}", init.event_kind);
+        let greeting = agent_messages(&fleet, &soa).await?;
+        ensure!(!greeting.is_empty(), "no greeting in agent_messages");
+        let snap = init.snapshot_id.context("Initialized turn has no llm_call_snapshot linked")?;
+        let (served, cost): (Option<String>, f64) =
+            sqlx::query_as("SELECT served_model, cost_usd FROM llm_call_snapshots WHERE id = $1")
+                .bind(snap)
+                .fetch_one(&fleet.db)
+                .await?;
+        ensure!(served.as_deref() == Some("scripted-1"), "served model {served:?}");
+        ensure!(cost > 0.0, "snapshot cost {cost} not priced");
+        ensure!(init.cost_usd.unwrap_or(0.0) > 0.0, "turn cost {:?}", init.cost_usd);
+        let hours: f64 = sqlx::query_scalar(
+            "SELECT extract(epoch FROM next_tick_at - now())::float8 / 3600 FROM agent_instances WHERE id = $1",
+        )
+        .bind(soa.parse::<Uuid>()?)
+        .fetch_one(&fleet.db)
+        .await?;
+        ensure!((23.5..=24.5).contains(&hours), "next heartbeat {hours:.2} h out, expected 24 h");
+
+        // Operator message -> reply and MessageAcknowledged.
+        let before = fleet.last_turn(&soa).await?;
+        fleet.send(&tenant, &soa, "How is the workload today?").await?;
+        let ack = fleet.wait_decision(&soa, before, "MessageAcknowledged", T).await?;
+        ensure!(ack.event_kind == "OperatorMessage");
+        let replies = agent_messages(&fleet, &soa).await?;
+        ensure!(
+            replies.iter().any(|m| m.contains("How is the workload today?")),
+            "no reply quoting the operator: {replies:?}"
+        );
+
+        // Escalation -> Escalated and an SOA-origin attention request.
+        let before = fleet.last_turn(&soa).await?;
+        fleet.send(&tenant, &soa, "please escalate this").await?;
+        fleet.wait_decision(&soa, before, "Escalated", T).await?;
+        let admin = fleet.admin().await?;
+        let open = admin
+            .decisions()
+            .list_decisions(pb::ListDecisionsRequest { tenant_id: tenant.clone(), status: Some("open".into()) })
+            .await?
+            .into_inner()
+            .decisions;
+        let decision = open
+            .iter()
+            .find(|d| d.kind == "decision")
+            .with_context(|| format!("no open decision: {open:?}"))?;
+        let md = metadata(decision);
+        ensure!(md["source"] == "soa", "metadata {md}");
+        ensure!(md["soaInstanceId"] == soa.as_str(), "metadata {md}");
+
+        // RespondDecision -> EscalationResumed.
+        let before = fleet.last_turn(&soa).await?;
+        let resp = admin
+            .decisions()
+            .respond_decision(pb::RespondDecisionRequest {
+                tenant_id: tenant.clone(),
+                decision_id: decision.id.clone(),
+                resolution: "approved".into(),
+                notes: "go ahead".into(),
+            })
+            .await?
+            .into_inner();
+        ensure!(resp.resume_event_id.is_some(), "no OperatorAnsweredEscalation enqueued");
+        let resumed = fleet.wait_decision(&soa, before, "EscalationResumed", T).await?;
+        ensure!(resumed.event_kind == "OperatorAnsweredEscalation");
+
+        // Failure path: responding again changes nothing and enqueues nothing.
+        let again = admin
+            .decisions()
+            .respond_decision(pb::RespondDecisionRequest {
+                tenant_id: tenant.clone(),
+                decision_id: decision.id.clone(),
+                resolution: "rejected".into(),
+                notes: String::new(),
+            })
+            .await?
+            .into_inner();
+        ensure!(again.already_resolved, "second respond not reported already_resolved");
+        let resumes: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM agent_event_queue WHERE event_kind = 'OperatorAnsweredEscalation'",
+        )
+        .fetch_one(&fleet.db)
+        .await?;
+        ensure!(resumes == 1, "{resumes} resume events after two responds");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unchanged_heartbeats_make_no_llm_call_until_the_forced_replan() -> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    bounded(Duration::from_secs(120), async {
+        let fleet = Fleet::start(FleetOptions::new("fleet-b1", 1)).await?;
+        let (_tenant, soa) = tenant_with_config(
+            &fleet,
+            "b1",
+            &[
+                ("AgentDispatcher:StandingAgentHeartbeatInterval", "1s"),
+                ("AgentDispatcher:ForcedReplanEveryNIdleTicks", "3"),
+            ],
+        )
+        .await?;
+        fleet.wait_decision(&soa, 0, "Initialized", T).await?;
+        // With a 1 s cadence, a dozen heartbeats come within ~20 s; if the
+        // supervisor ignored the tenant's cadence the next one is 24 h out.
+        let turns = wait_for("10 heartbeat turns at the tenant's 1 s cadence", Duration::from_secs(45), || async {
+            let t = fleet.turns(&soa).await?;
+            let beats = t.iter().filter(|t| t.event_kind == "AgentTick").count();
+            Ok((beats >= 10).then_some(t))
+        })
+        .await
+        .context("the supervisor does not honour AgentDispatcher:StandingAgentHeartbeatInterval for the tenant")?;
+        let beats: Vec<_> = turns.iter().filter(|t| t.event_kind == "AgentTick").collect();
+        let mut idle_run = 0;
+        let mut short_circuits = 0;
+        let mut replans = 0;
+        for (i, t) in beats.iter().enumerate() {
+            let tokens = t.input_tokens.unwrap_or(0) + t.output_tokens.unwrap_or(0);
+            if t.snapshot_id.is_none() {
+                ensure!(tokens == 0, "short-circuited turn {} reports {tokens} tokens", t.turn_number);
+                ensure!(t.decision_kind == "Heartbeat", "short-circuited turn {} is {}", t.turn_number, t.decision_kind);
+                idle_run += 1;
+                short_circuits += 1;
+                ensure!(idle_run <= 3, "more than 3 idle ticks in a row without the forced re-plan (turn {})", t.turn_number);
+            } else {
+                ensure!(tokens > 0, "LLM turn {} reports no tokens", t.turn_number);
+                if i > 0 {
+                    replans += 1;
+                    ensure!(idle_run == 3, "re-plan after {idle_run} idle ticks, expected 3 (turn {})", t.turn_number);
+                }
+                idle_run = 0;
+            }
+        }
+        ensure!(short_circuits >= 3, "only {short_circuits} short-circuited heartbeats");
+        ensure!(replans >= 1, "no forced re-plan among {} heartbeats", beats.len());
+        // Snapshots exist exactly for the turns that called the model.
+        let linked = turns.iter().filter(|t| t.snapshot_id.is_some()).count() as i64;
+        let snaps = fleet.snapshots(&soa).await?;
+        ensure!(snaps >= linked, "{snaps} snapshots for {linked} LLM turns");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_weekly_credit_makes_no_llm_call_and_idles() -> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    bounded(Duration::from_secs(90), async {
+        let fleet = Fleet::start(FleetOptions::new("fleet-credit", 1)).await?;
+        let tenant = fleet.create_tenant("credit").await?;
+        let soa = fleet.wait_soa(&tenant, T).await?;
+        fleet.wait_decision(&soa, 0, "Initialized", T).await?;
+        fleet.set_tenant_config(&tenant, "AgentDispatcher:WeeklyCreditUsd", "0.000001").await?;
+        let calls = llm_calls(&fleet, &soa).await?;
+        let messages = agent_messages(&fleet, &soa).await?.len();
+        let before = fleet.last_turn(&soa).await?;
+        fleet.send(&tenant, &soa, "anything new?").await?;
+        let turn = fleet.wait_turn(&soa, before, T, "the turn of the message", |t| t.event_kind == "OperatorMessage").await?;
+        ensure!(turn.snapshot_id.is_none(), "credit exhausted yet turn {} links a snapshot", turn.turn_number);
+        ensure!(turn.input_tokens.unwrap_or(0) + turn.output_tokens.unwrap_or(0) == 0, "tokens spent: {turn:?}");
+        ensure!(turn.phase.starts_with("idle"), "phase {} is not idle", turn.phase);
+        ensure!(llm_calls(&fleet, &soa).await? == calls, "an LLM call was made with the credit exhausted");
+        ensure!(agent_messages(&fleet, &soa).await?.len() == messages, "the agent replied without thinking");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tick_max_turns_applies_to_the_very_next_tick() -> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    bounded(Duration::from_secs(90), async {
+        let fleet = Fleet::start(FleetOptions::new("fleet-max-turns", 1)).await?;
+        let tenant = fleet.create_tenant("turns").await?;
+        let soa = fleet.wait_soa(&tenant, T).await?;
+        fleet.wait_decision(&soa, 0, "Initialized", T).await?;
+        // Baseline: a reply takes two model turns (send, then phase_complete).
+        let c0 = llm_calls(&fleet, &soa).await?;
+        let before = fleet.last_turn(&soa).await?;
+        fleet.send(&tenant, &soa, "first").await?;
+        fleet.wait_turn(&soa, before, T, "the first reply", |t| t.event_kind == "OperatorMessage").await?;
+        let c1 = llm_calls(&fleet, &soa).await?;
+        ensure!(c1 - c0 == 2, "baseline reply made {} model calls, expected 2", c1 - c0);
+        fleet.set_tenant_config(&tenant, "AgentDispatcher:TickMaxTurns", "1").await?;
+        let before = fleet.last_turn(&soa).await?;
+        fleet.send(&tenant, &soa, "second").await?;
+        fleet.wait_turn(&soa, before, T, "the capped reply", |t| t.event_kind == "OperatorMessage").await?;
+        let c2 = llm_calls(&fleet, &soa).await?;
+        ensure!(c2 - c1 == 1, "with TickMaxTurns=1 the next tick made {} model calls", c2 - c1);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_tick_is_reclaimed_after_lease_expiry_and_completed_once() -> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    bounded(Duration::from_secs(120), async {
+        let mut opts = FleetOptions::new("fleet-reclaim", 1);
+        opts.lease_ttl_secs = 3;
+        let mut fleet = Fleet::start(opts).await?;
+        let tenant = fleet.create_tenant("reclaim").await?;
+        let soa = fleet.wait_soa(&tenant, T).await?;
+        fleet.wait_decision(&soa, 0, "Initialized", T).await?;
+
+        // The pod dies (SIGKILL); the event it would take is claimed over the
+        // real AgentPod API by a session that then vanishes, exactly as a pod
+        // killed between ClaimTick and CompleteTick leaves it.
+        fleet.kill_pod(0);
+        let event = fleet.send(&tenant, &soa, "are you there?").await?;
+        let channel = tonic::transport::Channel::from_shared(format!("http://{}", fleet.supervisor_grpc))?
+            .connect()
+            .await?;
+        let bearer = genesis_e2e::Bearer::new(&fleet.pod_token)?;
+        let mut pod = pb::agent_pod_client::AgentPodClient::with_interceptor(channel, bearer);
+        let claim = pod
+            .claim_tick(pb::ClaimTickRequest { instance_id: soa.clone(), tenant_id: tenant.clone(), event_id: Some(event.to_string()) })
+            .await?
+            .into_inner();
+        match claim.result {
+            Some(pb::claim_tick_response::Result::Bundle(_)) => {}
+            other => bail!("the dying session could not claim: {other:?}"),
+        }
+        let claimed_at = std::time::Instant::now();
+        // A second claim while the lease is live is refused.
+        let held = pod
+            .claim_tick(pb::ClaimTickRequest { instance_id: soa.clone(), tenant_id: tenant.clone(), event_id: None })
+            .await?
+            .into_inner();
+        ensure!(
+            matches!(held.result, Some(pb::claim_tick_response::Result::LeaseHeld(_))),
+            "a live lease was not reported held: {held:?}"
+        );
+
+        // A fresh pod: its delivery finds the lease held, NAKs, and claims
+        // once the lease expired.
+        fleet.start_pod(0).await?;
+        let turn = fleet
+            .wait_turn(&soa, 0, T, "the reclaimed event's turn", |t| t.event_id == Some(event))
+            .await?;
+        ensure!(
+            claimed_at.elapsed() >= Duration::from_secs(3),
+            "reclaimed after {:?}, before the 3 s lease expired",
+            claimed_at.elapsed()
+        );
+        ensure!(turn.decision_kind == "MessageAcknowledged", "reclaimed turn is {}", turn.decision_kind);
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let (turns, attempts, consumed): (i64, i32, bool) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM agent_state_ledger WHERE event_id = e.id), e.attempts, e.consumed_at IS NOT NULL
+             FROM agent_event_queue e WHERE e.id = $1",
+        )
+        .bind(event)
+        .fetch_one(&fleet.db)
+        .await?;
+        ensure!(consumed && turns == 1, "event consumed={consumed} with {turns} turns");
+        ensure!(attempts >= 2, "attempts {attempts}: the reclaim was not a second claim");
+        fleet.check_invariants().await?;
+        Ok(())
+    })
+    .await
+}
