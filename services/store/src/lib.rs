@@ -8,15 +8,20 @@
 //! and never offer an UPDATE or DELETE path on the ledger.
 
 pub mod attention;
+pub mod coding_tasks;
 pub mod config;
+pub mod constitution;
 pub mod credit;
+pub mod dossiers;
 pub mod error;
 pub mod events;
 pub mod instances;
+pub mod knowledge;
 pub mod ledger;
 pub mod llm;
 pub mod messages;
 pub mod modes;
+pub mod research;
 mod rows;
 pub mod store;
 pub mod tenants;

@@ -1,0 +1,320 @@
+//! `knowledge_documents` and `source_files`: the corpora behind
+//! `intelligence_knowledge_query`, `compliance_knowledge_query`,
+//! `compliance_knowledge_ingest` and `intelligence_code_search`. Search is
+//! PostgreSQL full text (generated `tsvector` columns, GIN indexed), ranked
+//! with `ts_rank`; code search narrows candidate files by index and reports
+//! the matching lines with their 1-based numbers. Must never search across
+//! tenants (every call runs in the caller's RLS-scoped connection) nor
+//! build a `tsquery` from raw syntax (only `websearch_to_tsquery` /
+//! `plainto_tsquery`, which cannot fail on user text).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::rows::{check_text, decode, decode_all};
+
+/// Longest search query, in bytes.
+pub const MAX_QUERY_BYTES: usize = 1024;
+/// Longest document title, in bytes.
+pub const MAX_TITLE_BYTES: usize = 500;
+/// Longest document body, in bytes.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+/// Longest source reference, in bytes.
+pub const MAX_SOURCE_BYTES: usize = 2048;
+/// Largest source file stored, in bytes.
+pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+/// Most results one search returns.
+pub const MAX_RESULTS: i64 = 50;
+/// Longest line quoted in a code match, in characters.
+const MAX_LINE_CHARS: usize = 300;
+/// Candidate files scanned for matching lines per code search.
+const CODE_CANDIDATES: i64 = 50;
+
+/// Which corpus a document belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KnowledgeKind {
+    Intelligence,
+    Compliance,
+}
+
+impl KnowledgeKind {
+    /// The stored value of `knowledge_documents.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KnowledgeKind::Intelligence => "intelligence",
+            KnowledgeKind::Compliance => "compliance",
+        }
+    }
+}
+
+/// A stored knowledge document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnowledgeDocument {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub project_id: Option<Uuid>,
+    pub kind: KnowledgeKind,
+    pub title: String,
+    pub body: String,
+    pub source: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What [`ingest`] needs.
+#[derive(Debug, Clone)]
+pub struct NewKnowledgeDocument {
+    pub project_id: Option<Uuid>,
+    pub kind: KnowledgeKind,
+    pub title: String,
+    pub body: String,
+    pub source: String,
+}
+
+/// One ranked search hit: the document and a highlighted snippet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KnowledgeHit {
+    pub id: Uuid,
+    pub project_id: Option<Uuid>,
+    pub title: String,
+    pub source: String,
+    pub snippet: String,
+    pub rank: f32,
+}
+
+/// One matching line of a source file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CodeMatch {
+    pub project_id: Uuid,
+    pub path: String,
+    pub language: String,
+    /// 1-based line number.
+    pub line: u32,
+    pub text: String,
+}
+
+fn check_query(query: &str) -> Result<(), StoreError> {
+    check_text("query", query, MAX_QUERY_BYTES)?;
+    if query.contains('\0') {
+        return Err(StoreError::invalid(
+            "query",
+            "must not contain NUL characters",
+        ));
+    }
+    Ok(())
+}
+
+fn check_limit(limit: i64) -> Result<(), StoreError> {
+    if !(1..=MAX_RESULTS).contains(&limit) {
+        return Err(StoreError::invalid(
+            "limit",
+            format!("must be between 1 and {MAX_RESULTS}"),
+        ));
+    }
+    Ok(())
+}
+
+fn no_nul(field: &str, value: &str) -> Result<(), StoreError> {
+    if value.contains('\0') {
+        return Err(StoreError::invalid(
+            field,
+            "must not contain NUL characters",
+        ));
+    }
+    Ok(())
+}
+
+/// Store a document in the tenant's corpus.
+pub async fn ingest(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    doc: &NewKnowledgeDocument,
+) -> Result<KnowledgeDocument, StoreError> {
+    check_text("title", &doc.title, MAX_TITLE_BYTES)?;
+    check_text("body", &doc.body, MAX_BODY_BYTES)?;
+    no_nul("title", &doc.title)?;
+    no_nul("body", &doc.body)?;
+    no_nul("source", &doc.source)?;
+    if doc.source.len() > MAX_SOURCE_BYTES {
+        return Err(StoreError::invalid(
+            "source",
+            format!("must be at most {MAX_SOURCE_BYTES} bytes"),
+        ));
+    }
+    let row: serde_json::Value = sqlx::query_scalar(
+        "INSERT INTO knowledge_documents (tenant_id, project_id, kind, title, body, source)
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING to_jsonb(knowledge_documents.*) - 'search'",
+    )
+    .bind(tenant_id)
+    .bind(doc.project_id)
+    .bind(doc.kind.as_str())
+    .bind(&doc.title)
+    .bind(&doc.body)
+    .bind(&doc.source)
+    .fetch_one(&mut *conn)
+    .await?;
+    decode(row)
+}
+
+/// Full-text search of one corpus (web-search syntax: words, "phrases",
+/// `-exclusions`, `or`), best rank first; optionally one project only.
+pub async fn search(
+    conn: &mut PgConnection,
+    kind: KnowledgeKind,
+    query: &str,
+    project_id: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<KnowledgeHit>, StoreError> {
+    check_query(query)?;
+    check_limit(limit)?;
+    let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+        "WITH q AS (SELECT websearch_to_tsquery('english', $2) AS q)
+         SELECT jsonb_build_object(
+                  'id', d.id, 'projectId', d.project_id, 'title', d.title, 'source', d.source,
+                  'snippet', ts_headline('english', d.body, q.q,
+                      'MaxWords=35, MinWords=10, MaxFragments=2, StartSel=«, StopSel=»'),
+                  'rank', ts_rank(d.search, q.q))
+         FROM knowledge_documents d, q
+         WHERE d.kind = $1 AND d.search @@ q.q AND ($3::uuid IS NULL OR d.project_id = $3)
+         ORDER BY ts_rank(d.search, q.q) DESC, d.created_at DESC, d.id
+         LIMIT $4",
+    )
+    .bind(kind.as_str())
+    .bind(query)
+    .bind(project_id)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    decode_all(rows)
+}
+
+/// Store (or replace) one source file of a project.
+pub async fn upsert_source_file(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    project_id: Uuid,
+    path: &str,
+    language: &str,
+    content: &str,
+) -> Result<Uuid, StoreError> {
+    check_text("path", path, 1024)?;
+    no_nul("path", path)?;
+    no_nul("content", content)?;
+    if content.len() > MAX_FILE_BYTES {
+        return Err(StoreError::invalid(
+            "content",
+            format!("must be at most {MAX_FILE_BYTES} bytes"),
+        ));
+    }
+    let id: Uuid = sqlx::query_scalar(
+        "INSERT INTO source_files (tenant_id, project_id, path, language, content)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (tenant_id, project_id, path)
+         DO UPDATE SET language = EXCLUDED.language, content = EXCLUDED.content, updated_at = now()
+         RETURNING id",
+    )
+    .bind(tenant_id)
+    .bind(project_id)
+    .bind(path)
+    .bind(language)
+    .bind(content)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(id)
+}
+
+/// The query's terms as code search matches them: runs of letters, digits
+/// and `_`, lower-cased, deduplicated.
+fn code_terms(query: &str) -> Vec<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for t in query
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|t| !t.is_empty())
+    {
+        let t = t.to_lowercase();
+        if !terms.contains(&t) {
+            terms.push(t);
+        }
+    }
+    terms
+}
+
+/// Lines of the tenant's source files matching `query`: files must contain
+/// every term (index-served), and each reported line contains at least one
+/// of them; lines with more terms first, then by file rank, path and line.
+pub async fn code_search(
+    conn: &mut PgConnection,
+    query: &str,
+    project_id: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<CodeMatch>, StoreError> {
+    check_query(query)?;
+    check_limit(limit)?;
+    let terms = code_terms(query);
+    if terms.is_empty() {
+        return Err(StoreError::invalid(
+            "query",
+            "must contain at least one letter or digit",
+        ));
+    }
+    let files: Vec<(Uuid, String, String, String)> = sqlx::query_as(
+        "WITH q AS (SELECT plainto_tsquery('simple', $1) AS q)
+         SELECT f.project_id, f.path, f.language, f.content
+         FROM source_files f, q
+         WHERE f.search @@ q.q AND ($2::uuid IS NULL OR f.project_id = $2)
+         ORDER BY ts_rank(f.search, q.q) DESC, f.path
+         LIMIT $3",
+    )
+    .bind(terms.join(" "))
+    .bind(project_id)
+    .bind(CODE_CANDIDATES)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut found: Vec<(usize, usize, CodeMatch)> = Vec::new();
+    for (file_rank, (project_id, path, language, content)) in files.iter().enumerate() {
+        for (i, line) in content.lines().enumerate() {
+            let lower = line.to_lowercase();
+            let hits = terms.iter().filter(|t| lower.contains(t.as_str())).count();
+            if hits == 0 {
+                continue;
+            }
+            found.push((
+                hits,
+                file_rank,
+                CodeMatch {
+                    project_id: *project_id,
+                    path: path.clone(),
+                    language: language.clone(),
+                    line: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                    text: line.trim_end().chars().take(MAX_LINE_CHARS).collect(),
+                },
+            ));
+        }
+    }
+    found.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then(a.1.cmp(&b.1))
+            .then(a.2.line.cmp(&b.2.line))
+    });
+    let keep = usize::try_from(limit).unwrap_or(0);
+    Ok(found.into_iter().take(keep).map(|(_, _, m)| m).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_terms_split_on_punctuation_and_dedupe() {
+        assert_eq!(
+            code_terms("fn parse_config(Path) parse_config"),
+            ["fn", "parse_config", "path"]
+        );
+        assert!(code_terms("()->;").is_empty());
+    }
+}
