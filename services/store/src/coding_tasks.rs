@@ -1,0 +1,242 @@
+//! Coding tasks (spec §2.3): the unit of work an on-demand coder executes.
+//! Owns creating a task with its already-resolved (model, provider, backend)
+//! couple, reading and listing the tenant's tasks, and settling a task
+//! exactly once. Must never resolve presets itself (the caller resolves the
+//! couple, a preset overriding the triple) and never enqueue an event: the
+//! control service enqueues `DependencyCompleted` after a settle.
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::rows::{check_text, decode, decode_all};
+use crate::store::Store;
+
+/// Task statuses, as stored.
+pub const TASK_STATUSES: &[&str] = &["pending", "running", "completed", "failed"];
+/// The statuses a task may be settled with.
+pub const SETTLED_STATUSES: &[&str] = &["completed", "failed"];
+
+/// Longest title accepted.
+pub const MAX_TITLE_BYTES: usize = 500;
+/// Longest instructions accepted.
+pub const MAX_INSTRUCTIONS_BYTES: usize = 64 * 1024;
+/// Longest repository / branch / coder id accepted.
+pub const MAX_REF_BYTES: usize = 512;
+/// Longest result summary accepted.
+pub const MAX_SUMMARY_BYTES: usize = 16 * 1024;
+
+/// A `coding_tasks` row.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CodingTaskRow {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub title: String,
+    pub instructions: String,
+    pub status: String,
+    pub coder_id: Option<String>,
+    pub preset_id: Option<Uuid>,
+    pub model: String,
+    pub provider: String,
+    pub backend: String,
+    pub credential_names: Vec<String>,
+    pub repository: String,
+    pub branch: String,
+    /// The standing agent told when the task settles.
+    pub steering_instance_id: Option<Uuid>,
+    pub result_summary: String,
+    pub result: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+impl CodingTaskRow {
+    /// Whether the task is completed or failed.
+    pub fn is_settled(&self) -> bool {
+        SETTLED_STATUSES.contains(&self.status.as_str())
+    }
+}
+
+/// A task to create; the couple is already resolved.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NewCodingTask {
+    pub title: String,
+    pub instructions: String,
+    pub coder_id: Option<String>,
+    pub preset_id: Option<Uuid>,
+    pub model: String,
+    pub provider: String,
+    pub backend: String,
+    pub credential_names: Vec<String>,
+    pub repository: String,
+    pub branch: String,
+    pub steering_instance_id: Option<Uuid>,
+}
+
+/// Repository handle, from [`Store::coding_tasks`].
+pub struct CodingTasks<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// Coding tasks.
+    pub fn coding_tasks(&self) -> CodingTasks<'_> {
+        CodingTasks { store: self }
+    }
+}
+
+fn check_optional(field: &str, value: &str, max: usize) -> Result<(), StoreError> {
+    if value.len() > max {
+        return Err(StoreError::invalid(
+            field,
+            format!("must be at most {max} bytes, got {}", value.len()),
+        ));
+    }
+    if value.contains('\0') {
+        return Err(StoreError::invalid(field, "must not contain NUL characters"));
+    }
+    Ok(())
+}
+
+impl CodingTasks<'_> {
+    /// Create a pending task. A `steering_instance_id` of another tenant (or
+    /// unknown) → `NotFound`; bad fields → `InvalidArgument`, nothing written.
+    pub async fn create(
+        &self,
+        tenant_id: Uuid,
+        new: NewCodingTask,
+    ) -> Result<CodingTaskRow, StoreError> {
+        check_text("title", &new.title, MAX_TITLE_BYTES)?;
+        check_text("instructions", &new.instructions, MAX_INSTRUCTIONS_BYTES)?;
+        check_text("model", &new.model, 200)?;
+        check_text("provider", &new.provider, 100)?;
+        check_optional("backend", &new.backend, 100)?;
+        check_optional("repository", &new.repository, MAX_REF_BYTES)?;
+        check_optional("branch", &new.branch, MAX_REF_BYTES)?;
+        if let Some(c) = &new.coder_id {
+            check_text("coder_id", c, MAX_REF_BYTES)?;
+        }
+        for (i, n) in new.credential_names.iter().enumerate() {
+            check_text(&format!("credential_names[{i}]"), n, 200)?;
+        }
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row: serde_json::Value = sqlx::query_scalar(
+            "INSERT INTO coding_tasks (tenant_id, title, instructions, coder_id, preset_id, model,
+                 provider, backend, credential_names, repository, branch, steering_instance_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+             RETURNING to_jsonb(coding_tasks.*)",
+        )
+        .bind(tenant_id)
+        .bind(&new.title)
+        .bind(&new.instructions)
+        .bind(&new.coder_id)
+        .bind(new.preset_id)
+        .bind(&new.model)
+        .bind(&new.provider)
+        .bind(&new.backend)
+        .bind(serde_json::to_value(&new.credential_names)?)
+        .bind(&new.repository)
+        .bind(&new.branch)
+        .bind(new.steering_instance_id)
+        .fetch_one(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode(row)
+    }
+
+    /// One task of the tenant; another tenant's id → `NotFound`.
+    pub async fn get(&self, tenant_id: Uuid, id: Uuid) -> Result<CodingTaskRow, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row: Option<serde_json::Value> =
+            sqlx::query_scalar("SELECT to_jsonb(t) FROM coding_tasks t WHERE id = $1")
+                .bind(id)
+                .fetch_optional(tx.conn())
+                .await?;
+        tx.commit().await?;
+        row.map(decode)
+            .transpose()?
+            .ok_or_else(|| StoreError::not_found("coding task"))
+    }
+
+    /// The tenant's tasks, newest first, optionally filtered by status and
+    /// coder. An unknown status → `InvalidArgument`.
+    pub async fn list(
+        &self,
+        tenant_id: Uuid,
+        status: Option<&str>,
+        coder_id: Option<&str>,
+    ) -> Result<Vec<CodingTaskRow>, StoreError> {
+        if let Some(s) = status
+            && !TASK_STATUSES.contains(&s)
+        {
+            return Err(StoreError::invalid(
+                "status",
+                format!("unknown status {s:?}; known: {}", TASK_STATUSES.join(", ")),
+            ));
+        }
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(t) FROM coding_tasks t
+              WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR coder_id = $2)
+              ORDER BY created_at DESC, id DESC",
+        )
+        .bind(status)
+        .bind(coder_id)
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode_all(rows)
+    }
+
+    /// Settle a task with `completed` or `failed`, exactly once: a settled
+    /// task → `FailedPrecondition` and nothing changes; unknown → `NotFound`.
+    pub async fn complete(
+        &self,
+        tenant_id: Uuid,
+        id: Uuid,
+        status: &str,
+        result_summary: &str,
+        result: &serde_json::Value,
+    ) -> Result<CodingTaskRow, StoreError> {
+        if !SETTLED_STATUSES.contains(&status) {
+            return Err(StoreError::invalid(
+                "status",
+                format!("must be completed or failed, got {status:?}"),
+            ));
+        }
+        check_optional("result_summary", result_summary, MAX_SUMMARY_BYTES)?;
+        if !result.is_object() {
+            return Err(StoreError::invalid("result_json", "must be a JSON object"));
+        }
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let current: Option<String> =
+            sqlx::query_scalar("SELECT status FROM coding_tasks WHERE id = $1 FOR UPDATE")
+                .bind(id)
+                .fetch_optional(tx.conn())
+                .await?;
+        match current.as_deref() {
+            None => return Err(StoreError::not_found("coding task")),
+            Some(s) if SETTLED_STATUSES.contains(&s) => {
+                return Err(StoreError::precondition(format!(
+                    "the coding task is already settled ({s})"
+                )));
+            }
+            Some(_) => {}
+        }
+        let row: serde_json::Value = sqlx::query_scalar(
+            "UPDATE coding_tasks SET status = $2, result_summary = $3, result = $4,
+                    completed_at = now(), updated_at = now()
+              WHERE id = $1 RETURNING to_jsonb(coding_tasks.*)",
+        )
+        .bind(id)
+        .bind(status)
+        .bind(result_summary)
+        .bind(result)
+        .fetch_one(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode(row)
+    }
+}
