@@ -240,6 +240,182 @@ const TOKEN_COLS: &[Column] = &[
     col("REVOKED", "revoked_at"),
 ];
 
+/// Which command calls which admin RPC: `(service, method, command path)`.
+/// A test checks it against the descriptor set, so an RPC added to
+/// admin.proto cannot ship without a command (or a deliberate entry here).
+pub const RPC_COMMANDS: &[(&str, &str, &str)] = &[
+    ("genesis.v1.TenantService", "CreateTenant", "tenant create"),
+    ("genesis.v1.TenantService", "GetTenant", "tenant get"),
+    ("genesis.v1.TenantService", "ListTenants", "tenant list"),
+    (
+        "genesis.v1.TenantService",
+        "SetStandingAgents",
+        "tenant standing-agents",
+    ),
+    ("genesis.v1.TenantService", "SetFeature", "tenant feature"),
+    ("genesis.v1.AgentService", "ListAgents", "agent list"),
+    ("genesis.v1.AgentService", "GetAgent", "agent get"),
+    ("genesis.v1.AgentService", "StartAgent", "agent start"),
+    ("genesis.v1.AgentService", "StopAgent", "agent stop"),
+    ("genesis.v1.AgentService", "ResetAgent", "agent reset"),
+    (
+        "genesis.v1.AgentService",
+        "StartCompliance",
+        "agent start-compliance",
+    ),
+    (
+        "genesis.v1.AgentService",
+        "StopCompliance",
+        "agent stop-compliance",
+    ),
+    ("genesis.v1.AgentService", "SendMessage", "agent send"),
+    ("genesis.v1.AgentService", "ListMessages", "agent messages"),
+    ("genesis.v1.AgentService", "SetMode", "agent mode set"),
+    ("genesis.v1.AgentService", "ListModes", "agent modes"),
+    ("genesis.v1.AgentService", "GetLedger", "agent ledger"),
+    ("genesis.v1.AgentService", "WatchTurns", "watch"),
+    (
+        "genesis.v1.AgentService",
+        "RaiseRedactorSignal",
+        "agent raise-redactor-signal",
+    ),
+    (
+        "genesis.v1.DecisionService",
+        "ListDecisions",
+        "decision list",
+    ),
+    ("genesis.v1.DecisionService", "GetDecision", "decision get"),
+    (
+        "genesis.v1.DecisionService",
+        "RespondDecision",
+        "decision respond",
+    ),
+    ("genesis.v1.LlmService", "ListSites", "llm sites"),
+    ("genesis.v1.LlmService", "ListPresets", "llm presets"),
+    ("genesis.v1.LlmService", "UpsertPreset", "llm preset upsert"),
+    ("genesis.v1.LlmService", "AttachPreset", "llm attach"),
+    ("genesis.v1.LlmService", "DetachPreset", "llm detach"),
+    ("genesis.v1.LlmService", "ListPricing", "llm pricing"),
+    ("genesis.v1.LlmService", "SetPricing", "llm pricing set"),
+    ("genesis.v1.ConfigService", "GetConfig", "config get"),
+    ("genesis.v1.ConfigService", "SetConfig", "config set"),
+    ("genesis.v1.ConfigService", "ListConfig", "config list"),
+    ("genesis.v1.MissionService", "ListMissions", "mission list"),
+    ("genesis.v1.MissionService", "GetMission", "mission get"),
+    (
+        "genesis.v1.MissionService",
+        "SetMissionStatus",
+        "mission status",
+    ),
+    (
+        "genesis.v1.ConstitutionService",
+        "ListRules",
+        "constitution list",
+    ),
+    (
+        "genesis.v1.ConstitutionService",
+        "AddRule",
+        "constitution add",
+    ),
+    (
+        "genesis.v1.ConstitutionService",
+        "RemoveRule",
+        "constitution remove",
+    ),
+    (
+        "genesis.v1.KnowledgeService",
+        "IngestDocument",
+        "knowledge ingest",
+    ),
+    (
+        "genesis.v1.KnowledgeService",
+        "IngestSourceFile",
+        "knowledge ingest-source",
+    ),
+    (
+        "genesis.v1.KnowledgeService",
+        "ListDocuments",
+        "knowledge list",
+    ),
+    (
+        "genesis.v1.RegistryService",
+        "Register",
+        "registry register",
+    ),
+    (
+        "genesis.v1.RegistryService",
+        "Heartbeat",
+        "registry heartbeat",
+    ),
+    ("genesis.v1.RegistryService", "List", "registry list"),
+    (
+        "genesis.v1.RegistryService",
+        "Unregister",
+        "registry unregister",
+    ),
+    ("genesis.v1.RegistryService", "Route", "registry route"),
+    ("genesis.v1.CoderService", "SpawnCoder", "coder spawn"),
+    ("genesis.v1.CoderService", "ListCoders", "coder list"),
+    ("genesis.v1.CoderService", "StopCoder", "coder stop"),
+    ("genesis.v1.CodingTaskService", "CreateTask", "task create"),
+    ("genesis.v1.CodingTaskService", "GetTask", "task get"),
+    ("genesis.v1.CodingTaskService", "ListTasks", "task list"),
+    (
+        "genesis.v1.CodingTaskService",
+        "CompleteTask",
+        "task complete",
+    ),
+    (
+        "genesis.v1.WindowsLaneService",
+        "RunSpec",
+        "windows run-spec",
+    ),
+    (
+        "genesis.v1.WindowsLaneService",
+        "TaskStatus",
+        "windows task-status",
+    ),
+    ("genesis.v1.WindowsLaneService", "Launch", "windows launch"),
+    (
+        "genesis.v1.WindowsLaneService",
+        "Windows",
+        "windows windows",
+    ),
+    ("genesis.v1.WindowsLaneService", "Focus", "windows focus"),
+    ("genesis.v1.WindowsLaneService", "Close", "windows close"),
+    (
+        "genesis.v1.WindowsLaneService",
+        "Snapshot",
+        "windows snapshot",
+    ),
+    ("genesis.v1.WindowsLaneService", "Click", "windows click"),
+    ("genesis.v1.WindowsLaneService", "Type", "windows type"),
+    ("genesis.v1.WindowsLaneService", "Key", "windows key"),
+    (
+        "genesis.v1.WindowsLaneService",
+        "WaitFor",
+        "windows wait-for",
+    ),
+    (
+        "genesis.v1.WindowsLaneService",
+        "Computer",
+        "windows computer",
+    ),
+    (
+        "genesis.v1.WindowsLaneService",
+        "Screenshot",
+        "windows screenshot",
+    ),
+    (
+        "genesis.v1.WindowsLaneService",
+        "Release",
+        "windows release",
+    ),
+    ("genesis.v1.TokenService", "CreateToken", "token create"),
+    ("genesis.v1.TokenService", "RevokeToken", "token revoke"),
+    ("genesis.v1.TokenService", "ListTokens", "token list"),
+];
+
 /// Runs one parsed command to completion.
 pub async fn execute(ctx: &mut Ctx<'_>) -> Result<(), CliError> {
     let cli = ctx.cli;
@@ -1101,6 +1277,37 @@ async fn token(ctx: &mut Ctx<'_>, cmd: &TokenCmd) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_admin_rpc_has_a_command_and_every_command_exists() {
+        use clap::CommandFactory as _;
+        let admin: Vec<(String, String)> = genesis_proto::convert::all_rpcs()
+            .into_iter()
+            .filter(|(s, _)| s != genesis_proto::auth::AGENT_POD_SERVICE)
+            .collect();
+        for (service, method) in &admin {
+            assert!(
+                RPC_COMMANDS
+                    .iter()
+                    .any(|(s, m, _)| s == service && m == method),
+                "{service}/{method} has no genesisctl command"
+            );
+        }
+        assert_eq!(
+            RPC_COMMANDS.len(),
+            admin.len(),
+            "stale entries in RPC_COMMANDS"
+        );
+        let root = crate::cli::Cli::command();
+        for (_, _, path) in RPC_COMMANDS {
+            let mut cmd = &root;
+            for word in path.split(' ') {
+                cmd = cmd
+                    .find_subcommand(word)
+                    .unwrap_or_else(|| panic!("no subcommand {word:?} in {path:?}"));
+            }
+        }
+    }
 
     #[test]
     fn resolutions_expand_shorthands_and_keep_answers() {
