@@ -112,6 +112,8 @@ pub fn log_dir(test: &str) -> anyhow::Result<PathBuf> {
         .map_or_else(|| PathBuf::from("target"), Path::to_path_buf)
         .join("e2e-logs")
         .join(test);
+    // Each run starts with empty logs; restarts within a run append.
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     Ok(dir)
 }
@@ -1000,7 +1002,11 @@ impl Fleet {
         }
         kill(&mut self.supervisor);
         kill(&mut self.control);
-        drop_database(&self.db_name);
+        if std::env::var_os("GENESIS_E2E_KEEP_DB").is_some() {
+            eprintln!("kept database {} (GENESIS_E2E_KEEP_DB)", self.db_name);
+        } else {
+            drop_database(&self.db_name);
+        }
         delete_stream(&self.nats_url, &self.stream);
     }
 }
@@ -1116,5 +1122,32 @@ mod tests {
         ]}]});
         assert_eq!(consumer_pending_in(&v, "S", "c"), Some(3));
         assert_eq!(consumer_pending_in(&v, "S", "missing"), None);
+    }
+}
+
+/// Behaviours a test found broken, collected so one run reports every one
+/// of them (a later step still runs when an earlier one failed) and the test
+/// still fails at the end.
+#[derive(Debug, Default)]
+pub struct Findings(Vec<String>);
+
+impl Findings {
+    /// Record `what` as broken unless `ok`; returns `ok`.
+    pub fn check(&mut self, ok: bool, what: impl Into<String>) -> bool {
+        if !ok {
+            let what = what.into();
+            eprintln!("FAILED CHECK: {what}");
+            self.0.push(what);
+        }
+        ok
+    }
+
+    /// Fail with every recorded finding, or succeed when there is none.
+    pub fn finish(self) -> anyhow::Result<()> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            bail!("{} behaviour(s) broken:\n  - {}", self.0.len(), self.0.join("\n  - "))
+        }
     }
 }
