@@ -33,7 +33,7 @@ pub const SERVED_SERVICES: &[&str] = &[
 ];
 
 /// Every admin service, registered in one place.
-pub fn routes(state: &AppState) -> tonic::service::Routes {
+pub fn routes(state: &AppState) -> tonic::service::RoutesBuilder {
     let mut b = tonic::service::Routes::builder();
     b.add_service(v1::tenant_service_server::TenantServiceServer::new(
         tenants::Tenants::new(state.clone()),
@@ -50,7 +50,7 @@ pub fn routes(state: &AppState) -> tonic::service::Routes {
     .add_service(v1::token_service_server::TokenServiceServer::new(
         tokens::Tokens::new(state.clone()),
     ));
-    b.routes()
+    b
 }
 
 /// Build the shared state from configuration (pools are lazy: an
@@ -107,16 +107,12 @@ pub async fn run(
         .build_v1()
         .map_err(|e| ControlError::Transport(format!("reflection: {e}")))?;
 
-    let mut routes = routes(&state).into_axum_router();
-    routes = routes.merge(
-        tonic::service::Routes::new(health_service)
-            .add_service(reflection)
-            .into_axum_router(),
-    );
+    let mut builder = routes(&state);
+    builder.add_service(health_service).add_service(reflection);
     let grpc_shutdown = shutdown.clone();
     let grpc_server = tonic::transport::Server::builder()
         .layer(AuthLayer::new(state.clone()))
-        .add_routes(tonic::service::Routes::from(routes))
+        .add_routes(builder.routes())
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc),
             async move { grpc_shutdown.cancelled().await },

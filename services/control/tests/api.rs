@@ -1,0 +1,670 @@
+//! The admin server end to end through `run`: the auth matrix enumerated
+//! from the descriptor set, tenant isolation, RespondDecision exactly once,
+//! Reset against an in-flight tick, bootstrap singleton and runtime pickup,
+//! and field-named INVALID_ARGUMENT for malformed requests.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use genesis_control::bootstrap;
+use genesis_core::{AgentEventKind, AgentType, AttentionKind, TokenScope};
+use genesis_proto::v1;
+use genesis_store::NewAttentionRequest;
+use serde_json::json;
+use sqlx::PgPool;
+use tonic::Code;
+use uuid::Uuid;
+
+/// Call any RPC with an empty request body (`()` encodes as no fields).
+async fn raw_call(
+    channel: tonic::transport::Channel,
+    path: &str,
+    token: Option<&str>,
+) -> tonic::Status {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    if let Err(e) = grpc.ready().await {
+        return tonic::Status::unknown(e.to_string());
+    }
+    let mut request = tonic::Request::new(());
+    if let Some(t) = token {
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {t}").parse().expect("ascii"),
+        );
+    }
+    let codec = tonic_prost::ProstCodec::<(), ()>::default();
+    let path = http::uri::PathAndQuery::try_from(path.to_owned()).expect("path");
+    match grpc.unary(request, path, codec).await {
+        Ok(_) => tonic::Status::ok("answered"),
+        Err(s) => s,
+    }
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn every_served_rpc_refuses_no_token_a_bad_token_and_an_agent_pod_token(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let pod = token(&store, TokenScope::AgentPod, None).await?;
+    let revoked_id =
+        genesis_control::tokens::mint(&store, TokenScope::Operator, None, "old", None).await?;
+    store.tokens().revoke(revoked_id.1.id).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    let h = start(cfg).await?;
+    let channel = h.channel().await?;
+    let rpcs: Vec<_> = genesis_proto::convert::all_rpcs()
+        .into_iter()
+        .filter(|(s, _)| genesis_control::SERVED_SERVICES.contains(&s.as_str()))
+        .collect();
+    assert!(rpcs.len() >= 25, "{rpcs:?}");
+    for (service, method) in &rpcs {
+        let path = genesis_proto::convert::rpc_path(service, method);
+        let none = raw_call(channel.clone(), &path, None).await;
+        assert_eq!(
+            none.code(),
+            Code::Unauthenticated,
+            "{path} without a token: {none:?}"
+        );
+        let bad = raw_call(
+            channel.clone(),
+            &path,
+            Some(&genesis_proto::auth::generate_token()),
+        )
+        .await;
+        assert_eq!(
+            bad.code(),
+            Code::Unauthenticated,
+            "{path} with an unknown token: {bad:?}"
+        );
+        let old = raw_call(channel.clone(), &path, Some(&revoked_id.0)).await;
+        assert_eq!(
+            old.code(),
+            Code::Unauthenticated,
+            "{path} with a revoked token: {old:?}"
+        );
+        let agent = raw_call(channel.clone(), &path, Some(&pod)).await;
+        assert_eq!(
+            agent.code(),
+            Code::PermissionDenied,
+            "{path} with an agent-pod token: {agent:?}"
+        );
+    }
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_operator_of_one_tenant_cannot_reach_another_tenants_objects(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let b = store.tenants().create("b").await?.id;
+    let b_soa = soa(&store, b).await?;
+    let op_a = token(&store, TokenScope::Operator, Some(a)).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    let h = start(cfg).await?;
+    let ch = h.channel().await?;
+    let mut agents = v1::agent_service_client::AgentServiceClient::new(ch.clone());
+    let mut tenants = v1::tenant_service_client::TenantServiceClient::new(ch.clone());
+    let mut decisions = v1::decision_service_client::DecisionServiceClient::new(ch.clone());
+    // Naming tenant B: PERMISSION_DENIED.
+    let e = agents
+        .get_agent(req(
+            v1::GetAgentRequest {
+                tenant_id: b.to_string(),
+                instance_id: b_soa.id.to_string(),
+            },
+            &op_a,
+        ))
+        .await
+        .expect_err("other tenant");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let e = tenants
+        .get_tenant(req(
+            v1::GetTenantRequest {
+                tenant_id: b.to_string(),
+            },
+            &op_a,
+        ))
+        .await
+        .expect_err("b");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    // B's object under A's tenant id: NOT_FOUND (RLS hides it).
+    let e = agents
+        .send_message(req(
+            v1::SendMessageRequest {
+                tenant_id: a.to_string(),
+                instance_id: b_soa.id.to_string(),
+                body: "hi".into(),
+            },
+            &op_a,
+        ))
+        .await
+        .expect_err("hidden");
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(
+        store.messages().list(b, b_soa.id, 10).await?.is_empty(),
+        "nothing written"
+    );
+    let e = decisions
+        .list_decisions(req(
+            v1::ListDecisionsRequest {
+                tenant_id: b.to_string(),
+                status: None,
+            },
+            &op_a,
+        ))
+        .await
+        .expect_err("b");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    // A tenant-bound operator cannot create tenants; ListTenants shows its own.
+    let e = tenants
+        .create_tenant(req(
+            v1::CreateTenantRequest {
+                name: "c".into(),
+                standing_agents_enabled: false,
+            },
+            &op_a,
+        ))
+        .await
+        .expect_err("platform only");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let list = tenants
+        .list_tenants(req(v1::ListTenantsRequest {}, &op_a))
+        .await?
+        .into_inner();
+    assert_eq!(
+        list.tenants
+            .iter()
+            .map(|t| t.id.clone())
+            .collect::<Vec<_>>(),
+        vec![a.to_string()]
+    );
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn fifty_concurrent_responds_produce_one_answered_escalation(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let ar = store
+        .attention()
+        .create(
+            t,
+            NewAttentionRequest {
+                instance_id: Some(inst.id),
+                kind: AttentionKind::ModeChange,
+                title: "switch to Incident".into(),
+                body: String::new(),
+                options: json!(["approved", "rejected"]),
+                metadata: json!({"source": "soa", "soaInstanceId": inst.id, "mode": "Incident"}),
+            },
+        )
+        .await?;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    let h = start(cfg).await?;
+    let ch = h.channel().await?;
+    let calls = (0..50).map(|i| {
+        let mut c = v1::decision_service_client::DecisionServiceClient::new(ch.clone());
+        let op = op.clone();
+        async move {
+            c.respond_decision(req(
+                v1::RespondDecisionRequest {
+                    tenant_id: t.to_string(),
+                    decision_id: ar.id.to_string(),
+                    resolution: "approved".into(),
+                    notes: format!("caller {i}"),
+                },
+                &op,
+            ))
+            .await
+            .map(|r| r.into_inner())
+        }
+    });
+    let answers = futures::future::join_all(calls).await;
+    let answers: Vec<_> = answers.into_iter().collect::<Result<_, _>>()?;
+    assert_eq!(answers.iter().filter(|a| !a.already_resolved).count(), 1);
+    let resume_ids: std::collections::BTreeSet<_> =
+        answers.iter().map(|a| a.resume_event_id.clone()).collect();
+    assert_eq!(
+        resume_ids.len(),
+        1,
+        "every caller sees the same resume event"
+    );
+    let resumes: Vec<_> = store
+        .events()
+        .list(t, inst.id)
+        .await?
+        .into_iter()
+        .filter(|e| e.event_kind == AgentEventKind::OperatorAnsweredEscalation)
+        .collect();
+    assert_eq!(resumes.len(), 1);
+    let winner = answers
+        .iter()
+        .find(|a| !a.already_resolved)
+        .and_then(|a| a.decision.clone())
+        .expect("winner");
+    assert_eq!(resumes[0].payload["resolution"], "approved");
+    assert_eq!(resumes[0].payload["attentionRequestId"], ar.id.to_string());
+    assert_eq!(
+        resumes[0].payload["resolutionNotes"],
+        winner.resolution_notes
+    );
+    // The approved mode change went through the chokepoint once, source approval.
+    let history = store.modes().history(t, inst.id).await?;
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].to_mode, "Incident");
+    assert_eq!(history[0].source, genesis_core::ModeChangeSource::Approval);
+    assert_eq!(history[0].attention_request_id, Some(ar.id));
+    assert_eq!(
+        store
+            .instances()
+            .get(t, inst.id)
+            .await?
+            .active_mode
+            .as_deref(),
+        Some("Incident")
+    );
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn reset_is_refused_mid_tick_and_otherwise_clears_drains_and_seeds_an_opener(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    store
+        .events()
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::OperatorMessage,
+            &json!({"n": 1}),
+            None,
+        )
+        .await?;
+    store
+        .events()
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::OperatorMessage,
+            &json!({"n": 2}),
+            None,
+        )
+        .await?;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    let h = start(cfg).await?;
+    let mut agents = v1::agent_service_client::AgentServiceClient::new(h.channel().await?);
+    // Hold the lease: a tick is in flight.
+    let session = Uuid::new_v4();
+    let claim = store
+        .claim_tick(t, inst.id, session, Duration::from_secs(60), 5)
+        .await?;
+    let genesis_store::ClaimOutcome::Claimed(claim) = claim else {
+        anyhow::bail!("expected a claim")
+    };
+    let before = store.events().list(t, inst.id).await?;
+    let reset = |a: &mut v1::agent_service_client::AgentServiceClient<_>| {
+        let r = req(
+            v1::ResetAgentRequest {
+                tenant_id: t.to_string(),
+                instance_id: inst.id.to_string(),
+            },
+            &op,
+        );
+        let mut a = a.clone();
+        async move { a.reset_agent(r).await }
+    };
+    let e = reset(&mut agents).await.expect_err("mid-tick");
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    assert_eq!(
+        store.events().list(t, inst.id).await?,
+        before,
+        "nothing changed"
+    );
+    // Complete the tick (one turn on the ledger), then Reset succeeds.
+    store
+        .complete_tick(
+            t,
+            inst.id,
+            session,
+            genesis_store::TickCompletion::new(
+                claim.event.id,
+                genesis_store::TickDecision::Derived {
+                    kind: genesis_core::AgentDecisionKind::Planned,
+                    phase: "idle".into(),
+                    planned: true,
+                },
+            ),
+            &genesis_core::AgentDispatcherOptions::default(),
+        )
+        .await?;
+    assert_eq!(store.ledger().count(t, inst.id).await?, 1);
+    let out = reset(&mut agents).await?.into_inner();
+    assert_eq!(out.cleared_turns, 1);
+    assert!(out.drained_events >= 1);
+    assert_eq!(store.ledger().count(t, inst.id).await?, 0);
+    let pending = store.events().pending(t, inst.id).await?;
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].event_kind, AgentEventKind::AgentInitialized);
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn concurrent_bootstraps_of_one_tenant_create_one_soa(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    // Two replicas: separate stores and lock pools.
+    let url = db_url(&pool);
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        for _ in 0..4 {
+            let replica = genesis_store::Store::connect(&url, Default::default()).await?;
+            let locks = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(2)
+                .connect(&url)
+                .await?;
+            tasks.push(tokio::spawn(async move {
+                bootstrap::ensure_soa(&replica, &locks, t, true).await
+            }));
+        }
+    }
+    let mut created = 0;
+    for task in tasks {
+        if task.await??.1 {
+            created += 1;
+        }
+    }
+    assert_eq!(created, 1);
+    let soas = store.instances().list(t, Some(AgentType::Soa)).await?;
+    assert_eq!(soas.len(), 1);
+    assert_eq!(soas[0].status, genesis_core::InstanceStatus::Active);
+    assert!(soas[0].in_foundational_phase(chrono::Utc::now()));
+    let evs = store.events().list(t, soas[0].id).await?;
+    assert_eq!(
+        evs.iter().map(|e| e.event_kind).collect::<Vec<_>>(),
+        vec![AgentEventKind::AgentInitialized]
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_tenant_enabled_at_runtime_gets_its_soa_without_a_restart(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let platform = token(&store, TokenScope::Operator, None).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.bootstrap_rescan_secs = 3600; // only the notification can find it in time
+    cfg.standing_agents_idle_by_default = false;
+    let h = start(cfg).await?;
+    let mut tenants = v1::tenant_service_client::TenantServiceClient::new(h.channel().await?);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let created = tenants
+        .create_tenant(req(
+            v1::CreateTenantRequest {
+                name: "late".into(),
+                standing_agents_enabled: false,
+            },
+            &platform,
+        ))
+        .await?
+        .into_inner();
+    let t: Uuid = created.id.parse()?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        store
+            .instances()
+            .list(t, Some(AgentType::Soa))
+            .await?
+            .is_empty(),
+        "off by default: no SOA"
+    );
+    tenants
+        .set_standing_agents(req(
+            v1::SetStandingAgentsRequest {
+                tenant_id: t.to_string(),
+                enabled: true,
+            },
+            &platform,
+        ))
+        .await?;
+    let soa = eventually(Duration::from_secs(10), || async {
+        Ok(store
+            .instances()
+            .list(t, Some(AgentType::Soa))
+            .await?
+            .into_iter()
+            .next())
+    })
+    .await?;
+    assert_eq!(
+        soa.status,
+        genesis_core::InstanceStatus::Paused,
+        "idle-by-default off: Paused"
+    );
+    assert!(
+        store.events().list(t, soa.id).await?.is_empty(),
+        "a paused SOA gets no opener"
+    );
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn malformed_requests_are_invalid_argument_naming_the_field(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let op = token(&store, TokenScope::Operator, None).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    let h = start(cfg).await?;
+    let ch = h.channel().await?;
+    let mut agents = v1::agent_service_client::AgentServiceClient::new(ch.clone());
+    let mut decisions = v1::decision_service_client::DecisionServiceClient::new(ch.clone());
+    let mut configs = v1::config_service_client::ConfigServiceClient::new(ch.clone());
+    let mut tokens = v1::token_service_client::TokenServiceClient::new(ch.clone());
+    let (ts, is) = (t.to_string(), inst.id.to_string());
+    fn field(r: Result<impl std::fmt::Debug, tonic::Status>, name: &str) {
+        let e = r.expect_err("refused");
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        assert!(
+            e.message().starts_with(&format!("{name}:")),
+            "{name}: {}",
+            e.message()
+        );
+    }
+    field(
+        agents
+            .get_agent(req(
+                v1::GetAgentRequest {
+                    tenant_id: ts.clone(),
+                    instance_id: String::new(),
+                },
+                &op,
+            ))
+            .await,
+        "instance_id",
+    );
+    field(
+        agents
+            .get_agent(req(
+                v1::GetAgentRequest {
+                    tenant_id: "nope".into(),
+                    instance_id: is.clone(),
+                },
+                &op,
+            ))
+            .await,
+        "tenant_id",
+    );
+    field(
+        agents
+            .list_agents(req(
+                v1::ListAgentsRequest {
+                    tenant_id: ts.clone(),
+                    agent_type: Some("Robot".into()),
+                    status: None,
+                },
+                &op,
+            ))
+            .await,
+        "agent_type",
+    );
+    field(
+        agents
+            .list_modes(req(
+                v1::ListModesRequest {
+                    tenant_id: ts.clone(),
+                    agent_type: "Soa2".into(),
+                },
+                &op,
+            ))
+            .await,
+        "agent_type",
+    );
+    field(
+        agents
+            .send_message(req(
+                v1::SendMessageRequest {
+                    tenant_id: ts.clone(),
+                    instance_id: is.clone(),
+                    body: "x".repeat(16 * 1024 + 1),
+                },
+                &op,
+            ))
+            .await,
+        "body",
+    );
+    field(
+        agents
+            .send_message(req(
+                v1::SendMessageRequest {
+                    tenant_id: ts.clone(),
+                    instance_id: is.clone(),
+                    body: "  ".into(),
+                },
+                &op,
+            ))
+            .await,
+        "body",
+    );
+    field(
+        agents
+            .set_mode(req(
+                v1::SetModeRequest {
+                    tenant_id: ts.clone(),
+                    instance_id: is.clone(),
+                    mode: "Cadence".into(),
+                },
+                &op,
+            ))
+            .await,
+        "mode",
+    );
+    field(
+        agents
+            .get_ledger(req(
+                v1::GetLedgerRequest {
+                    tenant_id: ts.clone(),
+                    instance_id: is.clone(),
+                    limit: 501,
+                    before: None,
+                },
+                &op,
+            ))
+            .await,
+        "limit",
+    );
+    field(
+        agents
+            .raise_redactor_signal(req(
+                v1::RaiseRedactorSignalRequest {
+                    tenant_id: ts.clone(),
+                    call_site_id: "Agent:Planning".into(),
+                    signal_kind: "Shout".into(),
+                    note: String::new(),
+                },
+                &op,
+            ))
+            .await,
+        "signal_kind",
+    );
+    field(
+        decisions
+            .respond_decision(req(
+                v1::RespondDecisionRequest {
+                    tenant_id: ts.clone(),
+                    decision_id: "x".into(),
+                    resolution: "approved".into(),
+                    notes: String::new(),
+                },
+                &op,
+            ))
+            .await,
+        "decision_id",
+    );
+    field(
+        configs
+            .set_config(req(
+                v1::SetConfigRequest {
+                    tenant_id: Some(ts.clone()),
+                    key: "k".into(),
+                    value: "v".into(),
+                    scope: "galaxy".into(),
+                },
+                &op,
+            ))
+            .await,
+        "scope",
+    );
+    field(
+        tokens
+            .create_token(req(
+                v1::CreateTokenRequest {
+                    scope: "root".into(),
+                    tenant_id: None,
+                    label: String::new(),
+                    ttl_seconds: None,
+                },
+                &op,
+            ))
+            .await,
+        "scope",
+    );
+    field(
+        tokens
+            .create_token(req(
+                v1::CreateTokenRequest {
+                    scope: "operator".into(),
+                    tenant_id: None,
+                    label: String::new(),
+                    ttl_seconds: Some(0),
+                },
+                &op,
+            ))
+            .await,
+        "ttl_seconds",
+    );
+    // Nothing was written by any of them.
+    assert!(store.messages().list(t, inst.id, 10).await?.is_empty());
+    assert!(store.events().list(t, inst.id).await?.is_empty());
+    assert!(store.modes().history(t, inst.id).await?.is_empty());
+    h.stop().await
+}

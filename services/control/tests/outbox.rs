@@ -1,0 +1,253 @@
+//! The outbox publisher on real PostgreSQL and real JetStream: delivery with
+//! the event id as Nats-Msg-Id, duplicate suppression, re-publish after a
+//! lost mark, and NATS unreachable at publish time.
+
+mod common;
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use common::*;
+use futures::StreamExt as _;
+use genesis_control::metrics::Metrics;
+use genesis_control::publisher::{self, PublisherSettings, TickMessage};
+use genesis_core::{AgentEventKind, TokenScope};
+use genesis_proto::v1;
+use serde_json::json;
+use sqlx::PgPool;
+
+async fn js(settings: &PublisherSettings) -> anyhow::Result<jetstream::Context> {
+    let js = publisher::connect(settings).await?;
+    publisher::ensure_stream(&js, settings).await?;
+    Ok(js)
+}
+
+async fn stream_messages(js: &jetstream::Context, name: &str) -> anyhow::Result<u64> {
+    Ok(js.get_stream(name).await?.info().await?.state.messages)
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_operator_message_is_on_jetstream_with_the_event_id_as_msg_id(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let h = start(config(&pool, NATS_URL)).await?;
+    let mut agents = v1::agent_service_client::AgentServiceClient::new(h.channel().await?);
+    let sent = agents
+        .send_message(req(
+            v1::SendMessageRequest {
+                tenant_id: t.to_string(),
+                instance_id: inst.id.to_string(),
+                body: "hello".into(),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    let settings = PublisherSettings::from(&h.config);
+    let js = js(&settings).await?;
+    let consumer: jetstream::consumer::PullConsumer = js
+        .get_stream(&settings.stream)
+        .await?
+        .get_consumer(&settings.consumer)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut batch = consumer
+        .fetch()
+        .max_messages(10)
+        .expires(Duration::from_secs(10))
+        .messages()
+        .await?;
+    let msg = tokio::time::timeout(Duration::from_secs(10), batch.next())
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no message"))?
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let id = msg
+        .headers
+        .as_ref()
+        .and_then(|h| h.get("Nats-Msg-Id"))
+        .map(|v| v.as_str().to_owned());
+    assert_eq!(id.as_deref(), Some(sent.event_id.as_str()));
+    assert_eq!(
+        msg.subject.as_str(),
+        format!("{}.{t}", settings.subject_prefix)
+    );
+    let body: TickMessage = serde_json::from_slice(&msg.payload)?;
+    assert_eq!(body.event_id.to_string(), sent.event_id);
+    assert_eq!(body.instance_id, inst.id);
+    assert_eq!(body.tenant_id, t);
+    msg.ack().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    // The mark commits right after the ack.
+    eventually(Duration::from_secs(5), || async {
+        let ev = store.events().list(t, inst.id).await?;
+        Ok(ev.iter().all(|e| e.published_at.is_some()).then_some(()))
+    })
+    .await?;
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_forced_duplicate_publish_is_dropped_by_the_stream(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let ev = store
+        .events()
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::OperatorMessage,
+            &json!({}),
+            None,
+        )
+        .await?
+        .event;
+    let settings = PublisherSettings::from(&config(&pool, NATS_URL));
+    let js = js(&settings).await?;
+    let first = publisher::publish_event(&js, &settings.subject_prefix, &ev)
+        .await?
+        .await?;
+    let second = publisher::publish_event(&js, &settings.subject_prefix, &ev)
+        .await?
+        .await?;
+    assert!(!first.duplicate);
+    assert!(
+        second.duplicate,
+        "the same Nats-Msg-Id inside the window is dropped"
+    );
+    assert_eq!(stream_messages(&js, &settings.stream).await?, 1);
+    js.delete_stream(&settings.stream).await?;
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_publish_whose_mark_was_lost_is_republished_and_deduplicated(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    store
+        .events()
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::OperatorMessage,
+            &json!({"n": 1}),
+            None,
+        )
+        .await?;
+    let settings = PublisherSettings::from(&config(&pool, NATS_URL));
+    let js = js(&settings).await?;
+    // Publish and lose the mark (the batch's transaction rolls back).
+    let batch = store.events().begin_outbox_batch(10).await?;
+    assert_eq!(batch.events.len(), 1);
+    publisher::publish_event(&js, &settings.subject_prefix, &batch.events[0])
+        .await?
+        .await?;
+    drop(batch);
+    assert!(
+        store.events().list(t, inst.id).await?[0]
+            .published_at
+            .is_none()
+    );
+    // The publisher runs again: it re-publishes, the stream drops the copy.
+    let metrics = Metrics::default();
+    assert_eq!(
+        publisher::publish_batch(&store, &js, &settings, &metrics).await?,
+        1
+    );
+    assert_eq!(
+        stream_messages(&js, &settings.stream).await?,
+        1,
+        "exactly one message consumable"
+    );
+    assert!(
+        store.events().list(t, inst.id).await?[0]
+            .published_at
+            .is_some()
+    );
+    assert_eq!(
+        publisher::publish_batch(&store, &js, &settings, &metrics).await?,
+        0
+    );
+    js.delete_stream(&settings.stream).await?;
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn events_stay_unpublished_while_nats_is_unreachable_and_go_out_once_it_is(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let ev = store
+        .events()
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::OperatorMessage,
+            &json!({}),
+            None,
+        )
+        .await?
+        .event;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let dead_url = format!("nats://{}", closed.local_addr()?);
+    drop(closed);
+    let mut cfg = config(&pool, &dead_url);
+    cfg.auto_bootstrap = false;
+    let down = start(cfg.clone()).await?;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        store.events().list(t, inst.id).await?[0]
+            .published_at
+            .is_none()
+    );
+    let ready = reqwest_get(down.http, "/readyz").await?;
+    assert!(ready.starts_with("503"), "{ready}");
+    down.stop().await?;
+
+    cfg.nats_url = NATS_URL.into();
+    let up = start(cfg.clone()).await?;
+    eventually(Duration::from_secs(10), || async {
+        Ok(store.events().list(t, inst.id).await?[0]
+            .published_at
+            .map(|_| ()))
+    })
+    .await?;
+    let settings = PublisherSettings::from(&cfg);
+    let js = js(&settings).await?;
+    assert_eq!(stream_messages(&js, &settings.stream).await?, 1);
+    let last = js
+        .get_stream(&settings.stream)
+        .await?
+        .get_last_raw_message_by_subject(&format!("{}.{t}", settings.subject_prefix))
+        .await?;
+    assert_eq!(
+        last.headers
+            .get("Nats-Msg-Id")
+            .map(|v| v.as_str().to_owned()),
+        Some(ev.id.to_string())
+    );
+    up.stop().await?;
+    js.delete_stream(&settings.stream).await?;
+    Ok(())
+}
+
+/// A bare HTTP/1.1 GET returning "<status> <body>".
+pub async fn reqwest_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await?;
+    let status = buf.split_whitespace().nth(1).unwrap_or("").to_owned();
+    let body = buf.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    Ok(format!("{status} {body}"))
+}
