@@ -1,0 +1,105 @@
+//! `soa_propose_mode_change` (control): the agent's request to switch its
+//! own operating mode (spec §2.5, rails R3/R7). Creates an open attention
+//! request of kind `mode_change` carrying `{source: "soa", soaInstanceId,
+//! targetMode, fromMode}`, after validating `targetMode` against the
+//! agent's own catalogue (the `agent_modes` rows of its type, then the
+//! in-code seed). Must NEVER write `active_mode` nor append
+//! `agent_mode_change_events`: only a human (the UI or the approval of this
+//! request, through control's chokepoint) changes a mode.
+
+use genesis_core::AgentType;
+use genesis_core::modes::seed_catalogue;
+use serde_json::{Value, json};
+
+use super::args::{INVALID, optional_str, required_str};
+use super::{Tool, ToolContext, ToolError};
+
+/// The mode-switch proposal.
+pub struct SoaProposeModeChange;
+
+#[async_trait::async_trait]
+impl Tool for SoaProposeModeChange {
+    fn name(&self) -> &'static str {
+        "soa_propose_mode_change"
+    }
+
+    fn description(&self) -> &'static str {
+        "Ask the operator to switch your operating mode. You cannot switch it yourself: this \
+         raises a request on the operator's decision queue; an approval changes the mode for \
+         later ticks."
+    }
+
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["targetMode", "reason"],
+            "properties": {
+                "targetMode": {"type": "string", "minLength": 1, "maxLength": 64},
+                "reason": {"type": "string", "minLength": 1, "maxLength": 4096}
+            }
+        })
+    }
+
+    fn side_effecting(&self) -> bool {
+        true
+    }
+
+    fn raises_escalation(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
+        let target = required_str(args, "targetMode")?;
+        let reason = optional_str(args, "reason")?.unwrap_or_default();
+        let (agent_type, active, table_modes): (String, Option<String>, Vec<String>) = sqlx::query_as(
+            "SELECT i.agent_type, i.active_mode,
+                    coalesce((SELECT array_agg(m.name ORDER BY m.name) FROM agent_modes m
+                               WHERE m.agent_type = i.agent_type), '{}')
+               FROM agent_instances i WHERE i.id = $1",
+        )
+        .bind(ctx.instance_id)
+        .fetch_one(&mut *ctx.conn)
+        .await?;
+        let agent_type: AgentType = agent_type
+            .parse()
+            .map_err(|e: genesis_core::CoreError| ToolError::new("HANDLER_FAILED", e.to_string()))?;
+        let seed: Vec<String> = seed_catalogue(agent_type).into_iter().map(|m| m.name).collect();
+        if !table_modes.iter().chain(seed.iter()).any(|m| m == target) {
+            let mut known: Vec<&String> = table_modes.iter().chain(seed.iter()).collect();
+            known.sort();
+            known.dedup();
+            return Err(ToolError::new(
+                INVALID,
+                format!(
+                    "$.targetMode: {target:?} is not a mode of {agent_type}; choose one of {}",
+                    known.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        let current = active.or_else(|| seed.first().cloned());
+        if current.as_deref() == Some(target) {
+            return Err(ToolError::new(INVALID, format!("$.targetMode: you are already in mode {target}")));
+        }
+        let metadata = json!({
+            "source": "soa",
+            "soaInstanceId": ctx.instance_id.to_string(),
+            "targetMode": target,
+            "fromMode": current,
+        });
+        let (id, created_at): (uuid::Uuid, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
+            "INSERT INTO attention_requests (tenant_id, instance_id, kind, title, body, options, metadata)
+             VALUES ($1, $2, 'mode_change', $3, $4, '[\"approve\", \"reject\"]'::jsonb, $5)
+             RETURNING id, created_at",
+        )
+        .bind(ctx.tenant_id)
+        .bind(ctx.instance_id)
+        .bind(format!("Switch mode to {target}"))
+        .bind(reason)
+        .bind(&metadata)
+        .fetch_one(&mut *ctx.conn)
+        .await?;
+        Ok(json!({"attentionRequestId": id, "status": "open", "targetMode": target,
+                  "createdAt": created_at, "note": "the mode is unchanged until an operator approves"}))
+    }
+}

@@ -1,0 +1,88 @@
+//! `soa_propose_task` (self-applying, SOA only): creates a mission in
+//! status `proposed` steered by the calling SOA, with metadata `{source:
+//! "soa", soaInstanceId, target}` so it appears on the instance's
+//! open-items roster. The constitution (content, action limits and scope
+//! boundaries on `kind`/`target`) has already run in the governance gate
+//! when this handler is reached. Must never run for a non-SOA instance
+//! (checked here too, beside the mode rail) and never start the mission.
+
+use genesis_core::AgentType;
+use serde_json::{Value, json};
+
+use super::args::{optional_str, required_str};
+use super::{Tool, ToolContext, ToolError};
+
+/// The mission kinds a SOA may propose (the mission agent types).
+pub const MISSION_KINDS: &[&str] = &["MissionDevelopment", "MissionResearch", "MissionOperations"];
+
+/// The governed mission-create.
+pub struct SoaProposeTask;
+
+#[async_trait::async_trait]
+impl Tool for SoaProposeTask {
+    fn name(&self) -> &'static str {
+        "soa_propose_task"
+    }
+
+    fn description(&self) -> &'static str {
+        "Propose a mission (development, research or operations) that you will steer. It is \
+         created in status proposed and checked against the tenant constitution first; check \
+         the open-items roster so you never propose a duplicate."
+    }
+
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["kind", "title", "description"],
+            "properties": {
+                "kind": {"enum": MISSION_KINDS},
+                "title": {"type": "string", "minLength": 1, "maxLength": 500},
+                "description": {"type": "string", "minLength": 1, "maxLength": 16384},
+                "target": {"type": "string", "minLength": 1, "maxLength": 512,
+                           "description": "What the mission acts on (a repository, service or area)."}
+            }
+        })
+    }
+
+    fn side_effecting(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
+        let kind = required_str(args, "kind")?;
+        if !MISSION_KINDS.contains(&kind) {
+            return Err(ToolError::new(
+                "INVALID_ARGUMENTS",
+                format!("$.kind: must be one of {}", MISSION_KINDS.join(", ")),
+            ));
+        }
+        let title = required_str(args, "title")?;
+        let description = required_str(args, "description")?;
+        let target = optional_str(args, "target")?;
+        let agent_type: String = sqlx::query_scalar("SELECT agent_type FROM agent_instances WHERE id = $1")
+            .bind(ctx.instance_id)
+            .fetch_one(&mut *ctx.conn)
+            .await?;
+        if agent_type != AgentType::Soa.as_str() {
+            return Err(ToolError::new(
+                "NOT_PERMITTED",
+                format!("soa_propose_task is reserved to the SOA; this instance is {agent_type}"),
+            ));
+        }
+        let metadata = json!({"source": "soa", "soaInstanceId": ctx.instance_id.to_string(), "target": target});
+        let (id, created_at): (uuid::Uuid, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
+            "INSERT INTO missions (tenant_id, steering_instance_id, kind, title, description, status, metadata)
+             VALUES ($1, $2, $3, $4, $5, 'proposed', $6) RETURNING id, created_at",
+        )
+        .bind(ctx.tenant_id)
+        .bind(ctx.instance_id)
+        .bind(kind)
+        .bind(title)
+        .bind(description)
+        .bind(&metadata)
+        .fetch_one(&mut *ctx.conn)
+        .await?;
+        Ok(json!({"missionId": id, "status": "proposed", "kind": kind, "createdAt": created_at}))
+    }
+}
