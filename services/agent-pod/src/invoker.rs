@@ -205,24 +205,42 @@ pub struct Used {
 
 /// The first exhausted axis of `budget` given `used`, by its wire name
 /// (`tokens`, `turns`, `tool_calls`, `wall_ms`, `cost_usd`). An absent axis
-/// is unlimited; a present axis of 0 is already exhausted.
+/// is unlimited; a present axis of 0 is already exhausted. The rule itself is
+/// genesis-core's [`genesis_core::budget::check`]; this only converts the wire
+/// envelope (milliseconds, signed counts) into the domain one.
 pub fn exhausted_axis(budget: &pb::BudgetEnvelope, used: &Used) -> Option<&'static str> {
-    if budget.max_tokens.is_some_and(|m| used.tokens >= m) {
-        return Some("tokens");
+    use genesis_core::budget::{BudgetAxis, BudgetEnvelope, Consumption, Limit, check};
+    fn limit(v: Option<i64>) -> Limit {
+        v.map_or(Limit::Unlimited, |m| {
+            Limit::Limited(u64::try_from(m).unwrap_or(0))
+        })
     }
-    if budget.max_turns.is_some_and(|m| used.turns >= m) {
-        return Some("turns");
+    // Wall time is compared in milliseconds on both sides, so a sub-second cap
+    // is not rounded away.
+    let envelope = BudgetEnvelope {
+        max_tokens: limit(budget.max_tokens),
+        max_output_tokens_per_turn: Limit::Unlimited,
+        max_tool_calls: limit(budget.max_tool_calls.map(i64::from)),
+        max_wall_seconds: limit(budget.max_wall_ms),
+        max_dollars: budget.max_cost_usd.map_or(Limit::Unlimited, Limit::Limited),
+        max_turns: limit(budget.max_turns.map(i64::from)),
+    };
+    let consumption = Consumption {
+        tokens: u64::try_from(used.tokens).unwrap_or(0),
+        tool_calls: u64::try_from(used.tool_calls).unwrap_or(0),
+        wall_seconds: u64::try_from(used.wall_ms).unwrap_or(0),
+        dollars: used.cost_usd,
+        turns: u64::try_from(used.turns).unwrap_or(0),
+    };
+    match check(&envelope, &consumption) {
+        Ok(()) => None,
+        Err(BudgetAxis::Tokens) => Some("tokens"),
+        Err(BudgetAxis::Turns) => Some("turns"),
+        Err(BudgetAxis::ToolCalls) => Some("tool_calls"),
+        Err(BudgetAxis::WallSeconds) => Some("wall_ms"),
+        Err(BudgetAxis::Dollars) => Some("cost_usd"),
+        Err(BudgetAxis::OutputTokensPerTurn) => Some("output_tokens_per_turn"),
     }
-    if budget.max_tool_calls.is_some_and(|m| used.tool_calls >= m) {
-        return Some("tool_calls");
-    }
-    if budget.max_wall_ms.is_some_and(|m| used.wall_ms >= m) {
-        return Some("wall_ms");
-    }
-    if budget.max_cost_usd.is_some_and(|m| used.cost_usd >= m) {
-        return Some("cost_usd");
-    }
-    None
 }
 
 /// How an episode ended.
