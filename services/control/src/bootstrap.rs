@@ -231,11 +231,14 @@ pub async fn run_bootstrap(state: AppState, rescan: Duration, shutdown: Cancella
                 _ = shutdown.cancelled() => return,
                 _ = sleep => {}
                 n = l.recv() => match n {
-                    Ok(n) => if let Some(t) = tenant_of(n.payload()) {
-                        if let Err(e) = bootstrap_tenant(&state, t).await {
+                    Ok(n) => {
+                        let tenant = tenant_of(n.payload());
+                        if let Some(t) = tenant
+                            && let Err(e) = bootstrap_tenant(&state, t).await
+                        {
                             tracing::warn!(tenant = %t, error = %e, "bootstrap: tenant failed");
                         }
-                    },
+                    }
                     Err(_) => listener = None,
                 },
             },
