@@ -396,6 +396,8 @@ pub struct Turn {
     pub input_tokens: Option<i64>,
     /// Output tokens.
     pub output_tokens: Option<i64>,
+    /// The plan-input hash the turn recorded.
+    pub plan_input_hash: Option<String>,
 }
 
 /// Counts over the fleet database, for the invariants after a fault.
@@ -813,7 +815,7 @@ impl Fleet {
         let id: Uuid = instance.parse()?;
         let rows = sqlx::query(
             "SELECT id, turn_number, event_id, event_kind, decision_kind, phase, llm_call_snapshot_id,
-                    served_model, cost_usd::float8 AS cost_usd, input_tokens, output_tokens
+                    served_model, cost_usd::float8 AS cost_usd, input_tokens, output_tokens, plan_input_hash
              FROM agent_state_ledger WHERE instance_id = $1 ORDER BY turn_number",
         )
         .bind(id)
@@ -833,6 +835,7 @@ impl Fleet {
                     cost_usd: r.try_get("cost_usd")?,
                     input_tokens: r.try_get("input_tokens")?,
                     output_tokens: r.try_get("output_tokens")?,
+                    plan_input_hash: r.try_get("plan_input_hash")?,
                 })
             })
             .collect()

@@ -211,12 +211,21 @@ async fn unchanged_heartbeats_make_no_llm_call_until_the_forced_replan() -> anyh
         .await
         .context("the supervisor does not honour AgentDispatcher:StandingAgentHeartbeatInterval for the tenant")?;
         let beats: Vec<_> = turns.iter().filter(|t| t.event_kind == "AgentTick").collect();
+        // A heartbeat whose plan inputs equal the previous turn's must not
+        // call the model, except the forced re-plan after N = 3 idle ticks
+        // (the re-plan tick itself may count as the Nth: 2 or 3 idle ticks
+        // precede it). A heartbeat whose inputs changed (the ops digest
+        // bucket moved) re-plans for real.
         let mut idle_run = 0;
         let mut short_circuits = 0;
         let mut replans = 0;
-        for (i, t) in beats.iter().enumerate() {
+        let mut gaps = std::collections::BTreeSet::new();
+        let mut prev_hash = turns.iter().find(|t| t.event_kind != "AgentTick").and_then(|t| t.plan_input_hash.clone());
+        for t in &beats {
             let tokens = t.input_tokens.unwrap_or(0) + t.output_tokens.unwrap_or(0);
+            let unchanged = t.plan_input_hash.is_some() && t.plan_input_hash == prev_hash;
             if t.snapshot_id.is_none() {
+                ensure!(unchanged, "turn {} short-circuited although its inputs changed", t.turn_number);
                 ensure!(tokens == 0, "short-circuited turn {} reports {tokens} tokens", t.turn_number);
                 ensure!(t.decision_kind == "Heartbeat", "short-circuited turn {} is {}", t.turn_number, t.decision_kind);
                 idle_run += 1;
@@ -224,13 +233,20 @@ async fn unchanged_heartbeats_make_no_llm_call_until_the_forced_replan() -> anyh
                 ensure!(idle_run <= 3, "more than 3 idle ticks in a row without the forced re-plan (turn {})", t.turn_number);
             } else {
                 ensure!(tokens > 0, "LLM turn {} reports no tokens", t.turn_number);
-                if i > 0 {
+                if unchanged {
+                    ensure!(
+                        (2..=3).contains(&idle_run),
+                        "unchanged inputs re-planned after {idle_run} idle ticks, expected the forced re-plan after 3 (turn {})",
+                        t.turn_number
+                    );
                     replans += 1;
-                    ensure!(idle_run == 3, "re-plan after {idle_run} idle ticks, expected 3 (turn {})", t.turn_number);
+                    gaps.insert(idle_run);
                 }
                 idle_run = 0;
             }
+            prev_hash = t.plan_input_hash.clone();
         }
+        ensure!(gaps.len() <= 1, "forced re-plan period not constant: {gaps:?}");
         ensure!(short_circuits >= 3, "only {short_circuits} short-circuited heartbeats");
         ensure!(replans >= 1, "no forced re-plan among {} heartbeats", beats.len());
         // Snapshots exist exactly for the turns that called the model.
@@ -278,6 +294,13 @@ async fn tick_max_turns_applies_to_the_very_next_tick() -> anyhow::Result<()> {
         let tenant = fleet.create_tenant("turns").await?;
         let soa = fleet.wait_soa(&tenant, T).await?;
         fleet.wait_decision(&soa, 0, "Initialized", T).await?;
+        // The foundational phase lifts every per-tick axis (spec 3.6); let
+        // its deadline pass so the normal envelope applies, as it does on a
+        // day-old agent.
+        sqlx::query("UPDATE agent_instances SET workset_deadline_utc = now() - interval '1 second' WHERE id = $1")
+            .bind(soa.parse::<Uuid>()?)
+            .execute(&fleet.db)
+            .await?;
         // Baseline: a reply takes two model turns (send, then phase_complete).
         let c0 = llm_calls(&fleet, &soa).await?;
         let before = fleet.last_turn(&soa).await?;
