@@ -170,6 +170,11 @@ pub async fn bootstrap_tenant(state: &AppState, tenant_id: Uuid) -> Result<bool,
         state.config.standing_agents_idle_by_default,
     )
     .await?;
+    // Surface the SOA in the coordination registry (spec 2.2); a registry
+    // outage never fails the bootstrap.
+    if let Err(e) = state.lanes.ensure_soa_registered(tenant_id, soa.id).await {
+        tracing::warn!(tenant = %tenant_id, error = %e, "bootstrap: SOA registry registration failed");
+    }
     if created {
         state.metrics.add_bootstrapped();
         tracing::info!(tenant = %tenant_id, instance = %soa.id, status = %soa.status, "bootstrap: SOA created");

@@ -78,6 +78,21 @@ pub struct ControlConfig {
     /// How long in-flight RPCs may drain after a shutdown signal, in seconds.
     #[arg(long, env = "GENESIS_SHUTDOWN_DEADLINE_SECS", default_value_t = 10)]
     pub shutdown_deadline_secs: u64,
+    /// NATS KV bucket of the coordination registry.
+    #[arg(long, env = "GENESIS_REGISTRY_BUCKET", default_value = "genesis_registry")]
+    pub registry_bucket: String,
+    /// Kubernetes namespace coder Jobs run in.
+    #[arg(long, env = "GENESIS_CODER_NAMESPACE", default_value = "default")]
+    pub coder_namespace: String,
+    /// Image coder Jobs run; empty refuses SpawnCoder with FAILED_PRECONDITION.
+    #[arg(long, env = "GENESIS_CODER_IMAGE", default_value = "")]
+    pub coder_image: String,
+    /// Base URL of the Windows pool; unset answers every Windows verb POOL_UNAVAILABLE.
+    #[arg(long, env = "GENESIS_WINDOWS_POOL_URL")]
+    pub windows_pool_url: Option<String>,
+    /// Control's credential for the Windows pool (secret).
+    #[arg(long, env = "GENESIS_WINDOWS_POOL_TOKEN", hide_env_values = true)]
+    pub windows_pool_token: Option<String>,
 }
 
 impl std::fmt::Debug for ControlConfig {
@@ -122,6 +137,11 @@ impl ControlConfig {
             publish_ack_timeout_ms: 5_000,
             bootstrap_rescan_secs: 30,
             shutdown_deadline_secs: 10,
+            registry_bucket: "genesis_registry".into(),
+            coder_namespace: "default".into(),
+            coder_image: String::new(),
+            windows_pool_url: None,
+            windows_pool_token: None,
         }
     }
 
@@ -184,7 +204,8 @@ impl ControlConfig {
              grpc_addr = {:?}\nhttp_addr = {:?}\nlease_ttl_secs = {}\nmax_attempts = {}\nlog_format = {:?}\n\
              standing_agents_enabled = {}\nauto_bootstrap = {}\nstanding_agents_idle_by_default = {}\n\
              outbox_batch = {}\noutbox_poll_ms = {}\npublish_ack_timeout_ms = {}\nbootstrap_rescan_secs = {}\n\
-             shutdown_deadline_secs = {}\n",
+             shutdown_deadline_secs = {}\nregistry_bucket = {:?}\ncoder_namespace = {:?}\ncoder_image = {:?}\n\
+             windows_pool_url = {:?}\nwindows_pool_token = {}\n",
             redact_url(&self.database_url),
             redact_url(&self.nats_url),
             self.stream,
@@ -203,6 +224,11 @@ impl ControlConfig {
             self.publish_ack_timeout_ms,
             self.bootstrap_rescan_secs,
             self.shutdown_deadline_secs,
+            self.registry_bucket,
+            self.coder_namespace,
+            self.coder_image,
+            self.windows_pool_url,
+            if self.windows_pool_token.is_some() { "<redacted>" } else { "<unset>" },
         )
     }
 }

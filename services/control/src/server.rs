@@ -20,6 +20,7 @@ use crate::config::ControlConfig;
 use crate::error::ControlError;
 use crate::publisher::{PublisherSettings, run_publisher};
 use crate::services::{agents, config, decisions, tenants, tokens};
+use crate::services::{coders, coding_tasks, lanes, llm, registry, windows};
 use crate::state::AppState;
 
 /// The admin services this server answers (fully qualified). Services of
@@ -30,6 +31,11 @@ pub const SERVED_SERVICES: &[&str] = &[
     "genesis.v1.DecisionService",
     "genesis.v1.ConfigService",
     "genesis.v1.TokenService",
+    "genesis.v1.LlmService",
+    "genesis.v1.RegistryService",
+    "genesis.v1.CoderService",
+    "genesis.v1.CodingTaskService",
+    "genesis.v1.WindowsLaneService",
 ];
 
 /// Every admin service, registered in one place.
@@ -50,6 +56,19 @@ pub fn routes(state: &AppState) -> tonic::service::RoutesBuilder {
     .add_service(v1::token_service_server::TokenServiceServer::new(
         tokens::Tokens::new(state.clone()),
     ));
+    b.add_service(v1::llm_service_server::LlmServiceServer::new(llm::Llms::new(state.clone())))
+        .add_service(v1::registry_service_server::RegistryServiceServer::new(
+            registry::Registries::new(state.clone()),
+        ))
+        .add_service(v1::coder_service_server::CoderServiceServer::new(coders::Coders::new(
+            state.clone(),
+        )))
+        .add_service(v1::coding_task_service_server::CodingTaskServiceServer::new(
+            coding_tasks::CodingTasks::new(state.clone()),
+        ))
+        .add_service(v1::windows_lane_service_server::WindowsLaneServiceServer::new(
+            windows::WindowsLanes::new(state.clone()),
+        ));
     b
 }
 
@@ -65,7 +84,10 @@ pub async fn state(
         .max_connections(8)
         .acquire_timeout(Duration::from_secs(10))
         .connect_lazy(&config.database_url)?;
-    Ok(AppState::new(store, config, locks, shutdown))
+    let lanes = lanes::Lanes::connect(&config, &store).await;
+    let mut state = AppState::new(store, config, locks, shutdown);
+    state.lanes = std::sync::Arc::new(lanes);
+    Ok(state)
 }
 
 /// Run control until `shutdown`: gRPC on `grpc`, HTTP on `http`, and the
@@ -87,6 +109,7 @@ pub async fn run(
         PublisherSettings::from(state.config.as_ref()),
         loops.clone(),
     ));
+    tracker.spawn(lanes::run_soa_heartbeats(state.clone(), loops.clone()));
     tracker.spawn(run_bootstrap(
         state.clone(),
         Duration::from_secs(state.config.bootstrap_rescan_secs),

@@ -30,6 +30,9 @@ pub struct AppState {
     pub locks: PgPool,
     /// Cancelled when the process shuts down (ends `WatchTurns` streams).
     pub shutdown: CancellationToken,
+    /// The worker-lane clients (registry, coders, Windows lane); each may be
+    /// unavailable, and its RPCs then say why.
+    pub lanes: Arc<crate::services::lanes::Lanes>,
     nats_ready: Arc<AtomicBool>,
 }
 
@@ -48,6 +51,7 @@ impl AppState {
             hub: TurnHub::new(1024),
             locks,
             shutdown,
+            lanes: Arc::new(crate::services::lanes::Lanes::default()),
             nats_ready: Arc::new(AtomicBool::new(false)),
         }
     }

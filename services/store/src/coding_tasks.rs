@@ -95,7 +95,10 @@ fn check_optional(field: &str, value: &str, max: usize) -> Result<(), StoreError
         ));
     }
     if value.contains('\0') {
-        return Err(StoreError::invalid(field, "must not contain NUL characters"));
+        return Err(StoreError::invalid(
+            field,
+            "must not contain NUL characters",
+        ));
     }
     Ok(())
 }

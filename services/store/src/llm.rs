@@ -229,6 +229,46 @@ impl Llm<'_> {
         decode(row)
     }
 
+    /// Replace preset `id` of the tenant with `new` (same checks as
+    /// [`Llm::create_preset`]). Unknown id (or another tenant's) → `NotFound`;
+    /// a name taken by another preset → `Conflict`.
+    pub async fn update_preset(
+        &self,
+        tenant_id: Uuid,
+        id: Uuid,
+        new: NewPreset,
+    ) -> Result<PresetRow, StoreError> {
+        check_text("name", &new.name, 200)?;
+        check_couple("primary", &new.primary)?;
+        for (i, c) in new.fallback.iter().enumerate() {
+            check_couple(&format!("fallback[{i}]"), c)?;
+        }
+        if !new.overlays.is_object() {
+            return Err(StoreError::invalid("overlays", "must be a JSON object"));
+        }
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row: Option<serde_json::Value> = sqlx::query_scalar(
+            "UPDATE llm_presets SET name = $2, model = $3, provider = $4, backend = $5,
+                    credentials = $6, fallback = $7, overlays = $8, updated_at = now()
+              WHERE id = $1 RETURNING to_jsonb(llm_presets.*)",
+        )
+        .bind(id)
+        .bind(&new.name)
+        .bind(&new.primary.model)
+        .bind(&new.primary.provider)
+        .bind(&new.primary.backend)
+        .bind(serde_json::to_value(&new.primary.credentials)?)
+        .bind(serde_json::to_value(&new.fallback)?)
+        .bind(&new.overlays)
+        .fetch_optional(tx.conn())
+        .await?;
+        let Some(row) = row else {
+            return Err(StoreError::not_found("preset"));
+        };
+        tx.commit().await?;
+        decode(row)
+    }
+
     /// The tenant's presets by name.
     pub async fn list_presets(&self, tenant_id: Uuid) -> Result<Vec<PresetRow>, StoreError> {
         let mut tx = self.store.tenant_tx(tenant_id).await?;

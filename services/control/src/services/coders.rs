@@ -60,11 +60,9 @@ pub fn lane_presets(rows: &[PresetRow]) -> Vec<Preset> {
 
 /// The spawner, or FAILED_PRECONDITION naming why there is none.
 pub fn spawner(state: &AppState) -> Result<&CoderSpawner, Status> {
-    state
-        .lanes
-        .coders
-        .as_ref()
-        .map_err(|why| Status::failed_precondition(format!("no Kubernetes cluster reachable: {why}")))
+    state.lanes.coders.as_ref().map_err(|why| {
+        Status::failed_precondition(format!("no Kubernetes cluster reachable: {why}"))
+    })
 }
 
 fn status_of(phase: CoderPhase) -> &'static str {
@@ -174,7 +172,11 @@ impl CoderService for Coders {
             record_ids(t, None);
             let handles = spawner(&self.state)?.list(t).await.map_err(lanes_status)?;
             Ok(v1::ListCodersResponse {
-                coders: handles.iter().rev().map(|h| coder(h, &h.name, None)).collect(),
+                coders: handles
+                    .iter()
+                    .rev()
+                    .map(|h| coder(h, &h.name, None))
+                    .collect(),
             })
         })
         .await

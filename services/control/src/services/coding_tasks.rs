@@ -156,15 +156,25 @@ impl CodingTaskService for CodingTasks {
         &self,
         request: Request<v1::GetTaskRequest>,
     ) -> Result<Response<v1::CodingTask>, Status> {
-        observe(&self.state, "/genesis.v1.CodingTaskService/GetTask", async {
-            let caller = caller(&request)?;
-            let req = request.get_ref();
-            let t = caller.tenant("tenant_id", &req.tenant_id)?;
-            let id = uuid("task_id", &req.task_id)?;
-            record_ids(t, None);
-            let row = self.state.store.coding_tasks().get(t, id).await.map_err(store_status)?;
-            Ok(task(&row))
-        })
+        observe(
+            &self.state,
+            "/genesis.v1.CodingTaskService/GetTask",
+            async {
+                let caller = caller(&request)?;
+                let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let id = uuid("task_id", &req.task_id)?;
+                record_ids(t, None);
+                let row = self
+                    .state
+                    .store
+                    .coding_tasks()
+                    .get(t, id)
+                    .await
+                    .map_err(store_status)?;
+                Ok(task(&row))
+            },
+        )
         .await
     }
 
@@ -172,32 +182,36 @@ impl CodingTaskService for CodingTasks {
         &self,
         request: Request<v1::ListTasksRequest>,
     ) -> Result<Response<v1::ListTasksResponse>, Status> {
-        observe(&self.state, "/genesis.v1.CodingTaskService/ListTasks", async {
-            let caller = caller(&request)?;
-            let req = request.get_ref();
-            let t = caller.tenant("tenant_id", &req.tenant_id)?;
-            let status = req.status.as_deref().filter(|s| !s.is_empty());
-            if let Some(s) = status
-                && !TASK_STATUSES.contains(&s)
-            {
-                return Err(invalid_argument(
-                    "status",
-                    format!("unknown status {s:?}; known: {}", TASK_STATUSES.join(", ")),
-                ));
-            }
-            let coder = req.coder_id.as_deref().filter(|s| !s.is_empty());
-            record_ids(t, None);
-            let rows = self
-                .state
-                .store
-                .coding_tasks()
-                .list(t, status, coder)
-                .await
-                .map_err(store_status)?;
-            Ok(v1::ListTasksResponse {
-                tasks: rows.iter().map(task).collect(),
-            })
-        })
+        observe(
+            &self.state,
+            "/genesis.v1.CodingTaskService/ListTasks",
+            async {
+                let caller = caller(&request)?;
+                let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let status = req.status.as_deref().filter(|s| !s.is_empty());
+                if let Some(s) = status
+                    && !TASK_STATUSES.contains(&s)
+                {
+                    return Err(invalid_argument(
+                        "status",
+                        format!("unknown status {s:?}; known: {}", TASK_STATUSES.join(", ")),
+                    ));
+                }
+                let coder = req.coder_id.as_deref().filter(|s| !s.is_empty());
+                record_ids(t, None);
+                let rows = self
+                    .state
+                    .store
+                    .coding_tasks()
+                    .list(t, status, coder)
+                    .await
+                    .map_err(store_status)?;
+                Ok(v1::ListTasksResponse {
+                    tasks: rows.iter().map(task).collect(),
+                })
+            },
+        )
         .await
     }
 

@@ -168,7 +168,11 @@ impl Lanes {
     /// Make sure the tenant's SOA `instance` is in the registry (role
     /// Orchestration, capability `orchestration`) so it shows in the listing.
     /// A known, live entry is left alone; an expired one is registered again.
-    pub async fn ensure_soa_registered(&self, tenant: Uuid, instance: Uuid) -> Result<(), LanesError> {
+    pub async fn ensure_soa_registered(
+        &self,
+        tenant: Uuid,
+        instance: Uuid,
+    ) -> Result<(), LanesError> {
         let Ok(registry) = &self.registry else {
             return Ok(());
         };
@@ -242,15 +246,21 @@ pub fn lanes_status(err: LanesError) -> tonic::Status {
     use genesis_proto::convert::invalid_argument;
     match err {
         LanesError::Validation { field, message } => invalid_argument(field, message),
-        LanesError::NotFound { kind, id } => tonic::Status::not_found(format!("{kind} {id} not found")),
-        LanesError::ClusterUnavailable(m) | LanesError::Kubernetes { status: 0, message: m } => {
-            tonic::Status::failed_precondition(format!("no Kubernetes cluster reachable: {m}"))
+        LanesError::NotFound { kind, id } => {
+            tonic::Status::not_found(format!("{kind} {id} not found"))
         }
+        LanesError::ClusterUnavailable(m)
+        | LanesError::Kubernetes {
+            status: 0,
+            message: m,
+        } => tonic::Status::failed_precondition(format!("no Kubernetes cluster reachable: {m}")),
         LanesError::Kubernetes { status, message } => {
             tracing::warn!(status, error = %message, "kubernetes API refused a coder call");
             tonic::Status::unavailable(format!("the Kubernetes API answered {status}"))
         }
-        LanesError::Contended(id) => tonic::Status::aborted(format!("registry entry {id} is contended; retry")),
+        LanesError::Contended(id) => {
+            tonic::Status::aborted(format!("registry entry {id} is contended; retry"))
+        }
         LanesError::Store(m) | LanesError::Corrupt { message: m, .. } => {
             tracing::error!(error = %m, "registry store failure answered UNAVAILABLE");
             tonic::Status::unavailable("the registry is unavailable")

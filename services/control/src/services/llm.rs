@@ -26,8 +26,24 @@ const MAX_CREDENTIAL_NAME: usize = 128;
 const MAX_OVERLAYS_BYTES: usize = 64 * 1024;
 /// Prefixes of well-known secret formats (API keys, tokens, JWTs).
 const SECRET_PREFIXES: &[&str] = &[
-    "sk-", "sk_", "rk_", "pk_", "ghp_", "gho_", "ghs_", "github_pat_", "xoxb-", "xoxp-", "xapp-",
-    "AKIA", "ASIA", "AIza", "eyJ", "gen_", "glpat-", "Bearer ",
+    "sk-",
+    "sk_",
+    "rk_",
+    "pk_",
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "github_pat_",
+    "xoxb-",
+    "xoxp-",
+    "xapp-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "eyJ",
+    "gen_",
+    "glpat-",
+    "Bearer ",
 ];
 
 /// The service.
@@ -51,7 +67,8 @@ pub fn looks_like_secret(value: &str) -> bool {
         return true;
     }
     let long_token = v.len() >= 32
-        && v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'+' | b'/' | b'='))
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'+' | b'/' | b'='))
         && v.bytes().any(|b| b.is_ascii_digit())
         && v.bytes().any(|b| b.is_ascii_lowercase())
         && v.bytes().any(|b| b.is_ascii_uppercase());
@@ -63,7 +80,10 @@ fn credential_names(field: &str, names: &[String]) -> Result<Vec<String>, Status
     for (i, n) in names.iter().enumerate() {
         let f = format!("{field}.credential_names[{i}]");
         if n.trim().is_empty() || n.len() > MAX_CREDENTIAL_NAME {
-            return Err(invalid_argument(&f, format!("must be 1..={MAX_CREDENTIAL_NAME} bytes")));
+            return Err(invalid_argument(
+                &f,
+                format!("must be 1..={MAX_CREDENTIAL_NAME} bytes"),
+            ));
         }
         if looks_like_secret(n) {
             return Err(invalid_argument(
@@ -71,8 +91,14 @@ fn credential_names(field: &str, names: &[String]) -> Result<Vec<String>, Status
                 "looks like a secret value; a preset holds credential NAMES only (e.g. ANTHROPIC_API_KEY)",
             ));
         }
-        if !n.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')) {
-            return Err(invalid_argument(&f, "may hold only letters, digits, '_', '-', '.' and ':'"));
+        if !n
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+        {
+            return Err(invalid_argument(
+                &f,
+                "may hold only letters, digits, '_', '-', '.' and ':'",
+            ));
         }
         if !seen.insert(n.as_str()) {
             return Err(invalid_argument(&f, format!("{n:?} is listed twice")));
@@ -89,7 +115,10 @@ fn couple(field: &str, c: Option<&v1::PresetCouple>) -> Result<PresetCouple, Sta
     if ProviderKind::from_str(&c.provider).is_err() {
         return Err(invalid_argument(
             &format!("{field}.provider"),
-            format!("unknown provider {:?}; known: anthropic, openai, scripted", c.provider),
+            format!(
+                "unknown provider {:?}; known: anthropic, openai, scripted",
+                c.provider
+            ),
         ));
     }
     Ok(PresetCouple {
@@ -142,7 +171,10 @@ pub fn new_preset(p: &v1::Preset) -> Result<NewPreset, Status> {
         let v: serde_json::Value = serde_json::from_str(&p.overlays_json)
             .map_err(|e| invalid_argument("preset.overlays_json", format!("not JSON: {e}")))?;
         if !v.is_object() {
-            return Err(invalid_argument("preset.overlays_json", "must be a JSON object"));
+            return Err(invalid_argument(
+                "preset.overlays_json",
+                "must be a JSON object",
+            ));
         }
         no_secret_values("overlays", &v)?;
         v
@@ -204,7 +236,11 @@ pub fn site_view(site: &LlmCallSite, bindings: &[(String, PresetRow)]) -> v1::Ll
         display_name: site.display_name.to_owned(),
         parent_site_id: parent_site_id(site.site_id).unwrap_or_default().to_owned(),
         default_model: site.default_model.to_owned(),
-        supported_backends: site.supported_backends.iter().map(|s| (*s).to_owned()).collect(),
+        supported_backends: site
+            .supported_backends
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
         attached_preset_id: attached.map(|p| p.to_string()),
         effective_preset_id: effective.map(|(_, p)| p.to_string()).unwrap_or_default(),
         inherited: effective.is_some_and(|(own, _)| !own),
@@ -215,7 +251,12 @@ async fn site_of(state: &AppState, tenant: Uuid, site_id: &str) -> Result<v1::Ll
     let site = genesis_core::sites::site(site_id)
         .ok_or_else(|| Status::not_found(format!("call-site {site_id:?} not found")))?;
     let chain: Vec<String> = site_chain(site_id).into_iter().map(str::to_owned).collect();
-    let bindings = state.store.llm().bindings_for(tenant, &chain).await.map_err(store_status)?;
+    let bindings = state
+        .store
+        .llm()
+        .bindings_for(tenant, &chain)
+        .await
+        .map_err(store_status)?;
     Ok(site_view(site, &bindings))
 }
 
@@ -228,7 +269,10 @@ fn site_id(value: &str) -> Result<&str, Status> {
 
 fn price(field: &str, v: f64) -> Result<f64, Status> {
     if !v.is_finite() || v < 0.0 {
-        return Err(invalid_argument(field, format!("must be a finite, non-negative price, got {v}")));
+        return Err(invalid_argument(
+            field,
+            format!("must be a finite, non-negative price, got {v}"),
+        ));
     }
     Ok(v)
 }
@@ -244,7 +288,13 @@ impl LlmService for Llms {
             let t = caller.tenant("tenant_id", &request.get_ref().tenant_id)?;
             record_ids(t, None);
             let ids: Vec<String> = LLM_SITES.iter().map(|s| s.site_id.to_owned()).collect();
-            let bindings = self.state.store.llm().bindings_for(t, &ids).await.map_err(store_status)?;
+            let bindings = self
+                .state
+                .store
+                .llm()
+                .bindings_for(t, &ids)
+                .await
+                .map_err(store_status)?;
             Ok(v1::ListSitesResponse {
                 sites: LLM_SITES.iter().map(|s| site_view(s, &bindings)).collect(),
             })
@@ -260,7 +310,13 @@ impl LlmService for Llms {
             let caller = caller(&request)?;
             let t = caller.tenant("tenant_id", &request.get_ref().tenant_id)?;
             record_ids(t, None);
-            let rows = self.state.store.llm().list_presets(t).await.map_err(store_status)?;
+            let rows = self
+                .state
+                .store
+                .llm()
+                .list_presets(t)
+                .await
+                .map_err(store_status)?;
             Ok(v1::ListPresetsResponse {
                 presets: rows.iter().map(preset).collect(),
             })
@@ -351,7 +407,13 @@ impl LlmService for Llms {
     ) -> Result<Response<v1::ListPricingResponse>, Status> {
         observe(&self.state, "/genesis.v1.LlmService/ListPricing", async {
             caller(&request)?;
-            let rows = self.state.store.llm().list_pricing().await.map_err(store_status)?;
+            let rows = self
+                .state
+                .store
+                .llm()
+                .list_pricing()
+                .await
+                .map_err(store_status)?;
             Ok(v1::ListPricingResponse {
                 prices: rows.iter().map(pricing).collect(),
             })
@@ -413,6 +475,10 @@ mod tests {
             ..Default::default()
         };
         let e = new_preset(&p).expect_err("unknown provider");
-        assert!(e.message().starts_with("preset.primary.provider:"), "{}", e.message());
+        assert!(
+            e.message().starts_with("preset.primary.provider:"),
+            "{}",
+            e.message()
+        );
     }
 }

@@ -13,10 +13,16 @@ use tracing::Instrument as _;
 use crate::state::AppState;
 
 pub mod agents;
+pub mod coders;
+pub mod coding_tasks;
 pub mod config;
 pub mod decisions;
+pub mod lanes;
+pub mod llm;
+pub mod registry;
 pub mod tenants;
 pub mod tokens;
+pub mod windows;
 
 /// Run one RPC body inside a tracing span (method, tenant, instance) and
 /// count its answer by method and code.

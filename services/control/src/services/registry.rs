@@ -69,7 +69,10 @@ pub fn agent(e: &RegistryEntry, ttl: std::time::Duration) -> v1::RegistryAgent {
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
         .collect();
     if !e.endpoint.is_empty() {
-        meta.insert(ENDPOINT_KEY.into(), serde_json::Value::String(e.endpoint.clone()));
+        meta.insert(
+            ENDPOINT_KEY.into(),
+            serde_json::Value::String(e.endpoint.clone()),
+        );
     }
     let expires = chrono::Duration::from_std(ttl)
         .ok()
@@ -128,16 +131,20 @@ impl RegistryService for Registries {
         &self,
         request: Request<v1::HeartbeatRequest>,
     ) -> Result<Response<v1::RegistryAgent>, Status> {
-        observe(&self.state, "/genesis.v1.RegistryService/Heartbeat", async {
-            let caller = caller(&request)?;
-            let req = request.get_ref();
-            let t = caller.tenant("tenant_id", &req.tenant_id)?;
-            let id = uuid("agent_id", &req.agent_id)?;
-            record_ids(t, None);
-            let reg = registry(&self.state)?;
-            let entry = reg.heartbeat(t, id).await.map_err(lanes_status)?;
-            Ok(agent(&entry, reg.ttl()))
-        })
+        observe(
+            &self.state,
+            "/genesis.v1.RegistryService/Heartbeat",
+            async {
+                let caller = caller(&request)?;
+                let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let id = uuid("agent_id", &req.agent_id)?;
+                record_ids(t, None);
+                let reg = registry(&self.state)?;
+                let entry = reg.heartbeat(t, id).await.map_err(lanes_status)?;
+                Ok(agent(&entry, reg.ttl()))
+            },
+        )
         .await
     }
 
@@ -176,25 +183,29 @@ impl RegistryService for Registries {
         &self,
         request: Request<v1::UnregisterRequest>,
     ) -> Result<Response<v1::UnregisterResponse>, Status> {
-        observe(&self.state, "/genesis.v1.RegistryService/Unregister", async {
-            let caller = caller(&request)?;
-            let req = request.get_ref();
-            let t = caller.tenant("tenant_id", &req.tenant_id)?;
-            let id = uuid("agent_id", &req.agent_id)?;
-            record_ids(t, None);
-            let reg = registry(&self.state)?;
-            // Look first so an unknown (or another tenant's) id answers false.
-            let removed = match reg.get(t, id).await {
-                Ok(_) => match reg.unregister(t, id).await {
-                    Ok(()) => true,
+        observe(
+            &self.state,
+            "/genesis.v1.RegistryService/Unregister",
+            async {
+                let caller = caller(&request)?;
+                let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let id = uuid("agent_id", &req.agent_id)?;
+                record_ids(t, None);
+                let reg = registry(&self.state)?;
+                // Look first so an unknown (or another tenant's) id answers false.
+                let removed = match reg.get(t, id).await {
+                    Ok(_) => match reg.unregister(t, id).await {
+                        Ok(()) => true,
+                        Err(genesis_lanes::LanesError::NotFound { .. }) => false,
+                        Err(e) => return Err(lanes_status(e)),
+                    },
                     Err(genesis_lanes::LanesError::NotFound { .. }) => false,
                     Err(e) => return Err(lanes_status(e)),
-                },
-                Err(genesis_lanes::LanesError::NotFound { .. }) => false,
-                Err(e) => return Err(lanes_status(e)),
-            };
-            Ok(v1::UnregisterResponse { removed })
-        })
+                };
+                Ok(v1::UnregisterResponse { removed })
+            },
+        )
         .await
     }
 
