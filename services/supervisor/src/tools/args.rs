@@ -48,12 +48,21 @@ pub fn required_uuid(args: &Value, field: &str) -> Result<Uuid, ToolError> {
 }
 
 /// An optional integer within `min..=max`, else `default`.
-pub fn limit(args: &Value, field: &str, default: i64, min: i64, max: i64) -> Result<i64, ToolError> {
+pub fn limit(
+    args: &Value,
+    field: &str,
+    default: i64,
+    min: i64,
+    max: i64,
+) -> Result<i64, ToolError> {
     match args.get(field) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => match v.as_i64() {
             Some(n) if (min..=max).contains(&n) => Ok(n),
-            _ => Err(bad(field, format!("must be an integer between {min} and {max}"))),
+            _ => Err(bad(
+                field,
+                format!("must be an integer between {min} and {max}"),
+            )),
         },
     }
 }
@@ -89,12 +98,26 @@ mod tests {
     #[test]
     fn helpers_name_the_path_of_bad_input() {
         let a = json!({"q": " ", "id": "nope", "n": 99, "tags": ["a", 1]});
-        assert_eq!(required_str(&a, "q").unwrap_err().message, "$.q: must not be blank");
-        assert_eq!(required_str(&a, "missing").unwrap_err().message, "$.missing: required");
-        assert!(optional_uuid(&a, "id").unwrap_err().message.contains("not a UUID"));
+        assert_eq!(
+            required_str(&a, "q").unwrap_err().message,
+            "$.q: must not be blank"
+        );
+        assert_eq!(
+            required_str(&a, "missing").unwrap_err().message,
+            "$.missing: required"
+        );
+        assert!(
+            optional_uuid(&a, "id")
+                .unwrap_err()
+                .message
+                .contains("not a UUID")
+        );
         assert_eq!(optional_uuid(&a, "absent").unwrap(), None);
         assert!(limit(&a, "n", 10, 1, 50).is_err());
         assert_eq!(limit(&a, "absent", 10, 1, 50).unwrap(), 10);
-        assert_eq!(string_list(&a, "tags").unwrap_err().message, "$.tags[1]: expected string");
+        assert_eq!(
+            string_list(&a, "tags").unwrap_err().message,
+            "$.tags[1]: expected string"
+        );
     }
 }

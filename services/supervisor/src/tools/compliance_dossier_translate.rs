@@ -51,7 +51,9 @@ impl Tool for ComplianceDossierTranslate {
             required_str(args, "body")?,
         )
         .await?;
-        Ok(json!({"translationId": t.id, "dossierId": t.dossier_id, "language": t.language,
-                  "sourceVersion": t.source_version}))
+        Ok(
+            json!({"translationId": t.id, "dossierId": t.dossier_id, "language": t.language,
+                  "sourceVersion": t.source_version}),
+        )
     }
 }

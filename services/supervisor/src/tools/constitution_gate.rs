@@ -92,7 +92,11 @@ impl ConstitutionGovernance {
 
     fn block(&self, tool: &str, v: Violations) -> Result<(), Violations> {
         self.blocked.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(tool, violations = v.violations.len(), "governance blocked a tool call");
+        tracing::info!(
+            tool,
+            violations = v.violations.len(),
+            "governance blocked a tool call"
+        );
         Err(v)
     }
 }
@@ -108,7 +112,11 @@ pub fn content_fields(tool: &str, args: &Value) -> Vec<(String, String)> {
     };
     let mut fields: Vec<(String, String)> = keys
         .iter()
-        .filter_map(|k| args.get(*k).and_then(Value::as_str).map(|s| ((*k).to_owned(), s.to_owned())))
+        .filter_map(|k| {
+            args.get(*k)
+                .and_then(Value::as_str)
+                .map(|s| ((*k).to_owned(), s.to_owned()))
+        })
         .collect();
     if tool == "soa_propose_decision"
         && let Some(options) = args.get("options").and_then(Value::as_array)
@@ -135,7 +143,10 @@ impl Governance for ConstitutionGovernance {
                     tool,
                     Violations {
                         blocked_reason: format!("{tool} was blocked: {reason}"),
-                        violations: vec![Violation { rule: "constitution".into(), message: reason }],
+                        violations: vec![Violation {
+                            rule: "constitution".into(),
+                            message: reason,
+                        }],
                     },
                 );
             }
@@ -144,11 +155,17 @@ impl Governance for ConstitutionGovernance {
             return Ok(());
         }
         let owned = content_fields(tool, args);
-        let fields: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let fields: Vec<(&str, &str)> = owned
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         let mut context = CheckContext::default();
         if tool == "soa_propose_task" {
             context.mission_kind = args.get("kind").and_then(Value::as_str).map(str::to_owned);
-            context.target = args.get("target").and_then(Value::as_str).map(str::to_owned);
+            context.target = args
+                .get("target")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
         }
         match constitution::check(tool, &fields, &rules, &context) {
             Ok(()) => Ok(()),
@@ -182,7 +199,10 @@ mod tests {
         let names: Vec<_> = f.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["title", "body", "options[0]", "options[2]"]);
         assert!(content_fields("agent_query_memory", &args).is_empty());
-        let f = content_fields("soa_propose_task", &json!({"title": "a", "description": "d", "target": "repo"}));
+        let f = content_fields(
+            "soa_propose_task",
+            &json!({"title": "a", "description": "d", "target": "repo"}),
+        );
         assert_eq!(f.len(), 3);
     }
 }

@@ -44,7 +44,8 @@ impl Tool for IntelligenceKnowledgeQuery {
         let query = required_str(args, "query")?;
         let project = optional_uuid(args, "projectId")?;
         let n = limit(args, "limit", 10, 1, 50)?;
-        let hits = knowledge::search(ctx.conn, KnowledgeKind::Intelligence, query, project, n).await?;
+        let hits =
+            knowledge::search(ctx.conn, KnowledgeKind::Intelligence, query, project, n).await?;
         Ok(json!({"query": query, "results": hits}))
     }
 }

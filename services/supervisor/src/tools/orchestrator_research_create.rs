@@ -46,7 +46,9 @@ impl Tool for OrchestratorResearchCreate {
         let new = NewResearchRecord {
             project_id: optional_uuid(args, "projectId")?,
             title: required_str(args, "title")?.to_owned(),
-            question: optional_str(args, "question")?.unwrap_or_default().to_owned(),
+            question: optional_str(args, "question")?
+                .unwrap_or_default()
+                .to_owned(),
             findings: required_str(args, "findings")?.to_owned(),
             sources: string_list(args, "sources")?,
             tags: string_list(args, "tags")?,

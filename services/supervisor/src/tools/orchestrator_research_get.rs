@@ -41,7 +41,10 @@ impl Tool for OrchestratorResearchGet {
         let id = optional_uuid(args, "id")?;
         let query = optional_str(args, "query")?;
         if id.is_some() && query.is_some() {
-            return Err(ToolError::new(INVALID, "$: give either id or query, not both"));
+            return Err(ToolError::new(
+                INVALID,
+                "$: give either id or query, not both",
+            ));
         }
         if let Some(id) = id {
             let record = research::get(ctx.conn, id).await?;

@@ -52,19 +52,23 @@ impl Tool for SoaProposeModeChange {
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let target = required_str(args, "targetMode")?;
         let reason = optional_str(args, "reason")?.unwrap_or_default();
-        let (agent_type, active, table_modes): (String, Option<String>, Vec<String>) = sqlx::query_as(
-            "SELECT i.agent_type, i.active_mode,
+        let (agent_type, active, table_modes): (String, Option<String>, Vec<String>) =
+            sqlx::query_as(
+                "SELECT i.agent_type, i.active_mode,
                     coalesce((SELECT array_agg(m.name ORDER BY m.name) FROM agent_modes m
                                WHERE m.agent_type = i.agent_type), '{}')
                FROM agent_instances i WHERE i.id = $1",
-        )
-        .bind(ctx.instance_id)
-        .fetch_one(&mut *ctx.conn)
-        .await?;
-        let agent_type: AgentType = agent_type
-            .parse()
-            .map_err(|e: genesis_core::CoreError| ToolError::new("HANDLER_FAILED", e.to_string()))?;
-        let seed: Vec<String> = seed_catalogue(agent_type).into_iter().map(|m| m.name).collect();
+            )
+            .bind(ctx.instance_id)
+            .fetch_one(&mut *ctx.conn)
+            .await?;
+        let agent_type: AgentType = agent_type.parse().map_err(|e: genesis_core::CoreError| {
+            ToolError::new("HANDLER_FAILED", e.to_string())
+        })?;
+        let seed: Vec<String> = seed_catalogue(agent_type)
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
         if !table_modes.iter().chain(seed.iter()).any(|m| m == target) {
             let mut known: Vec<&String> = table_modes.iter().chain(seed.iter()).collect();
             known.sort();
@@ -73,13 +77,20 @@ impl Tool for SoaProposeModeChange {
                 INVALID,
                 format!(
                     "$.targetMode: {target:?} is not a mode of {agent_type}; choose one of {}",
-                    known.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    known
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             ));
         }
         let current = active.or_else(|| seed.first().cloned());
         if current.as_deref() == Some(target) {
-            return Err(ToolError::new(INVALID, format!("$.targetMode: you are already in mode {target}")));
+            return Err(ToolError::new(
+                INVALID,
+                format!("$.targetMode: you are already in mode {target}"),
+            ));
         }
         let metadata = json!({
             "source": "soa",
@@ -99,7 +110,9 @@ impl Tool for SoaProposeModeChange {
         .bind(&metadata)
         .fetch_one(&mut *ctx.conn)
         .await?;
-        Ok(json!({"attentionRequestId": id, "status": "open", "targetMode": target,
-                  "createdAt": created_at, "note": "the mode is unchanged until an operator approves"}))
+        Ok(
+            json!({"attentionRequestId": id, "status": "open", "targetMode": target,
+                  "createdAt": created_at, "note": "the mode is unchanged until an operator approves"}),
+        )
     }
 }

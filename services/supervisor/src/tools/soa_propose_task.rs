@@ -60,10 +60,11 @@ impl Tool for SoaProposeTask {
         let title = required_str(args, "title")?;
         let description = required_str(args, "description")?;
         let target = optional_str(args, "target")?;
-        let agent_type: String = sqlx::query_scalar("SELECT agent_type FROM agent_instances WHERE id = $1")
-            .bind(ctx.instance_id)
-            .fetch_one(&mut *ctx.conn)
-            .await?;
+        let agent_type: String =
+            sqlx::query_scalar("SELECT agent_type FROM agent_instances WHERE id = $1")
+                .bind(ctx.instance_id)
+                .fetch_one(&mut *ctx.conn)
+                .await?;
         if agent_type != AgentType::Soa.as_str() {
             return Err(ToolError::new(
                 "NOT_PERMITTED",

@@ -1,0 +1,868 @@
+//! The governance rail on real PostgreSQL: every governance tool's happy
+//! path on real rows and its bad-argument path (handlers run in a tenant
+//! transaction exactly as InvokeTool runs them), and the rail through the
+//! real AgentPod server — a constitution violation is a blocked result with
+//! nothing persisted and a following legal call succeeds, a tool outside
+//! the active mode is refused, the agent cannot change its own mode, and
+//! the roster's soaInstanceId lookups are index-served.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use genesis_core::constitution::RuleKind;
+use genesis_core::modes::{
+    SELF_APPLYING_TOOLS, TOOL_SUPERSET, ToolClass, seed_catalogue, tool_class,
+};
+use genesis_core::{AgentType, InstanceStatus, TokenScope, resolve_mode, tool_superset_for};
+use genesis_proto::auth::{bearer_value, generate_token, token_sha256};
+use genesis_proto::v1 as pb;
+use genesis_proto::v1::agent_pod_client::AgentPodClient;
+use genesis_proto::v1::claim_tick_response::Result as Claim;
+use genesis_store::constitution::NewConstitutionRule;
+use genesis_store::knowledge;
+use genesis_store::{NewInstance, Store};
+use genesis_supervisor::tools::constitution_gate::ConstitutionGovernance;
+use genesis_supervisor::tools::{ToolContext, ToolError, schema};
+use genesis_supervisor::{Parts, SupervisorConfig, ToolRegistry};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use tonic::Request;
+use uuid::Uuid;
+
+async fn instance(store: &Store, tenant: Uuid, t: AgentType, mode: Option<&str>) -> Uuid {
+    let mut new = NewInstance::foundational(t, InstanceStatus::Active);
+    new.seed_initialized = false;
+    let id = store.instances().create(tenant, new).await.unwrap().id;
+    if let Some(m) = mode {
+        let mut tx = store.tenant_tx(tenant).await.unwrap();
+        sqlx::query("UPDATE agent_instances SET active_mode = $2 WHERE id = $1")
+            .bind(id)
+            .bind(m)
+            .execute(tx.conn())
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    id
+}
+
+/// Run one tool as InvokeTool does (schema, then handler in a tenant
+/// transaction committed only on success).
+async fn call(
+    store: &Store,
+    tenant: Uuid,
+    inst: Uuid,
+    tool: &str,
+    args: Value,
+) -> Result<Value, ToolError> {
+    let reg = ToolRegistry::standard();
+    let t = reg.get(tool).expect("registered").clone();
+    schema::validate(&t.schema(), &args)
+        .map_err(|e| ToolError::new("INVALID_ARGUMENTS", e.to_string()))?;
+    let mut tx = store.tenant_tx(tenant).await.unwrap();
+    let mut ctx = ToolContext {
+        conn: tx.conn(),
+        tenant_id: tenant,
+        instance_id: inst,
+        session: Uuid::new_v4(),
+    };
+    let out = t.run(&mut ctx, &args).await?;
+    tx.commit().await.unwrap();
+    Ok(out)
+}
+
+fn invalid(r: Result<Value, ToolError>, needle: &str) {
+    let e = r.expect_err("refused");
+    assert_eq!(e.code, "INVALID_ARGUMENTS", "{e:?}");
+    assert!(
+        e.message.contains(needle),
+        "{needle:?} not in {:?}",
+        e.message
+    );
+}
+
+async fn count(pool: &PgPool, table: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn read_only_tools_answer_from_real_rows_and_refuse_bad_arguments(pool: PgPool) {
+    let store = Store::from_pool(&pool);
+    let t = store.tenants().create("acme").await.unwrap().id;
+    let soa = instance(&store, t, AgentType::Soa, None).await;
+    let project = Uuid::new_v4();
+    let mut tx = store.tenant_tx(t).await.unwrap();
+    knowledge::ingest(
+        tx.conn(),
+        t,
+        &knowledge::NewKnowledgeDocument {
+            project_id: Some(project),
+            kind: knowledge::KnowledgeKind::Intelligence,
+            title: "Billing retries".into(),
+            body: "Retries back off exponentially.".into(),
+            source: "wiki".into(),
+        },
+    )
+    .await
+    .unwrap();
+    knowledge::upsert_source_file(
+        tx.conn(),
+        t,
+        project,
+        "src/billing.rs",
+        "rust",
+        "// header\nfn retry_charge() {}\n",
+    )
+    .await
+    .unwrap();
+    sqlx::query("INSERT INTO agent_state_ledger (tenant_id, instance_id, turn_number, event_kind, decision_kind, phase, reasoning_summary)
+                 VALUES ($1, $2, 1, 'AgentTick', 'Planned', 'idle', 'Investigated the billing outage'),
+                        ($1, $2, 2, 'AgentTick', 'Heartbeat', 'idle', 'nothing new')")
+        .bind(t).bind(soa).execute(tx.conn()).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let r = call(
+        &store,
+        t,
+        soa,
+        "intelligence_knowledge_query",
+        json!({"query": "retries"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["results"][0]["title"], "Billing retries");
+    invalid(
+        call(
+            &store,
+            t,
+            soa,
+            "intelligence_knowledge_query",
+            json!({"query": "x", "projectId": "nope"}),
+        )
+        .await,
+        "$.projectId",
+    );
+    invalid(
+        call(&store, t, soa, "intelligence_knowledge_query", json!({})).await,
+        "$.query: required",
+    );
+    let r = call(
+        &store,
+        t,
+        soa,
+        "compliance_knowledge_query",
+        json!({"query": "retries"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["results"], json!([]), "the compliance corpus is separate");
+    invalid(
+        call(
+            &store,
+            t,
+            soa,
+            "compliance_knowledge_query",
+            json!({"query": "x", "limit": 0}),
+        )
+        .await,
+        "$.limit",
+    );
+
+    let r = call(
+        &store,
+        t,
+        soa,
+        "intelligence_code_search",
+        json!({"query": "retry_charge"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["matches"][0]["path"], "src/billing.rs");
+    assert_eq!(r["matches"][0]["line"], 2);
+    invalid(
+        call(
+            &store,
+            t,
+            soa,
+            "intelligence_code_search",
+            json!({"query": "()"}),
+        )
+        .await,
+        "letter or digit",
+    );
+
+    let r = call(
+        &store,
+        t,
+        soa,
+        "agent_query_memory",
+        json!({"query": "billing"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["turns"].as_array().unwrap().len(), 1);
+    assert_eq!(r["turns"][0]["turnNumber"], 1);
+    invalid(
+        call(&store, t, soa, "agent_query_memory", json!({"query": 3})).await,
+        "$.query: expected string",
+    );
+
+    let r = call(
+        &store,
+        t,
+        soa,
+        "soa_query_telemetry",
+        json!({"windowHours": 48}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["turns"], 2);
+    assert_eq!(r["turnsByDecisionKind"]["Planned"], 1);
+    invalid(
+        call(
+            &store,
+            t,
+            soa,
+            "soa_query_telemetry",
+            json!({"windowHours": 0}),
+        )
+        .await,
+        "$.windowHours",
+    );
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn artifact_tools_record_dossiers_knowledge_and_research(pool: PgPool) {
+    let store = Store::from_pool(&pool);
+    let t = store.tenants().create("acme").await.unwrap().id;
+    let c = instance(&store, t, AgentType::Compliance, Some("Research")).await;
+    let rec = json!({"framework": "SOC2", "controlId": "CC6.1", "title": "Access", "body": "MFA everywhere.", "status": "gap"});
+    let d = call(&store, t, c, "compliance_dossier_record", rec.clone())
+        .await
+        .unwrap();
+    assert_eq!(d["version"], 1);
+    let mut again = rec.clone();
+    again["status"] = json!("compliant");
+    assert_eq!(
+        call(&store, t, c, "compliance_dossier_record", again)
+            .await
+            .unwrap()["version"],
+        2
+    );
+    let mut bad = rec.clone();
+    bad["status"] = json!("green");
+    invalid(
+        call(&store, t, c, "compliance_dossier_record", bad).await,
+        "$.status",
+    );
+
+    let id = d["dossierId"].as_str().unwrap();
+    let tr = call(
+        &store,
+        t,
+        c,
+        "compliance_dossier_translate",
+        json!({"dossierId": id, "language": "de", "title": "Zugang", "body": "MFA."}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(tr["sourceVersion"], 2);
+    invalid(
+        call(
+            &store,
+            t,
+            c,
+            "compliance_dossier_translate",
+            json!({"dossierId": id, "language": "German", "title": "x", "body": "y"}),
+        )
+        .await,
+        "language",
+    );
+    let missing = call(&store, t, c, "compliance_dossier_translate", json!({"dossierId": Uuid::new_v4().to_string(), "language": "de", "title": "x", "body": "y"})).await;
+    assert_eq!(missing.unwrap_err().code, "NOT_FOUND");
+
+    let list = call(
+        &store,
+        t,
+        c,
+        "compliance_dossier_list",
+        json!({"framework": "SOC2"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(list["dossiers"][0]["translations"], json!(["de"]));
+    invalid(
+        call(
+            &store,
+            t,
+            c,
+            "compliance_dossier_list",
+            json!({"status": "green"}),
+        )
+        .await,
+        "$.status",
+    );
+    let posture = call(&store, t, c, "compliance_query_posture", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(posture["frameworks"][0]["compliant"], 1);
+    assert_eq!(posture["frameworks"][0]["score"], 1.0);
+    invalid(
+        call(
+            &store,
+            t,
+            c,
+            "compliance_query_posture",
+            json!({"projectId": "x"}),
+        )
+        .await,
+        "$.projectId",
+    );
+
+    call(
+        &store,
+        t,
+        c,
+        "compliance_knowledge_ingest",
+        json!({"title": "GDPR Art. 32", "body": "Security of processing."}),
+    )
+    .await
+    .unwrap();
+    let found = call(
+        &store,
+        t,
+        c,
+        "compliance_knowledge_query",
+        json!({"query": "processing"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(found["results"][0]["title"], "GDPR Art. 32");
+    invalid(
+        call(
+            &store,
+            t,
+            c,
+            "compliance_knowledge_ingest",
+            json!({"title": "x"}),
+        )
+        .await,
+        "$.body: required",
+    );
+
+    let r = call(
+        &store,
+        t,
+        c,
+        "orchestrator_research_create",
+        json!({"title": "Cache", "findings": "Eviction changed.", "tags": ["perf"]}),
+    )
+    .await
+    .unwrap();
+    let rid = r["researchId"].as_str().unwrap();
+    let got = call(
+        &store,
+        t,
+        c,
+        "orchestrator_research_get",
+        json!({"id": rid}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got["record"]["findings"], "Eviction changed.");
+    assert_eq!(
+        call(
+            &store,
+            t,
+            c,
+            "orchestrator_research_get",
+            json!({"query": "eviction"})
+        )
+        .await
+        .unwrap()["records"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    invalid(
+        call(
+            &store,
+            t,
+            c,
+            "orchestrator_research_get",
+            json!({"id": rid, "query": "x"}),
+        )
+        .await,
+        "not both",
+    );
+    invalid(
+        call(
+            &store,
+            t,
+            c,
+            "orchestrator_research_create",
+            json!({"title": "x", "findings": "y", "tags": [1]}),
+        )
+        .await,
+        "$.tags[0]",
+    );
+    assert_eq!(count(&pool, "research_records").await, 1);
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn control_tools_propose_without_applying(pool: PgPool) {
+    let store = Store::from_pool(&pool);
+    let t = store.tenants().create("acme").await.unwrap().id;
+    let soa = instance(&store, t, AgentType::Soa, None).await;
+    let comp = instance(&store, t, AgentType::Compliance, None).await;
+    let mission = instance(&store, t, AgentType::MissionResearch, None).await;
+
+    let r = call(
+        &store,
+        t,
+        soa,
+        "soa_propose_mode_change",
+        json!({"targetMode": "Incident", "reason": "errors spiking"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["targetMode"], "Incident");
+    let (kind, meta): (String, Value) =
+        sqlx::query_as("SELECT kind, metadata FROM attention_requests")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(kind, "mode_change");
+    assert_eq!(
+        meta,
+        json!({"source": "soa", "soaInstanceId": soa.to_string(), "targetMode": "Incident", "fromMode": "Strategic"})
+    );
+    let active: Option<String> =
+        sqlx::query_scalar("SELECT active_mode FROM agent_instances WHERE id = $1")
+            .bind(soa)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(active, None, "proposing never writes active_mode");
+    assert_eq!(count(&pool, "agent_mode_change_events").await, 0);
+    // Validated against the agent's own catalogue: a Compliance mode is not a SOA mode.
+    invalid(
+        call(
+            &store,
+            t,
+            soa,
+            "soa_propose_mode_change",
+            json!({"targetMode": "Research", "reason": "x"}),
+        )
+        .await,
+        "not a mode of Soa",
+    );
+    invalid(
+        call(
+            &store,
+            t,
+            soa,
+            "soa_propose_mode_change",
+            json!({"targetMode": "Strategic", "reason": "x"}),
+        )
+        .await,
+        "already in mode",
+    );
+    assert!(
+        call(
+            &store,
+            t,
+            comp,
+            "soa_propose_mode_change",
+            json!({"targetMode": "Research", "reason": "chapter"})
+        )
+        .await
+        .is_ok()
+    );
+
+    let m = call(&store, t, soa, "soa_propose_task", json!({"kind": "MissionDevelopment", "title": "Fix retries", "description": "Back off.", "target": "repo:acme/billing"})).await.unwrap();
+    assert_eq!(m["status"], "proposed");
+    let (steer, status, meta): (Uuid, String, Value) =
+        sqlx::query_as("SELECT steering_instance_id, status, metadata FROM missions")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((steer, status.as_str()), (soa, "proposed"));
+    assert_eq!(meta["soaInstanceId"], soa.to_string());
+    invalid(
+        call(
+            &store,
+            t,
+            soa,
+            "soa_propose_task",
+            json!({"kind": "Soa", "title": "x", "description": "y"}),
+        )
+        .await,
+        "$.kind",
+    );
+    let refused = call(
+        &store,
+        t,
+        comp,
+        "soa_propose_task",
+        json!({"kind": "MissionResearch", "title": "x", "description": "y"}),
+    )
+    .await;
+    assert_eq!(refused.unwrap_err().code, "NOT_PERMITTED");
+    assert_eq!(count(&pool, "missions").await, 1);
+
+    let q = call(
+        &store,
+        t,
+        mission,
+        "mission_ask_user",
+        json!({"question": "Which region first?", "options": ["eu", "us"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(q["status"], "open");
+    let (kind, options, meta): (String, Value, Value) = sqlx::query_as(
+        "SELECT kind, options, metadata FROM attention_requests WHERE kind = 'mission_question'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(kind, "mission_question");
+    assert_eq!(options, json!(["eu", "us"]));
+    assert_eq!(meta["missionInstanceId"], mission.to_string());
+    invalid(
+        call(
+            &store,
+            t,
+            mission,
+            "mission_ask_user",
+            json!({"question": ""}),
+        )
+        .await,
+        "$.question",
+    );
+}
+
+#[test]
+fn the_rail_holds_in_the_catalogues() {
+    // No self-applying tool in the superset beyond the SOA's.
+    for (name, class) in TOOL_SUPERSET {
+        if *class == ToolClass::SelfApplying {
+            assert!(SELF_APPLYING_TOOLS.contains(name));
+        }
+    }
+    for t in AgentType::ALL.iter().filter(|t| **t != AgentType::Soa) {
+        assert!(
+            !tool_superset_for(*t)
+                .iter()
+                .any(|n| tool_class(n) == Some(ToolClass::SelfApplying)),
+            "{t}"
+        );
+    }
+    // No Compliance or PromptRedactor mode includes soa_propose_task.
+    for t in [AgentType::Compliance, AgentType::PromptRedactor] {
+        for m in seed_catalogue(t) {
+            assert!(
+                !m.toolset.iter().any(|x| x == "soa_propose_task"),
+                "{t} {}",
+                m.name
+            );
+        }
+    }
+    // A mode whose toolset leaves the superset fails to resolve.
+    let mut row = seed_catalogue(AgentType::Soa).remove(0);
+    row.toolset.push("config_set".into());
+    assert!(resolve_mode(AgentType::Soa, Some("Strategic"), &[row]).is_err());
+    // Every superset tool is served by the registry.
+    let reg = ToolRegistry::standard();
+    for (name, _) in TOOL_SUPERSET {
+        assert!(reg.get(name).is_some(), "{name} not served");
+    }
+}
+
+struct Server {
+    pool: PgPool,
+    tenant: Uuid,
+    soa: Uuid,
+    token: String,
+    client: AgentPodClient<tonic::transport::Channel>,
+    gate: Arc<ConstitutionGovernance>,
+    shutdown: CancellationToken,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn serve(pool: PgPool) -> Server {
+    let store = Store::from_pool(&pool);
+    let tenant = store.tenants().create("acme").await.unwrap().id;
+    // Seeded with AgentInitialized, so the first claim returns a bundle.
+    let soa = store
+        .instances()
+        .create(
+            tenant,
+            NewInstance::foundational(AgentType::Soa, InstanceStatus::Active),
+        )
+        .await
+        .unwrap()
+        .id;
+    let token = generate_token();
+    store
+        .tokens()
+        .insert(
+            None,
+            TokenScope::AgentPod,
+            &token_sha256(&token),
+            "pod",
+            None,
+        )
+        .await
+        .unwrap();
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = grpc.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let gate = Arc::new(ConstitutionGovernance::new(store.clone(), Duration::ZERO));
+    let parts = Parts {
+        store: store.clone(),
+        registry: ToolRegistry::standard(),
+        governance: gate.clone(),
+    };
+    let mut config = SupervisorConfig::for_tests("postgres://unused");
+    config.shutdown_grace_secs = 2;
+    tokio::spawn(genesis_supervisor::serve(
+        config,
+        parts,
+        grpc,
+        http,
+        shutdown.clone(),
+    ));
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap();
+    Server {
+        pool,
+        tenant,
+        soa,
+        token,
+        client: AgentPodClient::new(channel),
+        gate,
+        shutdown,
+    }
+}
+
+impl Server {
+    fn req<T>(&self, msg: T) -> Request<T> {
+        let mut r = Request::new(msg);
+        r.metadata_mut()
+            .insert("authorization", bearer_value(&self.token).unwrap());
+        r
+    }
+
+    async fn claim(&mut self) -> String {
+        let req = self.req(pb::ClaimTickRequest {
+            instance_id: self.soa.to_string(),
+            tenant_id: self.tenant.to_string(),
+            event_id: None,
+        });
+        match self
+            .client
+            .claim_tick(req)
+            .await
+            .unwrap()
+            .into_inner()
+            .result
+        {
+            Some(Claim::Bundle(b)) => b.session_id,
+            other => panic!("expected a bundle, got {other:?}"),
+        }
+    }
+
+    async fn invoke(
+        &mut self,
+        session: &str,
+        call_id: &str,
+        tool: &str,
+        args: Value,
+    ) -> pb::InvokeToolResponse {
+        let req = self.req(pb::InvokeToolRequest {
+            session_id: session.to_owned(),
+            instance_id: self.soa.to_string(),
+            tenant_id: self.tenant.to_string(),
+            call_id: call_id.to_owned(),
+            tool_name: tool.to_owned(),
+            arguments_json: args.to_string(),
+        });
+        self.client.invoke_tool(req).await.unwrap().into_inner()
+    }
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_violating_proposal_is_blocked_with_nothing_persisted_and_a_legal_retry_succeeds(
+    pool: PgPool,
+) {
+    let mut s = serve(pool).await;
+    let store = Store::from_pool(&s.pool);
+    store
+        .constitution()
+        .insert(
+            s.tenant,
+            &NewConstitutionRule {
+                name: "no-prod-deletes".into(),
+                kind: RuleKind::ForbiddenTerm {
+                    term: "delete production".into(),
+                },
+                description: "irreversible".into(),
+                tools: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .constitution()
+        .insert(
+            s.tenant,
+            &NewConstitutionRule {
+                name: "billing-is-off-limits".into(),
+                kind: RuleKind::ScopeBoundary {
+                    allowed_prefixes: vec![],
+                    forbidden_scopes: vec!["repo:acme/billing".into()],
+                },
+                description: String::new(),
+                tools: vec!["soa_propose_task".into()],
+            },
+        )
+        .await
+        .unwrap();
+    let session = s.claim().await;
+
+    let bad = s.invoke(&session, "c1", "soa_propose_task", json!({"kind": "MissionOperations", "title": "Cleanup", "description": "Delete production tables"})).await;
+    assert!(bad.blocked && bad.error.is_none(), "{bad:?}");
+    let result: Value = serde_json::from_str(&bad.result_json).unwrap();
+    assert!(
+        result["blockedReason"]
+            .as_str()
+            .unwrap()
+            .contains("no-prod-deletes")
+    );
+    assert_eq!(result["violations"].as_array().unwrap().len(), 1);
+    let bad = s.invoke(&session, "c2", "soa_propose_task", json!({"kind": "MissionDevelopment", "title": "Refactor", "description": "Tidy.", "target": "repo:acme/billing/api"})).await;
+    assert!(bad.blocked);
+    let bad = s
+        .invoke(
+            &session,
+            "c3",
+            "soa_send_message",
+            json!({"body": "I will delete production now"}),
+        )
+        .await;
+    assert!(bad.blocked);
+    let bad = s
+        .invoke(
+            &session,
+            "c4",
+            "soa_propose_decision",
+            json!({"title": "Choose", "options": ["delete production", "wait"]}),
+        )
+        .await;
+    assert!(bad.blocked);
+    assert_eq!(count(&s.pool, "missions").await, 0);
+    assert_eq!(count(&s.pool, "agent_messages").await, 0);
+    assert_eq!(count(&s.pool, "attention_requests").await, 0);
+    assert_eq!(s.gate.blocked_total(), 4);
+
+    let ok = s.invoke(&session, "c5", "soa_propose_task", json!({"kind": "MissionDevelopment", "title": "Refactor", "description": "Tidy the web app.", "target": "repo:acme/web"})).await;
+    assert!(!ok.blocked && ok.error.is_none(), "{ok:?}");
+    assert_eq!(count(&s.pool, "missions").await, 1);
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_tool_outside_the_active_mode_is_refused_and_no_tool_changes_the_mode(pool: PgPool) {
+    let mut s = serve(pool).await;
+    let session = s.claim().await;
+    // Strategic does not grant compliance_dossier_record.
+    let r = s
+        .invoke(
+            &session,
+            "c1",
+            "compliance_dossier_record",
+            json!({"framework": "F", "controlId": "1", "title": "t", "body": "b", "status": "gap"}),
+        )
+        .await;
+    assert_eq!(r.error.unwrap().code, "TOOL_NOT_AUTHORIZED");
+    assert_eq!(count(&s.pool, "compliance_dossiers").await, 0);
+    let r = s
+        .invoke(
+            &session,
+            "c2",
+            "soa_propose_mode_change",
+            json!({"targetMode": "Idle", "reason": "quiet week"}),
+        )
+        .await;
+    assert!(r.error.is_none() && !r.blocked, "{r:?}");
+    let bad = s
+        .invoke(
+            &session,
+            "c3",
+            "soa_propose_mode_change",
+            json!({"targetMode": "Cadence", "reason": "x"}),
+        )
+        .await;
+    assert_eq!(bad.error.unwrap().code, "INVALID_ARGUMENTS");
+    let active: Option<String> =
+        sqlx::query_scalar("SELECT active_mode FROM agent_instances WHERE id = $1")
+            .bind(s.soa)
+            .fetch_one(&s.pool)
+            .await
+            .unwrap();
+    assert_eq!(active, None);
+    assert_eq!(count(&s.pool, "agent_mode_change_events").await, 0);
+    assert_eq!(count(&s.pool, "attention_requests").await, 1);
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_open_items_roster_is_served_by_the_soa_instance_index(pool: PgPool) {
+    let store = Store::from_pool(&pool);
+    let t = store.tenants().create("acme").await.unwrap().id;
+    let soa = instance(&store, t, AgentType::Soa, None).await;
+    sqlx::query("INSERT INTO missions (tenant_id, kind, title, metadata)
+                 SELECT $1, 'MissionResearch', 'm' || g, jsonb_build_object('soaInstanceId', gen_random_uuid()::text)
+                 FROM generate_series(1, 5000) g").bind(t).execute(&pool).await.unwrap();
+    sqlx::query("INSERT INTO attention_requests (tenant_id, kind, title, metadata)
+                 SELECT $1, 'decision', 'd' || g, jsonb_build_object('soaInstanceId', gen_random_uuid()::text)
+                 FROM generate_series(1, 5000) g").bind(t).execute(&pool).await.unwrap();
+    sqlx::query("ANALYZE missions")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("ANALYZE attention_requests")
+        .execute(&pool)
+        .await
+        .unwrap();
+    for (table, index) in [
+        ("missions", "missions_soa_instance"),
+        ("attention_requests", "attention_requests_soa_instance"),
+    ] {
+        let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN SELECT * FROM {table} WHERE metadata->>'soaInstanceId' = '{soa}'"
+        )))
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let plan = plan.join("\n");
+        assert!(plan.contains(index), "{table}: {plan}");
+    }
+}
