@@ -1,0 +1,64 @@
+//! The KEDA signal (Deploy, part 5): with no agent pods, K due events show
+//! as `num_pending == K` on this fleet's durable consumer in the private
+//! nats-server's `/jsz` (the exact path KEDA's nats-jetstream trigger reads),
+//! and the count falls to 0 once pods run.
+
+use std::time::Duration;
+
+use anyhow::ensure;
+use genesis_e2e::{Fleet, FleetOptions, NatsServer, binaries_missing, bounded, log_dir, wait_for};
+
+const K: u64 = 5;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_pending_counts_due_events_and_drains_when_pods_start() -> anyhow::Result<()> {
+    if let Some(why) = binaries_missing() {
+        println!("skipped: {why}");
+        return Ok(());
+    }
+    bounded(Duration::from_secs(150), async {
+        let nats = NatsServer::start(&log_dir("scaler-nats")?).await?;
+        let mut opts = FleetOptions::new("scaler", 0);
+        opts.nats_url = Some(nats.url());
+        let mut fleet = Fleet::start(opts).await?;
+        let (stream, consumer) = (fleet.stream.clone(), fleet.consumer.clone());
+
+        // K tenants: each bootstrap seeds one AgentInitialized, due now.
+        let mut instances = Vec::new();
+        for i in 0..K {
+            let t = fleet.create_tenant(&format!("scale-{i}")).await?;
+            instances.push(fleet.wait_soa(&t, Duration::from_secs(30)).await?);
+        }
+        let pending = wait_for("num_pending == K on the consumer", Duration::from_secs(30), || async {
+            let n = nats.consumer_pending(&stream, &consumer).await?;
+            Ok((n == Some(K)).then_some(n))
+        })
+        .await;
+        let seen = nats.consumer_pending(&stream, &consumer).await?;
+        ensure!(pending.is_ok(), "consumer {consumer} on {stream} reports num_pending {seen:?}, expected {K}");
+        // Nothing consumed it: the database agrees.
+        let unconsumed: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM agent_event_queue WHERE consumed_at IS NULL AND visible_at <= now()")
+                .fetch_one(&fleet.db)
+                .await?;
+        ensure!(unconsumed == K as i64, "{unconsumed} due events in the database, expected {K}");
+
+        // Scale from zero: two pods drain it.
+        fleet.add_pod().await?;
+        fleet.add_pod().await?;
+        wait_for("num_pending to fall to 0", Duration::from_secs(60), || async {
+            let n = nats.consumer_pending(&stream, &consumer).await?;
+            Ok((n == Some(0)).then_some(()))
+        })
+        .await?;
+        for inst in &instances {
+            fleet.wait_decision(inst, 0, "Initialized", Duration::from_secs(30)).await?;
+        }
+        fleet.wait_quiescent(Duration::from_secs(30)).await?;
+        fleet.check_invariants().await?;
+        drop(fleet);
+        drop(nats);
+        Ok(())
+    })
+    .await
+}
