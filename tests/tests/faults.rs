@@ -1,0 +1,203 @@
+//! Reliability, part 1: faults injected while events flow — SIGKILL of agent
+//! pods at random points, restarts of the supervisor and of control, NATS
+//! unreachable then back, PostgreSQL backends terminated. After each, the
+//! fleet must settle by itself and the invariants hold: every event consumed
+//! exactly once or dead-lettered with an attention request, ledger turns ==
+//! consumed events, exactly one pending heartbeat per active instance, no
+//! lease held past its TTL. Each test prints one
+//! `FAULT <name>: rounds=<n> events=<n> consumed=<n> dead_lettered=<n> ok` line.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use genesis_e2e::{Fleet, FleetOptions, NatsServer, QueueStats, binaries_missing, bounded, log_dir};
+use rand::Rng as _;
+
+const SETTLE: Duration = Duration::from_secs(60);
+
+fn skipped() -> bool {
+    if let Some(why) = binaries_missing() {
+        println!("skipped: {why}");
+        return true;
+    }
+    false
+}
+
+/// `n` tenants with their SOAs past the opener; returns (tenant, soa) pairs.
+async fn agents(fleet: &Fleet, n: usize) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let t = fleet.create_tenant(&format!("fault-{i}")).await?;
+        let soa = fleet.wait_soa(&t, Duration::from_secs(30)).await?;
+        out.push((t, soa));
+    }
+    for (_, soa) in &out {
+        fleet.wait_decision(soa, 0, "Initialized", Duration::from_secs(30)).await?;
+    }
+    Ok(out)
+}
+
+/// Send one operator message to every agent; returns how many were sent.
+/// A send refused while control is down is retried until it lands.
+async fn burst(fleet: &Fleet, agents: &[(String, String)], round: usize) -> anyhow::Result<usize> {
+    for (t, soa) in agents {
+        let mut tries = 0;
+        loop {
+            match fleet.send(t, soa, &format!("round {round}: status?")).await {
+                Ok(_) => break,
+                Err(_) if tries < 50 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e.context("send kept failing")),
+            }
+        }
+    }
+    Ok(agents.len())
+}
+
+/// Let the fleet settle, check the invariants and that every sent message
+/// has its turn, and print the summary line.
+async fn settle(fleet: &mut Fleet, name: &str, rounds: usize, sent: usize) -> anyhow::Result<QueueStats> {
+    fleet
+        .wait_quiescent(SETTLE)
+        .await
+        .with_context(|| format!("{name}: the fleet did not settle on its own (logs in {})", fleet.logs.display()))?;
+    if let Err(e) = fleet.all_alive() {
+        anyhow::bail!("{name}: {e}");
+    }
+    let s = fleet.check_invariants().await.with_context(|| format!("{name}: after the fault"))?;
+    let messages: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_event_queue WHERE event_kind = 'OperatorMessage'")
+        .fetch_one(&fleet.db)
+        .await?;
+    let settled: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM agent_event_queue WHERE event_kind = 'OperatorMessage'
+           AND (consumed_at IS NOT NULL OR dead_lettered_at IS NOT NULL)",
+    )
+    .fetch_one(&fleet.db)
+    .await?;
+    ensure!(messages == sent as i64, "{name}: {messages} OperatorMessage events for {sent} sends");
+    ensure!(settled == messages, "{name}: {settled} of {messages} messages settled");
+    println!(
+        "FAULT {name}: rounds={rounds} events={} consumed={} dead_lettered={} ok",
+        s.events, s.consumed, s.dead_lettered
+    );
+    Ok(s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_killed_at_random_points_lose_and_duplicate_nothing() -> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    bounded(Duration::from_secs(150), async {
+        let mut opts = FleetOptions::new("faults-pod-kill", 2);
+        opts.lease_ttl_secs = 3;
+        let mut fleet = Fleet::start(opts).await?;
+        let agents = agents(&fleet, 3).await?;
+        let rounds = 4;
+        let mut sent = 0;
+        for round in 0..rounds {
+            sent += burst(&fleet, &agents, round).await?;
+            let delay = rand::rng().random_range(0..400);
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            let victim = rand::rng().random_range(0..fleet.pod_count());
+            fleet.kill_pod(victim);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            fleet.start_pod(victim).await?;
+        }
+        settle(&mut fleet, "pod-kill", rounds, sent).await?;
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn supervisor_and_control_restarts_under_load_recover() -> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    bounded(Duration::from_secs(150), async {
+        let mut opts = FleetOptions::new("faults-restarts", 2);
+        opts.lease_ttl_secs = 3;
+        let mut fleet = Fleet::start(opts).await?;
+        let agents = agents(&fleet, 3).await?;
+        let mut sent = 0;
+        for round in 0..2 {
+            sent += burst(&fleet, &agents, round).await?;
+            tokio::time::sleep(Duration::from_millis(rand::rng().random_range(0..300))).await;
+            fleet.restart_supervisor().await?;
+            sent += burst(&fleet, &agents, round + 10).await?;
+            tokio::time::sleep(Duration::from_millis(rand::rng().random_range(0..300))).await;
+            fleet.restart_control().await?;
+        }
+        sent += burst(&fleet, &agents, 99).await?;
+        settle(&mut fleet, "supervisor-and-control-restart", 2, sent).await?;
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_unreachable_then_back_recovers_without_a_restart() -> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    bounded(Duration::from_secs(150), async {
+        let mut nats = NatsServer::start(&log_dir("faults-nats-server")?).await?;
+        let mut opts = FleetOptions::new("faults-nats", 1);
+        opts.lease_ttl_secs = 3;
+        opts.nats_url = Some(nats.url());
+        let mut fleet = Fleet::start(opts).await?;
+        let agents = agents(&fleet, 2).await?;
+        let mut sent = 0;
+        let rounds = 2;
+        for round in 0..rounds {
+            sent += burst(&fleet, &agents, round).await?;
+            nats.stop();
+            // Enqueues land in PostgreSQL while the broker is gone.
+            sent += burst(&fleet, &agents, round + 10).await?;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            nats.resume().await?;
+        }
+        settle(&mut fleet, "nats-outage", rounds, sent).await?;
+        drop(fleet);
+        drop(nats);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_backends_terminated_under_load_recover() -> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    bounded(Duration::from_secs(150), async {
+        let mut opts = FleetOptions::new("faults-pg-terminate", 2);
+        opts.lease_ttl_secs = 3;
+        let mut fleet = Fleet::start(opts).await?;
+        let agents = agents(&fleet, 3).await?;
+        let admin_pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&genesis_e2e::base_database_url())
+            .await?;
+        let rounds = 3;
+        let mut sent = 0;
+        for round in 0..rounds {
+            sent += burst(&fleet, &agents, round).await?;
+            tokio::time::sleep(Duration::from_millis(rand::rng().random_range(0..200))).await;
+            let killed: Vec<bool> = sqlx::query_scalar(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            )
+            .bind(&fleet.db_name)
+            .fetch_all(&admin_pool)
+            .await?;
+            ensure!(!killed.is_empty(), "no backend of {} to terminate", fleet.db_name);
+        }
+        admin_pool.close().await;
+        settle(&mut fleet, "pg-terminate", rounds, sent).await?;
+        Ok(())
+    })
+    .await
+}
