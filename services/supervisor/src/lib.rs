@@ -1,1 +1,142 @@
-//! placeholder
+//! genesis-supervisor: the only service agent pods talk to. Serves
+//! `genesis.v1.AgentPod` (ClaimTick with its bundle, RenewLease, governed
+//! InvokeTool, RecordCallAttempt with server-side cost, CompleteTick as the
+//! single passivation write) behind the agent-pod token gate, plus
+//! `grpc.health.v1` and HTTP `/healthz` `/readyz` `/metrics`. Tick rules come
+//! from genesis-core and every write from genesis-store. Must never trust a
+//! cost, decision kind or toolset from a pod, and never serve an admin
+//! surface.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod auth;
+pub mod bundle;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod metrics;
+pub mod ops;
+pub mod presets;
+pub mod service;
+pub mod tools;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use genesis_proto::v1::agent_pod_server::AgentPodServer;
+use genesis_store::{Store, StoreOptions};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use config::{LogFormat, SupervisorConfig};
+pub use presets::DefaultProvider;
+pub use service::{AgentPodService, ServiceSettings};
+pub use tools::{AllowAll, Governance, Tool, ToolRegistry};
+
+/// What [`serve`] runs with besides its listeners.
+pub struct Parts {
+    pub store: Store,
+    pub registry: ToolRegistry,
+    pub governance: Arc<dyn Governance>,
+}
+
+/// Connect to the database and serve until `shutdown` is cancelled, with the
+/// standard tool registry and the pass-through governance gate.
+pub async fn run(
+    config: SupervisorConfig,
+    grpc_listener: TcpListener,
+    http_listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let store = Store::connect(&config.database_url, StoreOptions::default())
+        .await
+        .context("connecting to the database")?;
+    let parts = Parts {
+        store,
+        registry: ToolRegistry::standard(),
+        governance: Arc::new(AllowAll),
+    };
+    serve(config, parts, grpc_listener, http_listener, shutdown).await
+}
+
+/// Serve gRPC and HTTP on the given listeners until `shutdown` is
+/// cancelled: ingress stops at once, in-flight calls get
+/// `shutdown_grace_secs` to finish, then the rest is abandoned (a tick whose
+/// completion was cut off keeps its event; its lease expires).
+pub async fn serve(
+    config: SupervisorConfig,
+    parts: Parts,
+    grpc_listener: TcpListener,
+    http_listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let metrics = Arc::new(metrics::Metrics::default());
+    let ops = Arc::new(ops::OpsProbe::new(config.alertmanager_url.clone()));
+    let options = genesis_core::AgentDispatcherOptions {
+        lease_ttl: config.lease_ttl(),
+        max_attempts: config.max_attempts,
+        ..Default::default()
+    };
+    let settings = ServiceSettings {
+        options,
+        lease_ttl: config.lease_ttl(),
+        max_attempts: config.max_attempts,
+        default_provider: config.default_provider,
+    };
+    let service = AgentPodService::new(
+        parts.store.clone(),
+        settings,
+        parts.registry,
+        parts.governance,
+        metrics.clone(),
+        ops,
+    );
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<AgentPodServer<AgentPodService>>()
+        .await;
+
+    let grpc_addr = grpc_listener.local_addr().ok();
+    let http_addr = http_listener.local_addr().ok();
+    tracing::info!(?grpc_addr, ?http_addr, "genesis-supervisor serving");
+
+    let grpc_shutdown = shutdown.clone();
+    let grpc = tonic::transport::Server::builder()
+        .layer(auth::AuthLayer::new(parts.store.clone()))
+        .add_service(health_service)
+        .add_service(AgentPodServer::new(service))
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(grpc_listener),
+            grpc_shutdown.cancelled_owned(),
+        );
+    let http_shutdown = shutdown.clone();
+    let http = axum::serve(http_listener, http::router(parts.store.clone(), metrics))
+        .with_graceful_shutdown(http_shutdown.cancelled_owned())
+        .into_future();
+
+    let mut grpc = tokio::spawn(grpc);
+    let mut http = tokio::spawn(http);
+    tokio::select! {
+        r = &mut grpc => { shutdown.cancel(); r.context("gRPC task")?.context("gRPC server")?; }
+        r = &mut http => { shutdown.cancel(); r.context("HTTP task")?.context("HTTP server")?; }
+        () = shutdown.cancelled() => {}
+    }
+    let grace = Duration::from_secs(config.shutdown_grace_secs);
+    let drained = tokio::time::timeout(grace, async {
+        let _ = (&mut grpc).await;
+        let _ = (&mut http).await;
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            grace_secs = config.shutdown_grace_secs,
+            "drain deadline passed; abandoning in-flight calls"
+        );
+        grpc.abort();
+        http.abort();
+    }
+    parts.store.close().await;
+    tracing::info!("genesis-supervisor stopped");
+    Ok(())
+}

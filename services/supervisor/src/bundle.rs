@@ -1,0 +1,211 @@
+//! The tick bundle's reads (DESIGN §4 claim step 4): everything a pod needs
+//! beyond the claim itself — DB-first config, ledger tail with actions, the
+//! open-items roster, the mode catalogue rows, the site bindings of the
+//! policy site's chain, the week's credit spend and PostgreSQL's own
+//! statistics — read in ONE statement inside a tenant transaction, plus the
+//! conversions of store rows to wire messages. Must never write.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use genesis_core::{AgentDispatcherOptions, AgentType};
+use genesis_proto::convert::{optional_timestamp, timestamp_from_chrono};
+use genesis_proto::v1 as pb;
+use genesis_store::llm::PresetRow;
+use genesis_store::{InstanceRow, LedgerActionRow, LedgerTurn, ModeRow, Store, StoreError};
+use serde::Deserialize;
+use uuid::Uuid;
+
+/// A ledger turn with its action rows.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TurnWithActions {
+    #[serde(flatten)]
+    pub turn: LedgerTurn,
+    pub actions: Vec<LedgerActionRow>,
+}
+
+/// A mission on the roster.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RosterMission {
+    pub id: Uuid,
+    pub title: String,
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An open escalation on the roster.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RosterEscalation {
+    pub id: Uuid,
+    pub kind: String,
+    pub title: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A site binding with its preset.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Binding {
+    pub site_id: String,
+    pub preset: PresetRow,
+}
+
+/// `pg_stat_database` of the current database.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct DbStats {
+    pub deadlocks: Option<i64>,
+    pub rollbacks: Option<i64>,
+}
+
+/// Everything [`read_bundle`] returns.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BundleRead {
+    pub configs: BTreeMap<String, String>,
+    pub ledger: Vec<TurnWithActions>,
+    pub missions: Vec<RosterMission>,
+    pub escalations: Vec<RosterEscalation>,
+    pub modes: Vec<ModeRow>,
+    pub bindings: Vec<Binding>,
+    pub credit_spent: Option<f64>,
+    pub stats: Option<DbStats>,
+}
+
+const BUNDLE_SQL: &str = r#"
+SELECT jsonb_build_object(
+  'configs', (SELECT coalesce(jsonb_object_agg(c.key, c.value), '{}'::jsonb) FROM (
+      SELECT DISTINCT ON (key) key, value FROM system_configs
+       WHERE tenant_id IS NULL OR tenant_id = $1 ORDER BY key, tenant_id NULLS LAST) c),
+  'ledger', (SELECT coalesce(jsonb_agg(t.j ORDER BY t.turn_number), '[]'::jsonb) FROM (
+      SELECT l.turn_number, to_jsonb(l) || jsonb_build_object('actions',
+          (SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.ordinal), '[]'::jsonb)
+             FROM agent_state_ledger_actions a WHERE a.ledger_id = l.id)) AS j
+        FROM agent_state_ledger l WHERE l.instance_id = $2
+       ORDER BY l.turn_number DESC LIMIT $3) t),
+  'missions', (SELECT coalesce(jsonb_agg(jsonb_build_object('id', m.id, 'title', m.title,
+        'status', m.status, 'created_at', m.created_at) ORDER BY m.created_at, m.id), '[]'::jsonb)
+      FROM missions m WHERE m.metadata->>'soaInstanceId' = ($2::uuid)::text
+       AND m.status NOT IN ('completed', 'cancelled')),
+  'escalations', (SELECT coalesce(jsonb_agg(jsonb_build_object('id', r.id, 'kind', r.kind,
+        'title', r.title, 'created_at', r.created_at) ORDER BY r.created_at, r.id), '[]'::jsonb)
+      FROM attention_requests r WHERE r.metadata->>'soaInstanceId' = ($2::uuid)::text AND r.status = 'open'),
+  'modes', (SELECT coalesce(jsonb_agg(to_jsonb(md) ORDER BY md.name), '[]'::jsonb)
+      FROM agent_modes md WHERE md.agent_type = $4),
+  'bindings', (SELECT coalesce(jsonb_agg(jsonb_build_object('site_id', b.site_id, 'preset', to_jsonb(p))), '[]'::jsonb)
+      FROM llm_site_bindings b JOIN llm_presets p ON p.id = b.preset_id WHERE b.site_id = ANY($5)),
+  'credit_spent', (SELECT w.spent_usd FROM credit_windows w WHERE w.tenant_id = $1 AND w.week_start = $6),
+  'stats', (SELECT jsonb_build_object('deadlocks', s.deadlocks, 'rollbacks', s.xact_rollback)
+      FROM pg_stat_database s WHERE s.datname = current_database())
+)"#;
+
+/// Read the bundle's inputs in one statement.
+pub async fn read_bundle(
+    store: &Store,
+    tenant_id: Uuid,
+    instance_id: Uuid,
+    tail: i64,
+    agent_type: AgentType,
+    sites: &[String],
+    week_start: DateTime<Utc>,
+) -> Result<BundleRead, StoreError> {
+    let mut tx = store.tenant_tx(tenant_id).await?;
+    let raw: serde_json::Value = sqlx::query_scalar(BUNDLE_SQL)
+        .bind(tenant_id)
+        .bind(instance_id)
+        .bind(tail)
+        .bind(agent_type.as_str())
+        .bind(sites)
+        .bind(week_start)
+        .fetch_one(tx.conn())
+        .await?;
+    tx.commit().await?;
+    serde_json::from_value(raw).map_err(StoreError::from)
+}
+
+/// Options with the DB-first layer applied: every `system_configs` key
+/// genesis-core knows overrides `base`; a malformed value is logged and
+/// skipped (the code/env value stands) rather than failing the tick.
+pub fn effective_options(
+    base: &AgentDispatcherOptions,
+    configs: &BTreeMap<String, String>,
+) -> AgentDispatcherOptions {
+    let mut opts = base.clone();
+    for (key, value) in configs {
+        if let Err(e) = opts.apply_system_config(key, value) {
+            tracing::warn!(%key, error = %e, "ignoring malformed system_configs value");
+        }
+    }
+    opts
+}
+
+/// The wire form of an instance snapshot.
+pub fn instance_to_proto(i: &InstanceRow) -> pb::AgentInstance {
+    pb::AgentInstance {
+        id: i.id.to_string(),
+        tenant_id: i.tenant_id.to_string(),
+        agent_type: i.agent_type.as_str().to_owned(),
+        status: i.status.as_str().to_owned(),
+        active_mode: i.active_mode.clone().unwrap_or_default(),
+        phase: i.phase.clone(),
+        next_tick_at: optional_timestamp(i.next_tick_at),
+        consecutive_idle_ticks: i.consecutive_idle_ticks,
+        consecutive_blocked_turns: i.consecutive_blocked_turns,
+        idle_ticks_since_replan: i.idle_ticks_since_replan,
+        plan_input_hash: i.plan_input_hash.clone().unwrap_or_default(),
+        last_decision_kind: i
+            .last_decision_kind
+            .as_ref()
+            .map(|k| k.as_str().to_owned())
+            .unwrap_or_default(),
+        is_building_starting_workset: i.is_building_starting_workset,
+        workset_deadline_utc: optional_timestamp(i.workset_deadline_utc),
+        call_site_id: i.call_site_id.clone(),
+        created_at: Some(timestamp_from_chrono(i.created_at)),
+        updated_at: Some(timestamp_from_chrono(i.updated_at)),
+    }
+}
+
+fn json_text(v: &Option<serde_json::Value>) -> String {
+    v.as_ref()
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| "{}".to_owned())
+}
+
+/// The wire form of a ledger turn.
+pub fn turn_to_proto(t: &TurnWithActions) -> pb::LedgerTurn {
+    let turn = &t.turn;
+    pb::LedgerTurn {
+        id: turn.id.to_string(),
+        instance_id: turn.instance_id.to_string(),
+        turn_number: turn.turn_number,
+        event_kind: turn.event_kind.as_str().to_owned(),
+        event_payload_json: turn.event_payload.to_string(),
+        decision_kind: turn.decision_kind.as_str().to_owned(),
+        active_mode: turn
+            .decision_payload
+            .get("activeMode")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned(),
+        phase: turn.phase.clone(),
+        reasoning_summary: turn.reasoning_summary.clone().unwrap_or_default(),
+        wait_condition: turn.wait_condition.clone().unwrap_or_default(),
+        actions: t
+            .actions
+            .iter()
+            .map(|a| pb::ActionRecord {
+                tool_name: a.tool_name.clone(),
+                arguments_json: a.arguments.to_string(),
+                result_json: json_text(&a.result),
+                side_effecting: a.side_effecting,
+                blocked: a.blocked,
+            })
+            .collect(),
+        plan_input_hash: turn.plan_input_hash.clone().unwrap_or_default(),
+        snapshot_id: turn.llm_call_snapshot_id.map(|s| s.to_string()),
+        served_model: turn.served_model.clone().unwrap_or_default(),
+        cost_usd: turn.cost_usd.unwrap_or(0.0),
+        input_tokens: turn.input_tokens.unwrap_or(0),
+        output_tokens: turn.output_tokens.unwrap_or(0),
+        created_at: Some(timestamp_from_chrono(turn.created_at)),
+        event_id: turn.event_id.map(|e| e.to_string()).unwrap_or_default(),
+    }
+}

@@ -1,0 +1,144 @@
+//! The supervisor's configuration: defaults → `GENESIS_*` env → flags (clap),
+//! with `--dump-config` printing the effective values, the database password
+//! redacted. Must never print or log a secret.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::presets::DefaultProvider;
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Everything `genesis-supervisor` is configured with.
+#[derive(Clone, clap::Parser, serde::Serialize)]
+#[command(
+    name = "genesis-supervisor",
+    about = "The tick supervisor agent pods talk to (genesis.v1.AgentPod)"
+)]
+pub struct SupervisorConfig {
+    /// PostgreSQL URL.
+    #[arg(
+        long,
+        env = "GENESIS_DATABASE_URL",
+        default_value = "postgres://127.0.0.1:5432/genesis"
+    )]
+    #[serde(serialize_with = "redacted_url")]
+    pub database_url: String,
+    /// gRPC listen address.
+    #[arg(long, env = "GENESIS_GRPC_ADDR", default_value = "0.0.0.0:50052")]
+    pub grpc_addr: SocketAddr,
+    /// HTTP listen address (`/healthz`, `/readyz`, `/metrics`).
+    #[arg(long, env = "GENESIS_HTTP_ADDR", default_value = "0.0.0.0:9091")]
+    pub http_addr: SocketAddr,
+    /// Tick lease TTL in seconds.
+    #[arg(long, env = "GENESIS_LEASE_TTL_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub lease_ttl_secs: u64,
+    /// Deliveries of one event before it is dead-lettered.
+    #[arg(long, env = "GENESIS_MAX_ATTEMPTS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_attempts: u32,
+    /// Alertmanager base URL for the ops digest's firing alerts (optional).
+    #[arg(long, env = "GENESIS_ALERTMANAGER_URL")]
+    pub alertmanager_url: Option<String>,
+    /// Log format.
+    #[arg(long, env = "GENESIS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Provider of the code-default preset when a tenant bound none.
+    #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", value_enum, default_value_t = DefaultProvider::Scripted)]
+    pub default_provider: DefaultProvider,
+    /// Seconds in-flight calls get to finish after a shutdown signal.
+    #[arg(long, env = "GENESIS_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
+    pub shutdown_grace_secs: u64,
+    /// Print the effective configuration (secrets redacted) and exit.
+    #[arg(long)]
+    #[serde(skip)]
+    pub dump_config: bool,
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((userinfo, host)) = rest.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+fn redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact_url(url))
+}
+
+impl std::fmt::Debug for SupervisorConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SupervisorConfig")
+            .field("database_url", &redact_url(&self.database_url))
+            .field("grpc_addr", &self.grpc_addr)
+            .field("http_addr", &self.http_addr)
+            .field("lease_ttl_secs", &self.lease_ttl_secs)
+            .field("max_attempts", &self.max_attempts)
+            .field("alertmanager_url", &self.alertmanager_url)
+            .field("log_format", &self.log_format)
+            .field("default_provider", &self.default_provider)
+            .field("shutdown_grace_secs", &self.shutdown_grace_secs)
+            .finish()
+    }
+}
+
+impl SupervisorConfig {
+    /// The config with every default, as a test starts from.
+    pub fn for_tests(database_url: &str) -> Self {
+        use clap::Parser as _;
+        let mut c = Self::parse_from(["genesis-supervisor"]);
+        c.database_url = database_url.to_owned();
+        c
+    }
+
+    /// The lease TTL.
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_secs(self.lease_ttl_secs)
+    }
+
+    /// `--dump-config` output.
+    pub fn dump(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted_in_debug_and_dump() {
+        let mut c = SupervisorConfig::for_tests("postgres://app:hunter2@db:5432/genesis");
+        c.dump_config = true;
+        assert!(!format!("{c:?}").contains("hunter2"));
+        assert!(!c.dump().contains("hunter2"));
+        assert!(c.dump().contains("app:***@db"));
+        assert_eq!(
+            redact_url("postgres://127.0.0.1/x"),
+            "postgres://127.0.0.1/x"
+        );
+    }
+
+    #[test]
+    fn defaults_match_the_internals_table() {
+        let c = SupervisorConfig::for_tests("postgres://x");
+        assert_eq!(c.grpc_addr.port(), 50052);
+        assert_eq!(c.http_addr.port(), 9091);
+        assert_eq!(c.lease_ttl_secs, 60);
+        assert_eq!(c.max_attempts, 5);
+        assert_eq!(c.default_provider, DefaultProvider::Scripted);
+    }
+}

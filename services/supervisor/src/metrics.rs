@@ -1,0 +1,190 @@
+//! In-process counters of the supervisor, rendered as Prometheus text on
+//! `/metrics`: claims, completes, lease losses, tool calls by tool and
+//! outcome, governance blocks, computed cost and unpriced models. Owns only
+//! counting; must never block a request path (atomics and a short mutex).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The supervisor's counters. Shared behind an `Arc`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    claims: Mutex<BTreeMap<&'static str, u64>>,
+    completes: AtomicU64,
+    halts: AtomicU64,
+    lease_lost: AtomicU64,
+    tool_calls: Mutex<BTreeMap<(String, String), u64>>,
+    constitution_blocks: AtomicU64,
+    /// Micro-dollars, so an atomic integer can hold the sum exactly enough.
+    cost_micro_usd: AtomicU64,
+    call_attempts: AtomicU64,
+    unpriced_models: AtomicU64,
+    tool_calls_total: AtomicU64,
+    tool_errors_total: AtomicU64,
+}
+
+fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K) {
+    if let Ok(mut m) = map.lock() {
+        *m.entry(key).or_insert(0) += 1;
+    }
+}
+
+impl Metrics {
+    /// A ClaimTick answered with `outcome` (bundle, lease_held, nothing_due,
+    /// not_active, error).
+    pub fn claim(&self, outcome: &'static str) {
+        bump(&self.claims, outcome);
+    }
+
+    /// A CompleteTick written; `halted` when the STUCK guard fired.
+    pub fn complete(&self, halted: bool) {
+        self.completes.fetch_add(1, Ordering::Relaxed);
+        if halted {
+            self.halts.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A session-guarded call found its lease gone.
+    pub fn lease_lost(&self) {
+        self.lease_lost.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One InvokeTool answered with `outcome` (ok, replayed, blocked, or an
+    /// in-band error code). Error outcomes feed the ops digest's error rate.
+    pub fn tool_call(&self, tool: &str, outcome: &str) {
+        self.tool_calls_total.fetch_add(1, Ordering::Relaxed);
+        if !matches!(outcome, "ok" | "replayed" | "blocked") {
+            self.tool_errors_total.fetch_add(1, Ordering::Relaxed);
+        }
+        if outcome == "blocked" {
+            self.constitution_blocks.fetch_add(1, Ordering::Relaxed);
+        }
+        bump(&self.tool_calls, (tool.to_owned(), outcome.to_owned()));
+    }
+
+    /// A priced call attempt.
+    pub fn cost(&self, usd: f64) {
+        self.call_attempts.fetch_add(1, Ordering::Relaxed);
+        if usd.is_finite() && usd > 0.0 {
+            let micro = (usd * 1_000_000.0).round();
+            self.cost_micro_usd
+                .fetch_add(micro as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// An attempt whose model has no price (its cost was recorded as 0).
+    pub fn unpriced_model(&self) {
+        self.unpriced_models.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `(tool calls, tool errors)` since start, for the ops digest.
+    pub fn tool_totals(&self) -> (u64, u64) {
+        (
+            self.tool_calls_total.load(Ordering::Relaxed),
+            self.tool_errors_total.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP genesis_supervisor_claims_total ClaimTick answers by outcome."
+        );
+        let _ = writeln!(out, "# TYPE genesis_supervisor_claims_total counter");
+        if let Ok(m) = self.claims.lock() {
+            for (k, v) in m.iter() {
+                let _ = writeln!(
+                    out,
+                    "genesis_supervisor_claims_total{{outcome=\"{k}\"}} {v}"
+                );
+            }
+        }
+        let mut counter = |name: &str, help: &str, v: u64| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {v}");
+        };
+        counter(
+            "genesis_supervisor_completes_total",
+            "CompleteTick passivation writes.",
+            self.completes.load(Ordering::Relaxed),
+        );
+        counter(
+            "genesis_supervisor_stuck_halts_total",
+            "Ticks the STUCK guard halted.",
+            self.halts.load(Ordering::Relaxed),
+        );
+        counter(
+            "genesis_supervisor_lease_lost_total",
+            "Session-guarded calls answered LEASE_LOST.",
+            self.lease_lost.load(Ordering::Relaxed),
+        );
+        counter(
+            "genesis_supervisor_constitution_blocks_total",
+            "Tool calls blocked by the governance gate.",
+            self.constitution_blocks.load(Ordering::Relaxed),
+        );
+        counter(
+            "genesis_supervisor_call_attempts_total",
+            "LLM call attempts recorded.",
+            self.call_attempts.load(Ordering::Relaxed),
+        );
+        counter(
+            "genesis_supervisor_unpriced_model_attempts_total",
+            "Attempts whose model had no price (cost 0).",
+            self.unpriced_models.load(Ordering::Relaxed),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP genesis_supervisor_cost_usd_total Cost computed server-side from usage and pricing."
+        );
+        let _ = writeln!(out, "# TYPE genesis_supervisor_cost_usd_total counter");
+        let _ = writeln!(
+            out,
+            "genesis_supervisor_cost_usd_total {:.6}",
+            self.cost_micro_usd.load(Ordering::Relaxed) as f64 / 1_000_000.0
+        );
+        let _ = writeln!(
+            out,
+            "# HELP genesis_supervisor_tool_calls_total InvokeTool answers by tool and outcome."
+        );
+        let _ = writeln!(out, "# TYPE genesis_supervisor_tool_calls_total counter");
+        if let Ok(m) = self.tool_calls.lock() {
+            for ((tool, outcome), v) in m.iter() {
+                let _ = writeln!(
+                    out,
+                    "genesis_supervisor_tool_calls_total{{tool=\"{tool}\",outcome=\"{outcome}\"}} {v}"
+                );
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_lists_every_counter_with_labels() {
+        let m = Metrics::default();
+        m.claim("bundle");
+        m.tool_call("soa_send_message", "ok");
+        m.tool_call("soa_send_message", "INVALID_ARGUMENTS");
+        m.tool_call("soa_propose_decision", "blocked");
+        m.cost(0.25);
+        let text = m.render();
+        assert!(
+            text.contains("genesis_supervisor_claims_total{outcome=\"bundle\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("tool=\"soa_send_message\",outcome=\"INVALID_ARGUMENTS\"} 1"));
+        assert!(text.contains("genesis_supervisor_constitution_blocks_total 1"));
+        assert!(text.contains("genesis_supervisor_cost_usd_total 0.250000"));
+        assert_eq!(m.tool_totals(), (3, 1));
+    }
+}

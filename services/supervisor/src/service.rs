@@ -1,0 +1,981 @@
+//! The `genesis.v1.AgentPod` service (DESIGN §4, spec §3.3): ClaimTick with
+//! its bundle, RenewLease, governed InvokeTool, RecordCallAttempt with
+//! server-side cost, and CompleteTick as the single passivation write. Each
+//! request is validated into domain values on receipt (INVALID_ARGUMENT
+//! naming the field); store and core errors are mapped once in
+//! [`crate::error`]. Must never write on a lost lease, never trust a cost or
+//! decision kind from the pod, and never run a tool outside the instance's
+//! resolved toolset.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use genesis_core::budget::{FoundationalState, week_start_for};
+use genesis_core::mapper::{AgentDecisionMapper, Completion, TickOutcome};
+use genesis_core::modes::{ModeDefinition, ResolvedMode, resolve_mode, seed_catalogue};
+use genesis_core::plan_hash::forced_replan_due;
+use genesis_core::sites::policy_site_for;
+use genesis_core::{
+    AgentDispatcherOptions, AgentEventKind, AgentType, BudgetAxis, BudgetEnvelope, BudgetOverride,
+    Limit,
+};
+use genesis_proto::convert::{parse_optional_uuid, parse_uuid, require, timestamp_from_chrono};
+use genesis_proto::v1 as pb;
+use genesis_proto::v1::agent_pod_server::AgentPod;
+use genesis_store::llm::{CreditDraw, NewCallAttempt};
+use genesis_store::tick::{LedgerAction, TickCompletion as StoreCompletion, TickDecision};
+use genesis_store::tool_invocations::{NewToolInvocation, find_in, insert_in, lease_held_in};
+use genesis_store::{ClaimOutcome, ModeRow, Store, StoreError};
+use serde_json::{Value, json};
+use tonic::{Request, Response, Status};
+use uuid::Uuid;
+
+use crate::bundle::{effective_options, instance_to_proto, read_bundle, turn_to_proto};
+use crate::error::{SupervisorError, store_status};
+use crate::metrics::Metrics;
+use crate::ops::OpsProbe;
+use crate::presets::{DefaultProvider, resolve_chain};
+use crate::tools::{Governance, ToolContext, ToolRegistry};
+
+/// The invariant base system prompt; the mode's fragment is appended.
+pub const BASE_SYSTEM_PROMPT: &str = "You are a standing agent of Genesis. Each tick you plan once, \
+act only through the governed tools you are given (a tool call is the commit; prose is never \
+parsed), never duplicate an item already on the open-items roster, route every consequential \
+fork to a human with an escalation, and end the episode with phase_complete or phase_blocked.";
+
+/// Longest arguments JSON accepted for one tool call, in bytes.
+pub const MAX_TOOL_ARGUMENTS_BYTES: usize = 256 * 1024;
+
+/// Supervisor settings the service needs.
+#[derive(Debug, Clone)]
+pub struct ServiceSettings {
+    /// Code/env options; the `system_configs` layer is applied per call.
+    pub options: AgentDispatcherOptions,
+    pub lease_ttl: Duration,
+    pub max_attempts: u32,
+    pub default_provider: DefaultProvider,
+}
+
+/// The AgentPod implementation.
+#[derive(Clone)]
+pub struct AgentPodService {
+    store: Store,
+    settings: Arc<ServiceSettings>,
+    registry: Arc<ToolRegistry>,
+    governance: Arc<dyn Governance>,
+    metrics: Arc<Metrics>,
+    ops: Arc<OpsProbe>,
+}
+
+fn status_of(err: StoreError, metrics: &Metrics) -> Status {
+    if err == StoreError::LeaseLost {
+        metrics.lease_lost();
+    }
+    store_status(&err)
+}
+
+/// Mode catalogue rows → core definitions; a row without its own toolset
+/// takes the in-code seed's for that name.
+fn mode_definitions(
+    agent_type: AgentType,
+    rows: &[ModeRow],
+) -> Result<Vec<ModeDefinition>, SupervisorError> {
+    let seeds = seed_catalogue(agent_type);
+    rows.iter()
+        .map(|r| {
+            let budget_override = r
+                .budget_override
+                .as_ref()
+                .map(BudgetOverride::from_json_value)
+                .transpose()
+                .map_err(SupervisorError::ModeResolution)?;
+            let toolset = match &r.toolset {
+                Some(t) => t.clone(),
+                None => seeds
+                    .iter()
+                    .find(|s| s.name == r.name)
+                    .map(|s| s.toolset.clone())
+                    .unwrap_or_default(),
+            };
+            Ok(ModeDefinition {
+                name: r.name.clone(),
+                description: r.description.clone(),
+                prompt_fragment: r.prompt_fragment.clone(),
+                toolset,
+                preset: r.preset_id.clone(),
+                budget_override,
+                system_seed: r.system_seed,
+            })
+        })
+        .collect()
+}
+
+fn resolve(
+    agent_type: AgentType,
+    active_mode: Option<&str>,
+    rows: &[ModeRow],
+) -> Result<ResolvedMode, SupervisorError> {
+    let defs = mode_definitions(agent_type, rows)?;
+    resolve_mode(agent_type, active_mode, &defs).map_err(SupervisorError::ModeResolution)
+}
+
+fn budget_to_proto(b: &BudgetEnvelope) -> pb::BudgetEnvelope {
+    let i64_of = |l: Limit| l.limited().map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+    let i32_of = |l: Limit| l.limited().map(|v| i32::try_from(v).unwrap_or(i32::MAX));
+    pb::BudgetEnvelope {
+        max_tokens: i64_of(b.max_tokens),
+        max_tool_calls: i32_of(b.max_tool_calls),
+        max_wall_ms: b
+            .max_wall_seconds
+            .limited()
+            .map(|s| i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)),
+        max_cost_usd: b.max_dollars.limited(),
+        max_turns: i32_of(b.max_turns),
+        max_output_tokens_per_turn: i64_of(b.max_output_tokens_per_turn),
+    }
+}
+
+/// Cost of an attempt from its usage: dollars per million tokens for input,
+/// output and cache reads.
+pub fn attempt_cost(
+    pricing: &genesis_store::llm::PricingRow,
+    input: i64,
+    output: i64,
+    cache_read: i64,
+) -> f64 {
+    let f = |n: i64| n.max(0) as f64 / 1_000_000.0;
+    f(input) * pricing.input_usd_per_mtok
+        + f(output) * pricing.output_usd_per_mtok
+        + f(cache_read) * pricing.cache_read_usd_per_mtok
+}
+
+fn parse_axis(text: &str) -> Option<BudgetAxis> {
+    match text {
+        "tokens" | "maxTokens" => Some(BudgetAxis::Tokens),
+        "tool_calls" | "maxToolCalls" => Some(BudgetAxis::ToolCalls),
+        "wall_ms" | "wall_seconds" | "maxWallSeconds" => Some(BudgetAxis::WallSeconds),
+        "cost_usd" | "dollars" | "maxDollars" => Some(BudgetAxis::Dollars),
+        "turns" | "maxTurns" => Some(BudgetAxis::Turns),
+        "output_tokens_per_turn" | "maxOutputTokensPerTurn" => {
+            Some(BudgetAxis::OutputTokensPerTurn)
+        }
+        _ => None,
+    }
+}
+
+fn tool_answer(
+    result: Value,
+    blocked: bool,
+    side_effecting: bool,
+    replayed: bool,
+) -> pb::InvokeToolResponse {
+    pb::InvokeToolResponse {
+        result_json: result.to_string(),
+        blocked,
+        error: None,
+        side_effecting,
+        replayed,
+    }
+}
+
+fn tool_error(code: &str, message: impl Into<String>) -> pb::InvokeToolResponse {
+    pb::InvokeToolResponse {
+        result_json: "{}".into(),
+        blocked: false,
+        error: Some(pb::ToolError {
+            code: code.to_owned(),
+            message: message.into(),
+        }),
+        side_effecting: false,
+        replayed: false,
+    }
+}
+
+impl AgentPodService {
+    /// Build the service.
+    pub fn new(
+        store: Store,
+        settings: ServiceSettings,
+        registry: ToolRegistry,
+        governance: Arc<dyn Governance>,
+        metrics: Arc<Metrics>,
+        ops: Arc<OpsProbe>,
+    ) -> Self {
+        Self {
+            store,
+            settings: Arc::new(settings),
+            registry: Arc::new(registry),
+            governance,
+            metrics,
+            ops,
+        }
+    }
+
+    /// Release a lease taken by a claim that cannot run (fail-closed mode
+    /// resolution): the event stays unconsumed for a later claim.
+    async fn release_lease(&self, tenant_id: Uuid, instance_id: Uuid, session: Uuid) {
+        let res = async {
+            let mut tx = self.store.tenant_tx(tenant_id).await?;
+            sqlx::query(
+                "UPDATE agent_instances SET lease_session = NULL, lease_expires_at = NULL
+                  WHERE id = $1 AND lease_session = $2",
+            )
+            .bind(instance_id)
+            .bind(session)
+            .execute(tx.conn())
+            .await
+            .map_err(StoreError::from)?;
+            tx.commit().await
+        }
+        .await;
+        if let Err(e) = res {
+            tracing::warn!(error = %e, %instance_id, "could not release the lease; it will expire");
+        }
+    }
+
+    async fn claim(&self, req: pb::ClaimTickRequest) -> Result<pb::ClaimTickResponse, Status> {
+        use pb::claim_tick_response::Result as R;
+        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
+        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
+        let _hint = parse_optional_uuid("event_id", req.event_id.as_deref())?;
+        let session = Uuid::new_v4();
+        let started = Utc::now();
+        let outcome = self
+            .store
+            .claim_tick(
+                tenant_id,
+                instance_id,
+                session,
+                self.settings.lease_ttl,
+                self.settings.max_attempts,
+            )
+            .await;
+        let claim = match outcome {
+            Ok(ClaimOutcome::Claimed(c)) => c,
+            Ok(ClaimOutcome::LeaseHeld) => {
+                self.metrics.claim("lease_held");
+                let expires = self
+                    .store
+                    .instances()
+                    .get(tenant_id, instance_id)
+                    .await
+                    .ok()
+                    .and_then(|i| i.lease_expires_at);
+                return Ok(pb::ClaimTickResponse {
+                    result: Some(R::LeaseHeld(pb::LeaseHeld {
+                        lease_expires_at: expires.map(timestamp_from_chrono),
+                    })),
+                });
+            }
+            Ok(ClaimOutcome::NothingDue { heartbeat, .. }) => {
+                self.metrics.claim("nothing_due");
+                return Ok(pb::ClaimTickResponse {
+                    result: Some(R::NothingDue(pb::NothingDue {
+                        heartbeat_seeded: heartbeat.created_at
+                            >= started - chrono::Duration::seconds(1),
+                        next_tick_at: Some(timestamp_from_chrono(heartbeat.visible_at)),
+                    })),
+                });
+            }
+            Err(StoreError::FailedPrecondition { reason })
+                if reason.starts_with("agent instance is ") =>
+            {
+                self.metrics.claim("not_active");
+                let status = reason.trim_start_matches("agent instance is ").to_owned();
+                return Ok(pb::ClaimTickResponse {
+                    result: Some(R::NotActive(pb::NotActive { status })),
+                });
+            }
+            Err(e) => {
+                self.metrics.claim("error");
+                return Err(store_status(&e));
+            }
+        };
+
+        let instance = &claim.instance;
+        let now = Utc::now();
+        let site = policy_site_for(instance.agent_type);
+        let sites: Vec<String> = genesis_core::sites::site_chain(site)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let week_start = week_start_for(now);
+        let tail = i64::from(self.settings.options.ledger_tail.max(1));
+        let (read, alerts) = tokio::join!(
+            read_bundle(
+                &self.store,
+                tenant_id,
+                instance_id,
+                tail,
+                instance.agent_type,
+                &sites,
+                week_start
+            ),
+            self.ops.firing_alerts()
+        );
+        let read = match read {
+            Ok(r) => r,
+            Err(e) => {
+                self.metrics.claim("error");
+                self.release_lease(tenant_id, instance_id, session).await;
+                return Err(store_status(&e));
+            }
+        };
+        let opts = effective_options(&self.settings.options, &read.configs);
+        let mode = match resolve(
+            instance.agent_type,
+            instance.active_mode.as_deref(),
+            &read.modes,
+        ) {
+            Ok(m) => m,
+            Err(e) => {
+                self.metrics.claim("mode_resolution_failed");
+                tracing::error!(%tenant_id, %instance_id, error = %e, "claim refused: mode resolution failed closed");
+                self.release_lease(tenant_id, instance_id, session).await;
+                return Err(e.into());
+            }
+        };
+        let foundational = instance
+            .is_building_starting_workset
+            .then_some(instance.workset_deadline_utc)
+            .flatten()
+            .map(|deadline| FoundationalState { deadline, now });
+        let budget = genesis_core::resolve_tick_budget(
+            &genesis_core::policy_default(instance.agent_type, &opts),
+            mode.budget_override.as_ref(),
+            foundational,
+            &opts,
+        );
+        let limit = opts.weekly_credit_usd;
+        let spent = read.credit_spent.unwrap_or(0.0);
+        let status = genesis_core::credit_status(
+            &genesis_core::CreditWindow {
+                week_start,
+                limit_usd: limit,
+                spent_usd: spent,
+            },
+            opts.credit_enforcement_enabled,
+        );
+        let credit = pb::CreditStatus {
+            limit_usd: limit,
+            spent_usd: spent,
+            remaining_usd: status.remaining,
+            exhausted: spent >= limit,
+            enforcement_enabled: opts.credit_enforcement_enabled,
+            window_start: Some(timestamp_from_chrono(week_start)),
+            window_end: Some(timestamp_from_chrono(
+                week_start + chrono::Duration::days(7),
+            )),
+        };
+        let stats = read.stats.unwrap_or(crate::bundle::DbStats {
+            deadlocks: None,
+            rollbacks: None,
+        });
+        let ops = self.ops.observe(
+            stats.deadlocks,
+            stats.rollbacks,
+            self.metrics.tool_totals(),
+            alerts,
+        );
+        let event = &claim.event;
+        let bundle = pb::TickBundle {
+            session_id: session.to_string(),
+            lease_expires_at: instance
+                .lease_expires_at
+                .or_else(|| {
+                    chrono::Duration::from_std(self.settings.lease_ttl)
+                        .ok()
+                        .map(|d| now + d)
+                })
+                .map(timestamp_from_chrono),
+            instance: Some(instance_to_proto(instance)),
+            event: Some(pb::TickEvent {
+                id: event.id.to_string(),
+                kind: event.event_kind.as_str().to_owned(),
+                payload_json: event.payload.to_string(),
+                sequence_number: event.sequence_number,
+                attempts: event.attempts,
+                visible_at: Some(timestamp_from_chrono(event.visible_at)),
+            }),
+            ledger_tail: read.ledger.iter().map(turn_to_proto).collect(),
+            open_items: Some(pb::OpenItems {
+                missions: read
+                    .missions
+                    .iter()
+                    .map(|m| pb::OpenMission {
+                        id: m.id.to_string(),
+                        title: m.title.clone(),
+                        status: m.status.clone(),
+                        created_at: Some(timestamp_from_chrono(m.created_at)),
+                    })
+                    .collect(),
+                escalations: read
+                    .escalations
+                    .iter()
+                    .map(|e| pb::OpenEscalation {
+                        id: e.id.to_string(),
+                        kind: e.kind.clone(),
+                        title: e.title.clone(),
+                        created_at: Some(timestamp_from_chrono(e.created_at)),
+                    })
+                    .collect(),
+            }),
+            ops_digest: Some(ops.to_proto()),
+            mode: Some(pb::ResolvedMode {
+                name: mode.name.clone(),
+                toolset: mode.toolset.clone(),
+                prompt_fragment: mode.prompt_fragment.clone(),
+                system_prompt: mode.system_prompt(BASE_SYSTEM_PROMPT),
+            }),
+            budget: Some(budget_to_proto(&budget)),
+            preset_chain: Some(resolve_chain(
+                site,
+                &read.bindings,
+                self.settings.default_provider,
+            )),
+            credit: Some(credit),
+            forced_replan_due: forced_replan_due(
+                u32::try_from(instance.idle_ticks_since_replan).unwrap_or(0),
+                &opts,
+            ),
+            tools: self.registry.schemas_for(&mode.toolset),
+        };
+        self.metrics.claim("bundle");
+        Ok(pb::ClaimTickResponse {
+            result: Some(R::Bundle(bundle)),
+        })
+    }
+
+    async fn invoke(&self, req: pb::InvokeToolRequest) -> Result<pb::InvokeToolResponse, Status> {
+        let session = parse_uuid("session_id", &req.session_id)?;
+        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
+        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
+        if req.call_id.trim().is_empty() || req.call_id.len() > 200 {
+            return Err(genesis_proto::convert::invalid_argument(
+                "call_id",
+                "must be 1 to 200 bytes",
+            ));
+        }
+        if req.tool_name.trim().is_empty() || req.tool_name.len() > 200 {
+            return Err(genesis_proto::convert::invalid_argument(
+                "tool_name",
+                "must be 1 to 200 bytes",
+            ));
+        }
+        if req.arguments_json.len() > MAX_TOOL_ARGUMENTS_BYTES {
+            return Err(genesis_proto::convert::invalid_argument(
+                "arguments_json",
+                format!("must be at most {MAX_TOOL_ARGUMENTS_BYTES} bytes"),
+            ));
+        }
+        let tool_label = if self.registry.get(&req.tool_name).is_some() {
+            req.tool_name.clone()
+        } else {
+            "unregistered".to_owned()
+        };
+        let metrics = &self.metrics;
+        let mut tx = self
+            .store
+            .tenant_tx(tenant_id)
+            .await
+            .map_err(|e| status_of(e, metrics))?;
+        // (a) the session still holds the lease; share-locked until commit.
+        if !lease_held_in(tx.conn(), instance_id, session)
+            .await
+            .map_err(|e| status_of(e, metrics))?
+        {
+            return Err(status_of(StoreError::LeaseLost, metrics));
+        }
+        // (c) idempotency: a repeat returns the stored result, runs nothing.
+        if let Some(prior) = find_in(tx.conn(), session, &req.call_id)
+            .await
+            .map_err(|e| status_of(e, metrics))?
+        {
+            metrics.tool_call(&tool_label, "replayed");
+            return Ok(tool_answer(
+                prior.result,
+                prior.blocked,
+                prior.side_effecting,
+                true,
+            ));
+        }
+        // (b) the tool is in the instance's resolved toolset.
+        let row: (String, Option<String>, Value) = sqlx::query_as(
+            "SELECT i.agent_type, i.active_mode,
+                    (SELECT coalesce(jsonb_agg(to_jsonb(m)), '[]'::jsonb) FROM agent_modes m WHERE m.agent_type = i.agent_type)
+               FROM agent_instances i WHERE i.id = $1",
+        )
+        .bind(instance_id)
+        .fetch_one(tx.conn())
+        .await
+        .map_err(|e| status_of(e.into(), metrics))?;
+        let agent_type: AgentType = row
+            .0
+            .parse()
+            .map_err(|e: genesis_core::CoreError| Status::internal(e.to_string()))?;
+        let rows: Vec<ModeRow> =
+            serde_json::from_value(row.2).map_err(|e| status_of(e.into(), metrics))?;
+        let mode = resolve(agent_type, row.1.as_deref(), &rows).map_err(Status::from)?;
+        if !mode.toolset.iter().any(|t| t == &req.tool_name) {
+            metrics.tool_call(&tool_label, "TOOL_NOT_AUTHORIZED");
+            return Ok(tool_error(
+                "TOOL_NOT_AUTHORIZED",
+                format!(
+                    "{} is not in the toolset of mode {}",
+                    req.tool_name, mode.name
+                ),
+            ));
+        }
+        let Some(tool) = self.registry.get(&req.tool_name).cloned() else {
+            metrics.tool_call(&tool_label, "TOOL_NOT_IMPLEMENTED");
+            return Ok(tool_error(
+                "TOOL_NOT_IMPLEMENTED",
+                format!(
+                    "{} is authorised in mode {} but not served by this supervisor",
+                    req.tool_name, mode.name
+                ),
+            ));
+        };
+        // (d) arguments against the tool's schema: a precise in-band error.
+        let args: Value = match serde_json::from_str(if req.arguments_json.trim().is_empty() {
+            "{}"
+        } else {
+            &req.arguments_json
+        }) {
+            Ok(v) => v,
+            Err(e) => {
+                metrics.tool_call(&tool_label, "INVALID_ARGUMENTS");
+                return Ok(tool_error(
+                    "INVALID_ARGUMENTS",
+                    format!("arguments_json is not JSON: {e}"),
+                ));
+            }
+        };
+        if let Err(e) = crate::tools::schema::validate(&tool.schema(), &args) {
+            metrics.tool_call(&tool_label, "INVALID_ARGUMENTS");
+            return Ok(tool_error("INVALID_ARGUMENTS", e.to_string()));
+        }
+        // (e) governance: a violation is a blocked result, never an error.
+        let (result, blocked, side_effecting) =
+            match self.governance.check(tenant_id, tool.name(), &args).await {
+                Err(v) => (v.to_result(), true, false),
+                Ok(()) => {
+                    // (f) the handler in the tenant transaction.
+                    let mut ctx = ToolContext {
+                        conn: tx.conn(),
+                        tenant_id,
+                        instance_id,
+                        session,
+                    };
+                    match tool.run(&mut ctx, &args).await {
+                        Ok(result) => (result, false, tool.side_effecting()),
+                        Err(e) => {
+                            metrics.tool_call(&tool_label, e.code);
+                            return Ok(tool_error(e.code, e.message));
+                        }
+                    }
+                }
+            };
+        let record = NewToolInvocation {
+            instance_id,
+            session,
+            call_id: req.call_id.clone(),
+            tool_name: req.tool_name.clone(),
+            arguments: args,
+            result: result.clone(),
+            blocked,
+            side_effecting,
+        };
+        let inserted = insert_in(tx.conn(), tenant_id, &record).await;
+        match inserted {
+            Ok(_) => {
+                tx.commit().await.map_err(|e| status_of(e, metrics))?;
+                metrics.tool_call(&tool_label, if blocked { "blocked" } else { "ok" });
+                Ok(tool_answer(result, blocked, side_effecting, false))
+            }
+            Err(StoreError::Conflict { .. }) => {
+                // A concurrent call with the same key won: ours rolls back.
+                drop(tx);
+                let prior = self
+                    .store
+                    .tool_invocations()
+                    .find(tenant_id, session, &req.call_id)
+                    .await
+                    .map_err(|e| status_of(e, metrics))?
+                    .ok_or_else(|| Status::aborted("concurrent tool call vanished; retry"))?;
+                metrics.tool_call(&tool_label, "replayed");
+                Ok(tool_answer(
+                    prior.result,
+                    prior.blocked,
+                    prior.side_effecting,
+                    true,
+                ))
+            }
+            Err(e) => Err(status_of(e, metrics)),
+        }
+    }
+
+    async fn record_attempt(
+        &self,
+        req: pb::RecordCallAttemptRequest,
+    ) -> Result<pb::RecordCallAttemptResponse, Status> {
+        let session = parse_uuid("session_id", &req.session_id)?;
+        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
+        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
+        if req.invocation_id.trim().is_empty() || req.invocation_id.len() > 200 {
+            return Err(genesis_proto::convert::invalid_argument(
+                "invocation_id",
+                "must be 1 to 200 bytes",
+            ));
+        }
+        let a = require("attempt", req.attempt.as_ref())?;
+        for (field, v) in [
+            ("attempt.input_tokens", a.input_tokens),
+            ("attempt.output_tokens", a.output_tokens),
+            ("attempt.cache_read_tokens", a.cache_read_tokens),
+            ("attempt.latency_ms", a.latency_ms),
+        ] {
+            if v < 0 {
+                return Err(genesis_proto::convert::invalid_argument(
+                    field,
+                    "must be non-negative",
+                ));
+            }
+        }
+        if !genesis_store::llm::ATTEMPT_OUTCOMES.contains(&a.outcome.as_str()) {
+            return Err(genesis_proto::convert::invalid_argument(
+                "attempt.outcome",
+                format!(
+                    "must be one of {}",
+                    genesis_store::llm::ATTEMPT_OUTCOMES.join(", ")
+                ),
+            ));
+        }
+        let metrics = &self.metrics;
+        let priced_model = if a.served_model.is_empty() {
+            &a.requested_model
+        } else {
+            &a.served_model
+        };
+        // One read: the instance's type (for the site) and the DB-first config.
+        let mut tx = self
+            .store
+            .tenant_tx(tenant_id)
+            .await
+            .map_err(|e| status_of(e, metrics))?;
+        let pre: Option<(String, Value)> = sqlx::query_as(
+            "SELECT i.agent_type,
+                    (SELECT coalesce(jsonb_object_agg(c.key, c.value), '{}'::jsonb) FROM (
+                        SELECT DISTINCT ON (key) key, value FROM system_configs
+                         WHERE tenant_id IS NULL OR tenant_id = $2 ORDER BY key, tenant_id NULLS LAST) c)
+               FROM agent_instances i WHERE i.id = $1",
+        )
+        .bind(instance_id)
+        .bind(tenant_id)
+        .fetch_optional(tx.conn())
+        .await
+        .map_err(|e| status_of(e.into(), metrics))?;
+        tx.commit().await.map_err(|e| status_of(e, metrics))?;
+        let (agent_type, configs) =
+            pre.ok_or_else(|| Status::not_found("agent instance not found"))?;
+        let agent_type: AgentType = agent_type
+            .parse()
+            .map_err(|e: genesis_core::CoreError| Status::internal(e.to_string()))?;
+        let configs: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(configs).map_err(|e| status_of(e.into(), metrics))?;
+        let opts = effective_options(&self.settings.options, &configs);
+        let pricing = self
+            .store
+            .llm()
+            .pricing(priced_model)
+            .await
+            .map_err(|e| status_of(e, metrics))?;
+        let cost = match &pricing {
+            Some(p) => attempt_cost(p, a.input_tokens, a.output_tokens, a.cache_read_tokens),
+            None => {
+                metrics.unpriced_model();
+                tracing::warn!(model = %priced_model, "no price for model; attempt recorded at cost 0");
+                0.0
+            }
+        };
+        let attempt = NewCallAttempt {
+            instance_id,
+            session,
+            invocation_id: req.invocation_id.clone(),
+            site_id: policy_site_for(agent_type).to_owned(),
+            requested_model: a.requested_model.clone(),
+            served_model: a.served_model.clone(),
+            provider: a.provider.clone(),
+            credential_name: a.credential_name.clone(),
+            outcome: a.outcome.clone(),
+            input_tokens: a.input_tokens,
+            output_tokens: a.output_tokens,
+            cache_read_tokens: a.cache_read_tokens,
+            latency_ms: a.latency_ms,
+            error_message: a.error_message.clone(),
+            cost_usd: cost,
+        };
+        let draw = CreditDraw {
+            week_start: week_start_for(Utc::now()),
+            limit_usd: opts.weekly_credit_usd,
+        };
+        let recorded = self
+            .store
+            .llm()
+            .record_call_attempt(tenant_id, &attempt, draw)
+            .await
+            .map_err(|e| status_of(e, metrics))?;
+        metrics.cost(cost);
+        Ok(pb::RecordCallAttemptResponse {
+            snapshot_id: recorded.snapshot.id.to_string(),
+            cost_usd: recorded.cost_usd,
+            snapshot_cost_usd: recorded.snapshot.cost_usd,
+        })
+    }
+
+    async fn complete(
+        &self,
+        req: pb::CompleteTickRequest,
+    ) -> Result<pb::CompleteTickResponse, Status> {
+        use genesis_proto::convert::invalid_argument as inv;
+        let session = parse_uuid("session_id", &req.session_id)?;
+        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
+        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
+        let event_id = parse_uuid("event_id", &req.event_id)?;
+        let outcome = require("outcome", req.outcome.as_ref())?;
+        let completion = match pb::TickCompletion::try_from(outcome.completion) {
+            Ok(pb::TickCompletion::Complete) => Completion::Complete,
+            Ok(pb::TickCompletion::Blocked) => Completion::Blocked,
+            Ok(pb::TickCompletion::ShortCircuited) => Completion::ShortCircuited,
+            Ok(pb::TickCompletion::CreditExhausted) => Completion::CreditExhausted,
+            Ok(pb::TickCompletion::BudgetExhausted) => {
+                let axis = outcome.budget_axis.as_deref().unwrap_or_default();
+                Completion::BudgetExhausted {
+                    axis: parse_axis(axis).ok_or_else(|| {
+                        inv(
+                            "outcome.budget_axis",
+                            format!("unknown budget axis {axis:?}"),
+                        )
+                    })?,
+                }
+            }
+            Ok(pb::TickCompletion::Failed) => Completion::Failed {
+                reason: outcome.reason.clone(),
+            },
+            Ok(pb::TickCompletion::Unspecified) | Err(_) => {
+                return Err(inv(
+                    "outcome.completion",
+                    "must be set to a known completion",
+                ));
+            }
+        };
+        let side_effecting_actions = u32::try_from(outcome.side_effecting_actions)
+            .map_err(|_| inv("outcome.side_effecting_actions", "must be non-negative"))?;
+        let plan_input_hash = match req.plan_input_hash.as_str() {
+            "" => None,
+            h => Some(
+                h.to_ascii_lowercase()
+                    .parse::<genesis_core::PlanInputHash>()
+                    .map_err(|e| {
+                        inv(
+                            "plan_input_hash",
+                            format!("must be 64 hex digits (SHA-256): {e}"),
+                        )
+                    })?,
+            ),
+        };
+        let snapshot_id = parse_optional_uuid("snapshot_id", req.snapshot_id.as_deref())?;
+        if let Some(c) = &req.consumption
+            && (c.tokens < 0 || c.tool_calls < 0 || c.turns < 0 || c.wall_ms < 0)
+        {
+            return Err(inv("consumption", "counts must be non-negative"));
+        }
+        let mut actions = Vec::with_capacity(req.actions.len());
+        for (i, a) in req.actions.iter().enumerate() {
+            let parse = |field: &str, text: &str| -> Result<Value, Status> {
+                if text.trim().is_empty() {
+                    return Ok(json!({}));
+                }
+                serde_json::from_str(text)
+                    .map_err(|e| inv(&format!("actions[{i}].{field}"), format!("not JSON: {e}")))
+            };
+            actions.push(LedgerAction {
+                tool_name: a.tool_name.clone(),
+                arguments: parse("arguments_json", &a.arguments_json)?,
+                result: Some(parse("result_json", &a.result_json)?),
+                side_effecting: a.side_effecting,
+                blocked: a.blocked,
+            });
+        }
+        let metrics = &self.metrics;
+        // One read: the claimed event's kind, the mode, the snapshot and config.
+        let mut tx = self
+            .store
+            .tenant_tx(tenant_id)
+            .await
+            .map_err(|e| status_of(e, metrics))?;
+        let pre: (Option<String>, Option<String>, Option<Value>, Value) = sqlx::query_as(
+            "SELECT (SELECT e.event_kind FROM agent_event_queue e WHERE e.id = $1 AND e.instance_id = $2),
+                    (SELECT i.active_mode FROM agent_instances i WHERE i.id = $2),
+                    (SELECT to_jsonb(s) FROM llm_call_snapshots s WHERE s.id = $3 AND s.instance_id = $2),
+                    (SELECT coalesce(jsonb_object_agg(c.key, c.value), '{}'::jsonb) FROM (
+                        SELECT DISTINCT ON (key) key, value FROM system_configs
+                         WHERE tenant_id IS NULL OR tenant_id = $4 ORDER BY key, tenant_id NULLS LAST) c)",
+        )
+        .bind(event_id)
+        .bind(instance_id)
+        .bind(snapshot_id)
+        .bind(tenant_id)
+        .fetch_one(tx.conn())
+        .await
+        .map_err(|e| status_of(e.into(), metrics))?;
+        tx.commit().await.map_err(|e| status_of(e, metrics))?;
+        // An unknown event still goes to the store, whose session guard and
+        // event check answer LEASE_LOST or INVALID_ARGUMENT with nothing written.
+        let event_kind = pre
+            .0
+            .as_deref()
+            .and_then(|k| k.parse::<AgentEventKind>().ok())
+            .unwrap_or(AgentEventKind::AgentTick);
+        let snapshot: Option<genesis_store::llm::CallSnapshotRow> = match (snapshot_id, pre.2) {
+            (Some(_), Some(v)) => {
+                Some(serde_json::from_value(v).map_err(|e| status_of(e.into(), metrics))?)
+            }
+            (Some(_), None) => return Err(Status::not_found("llm call snapshot not found")),
+            _ => None,
+        };
+        let configs: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(pre.3).map_err(|e| status_of(e.into(), metrics))?;
+        let opts = effective_options(&self.settings.options, &configs);
+        let was_idle = matches!(
+            completion,
+            Completion::ShortCircuited | Completion::CreditExhausted
+        );
+        let mapped = AgentDecisionMapper::map(&TickOutcome {
+            event_kind,
+            raised_escalation: outcome.raised_escalation,
+            side_effecting_actions,
+            completion,
+        });
+        let decision_payload = json!({
+            "actions": actions,
+            "waitCondition": req.wait_condition,
+            "reasoningSummary": req.reasoning_summary,
+            "activeMode": pre.1,
+        });
+        let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        let store_completion = StoreCompletion {
+            event_id,
+            decision: TickDecision::Derived {
+                kind: mapped.kind.clone(),
+                phase: mapped.phase.to_owned(),
+                planned: !was_idle,
+            },
+            plan_input_hash,
+            actions,
+            reasoning_summary: non_empty(&req.reasoning_summary),
+            wait_condition: non_empty(&req.wait_condition),
+            decision_payload,
+            llm_call_snapshot_id: snapshot.as_ref().map(|s| s.id),
+            served_model: snapshot.as_ref().and_then(|s| s.served_model.clone()),
+            cost_usd: snapshot.as_ref().map(|s| s.cost_usd),
+            input_tokens: snapshot.as_ref().map(|s| s.input_tokens),
+            output_tokens: snapshot.as_ref().map(|s| s.output_tokens),
+        };
+        let done = self
+            .store
+            .complete_tick(tenant_id, instance_id, session, store_completion, &opts)
+            .await
+            .map_err(|e| status_of(e, metrics))?;
+        metrics.complete(done.halted);
+        Ok(pb::CompleteTickResponse {
+            decision_kind: done.decision_kind.as_str().to_owned(),
+            phase: done.phase,
+            next_tick_at: done.next_tick_at.map(timestamp_from_chrono),
+            halted: done.halted,
+            ledger_id: done.ledger_id.to_string(),
+            turn_number: done.turn_number,
+            attention_request_id: done.attention_request_id.map(|a| a.to_string()),
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl AgentPod for AgentPodService {
+    async fn claim_tick(
+        &self,
+        request: Request<pb::ClaimTickRequest>,
+    ) -> Result<Response<pb::ClaimTickResponse>, Status> {
+        self.claim(request.into_inner()).await.map(Response::new)
+    }
+
+    async fn renew_lease(
+        &self,
+        request: Request<pb::RenewLeaseRequest>,
+    ) -> Result<Response<pb::RenewLeaseResponse>, Status> {
+        let req = request.into_inner();
+        let session = parse_uuid("session_id", &req.session_id)?;
+        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
+        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
+        self.store
+            .renew_lease(tenant_id, instance_id, session, self.settings.lease_ttl)
+            .await
+            .map_err(|e| status_of(e, &self.metrics))?;
+        let expires = chrono::Duration::from_std(self.settings.lease_ttl)
+            .ok()
+            .map(|d| Utc::now() + d);
+        Ok(Response::new(pb::RenewLeaseResponse {
+            lease_expires_at: expires.map(timestamp_from_chrono),
+        }))
+    }
+
+    async fn invoke_tool(
+        &self,
+        request: Request<pb::InvokeToolRequest>,
+    ) -> Result<Response<pb::InvokeToolResponse>, Status> {
+        self.invoke(request.into_inner()).await.map(Response::new)
+    }
+
+    async fn record_call_attempt(
+        &self,
+        request: Request<pb::RecordCallAttemptRequest>,
+    ) -> Result<Response<pb::RecordCallAttemptResponse>, Status> {
+        self.record_attempt(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn complete_tick(
+        &self,
+        request: Request<pb::CompleteTickRequest>,
+    ) -> Result<Response<pb::CompleteTickResponse>, Status> {
+        self.complete(request.into_inner()).await.map(Response::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_is_priced_per_million_tokens() {
+        let p = genesis_store::llm::PricingRow {
+            model: "m".into(),
+            input_usd_per_mtok: 3.0,
+            output_usd_per_mtok: 15.0,
+            cache_read_usd_per_mtok: 0.3,
+            updated_at: Utc::now(),
+        };
+        let c = attempt_cost(&p, 1_000_000, 100_000, 10_000);
+        assert!((c - (3.0 + 1.5 + 0.003)).abs() < 1e-9, "{c}");
+    }
+
+    #[test]
+    fn budget_axes_accept_wire_and_json_spellings() {
+        assert_eq!(parse_axis("tokens"), Some(BudgetAxis::Tokens));
+        assert_eq!(parse_axis("maxTurns"), Some(BudgetAxis::Turns));
+        assert_eq!(parse_axis("wall_ms"), Some(BudgetAxis::WallSeconds));
+        assert_eq!(parse_axis("bogus"), None);
+    }
+}

@@ -1,0 +1,52 @@
+//! `agent_workset_complete`: the control terminator that ends the
+//! foundational phase (spec §3.6): clears `is_building_starting_workset` so
+//! the next tick runs under the normal per-tick budget. Must never touch the
+//! tick counters, phase or lease: those belong to CompleteTick alone.
+
+use serde_json::{Value, json};
+
+use super::{Tool, ToolContext, ToolError};
+
+/// The foundational-phase terminator.
+pub struct AgentWorksetComplete;
+
+#[async_trait::async_trait]
+impl Tool for AgentWorksetComplete {
+    fn name(&self) -> &'static str {
+        "agent_workset_complete"
+    }
+
+    fn description(&self) -> &'static str {
+        "Declare your starting workset built. Ends the foundational phase: later ticks run \
+         under the normal per-tick budget."
+    }
+
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "summary": {"type": "string", "maxLength": 4096}
+            }
+        })
+    }
+
+    fn side_effecting(&self) -> bool {
+        false
+    }
+
+    async fn run(&self, ctx: &mut ToolContext<'_>, _args: &Value) -> Result<Value, ToolError> {
+        let was: Option<bool> = sqlx::query_scalar(
+            "UPDATE agent_instances i SET is_building_starting_workset = false, updated_at = now()
+               FROM (SELECT id, is_building_starting_workset AS was FROM agent_instances WHERE id = $1) p
+              WHERE i.id = p.id RETURNING p.was",
+        )
+        .bind(ctx.instance_id)
+        .fetch_optional(&mut *ctx.conn)
+        .await?;
+        match was {
+            Some(was) => Ok(json!({"worksetComplete": true, "wasBuildingStartingWorkset": was})),
+            None => Err(ToolError::new("NOT_FOUND", "agent instance not found")),
+        }
+    }
+}

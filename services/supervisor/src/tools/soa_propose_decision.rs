@@ -1,0 +1,80 @@
+//! `soa_propose_decision`: the agent's escalation to a human (spec §2.4).
+//! Creates an open attention request of kind `decision` carrying
+//! `{source: "soa", soaInstanceId}` so it lands on the operator's decision
+//! queue and on this instance's open-items roster. Must never resolve or
+//! act on the decision itself: the operator's answer comes back as an
+//! `OperatorAnsweredEscalation` event enqueued by control.
+
+use serde_json::{Value, json};
+
+use super::{Tool, ToolContext, ToolError};
+
+/// The escalation verb.
+pub struct SoaProposeDecision;
+
+#[async_trait::async_trait]
+impl Tool for SoaProposeDecision {
+    fn name(&self) -> &'static str {
+        "soa_propose_decision"
+    }
+
+    fn description(&self) -> &'static str {
+        "Ask the operator to decide a genuine fork. Creates a decision on the operator's queue; \
+         the answer resumes you on a later tick. Check the open-items roster first: never \
+         propose a decision that is already open."
+    }
+
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["title"],
+            "properties": {
+                "title": {"type": "string", "minLength": 1, "maxLength": 500},
+                "body": {"type": "string", "maxLength": 16384},
+                "options": {
+                    "type": "array",
+                    "maxItems": 10,
+                    "items": {"type": "string", "minLength": 1, "maxLength": 200}
+                }
+            }
+        })
+    }
+
+    fn side_effecting(&self) -> bool {
+        true
+    }
+
+    fn raises_escalation(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
+        let title = args
+            .get("title")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if title.trim().is_empty() {
+            return Err(ToolError::new(
+                "INVALID_ARGUMENTS",
+                "$.title: must not be blank",
+            ));
+        }
+        let body = args.get("body").and_then(Value::as_str).unwrap_or_default();
+        let options = args.get("options").cloned().unwrap_or_else(|| json!([]));
+        let metadata = json!({"source": "soa", "soaInstanceId": ctx.instance_id.to_string()});
+        let (id, created_at): (uuid::Uuid, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
+            "INSERT INTO attention_requests (tenant_id, instance_id, kind, title, body, options, metadata)
+             VALUES ($1, $2, 'decision', $3, $4, $5, $6) RETURNING id, created_at",
+        )
+        .bind(ctx.tenant_id)
+        .bind(ctx.instance_id)
+        .bind(title)
+        .bind(body)
+        .bind(&options)
+        .bind(&metadata)
+        .fetch_one(&mut *ctx.conn)
+        .await?;
+        Ok(json!({"attentionRequestId": id, "status": "open", "createdAt": created_at}))
+    }
+}

@@ -1,0 +1,70 @@
+//! `soa_send_message`: the agent → operator chat message (spec §2.4). Appends
+//! an `agent_messages` row (direction `agent_to_operator`) and notifies
+//! `genesis_messages` so control can stream it live; both land with the
+//! invocation record or not at all. Must never enqueue an event: the
+//! operator's reply is enqueued by control.
+
+use serde_json::{Value, json};
+
+use super::{Tool, ToolContext, ToolError};
+
+/// The chat verb.
+pub struct SoaSendMessage;
+
+#[async_trait::async_trait]
+impl Tool for SoaSendMessage {
+    fn name(&self) -> &'static str {
+        "soa_send_message"
+    }
+
+    fn description(&self) -> &'static str {
+        "Send a short message to the operator (the agent's chat transcript). Non-blocking: \
+         the operator's reply arrives as an OperatorMessage event on a later tick."
+    }
+
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["body"],
+            "properties": {
+                "body": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": genesis_core::validate::MAX_MESSAGE_BYTES,
+                    "description": "The message text."
+                }
+            }
+        })
+    }
+
+    fn side_effecting(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
+        let body = args.get("body").and_then(Value::as_str).unwrap_or_default();
+        genesis_core::validate::validate_message("body", body)
+            .map_err(|e| ToolError::new("INVALID_ARGUMENTS", e.to_string()))?;
+        let (id, created_at): (uuid::Uuid, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
+            "INSERT INTO agent_messages (tenant_id, instance_id, direction, body)
+             VALUES ($1, $2, 'agent_to_operator', $3) RETURNING id, created_at",
+        )
+        .bind(ctx.tenant_id)
+        .bind(ctx.instance_id)
+        .bind(body)
+        .fetch_one(&mut *ctx.conn)
+        .await?;
+        let note = json!({
+            "tenant_id": ctx.tenant_id,
+            "instance_id": ctx.instance_id,
+            "message_id": id,
+            "direction": "agent_to_operator",
+        });
+        sqlx::query("SELECT pg_notify('genesis_messages', $1)")
+            .bind(note.to_string())
+            .execute(&mut *ctx.conn)
+            .await?;
+        Ok(json!({"messageId": id, "createdAt": created_at, "delivered": true}))
+    }
+}
