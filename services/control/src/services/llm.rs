@@ -66,13 +66,12 @@ pub fn looks_like_secret(value: &str) -> bool {
     if SECRET_PREFIXES.iter().any(|p| v.starts_with(p)) {
         return true;
     }
-    let long_token = v.len() >= 32
+    v.len() >= 32
         && v.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'+' | b'/' | b'='))
         && v.bytes().any(|b| b.is_ascii_digit())
         && v.bytes().any(|b| b.is_ascii_lowercase())
-        && v.bytes().any(|b| b.is_ascii_uppercase());
-    long_token
+        && v.bytes().any(|b| b.is_ascii_uppercase())
 }
 
 fn credential_names(field: &str, names: &[String]) -> Result<Vec<String>, Status> {
