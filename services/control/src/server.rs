@@ -19,6 +19,7 @@ use crate::bootstrap::run_bootstrap;
 use crate::config::ControlConfig;
 use crate::error::ControlError;
 use crate::publisher::{PublisherSettings, run_publisher};
+use crate::services::missions;
 use crate::services::{agents, config, decisions, tenants, tokens};
 use crate::services::{coders, coding_tasks, lanes, llm, registry, windows};
 use crate::state::AppState;
@@ -36,6 +37,7 @@ pub const SERVED_SERVICES: &[&str] = &[
     "genesis.v1.CoderService",
     "genesis.v1.CodingTaskService",
     "genesis.v1.WindowsLaneService",
+    "genesis.v1.MissionService",
 ];
 
 /// Every admin service, registered in one place.
@@ -69,6 +71,9 @@ pub fn routes(state: &AppState) -> tonic::service::RoutesBuilder {
         .add_service(v1::windows_lane_service_server::WindowsLaneServiceServer::new(
             windows::WindowsLanes::new(state.clone()),
         ));
+    b.add_service(v1::mission_service_server::MissionServiceServer::new(
+        missions::Missions::new(state.clone()),
+    ));
     b
 }
 

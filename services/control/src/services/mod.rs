@@ -19,6 +19,7 @@ pub mod config;
 pub mod decisions;
 pub mod lanes;
 pub mod llm;
+pub mod missions;
 pub mod registry;
 pub mod tenants;
 pub mod tokens;
