@@ -42,11 +42,13 @@ impl Decisions {
     }
 }
 
-/// The mode a `mode_change` request proposes (`metadata.mode`, or
-/// `metadata.proposedMode`).
+/// The mode a `mode_change` request proposes: `metadata.targetMode` (what
+/// `soa_propose_mode_change` writes), else `metadata.mode`, else
+/// `metadata.proposedMode`.
 pub fn proposed_mode(req: &AttentionRequest) -> Option<&str> {
     req.metadata
-        .get("mode")
+        .get("targetMode")
+        .or_else(|| req.metadata.get("mode"))
         .or_else(|| req.metadata.get("proposedMode"))
         .and_then(|m| m.as_str())
 }
