@@ -88,7 +88,8 @@ pub fn parse_retry_after(headers: &HeaderMap, now: std::time::SystemTime) -> Opt
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|v| v.is_finite() && *v >= 0.0)
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        // A hint beyond what a Duration holds is unreadable, not a panic.
+        return Duration::try_from_secs_f64(ms / 1000.0).ok();
     }
     let raw = headers.get("retry-after")?.to_str().ok()?.trim();
     if let Ok(secs) = raw.parse::<u64>() {
@@ -98,7 +99,7 @@ pub fn parse_retry_after(headers: &HeaderMap, now: std::time::SystemTime) -> Opt
         && secs.is_finite()
         && secs >= 0.0
     {
-        return Some(Duration::from_secs_f64(secs));
+        return Duration::try_from_secs_f64(secs).ok();
     }
     let when = chrono::DateTime::parse_from_rfc2822(raw).ok()?;
     let when: std::time::SystemTime = when.with_timezone(&chrono::Utc).into();

@@ -20,14 +20,14 @@ pub mod scripted;
 pub mod secret;
 pub mod types;
 
-pub use anthropic::AnthropicProvider;
+pub use anthropic::{AnthropicProvider, parse_anthropic_response};
 pub use error::LlmError;
 pub use fallback::{
     CallAttempt, FallbackInvoker, HttpProviderFactory, Invocation, InvocationError, ProviderFactory,
 };
 pub use http::{HttpTimeouts, parse_retry_after};
 pub use metrics::{LlmMetrics, MetricsSnapshot, metrics_text};
-pub use openai::{MaxTokensField, OpenAiProvider};
+pub use openai::{MaxTokensField, OpenAiProvider, parse_openai_response};
 pub use preset::{
     CredentialRef, DEFAULT_AGENT_MODEL, ModelCouple, Overlays, Preset, PresetError, ProviderKind,
 };

@@ -155,6 +155,16 @@ pub(crate) fn to_wire(request: &ChatRequest, field: MaxTokensField) -> Value {
     body
 }
 
+/// Parse a raw chat completions response body, bytes as received: not JSON
+/// or not the wire shape is [`LlmError::MalformedResponse`]. Public so the
+/// hostile-input tests and fuzz targets drive the same parser the provider
+/// uses.
+pub fn parse_openai_response(body: &[u8]) -> Result<ChatResponse, LlmError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| LlmError::malformed(format!("body is not JSON: {e}")))?;
+    from_wire(&value)
+}
+
 /// Parse a chat completions response body (the first choice).
 pub(crate) fn from_wire(body: &Value) -> Result<ChatResponse, LlmError> {
     let served_model = body
