@@ -13,7 +13,8 @@ def write(target, items):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
     for name in os.listdir(d):
-        os.remove(os.path.join(d, name))
+        if not name.startswith("crash-"):  # minimised crashes are kept
+            os.remove(os.path.join(d, name))
     for i, (name, data) in enumerate(items):
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogatepass")
