@@ -60,8 +60,21 @@ pub fn with_database(url: &str, db: &str) -> String {
     }
 }
 
-/// Where cargo put the workspace's binaries.
+/// Where cargo put the workspace's binaries: `GENESIS_E2E_BIN_DIR` when set;
+/// else the directory of the running executable when the service binaries sit
+/// beside it (a release-built tool such as the benchmark starts release
+/// services); else `<target>/debug`.
 pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("GENESIS_E2E_BIN_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+        && dir.join("genesis-control").is_file()
+    {
+        return dir;
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
@@ -167,7 +180,9 @@ pub struct Bearer(AsciiMetadataValue);
 impl Bearer {
     /// The interceptor for `token` (refuses a token unfit for metadata).
     pub fn new(token: &str) -> anyhow::Result<Self> {
-        Ok(Bearer(genesis_proto::auth::bearer_value(token).map_err(|e| anyhow!("{e}"))?))
+        Ok(Bearer(
+            genesis_proto::auth::bearer_value(token).map_err(|e| anyhow!("{e}"))?,
+        ))
     }
 }
 
@@ -204,23 +219,38 @@ impl Admin {
 
     /// TenantService.
     pub fn tenants(&self) -> pb::tenant_service_client::TenantServiceClient<Authed> {
-        pb::tenant_service_client::TenantServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+        pb::tenant_service_client::TenantServiceClient::with_interceptor(
+            self.channel.clone(),
+            self.bearer.clone(),
+        )
     }
     /// AgentService.
     pub fn agents(&self) -> pb::agent_service_client::AgentServiceClient<Authed> {
-        pb::agent_service_client::AgentServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+        pb::agent_service_client::AgentServiceClient::with_interceptor(
+            self.channel.clone(),
+            self.bearer.clone(),
+        )
     }
     /// DecisionService.
     pub fn decisions(&self) -> pb::decision_service_client::DecisionServiceClient<Authed> {
-        pb::decision_service_client::DecisionServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+        pb::decision_service_client::DecisionServiceClient::with_interceptor(
+            self.channel.clone(),
+            self.bearer.clone(),
+        )
     }
     /// ConfigService.
     pub fn config(&self) -> pb::config_service_client::ConfigServiceClient<Authed> {
-        pb::config_service_client::ConfigServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+        pb::config_service_client::ConfigServiceClient::with_interceptor(
+            self.channel.clone(),
+            self.bearer.clone(),
+        )
     }
     /// LlmService.
     pub fn llm(&self) -> pb::llm_service_client::LlmServiceClient<Authed> {
-        pb::llm_service_client::LlmServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+        pb::llm_service_client::LlmServiceClient::with_interceptor(
+            self.channel.clone(),
+            self.bearer.clone(),
+        )
     }
 }
 
@@ -293,13 +323,20 @@ impl NatsServer {
 
     /// `GET /jsz?acc=$G&consumers=true&config=true`, parsed.
     pub async fn jsz(&self) -> anyhow::Result<serde_json::Value> {
-        let url = format!("{}/jsz?acc=$G&consumers=true&config=true", self.monitor_url());
+        let url = format!(
+            "{}/jsz?acc=$G&consumers=true&config=true",
+            self.monitor_url()
+        );
         Ok(reqwest::get(&url).await?.error_for_status()?.json().await?)
     }
 
     /// `num_pending` of `consumer` on `stream`, by the path KEDA reads:
     /// `account_details[].stream_detail[].consumer_detail[].num_pending`.
-    pub async fn consumer_pending(&self, stream: &str, consumer: &str) -> anyhow::Result<Option<u64>> {
+    pub async fn consumer_pending(
+        &self,
+        stream: &str,
+        consumer: &str,
+    ) -> anyhow::Result<Option<u64>> {
         let v = self.jsz().await?;
         Ok(consumer_pending_in(&v, stream, consumer))
     }
@@ -369,6 +406,17 @@ struct Proc {
     env: Vec<(String, String)>,
     http: SocketAddr,
     child: Option<Child>,
+}
+
+/// One child of a fleet, as [`Fleet::processes`] lists it.
+#[derive(Debug, Clone)]
+pub struct FleetProcess {
+    /// `control`, `supervisor` or `agent-pod-<i>`.
+    pub name: String,
+    /// Process id while the child runs.
+    pub pid: Option<u32>,
+    /// Its HTTP address (`/healthz`, `/readyz`, `/metrics`).
+    pub http: SocketAddr,
 }
 
 /// One ledger turn as stored.
@@ -512,7 +560,12 @@ async fn wait_ready(p: &mut Proc, timeout: Duration) -> anyhow::Result<()> {
 
 /// Run `genesis-control <args>` to completion with `env`, logging to
 /// `<logs>/<name>.log`; returns its stdout.
-fn control_command(logs: &Path, name: &str, env: &[(String, String)], args: &[&str]) -> anyhow::Result<String> {
+fn control_command(
+    logs: &Path,
+    name: &str,
+    env: &[(String, String)],
+    args: &[&str],
+) -> anyhow::Result<String> {
     let mut cmd = Command::new(binary("genesis-control")?);
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -521,7 +574,9 @@ fn control_command(logs: &Path, name: &str, env: &[(String, String)], args: &[&s
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().with_context(|| format!("run genesis-control {args:?}"))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("run genesis-control {args:?}"))?;
     let mut log = OpenOptions::new()
         .create(true)
         .append(true)
@@ -555,8 +610,14 @@ impl Fleet {
         let db_name = format!("genesis_e2e_{sfx}");
         let base = base_database_url();
         {
-            let admin = PgPoolOptions::new().max_connections(1).connect(&base).await.context("connect to the PostgreSQL server")?;
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db_name}"))).execute(&admin).await?;
+            let admin = PgPoolOptions::new()
+                .max_connections(1)
+                .connect(&base)
+                .await
+                .context("connect to the PostgreSQL server")?;
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db_name}")))
+                .execute(&admin)
+                .await?;
             admin.close().await;
         }
         let db_url = with_database(&base, &db_name);
@@ -570,21 +631,34 @@ impl Fleet {
             ("GENESIS_STREAM".into(), stream.clone()),
             ("GENESIS_SUBJECT_PREFIX".into(), subject_prefix.clone()),
             ("GENESIS_CONSUMER".into(), consumer.clone()),
-            ("GENESIS_LEASE_TTL_SECS".into(), options.lease_ttl_secs.to_string()),
-            ("GENESIS_MAX_ATTEMPTS".into(), options.max_attempts.to_string()),
+            (
+                "GENESIS_LEASE_TTL_SECS".into(),
+                options.lease_ttl_secs.to_string(),
+            ),
+            (
+                "GENESIS_MAX_ATTEMPTS".into(),
+                options.max_attempts.to_string(),
+            ),
             ("GENESIS_LOG_FORMAT".into(), "text".into()),
             ("GENESIS_DEFAULT_PROVIDER".into(), options.provider.clone()),
             ("GENESIS_OUTBOX_POLL_MS".into(), "500".into()),
             ("GENESIS_BOOTSTRAP_RESCAN_SECS".into(), "1".into()),
             ("GENESIS_RETRY_NAK_MS".into(), "500".into()),
             ("GENESIS_LEASE_HELD_NAK_MS".into(), "500".into()),
-            ("RUST_LOG".into(), std::env::var("GENESIS_E2E_RUST_LOG").unwrap_or_else(|_| "info".into())),
+            (
+                "RUST_LOG".into(),
+                std::env::var("GENESIS_E2E_RUST_LOG").unwrap_or_else(|_| "info".into()),
+            ),
         ];
         common.extend(options.extra_env.iter().cloned());
 
         // From here on the database exists: a failure must drop it, so the
         // fleet value is built before anything else can fail.
-        let db = match PgPoolOptions::new().max_connections(4).connect(&db_url).await {
+        let db = match PgPoolOptions::new()
+            .max_connections(4)
+            .connect(&db_url)
+            .await
+        {
             Ok(db) => db,
             Err(e) => {
                 drop_database(&db_name);
@@ -593,7 +667,11 @@ impl Fleet {
         };
         let control_grpc: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
         let supervisor_grpc: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-        let mk = |name: &str, args: Vec<String>, grpc: Option<SocketAddr>, extra: Vec<(String, String)>| -> anyhow::Result<Proc> {
+        let mk = |name: &str,
+                  args: Vec<String>,
+                  grpc: Option<SocketAddr>,
+                  extra: Vec<(String, String)>|
+         -> anyhow::Result<Proc> {
             let http: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
             let mut env = common.clone();
             if let Some(g) = grpc {
@@ -601,7 +679,13 @@ impl Fleet {
             }
             env.push(("GENESIS_HTTP_ADDR".into(), http.to_string()));
             env.extend(extra);
-            Ok(Proc { name: name.to_owned(), args, env, http, child: None })
+            Ok(Proc {
+                name: name.to_owned(),
+                args,
+                env,
+                http,
+                child: None,
+            })
         };
         let control = mk("control", vec!["serve".into()], Some(control_grpc), vec![])?;
         let supervisor = mk("supervisor", vec![], Some(supervisor_grpc), vec![])?;
@@ -629,13 +713,27 @@ impl Fleet {
             &fleet.logs,
             "token",
             &common,
-            &["token", "create", "--scope", "operator", "--label", "e2e-operator"],
+            &[
+                "token",
+                "create",
+                "--scope",
+                "operator",
+                "--label",
+                "e2e-operator",
+            ],
         )?)?;
         fleet.pod_token = extract_token(&control_command(
             &fleet.logs,
             "token",
             &common,
-            &["token", "create", "--scope", "agent-pod", "--label", "e2e-pods"],
+            &[
+                "token",
+                "create",
+                "--scope",
+                "agent-pod",
+                "--label",
+                "e2e-pods",
+            ],
         )?)?;
         for i in 0..options.pods {
             let p = mk(
@@ -643,7 +741,10 @@ impl Fleet {
                 vec![],
                 None,
                 vec![
-                    ("GENESIS_SUPERVISOR_URL".into(), format!("http://{supervisor_grpc}")),
+                    (
+                        "GENESIS_SUPERVISOR_URL".into(),
+                        format!("http://{supervisor_grpc}"),
+                    ),
                     ("GENESIS_AGENT_TOKEN".into(), fleet.pod_token.clone()),
                 ],
             )?;
@@ -691,14 +792,44 @@ impl Fleet {
     pub async fn add_pod(&mut self) -> anyhow::Result<usize> {
         let i = self.pods.len();
         let http: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-        let template = self.control.env.iter().filter(|(k, _)| k != "GENESIS_GRPC_ADDR" && k != "GENESIS_HTTP_ADDR").cloned();
+        let template = self
+            .control
+            .env
+            .iter()
+            .filter(|(k, _)| k != "GENESIS_GRPC_ADDR" && k != "GENESIS_HTTP_ADDR")
+            .cloned();
         let mut env: Vec<(String, String)> = template.collect();
         env.push(("GENESIS_HTTP_ADDR".into(), http.to_string()));
-        env.push(("GENESIS_SUPERVISOR_URL".into(), format!("http://{}", self.supervisor_grpc)));
+        env.push((
+            "GENESIS_SUPERVISOR_URL".into(),
+            format!("http://{}", self.supervisor_grpc),
+        ));
         env.push(("GENESIS_AGENT_TOKEN".into(), self.pod_token.clone()));
-        self.pods.push(Proc { name: format!("agent-pod-{i}"), args: vec![], env, http, child: None });
+        self.pods.push(Proc {
+            name: format!("agent-pod-{i}"),
+            args: vec![],
+            env,
+            http,
+            child: None,
+        });
         self.start_pod(i).await?;
         Ok(i)
+    }
+
+    /// Every child of the fleet (control, supervisor, pods): its name, its
+    /// pid while running and its `/healthz` `/metrics` address, so callers
+    /// can read `/proc/<pid>` and the counters of each service.
+    pub fn processes(&self) -> Vec<FleetProcess> {
+        let mut procs: Vec<&Proc> = vec![&self.control, &self.supervisor];
+        procs.extend(self.pods.iter());
+        procs
+            .into_iter()
+            .map(|p| FleetProcess {
+                name: p.name.clone(),
+                pid: p.child.as_ref().map(Child::id),
+                http: p.http,
+            })
+            .collect()
     }
 
     /// Number of pods (running or not).
@@ -755,7 +886,10 @@ impl Fleet {
             .admin()
             .await?
             .tenants()
-            .create_tenant(pb::CreateTenantRequest { name: name.to_owned(), standing_agents_enabled: true })
+            .create_tenant(pb::CreateTenantRequest {
+                name: name.to_owned(),
+                standing_agents_enabled: true,
+            })
             .await?
             .into_inner();
         Ok(t.id)
@@ -769,7 +903,11 @@ impl Fleet {
             let tenant = tenant.to_owned();
             async move {
                 let r = agents
-                    .list_agents(pb::ListAgentsRequest { tenant_id: tenant, agent_type: Some("Soa".into()), status: None })
+                    .list_agents(pb::ListAgentsRequest {
+                        tenant_id: tenant,
+                        agent_type: Some("Soa".into()),
+                        status: None,
+                    })
                     .await?
                     .into_inner();
                 Ok(r.agents.into_iter().next().map(|a| a.id))
@@ -779,7 +917,12 @@ impl Fleet {
     }
 
     /// Set a tenant-scoped `system_configs` value through ConfigService.
-    pub async fn set_tenant_config(&self, tenant: &str, key: &str, value: &str) -> anyhow::Result<()> {
+    pub async fn set_tenant_config(
+        &self,
+        tenant: &str,
+        key: &str,
+        value: &str,
+    ) -> anyhow::Result<()> {
         self.admin()
             .await?
             .config()
@@ -853,7 +996,11 @@ impl Fleet {
     ) -> anyhow::Result<Turn> {
         let pred = &pred;
         let found = wait_for(what, timeout, || async move {
-            Ok(self.turns(instance).await?.into_iter().find(|t| t.turn_number > after && pred(t)))
+            Ok(self
+                .turns(instance)
+                .await?
+                .into_iter()
+                .find(|t| t.turn_number > after && pred(t)))
         })
         .await;
         match found {
@@ -866,28 +1013,46 @@ impl Fleet {
                     .iter()
                     .map(|t| format!("{}:{}->{}", t.turn_number, t.event_kind, t.decision_kind))
                     .collect();
-                Err(e.context(format!("ledger of {instance} so far: {seen:?} (logs in {})", self.logs.display())))
+                Err(e.context(format!(
+                    "ledger of {instance} so far: {seen:?} (logs in {})",
+                    self.logs.display()
+                )))
             }
         }
     }
 
     /// Wait for a turn of `kind` after turn `after`.
-    pub async fn wait_decision(&self, instance: &str, after: i64, kind: &str, timeout: Duration) -> anyhow::Result<Turn> {
-        self.wait_turn(instance, after, timeout, &format!("a {kind} turn"), |t| t.decision_kind == kind).await
+    pub async fn wait_decision(
+        &self,
+        instance: &str,
+        after: i64,
+        kind: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<Turn> {
+        self.wait_turn(instance, after, timeout, &format!("a {kind} turn"), |t| {
+            t.decision_kind == kind
+        })
+        .await
     }
 
     /// The highest turn number of `instance` (0 before the first).
     pub async fn last_turn(&self, instance: &str) -> anyhow::Result<i64> {
-        Ok(self.turns(instance).await?.last().map_or(0, |t| t.turn_number))
+        Ok(self
+            .turns(instance)
+            .await?
+            .last()
+            .map_or(0, |t| t.turn_number))
     }
 
     /// Snapshot count of `instance`.
     pub async fn snapshots(&self, instance: &str) -> anyhow::Result<i64> {
         let id: Uuid = instance.parse()?;
-        Ok(sqlx::query_scalar("SELECT count(*) FROM llm_call_snapshots WHERE instance_id = $1")
-            .bind(id)
-            .fetch_one(&self.db)
-            .await?)
+        Ok(
+            sqlx::query_scalar("SELECT count(*) FROM llm_call_snapshots WHERE instance_id = $1")
+                .bind(id)
+                .fetch_one(&self.db)
+                .await?,
+        )
     }
 
     /// Wait until nothing is due: no visible unconsumed, un-dead-lettered
@@ -962,10 +1127,16 @@ impl Fleet {
         let s = self.stats().await?;
         let mut problems = Vec::new();
         if s.turns != s.consumed {
-            problems.push(format!("ledger turns {} != consumed events {}", s.turns, s.consumed));
+            problems.push(format!(
+                "ledger turns {} != consumed events {}",
+                s.turns, s.consumed
+            ));
         }
         if s.turns_of_consumed != s.turns {
-            problems.push(format!("{} turns point at an unconsumed event", s.turns - s.turns_of_consumed));
+            problems.push(format!(
+                "{} turns point at an unconsumed event",
+                s.turns - s.turns_of_consumed
+            ));
         }
         if s.dead_letter_requests < s.dead_lettered {
             problems.push(format!(
@@ -974,7 +1145,10 @@ impl Fleet {
             ));
         }
         if !s.bad_heartbeats.is_empty() {
-            problems.push(format!("active instances without exactly one pending heartbeat: {:?}", s.bad_heartbeats));
+            problems.push(format!(
+                "active instances without exactly one pending heartbeat: {:?}",
+                s.bad_heartbeats
+            ));
         }
         if s.stale_leases > 0 {
             problems.push(format!("{} leases held past their TTL", s.stale_leases));
@@ -988,7 +1162,8 @@ impl Fleet {
 
     /// Tail of one child's log, for failure messages.
     pub fn log_tail(&self, name: &str, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.logs.join(format!("{name}.log"))).unwrap_or_default();
+        let text =
+            std::fs::read_to_string(self.logs.join(format!("{name}.log"))).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
     }
@@ -1020,12 +1195,19 @@ pub fn drop_database(name: &str) {
     let name = name.to_owned();
     let base = base_database_url();
     let _ = std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
             return;
         };
         rt.block_on(async move {
             if let Ok(pool) = PgPoolOptions::new().max_connections(1).connect(&base).await {
-                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&pool).await;
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .execute(&pool)
+                .await;
                 pool.close().await;
             }
         });
@@ -1038,7 +1220,10 @@ pub fn delete_stream(nats_url: &str, stream: &str) {
     let url = nats_url.to_owned();
     let stream = stream.to_owned();
     let _ = std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
             return;
         };
         rt.block_on(async move {
@@ -1107,13 +1292,19 @@ mod tests {
             with_database("postgres://postgres@127.0.0.1:5432/postgres", "x"),
             "postgres://postgres@127.0.0.1:5432/x"
         );
-        assert_eq!(with_database("postgres://h:1/db?sslmode=disable", "y"), "postgres://h:1/y?sslmode=disable");
+        assert_eq!(
+            with_database("postgres://h:1/db?sslmode=disable", "y"),
+            "postgres://h:1/y?sslmode=disable"
+        );
         assert_eq!(with_database("postgres://h:1", "z"), "postgres://h:1/z");
     }
 
     #[test]
     fn token_is_found_in_command_output_and_absence_is_an_error() {
-        assert_eq!(extract_token("token: gen_abcDEF123-_xyz (shown once)\n").unwrap(), "gen_abcDEF123-_xyz");
+        assert_eq!(
+            extract_token("token: gen_abcDEF123-_xyz (shown once)\n").expect("token found"),
+            "gen_abcDEF123-_xyz"
+        );
         assert!(extract_token("no token here").is_err());
     }
 
@@ -1150,7 +1341,11 @@ impl Findings {
         if self.0.is_empty() {
             Ok(())
         } else {
-            bail!("{} behaviour(s) broken:\n  - {}", self.0.len(), self.0.join("\n  - "))
+            bail!(
+                "{} behaviour(s) broken:\n  - {}",
+                self.0.len(),
+                self.0.join("\n  - ")
+            )
         }
     }
 }

@@ -11,8 +11,16 @@ use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded, genesisctl, wa
 /// flattened to their items, so either output shape is read the same.
 fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
     let mut items = Vec::new();
-    for v in stdout.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()) {
-        match v.as_object().filter(|o| o.len() == 1).and_then(|o| o.values().next()).and_then(|x| x.as_array()) {
+    for v in stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    {
+        match v
+            .as_object()
+            .filter(|o| o.len() == 1)
+            .and_then(|o| o.values().next())
+            .and_then(|x| x.as_array())
+        {
             Some(list) => items.extend(list.iter().cloned()),
             None => items.push(v),
         }
@@ -27,7 +35,8 @@ fn run_ok(fleet: &Fleet, args: &[&str]) -> anyhow::Result<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn operator_drives_an_agent_from_tenant_create_to_an_acknowledged_message() -> anyhow::Result<()> {
+async fn operator_drives_an_agent_from_tenant_create_to_an_acknowledged_message()
+-> anyhow::Result<()> {
     if let Some(why) = binaries_missing() {
         println!("skipped: {why}");
         return Ok(());
@@ -39,7 +48,10 @@ async fn operator_drives_an_agent_from_tenant_create_to_an_acknowledged_message(
             .first()
             .and_then(|v| v["id"].as_str().map(str::to_owned))
             .with_context(|| format!("no tenant id in {out:?}"))?;
-        run_ok(&fleet, &["--tenant", &tenant, "tenant", "standing-agents", "on"])?;
+        run_ok(
+            &fleet,
+            &["--tenant", &tenant, "tenant", "standing-agents", "on"],
+        )?;
 
         let soa = wait_for("the SOA in `agent list`", Duration::from_secs(30), || {
             let fleet = &fleet;
@@ -47,25 +59,52 @@ async fn operator_drives_an_agent_from_tenant_create_to_an_acknowledged_message(
             async move {
                 let out = run_ok(fleet, &["--tenant", &tenant, "-o", "json", "agent", "list"])?;
                 Ok(json_lines(&out).into_iter().find_map(|v| {
-                    (v["agent_type"] == "Soa").then(|| v["id"].as_str().map(str::to_owned)).flatten()
+                    (v["agent_type"] == "Soa")
+                        .then(|| v["id"].as_str().map(str::to_owned))
+                        .flatten()
                 }))
             }
         })
         .await?;
         // The table form names it too.
         let table = run_ok(&fleet, &["--tenant", &tenant, "agent", "list"])?;
-        ensure!(table.contains(&soa) && table.contains("Soa"), "table lacks the SOA: {table}");
+        ensure!(
+            table.contains(&soa) && table.contains("Soa"),
+            "table lacks the SOA: {table}"
+        );
 
-        fleet.wait_decision(&soa, 0, "Initialized", Duration::from_secs(30)).await?;
-        run_ok(&fleet, &["--tenant", &tenant, "agent", "send", &soa, "status report please"])?;
-        wait_for("MessageAcknowledged in `agent ledger`", Duration::from_secs(30), || {
-            let fleet = &fleet;
-            let (tenant, soa) = (tenant.clone(), soa.clone());
-            async move {
-                let out = run_ok(fleet, &["--tenant", &tenant, "-o", "json", "agent", "ledger", &soa])?;
-                Ok(json_lines(&out).iter().any(|v| v["decision_kind"] == "MessageAcknowledged").then_some(()))
-            }
-        })
+        fleet
+            .wait_decision(&soa, 0, "Initialized", Duration::from_secs(30))
+            .await?;
+        run_ok(
+            &fleet,
+            &[
+                "--tenant",
+                &tenant,
+                "agent",
+                "send",
+                &soa,
+                "status report please",
+            ],
+        )?;
+        wait_for(
+            "MessageAcknowledged in `agent ledger`",
+            Duration::from_secs(30),
+            || {
+                let fleet = &fleet;
+                let (tenant, soa) = (tenant.clone(), soa.clone());
+                async move {
+                    let out = run_ok(
+                        fleet,
+                        &["--tenant", &tenant, "-o", "json", "agent", "ledger", &soa],
+                    )?;
+                    Ok(json_lines(&out)
+                        .iter()
+                        .any(|v| v["decision_kind"] == "MessageAcknowledged")
+                        .then_some(()))
+                }
+            },
+        )
         .await?;
         Ok(())
     })
@@ -83,15 +122,23 @@ async fn a_refused_command_prints_one_line_and_exits_non_zero() -> anyhow::Resul
         // An unknown instance of an unknown tenant: NOT_FOUND from control.
         let tenant = uuid::Uuid::new_v4().to_string();
         let instance = uuid::Uuid::new_v4().to_string();
-        let (code, out, err) = genesisctl(&fleet, &["--tenant", &tenant, "agent", "get", &instance])?;
-        ensure!(code != 0, "exit code 0 for an unknown instance (stdout {out:?})");
+        let (code, out, err) =
+            genesisctl(&fleet, &["--tenant", &tenant, "agent", "get", &instance])?;
+        ensure!(
+            code != 0,
+            "exit code 0 for an unknown instance (stdout {out:?})"
+        );
         let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
         ensure!(lines.len() == 1, "expected one error line, got {lines:?}");
         ensure!(out.trim().is_empty(), "stdout not empty on error: {out:?}");
         // A malformed id is refused locally, also in one line, non-zero.
-        let (code, _, err) = genesisctl(&fleet, &["--tenant", &tenant, "agent", "get", "not-a-uuid"])?;
+        let (code, _, err) =
+            genesisctl(&fleet, &["--tenant", &tenant, "agent", "get", "not-a-uuid"])?;
         ensure!(code != 0, "exit code 0 for a malformed id");
-        ensure!(err.lines().filter(|l| !l.trim().is_empty()).count() == 1, "malformed id: {err:?}");
+        ensure!(
+            err.lines().filter(|l| !l.trim().is_empty()).count() == 1,
+            "malformed id: {err:?}"
+        );
         Ok(())
     })
     .await

@@ -10,7 +10,9 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use genesis_e2e::{Fleet, FleetOptions, NatsServer, QueueStats, binaries_missing, bounded, log_dir};
+use genesis_e2e::{
+    Fleet, FleetOptions, NatsServer, QueueStats, binaries_missing, bounded, log_dir,
+};
 use rand::Rng as _;
 
 const SETTLE: Duration = Duration::from_secs(60);
@@ -32,7 +34,9 @@ async fn agents(fleet: &Fleet, n: usize) -> anyhow::Result<Vec<(String, String)>
         out.push((t, soa));
     }
     for (_, soa) in &out {
-        fleet.wait_decision(soa, 0, "Initialized", Duration::from_secs(30)).await?;
+        fleet
+            .wait_decision(soa, 0, "Initialized", Duration::from_secs(30))
+            .await?;
     }
     Ok(out)
 }
@@ -58,26 +62,44 @@ async fn burst(fleet: &Fleet, agents: &[(String, String)], round: usize) -> anyh
 
 /// Let the fleet settle, check the invariants and that every sent message
 /// has its turn, and print the summary line.
-async fn settle(fleet: &mut Fleet, name: &str, rounds: usize, sent: usize) -> anyhow::Result<QueueStats> {
-    fleet
-        .wait_quiescent(SETTLE)
-        .await
-        .with_context(|| format!("{name}: the fleet did not settle on its own (logs in {})", fleet.logs.display()))?;
+async fn settle(
+    fleet: &mut Fleet,
+    name: &str,
+    rounds: usize,
+    sent: usize,
+) -> anyhow::Result<QueueStats> {
+    fleet.wait_quiescent(SETTLE).await.with_context(|| {
+        format!(
+            "{name}: the fleet did not settle on its own (logs in {})",
+            fleet.logs.display()
+        )
+    })?;
     if let Err(e) = fleet.all_alive() {
         anyhow::bail!("{name}: {e}");
     }
-    let s = fleet.check_invariants().await.with_context(|| format!("{name}: after the fault"))?;
-    let messages: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_event_queue WHERE event_kind = 'OperatorMessage'")
-        .fetch_one(&fleet.db)
-        .await?;
+    let s = fleet
+        .check_invariants()
+        .await
+        .with_context(|| format!("{name}: after the fault"))?;
+    let messages: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM agent_event_queue WHERE event_kind = 'OperatorMessage'",
+    )
+    .fetch_one(&fleet.db)
+    .await?;
     let settled: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM agent_event_queue WHERE event_kind = 'OperatorMessage'
            AND (consumed_at IS NOT NULL OR dead_lettered_at IS NOT NULL)",
     )
     .fetch_one(&fleet.db)
     .await?;
-    ensure!(messages == sent as i64, "{name}: {messages} OperatorMessage events for {sent} sends");
-    ensure!(settled == messages, "{name}: {settled} of {messages} messages settled");
+    ensure!(
+        messages == sent as i64,
+        "{name}: {messages} OperatorMessage events for {sent} sends"
+    );
+    ensure!(
+        settled == messages,
+        "{name}: {settled} of {messages} messages settled"
+    );
     println!(
         "FAULT {name}: rounds={rounds} events={} consumed={} dead_lettered={} ok",
         s.events, s.consumed, s.dead_lettered

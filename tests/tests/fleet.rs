@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
-use genesis_e2e::{Findings, Fleet, FleetOptions, bounded, binaries_missing, metadata, wait_for};
+use genesis_e2e::{Findings, Fleet, FleetOptions, binaries_missing, bounded, metadata, wait_for};
 use genesis_proto::v1 as pb;
 use uuid::Uuid;
 
@@ -56,11 +56,18 @@ async fn agent_messages(fleet: &Fleet, instance: &str) -> anyhow::Result<Vec<Str
 
 /// A tenant created with standing agents off, configured, then switched on
 /// (so the opener already sees the configuration).
-async fn tenant_with_config(fleet: &Fleet, name: &str, config: &[(&str, &str)]) -> anyhow::Result<(String, String)> {
+async fn tenant_with_config(
+    fleet: &Fleet,
+    name: &str,
+    config: &[(&str, &str)],
+) -> anyhow::Result<(String, String)> {
     let admin = fleet.admin().await?;
     let t = admin
         .tenants()
-        .create_tenant(pb::CreateTenantRequest { name: name.into(), standing_agents_enabled: false })
+        .create_tenant(pb::CreateTenantRequest {
+            name: name.into(),
+            standing_agents_enabled: false,
+        })
         .await?
         .into_inner();
     for (k, v) in config {
@@ -68,7 +75,10 @@ async fn tenant_with_config(fleet: &Fleet, name: &str, config: &[(&str, &str)]) 
     }
     admin
         .tenants()
-        .set_standing_agents(pb::SetStandingAgentsRequest { tenant_id: t.id.clone(), enabled: true })
+        .set_standing_agents(pb::SetStandingAgentsRequest {
+            tenant_id: t.id.clone(),
+            enabled: true,
+        })
         .await?;
     let soa = fleet.wait_soa(&t.id, T).await?;
     Ok((t.id, soa))
@@ -268,17 +278,40 @@ async fn exhausted_weekly_credit_makes_no_llm_call_and_idles() -> anyhow::Result
         let tenant = fleet.create_tenant("credit").await?;
         let soa = fleet.wait_soa(&tenant, T).await?;
         fleet.wait_decision(&soa, 0, "Initialized", T).await?;
-        fleet.set_tenant_config(&tenant, "AgentDispatcher:WeeklyCreditUsd", "0.000001").await?;
+        fleet
+            .set_tenant_config(&tenant, "AgentDispatcher:WeeklyCreditUsd", "0.000001")
+            .await?;
         let calls = llm_calls(&fleet, &soa).await?;
         let messages = agent_messages(&fleet, &soa).await?.len();
         let before = fleet.last_turn(&soa).await?;
         fleet.send(&tenant, &soa, "anything new?").await?;
-        let turn = fleet.wait_turn(&soa, before, T, "the turn of the message", |t| t.event_kind == "OperatorMessage").await?;
-        ensure!(turn.snapshot_id.is_none(), "credit exhausted yet turn {} links a snapshot", turn.turn_number);
-        ensure!(turn.input_tokens.unwrap_or(0) + turn.output_tokens.unwrap_or(0) == 0, "tokens spent: {turn:?}");
-        ensure!(turn.phase.starts_with("idle"), "phase {} is not idle", turn.phase);
-        ensure!(llm_calls(&fleet, &soa).await? == calls, "an LLM call was made with the credit exhausted");
-        ensure!(agent_messages(&fleet, &soa).await?.len() == messages, "the agent replied without thinking");
+        let turn = fleet
+            .wait_turn(&soa, before, T, "the turn of the message", |t| {
+                t.event_kind == "OperatorMessage"
+            })
+            .await?;
+        ensure!(
+            turn.snapshot_id.is_none(),
+            "credit exhausted yet turn {} links a snapshot",
+            turn.turn_number
+        );
+        ensure!(
+            turn.input_tokens.unwrap_or(0) + turn.output_tokens.unwrap_or(0) == 0,
+            "tokens spent: {turn:?}"
+        );
+        ensure!(
+            turn.phase.starts_with("idle"),
+            "phase {} is not idle",
+            turn.phase
+        );
+        ensure!(
+            llm_calls(&fleet, &soa).await? == calls,
+            "an LLM call was made with the credit exhausted"
+        );
+        ensure!(
+            agent_messages(&fleet, &soa).await?.len() == messages,
+            "the agent replied without thinking"
+        );
         Ok(())
     })
     .await
@@ -320,7 +353,8 @@ async fn tick_max_turns_applies_to_the_very_next_tick() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_abandoned_tick_is_reclaimed_after_lease_expiry_and_completed_once() -> anyhow::Result<()> {
+async fn an_abandoned_tick_is_reclaimed_after_lease_expiry_and_completed_once() -> anyhow::Result<()>
+{
     if skipped() {
         return Ok(());
     }

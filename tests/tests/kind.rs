@@ -19,18 +19,16 @@ use kube::api::{DeleteParams, ListParams};
 async fn cluster() -> Option<kube::Client> {
     let configured = std::env::var_os("KUBECONFIG").is_some()
         || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
-        || std::env::var_os("HOME").is_some_and(|h| std::path::Path::new(&h).join(".kube/config").is_file());
+        || std::env::var_os("HOME")
+            .is_some_and(|h| std::path::Path::new(&h).join(".kube/config").is_file());
     let client = if configured {
-        match tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::time::timeout(Duration::from_secs(10), async {
             let c = kube::Client::try_default().await.ok()?;
             c.apiserver_version().await.ok()?;
             Some(c)
         })
         .await
-        {
-            Ok(c) => c,
-            Err(_) => None,
-        }
+        .unwrap_or_default()
     } else {
         None
     };
@@ -49,15 +47,25 @@ fn release() -> String {
 }
 
 async fn admin() -> anyhow::Result<Admin> {
-    let endpoint = std::env::var("GENESIS_ENDPOINT").context("GENESIS_ENDPOINT (control's NodePort)")?;
+    let endpoint =
+        std::env::var("GENESIS_ENDPOINT").context("GENESIS_ENDPOINT (control's NodePort)")?;
     let token = std::env::var("GENESIS_TOKEN").context("GENESIS_TOKEN (operator token)")?;
     Admin::connect(&endpoint, &token).await
 }
 
 async fn agent_pods(client: &kube::Client) -> anyhow::Result<Vec<Pod>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns());
-    let lp = ListParams::default().labels(&format!("app.kubernetes.io/instance={},app.kubernetes.io/component=agent-pod", release()));
-    Ok(pods.list(&lp).await?.items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect())
+    let lp = ListParams::default().labels(&format!(
+        "app.kubernetes.io/instance={},app.kubernetes.io/component=agent-pod",
+        release()
+    ));
+    Ok(pods
+        .list(&lp)
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect())
 }
 
 async fn replicas(client: &kube::Client) -> anyhow::Result<i32> {
@@ -73,14 +81,23 @@ async fn replicas(client: &kube::Client) -> anyhow::Result<i32> {
 async fn tenant(admin: &Admin, name: &str) -> anyhow::Result<(String, String)> {
     let t = admin
         .tenants()
-        .create_tenant(pb::CreateTenantRequest { name: format!("{name}-{}", genesis_e2e::suffix()), standing_agents_enabled: true })
+        .create_tenant(pb::CreateTenantRequest {
+            name: format!("{name}-{}", genesis_e2e::suffix()),
+            standing_agents_enabled: true,
+        })
         .await?
         .into_inner();
     let soa = wait_for("the SOA", Duration::from_secs(60), || {
         let mut agents = admin.agents();
         let tid = t.id.clone();
         async move {
-            let r = agents.list_agents(pb::ListAgentsRequest { tenant_id: tid, agent_type: Some("Soa".into()), status: None }).await?;
+            let r = agents
+                .list_agents(pb::ListAgentsRequest {
+                    tenant_id: tid,
+                    agent_type: Some("Soa".into()),
+                    status: None,
+                })
+                .await?;
             Ok(r.into_inner().agents.into_iter().next().map(|a| a.id))
         }
     })
@@ -91,72 +108,133 @@ async fn tenant(admin: &Admin, name: &str) -> anyhow::Result<(String, String)> {
 async fn ledger_has(admin: &Admin, tenant: &str, soa: &str, kind: &str) -> anyhow::Result<bool> {
     let r = admin
         .agents()
-        .get_ledger(pb::GetLedgerRequest { tenant_id: tenant.into(), instance_id: soa.into(), limit: 100, before: None })
+        .get_ledger(pb::GetLedgerRequest {
+            tenant_id: tenant.into(),
+            instance_id: soa.into(),
+            limit: 100,
+            before: None,
+        })
         .await?;
     Ok(r.into_inner().turns.iter().any(|t| t.decision_kind == kind))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agent_pods_scale_from_zero_on_enqueue_and_back_to_zero_after_cooldown() -> anyhow::Result<()> {
-    let Some(client) = cluster().await else { return Ok(()) };
+async fn agent_pods_scale_from_zero_on_enqueue_and_back_to_zero_after_cooldown()
+-> anyhow::Result<()> {
+    let Some(client) = cluster().await else {
+        return Ok(());
+    };
     let admin = admin().await?;
-    wait_for("agent pods at zero before the test", Duration::from_secs(600), || async {
-        Ok((agent_pods(&client).await?.is_empty()).then_some(()))
-    })
+    wait_for(
+        "agent pods at zero before the test",
+        Duration::from_secs(600),
+        || async { Ok((agent_pods(&client).await?.is_empty()).then_some(())) },
+    )
     .await?;
     let (t, soa) = tenant(&admin, "kind-scale").await?;
-    wait_for("KEDA to scale agent pods from zero", Duration::from_secs(180), || async {
-        Ok((replicas(&client).await? > 0).then_some(()))
-    })
+    wait_for(
+        "KEDA to scale agent pods from zero",
+        Duration::from_secs(180),
+        || async { Ok((replicas(&client).await? > 0).then_some(())) },
+    )
     .await?;
-    wait_for("the opener to be planned (the queue drains)", Duration::from_secs(180), || async {
-        Ok(ledger_has(&admin, &t, &soa, "Initialized").await?.then_some(()))
-    })
+    wait_for(
+        "the opener to be planned (the queue drains)",
+        Duration::from_secs(180),
+        || async {
+            Ok(ledger_has(&admin, &t, &soa, "Initialized")
+                .await?
+                .then_some(()))
+        },
+    )
     .await?;
-    wait_for("scale back to zero after the cooldown", Duration::from_secs(600), || async {
-        Ok((replicas(&client).await? == 0).then_some(()))
-    })
+    wait_for(
+        "scale back to zero after the cooldown",
+        Duration::from_secs(600),
+        || async { Ok((replicas(&client).await? == 0).then_some(())) },
+    )
     .await?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_an_agent_pod_mid_run_loses_nothing() -> anyhow::Result<()> {
-    let Some(client) = cluster().await else { return Ok(()) };
+    let Some(client) = cluster().await else {
+        return Ok(());
+    };
     let admin = admin().await?;
     let (t, soa) = tenant(&admin, "kind-kill").await?;
     for i in 0..5 {
         admin
             .agents()
-            .send_message(pb::SendMessageRequest { tenant_id: t.clone(), instance_id: soa.clone(), body: format!("message {i}") })
+            .send_message(pb::SendMessageRequest {
+                tenant_id: t.clone(),
+                instance_id: soa.clone(),
+                body: format!("message {i}"),
+            })
             .await?;
     }
-    let pod = wait_for("a running agent pod", Duration::from_secs(180), || async { Ok(agent_pods(&client).await?.into_iter().next()) }).await?;
+    let pod = wait_for("a running agent pod", Duration::from_secs(180), || async {
+        Ok(agent_pods(&client).await?.into_iter().next())
+    })
+    .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns());
     let name = pod.metadata.name.clone().context("pod name")?;
-    pods.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await?;
-    wait_for("every message acknowledged", Duration::from_secs(300), || async {
-        let r = admin
-            .agents()
-            .get_ledger(pb::GetLedgerRequest { tenant_id: t.clone(), instance_id: soa.clone(), limit: 100, before: None })
-            .await?
-            .into_inner();
-        let acked = r.turns.iter().filter(|x| x.event_kind == "OperatorMessage").count();
-        ensure!(acked <= 5, "{acked} turns for 5 messages: an event was completed twice");
-        Ok((acked == 5).then_some(()))
-    })
+    pods.delete(
+        &name,
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await?;
+    wait_for(
+        "every message acknowledged",
+        Duration::from_secs(300),
+        || async {
+            let r = admin
+                .agents()
+                .get_ledger(pb::GetLedgerRequest {
+                    tenant_id: t.clone(),
+                    instance_id: soa.clone(),
+                    limit: 100,
+                    before: None,
+                })
+                .await?
+                .into_inner();
+            let acked = r
+                .turns
+                .iter()
+                .filter(|x| x.event_kind == "OperatorMessage")
+                .count();
+            ensure!(
+                acked <= 5,
+                "{acked} turns for 5 messages: an event was completed twice"
+            );
+            Ok((acked == 5).then_some(()))
+        },
+    )
     .await?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_upgrade_ran_the_migration_hook() -> anyhow::Result<()> {
-    let Some(client) = cluster().await else { return Ok(()) };
+    let Some(client) = cluster().await else {
+        return Ok(());
+    };
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns());
-    let lp = ListParams::default().labels(&format!("app.kubernetes.io/instance={},app.kubernetes.io/component=migrations", release()));
+    let lp = ListParams::default().labels(&format!(
+        "app.kubernetes.io/instance={},app.kubernetes.io/component=migrations",
+        release()
+    ));
     let list = jobs.list(&lp).await?.items;
     ensure!(
-        list.iter().any(|j| serde_json::to_value(j).ok().and_then(|v| v["status"]["succeeded"].as_i64()).unwrap_or(0) >= 1),
+        list.iter().any(|j| serde_json::to_value(j)
+            .ok()
+            .and_then(|v| v["status"]["succeeded"].as_i64())
+            .unwrap_or(0)
+            >= 1),
         "no succeeded migrations hook Job for release {} in {}",
         release(),
         ns()
