@@ -1,0 +1,549 @@
+//! The figures of one benchmark run, the facts of the machine it ran on,
+//! the `pgbench` and `EXPLAIN` probes, and the report rendered as Markdown
+//! and JSON.
+//!
+//! It must never judge a speed as a failure: checks here are counts only.
+
+use std::fmt::Write as _;
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+use serde::Serialize;
+use sqlx::postgres::PgPool;
+use uuid::Uuid;
+
+use crate::peer::PeerFigures;
+
+/// A count that must add up.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Whether it held.
+    pub ok: bool,
+    /// What was compared.
+    pub what: String,
+}
+
+impl Check {
+    /// A check with its description.
+    pub fn new(ok: bool, what: impl Into<String>) -> Check {
+        Check {
+            ok,
+            what: what.into(),
+        }
+    }
+}
+
+/// One sustained-throughput window.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThroughputRow {
+    /// Tenants fed (one SOA each).
+    pub tenants: usize,
+    /// Agent pods running.
+    pub pods: usize,
+    /// Ledger turns committed in the window.
+    pub ticks: i64,
+    /// Window length.
+    pub secs: f64,
+    /// ticks / secs.
+    pub ticks_per_sec: f64,
+    /// Database commits per tick (pg_stat_database.xact_commit delta).
+    pub commits_per_tick: f64,
+    /// Rows inserted + updated + deleted per tick.
+    pub rows_written_per_tick: f64,
+    /// CPU seconds per service in the window.
+    pub cpu_secs: Vec<(String, f64)>,
+    /// VmRSS per service at the window's end (under load).
+    pub rss_kib: Vec<(String, u64)>,
+}
+
+/// Wake latency at a fixed offered rate.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyFigures {
+    /// Offered events/s.
+    pub rate: f64,
+    /// Events enqueued.
+    pub sent: u64,
+    /// Events with both stamps.
+    pub measured: i64,
+    /// visible_at → first claim, p50/p95/p99 ms.
+    pub claim_ms: [f64; 3],
+    /// enqueue → ledger turn committed, p50/p95/p99 ms.
+    pub commit_ms: [f64; 3],
+}
+
+/// The idle fleet window.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleFigures {
+    /// Active instances.
+    pub instances: i64,
+    /// Pending (unconsumed) events.
+    pub pending_events: i64,
+    /// Window length.
+    pub secs: f64,
+    /// CPU seconds per service.
+    pub cpu_secs: Vec<(String, f64)>,
+    /// All services' CPU as a percentage of one core.
+    pub core_percent: f64,
+    /// Database commits per minute on the fleet database.
+    pub commits_per_min: f64,
+    /// Ledger turns written in the window.
+    pub turns: i64,
+    /// LLM calls the pods made in the window.
+    pub llm_calls: u64,
+    /// VmRSS per service, idle.
+    pub rss_kib: Vec<(String, u64)>,
+}
+
+/// One query plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explain {
+    /// Which hot query.
+    pub name: String,
+    /// The statement.
+    pub sql: String,
+    /// EXPLAIN (ANALYZE, BUFFERS) output.
+    pub plan: String,
+    /// Whether the plan uses an index (no Seq Scan on the queue).
+    pub index_scan: bool,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// `--quick`.
+    pub quick: bool,
+    /// The fleet database (dropped at the end).
+    pub database: String,
+    /// Machine facts.
+    pub machine: Vec<(String, String)>,
+    /// Throughput matrix.
+    pub throughput: Vec<ThroughputRow>,
+    /// The fastest configuration.
+    pub best: Option<ThroughputRow>,
+    /// Latency at half the best rate.
+    pub latency: Option<LatencyFigures>,
+    /// pgbench -N TPS.
+    pub pgbench_tps: Option<f64>,
+    /// Write transactions per tick used for the ratio.
+    pub writes_per_tick: f64,
+    /// Idle fleet.
+    pub idle: Option<IdleFigures>,
+    /// Hot query plans.
+    pub explains: Vec<Explain>,
+    /// The peer queue.
+    pub peer: Option<PeerFigures>,
+    /// Count checks.
+    pub checks: Vec<Check>,
+    /// Wall time of the run.
+    pub total_secs: f64,
+}
+
+fn sh(cmd: &str) -> String {
+    Command::new("sh")
+        .args(["-c", cmd])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// nproc, memory, CPU model, load average, PostgreSQL and NATS versions.
+pub async fn machine() -> Vec<(String, String)> {
+    vec![
+        ("nproc".into(), sh("nproc")),
+        (
+            "cpu".into(),
+            sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-"),
+        ),
+        (
+            "memory".into(),
+            sh("free -h | awk '/^Mem:/ {print $2\" total, \"$7\" available\"}'"),
+        ),
+        (
+            "load average at start".into(),
+            sh("cut -d' ' -f1-3 /proc/loadavg"),
+        ),
+        (
+            "postgresql".into(),
+            sh("psql -h 127.0.0.1 -U postgres -Atc 'show server_version' postgres"),
+        ),
+        ("nats-server".into(), sh("nats-server --version")),
+    ]
+}
+
+/// `pgbench -i` on a scratch database, then `pgbench -N -c 4 -j 2 -T secs`;
+/// returns the TPS (without initial connection time). Drops the database.
+pub async fn pgbench(secs: u32) -> anyhow::Result<f64> {
+    let db = format!("genesis_bench_pgbench_{:08x}", rand_suffix());
+    let pg = ["-h", "127.0.0.1", "-U", "postgres"];
+    let run = |args: &[&str]| -> anyhow::Result<String> {
+        let out = Command::new(args[0])
+            .args(&args[1..])
+            .output()
+            .with_context(|| format!("run {}", args[0]))?;
+        if !out.status.success() {
+            bail!(
+                "{args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    run(&[&["createdb"], &pg[..], &[db.as_str()]].concat())?;
+    let result = (|| {
+        run(&[&["pgbench"], &pg[..], &["-i", "-q", "-s", "1", db.as_str()]].concat())?;
+        let t = secs.to_string();
+        let out = run(&[
+            &["pgbench"],
+            &pg[..],
+            &["-N", "-c", "4", "-j", "2", "-T", t.as_str(), db.as_str()],
+        ]
+        .concat())?;
+        parse_tps(&out).with_context(|| format!("no tps line in pgbench output: {out}"))
+    })();
+    let _ = run(&[&["dropdb"], &pg[..], &["--if-exists", db.as_str()]].concat());
+    result
+}
+
+fn rand_suffix() -> u32 {
+    Uuid::new_v4().as_u128() as u32
+}
+
+/// The TPS of a pgbench summary (`tps = N (without initial connection time)`).
+pub fn parse_tps(out: &str) -> Option<f64> {
+    out.lines()
+        .filter(|l| l.starts_with("tps = "))
+        .find(|l| l.contains("without"))
+        .or_else(|| out.lines().find(|l| l.starts_with("tps = ")))
+        .and_then(|l| l.trim_start_matches("tps = ").split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// EXPLAIN (ANALYZE, BUFFERS) of claim's due-event lookup, the outbox
+/// select and complete's heartbeat check, each under the role and tenant
+/// the services use (so row-level security is in the plan), rolled back.
+pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
+    let (tenant, instance): (Uuid, Uuid) = sqlx::query_as(
+        "SELECT tenant_id, id FROM agent_instances WHERE agent_type = 'MissionOperations' ORDER BY id LIMIT 1",
+    )
+    .fetch_optional(db)
+    .await?
+    .context("no idle-fleet instance to explain against")?;
+    let queries: [(&str, &str, &str); 3] = [
+        (
+            "claim: next due event of an instance",
+            "genesis_app",
+            "SELECT * FROM agent_event_queue
+              WHERE instance_id = $1 AND consumed_at IS NULL AND dead_lettered_at IS NULL AND visible_at <= now()
+              ORDER BY sequence_number LIMIT 1 FOR UPDATE",
+        ),
+        (
+            "outbox: due unpublished events",
+            "genesis_system",
+            "SELECT to_jsonb(e) FROM agent_event_queue e
+              WHERE published_at IS NULL AND consumed_at IS NULL AND dead_lettered_at IS NULL AND visible_at <= now()
+              ORDER BY visible_at LIMIT 256 FOR UPDATE SKIP LOCKED",
+        ),
+        (
+            "complete: pending heartbeat of an instance",
+            "genesis_app",
+            "SELECT * FROM agent_event_queue
+              WHERE instance_id = $1 AND event_kind = 'AgentTick' AND consumed_at IS NULL AND dead_lettered_at IS NULL",
+        ),
+    ];
+    let mut out = Vec::new();
+    for (name, role, sql) in queries {
+        let mut tx = db.begin().await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("SET LOCAL ROLE {role}")))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("SELECT set_config('genesis.tenant_id', $1, true)")
+            .bind(tenant.to_string())
+            .execute(&mut *tx)
+            .await?;
+        let text = format!("EXPLAIN (ANALYZE, BUFFERS) {sql}");
+        let q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(text));
+        let q = if sql.contains("$1") {
+            q.bind(instance)
+        } else {
+            q
+        };
+        let lines: Vec<String> = q.fetch_all(&mut *tx).await?;
+        tx.rollback().await?;
+        let plan = lines.join("\n");
+        let index_scan = plan.contains("Index") && !plan.contains("Seq Scan on agent_event_queue");
+        out.push(Explain {
+            name: name.into(),
+            sql: sql.split_whitespace().collect::<Vec<_>>().join(" "),
+            plan,
+            index_scan,
+        });
+    }
+    Ok(out)
+}
+
+fn kib(v: u64) -> String {
+    format!("{:.1} MiB", v as f64 / 1024.0)
+}
+
+impl Report {
+    /// An empty report.
+    pub fn new(quick: bool, database: String) -> Report {
+        Report {
+            quick,
+            database,
+            machine: Vec::new(),
+            throughput: Vec::new(),
+            best: None,
+            latency: None,
+            pgbench_tps: None,
+            writes_per_tick: 0.0,
+            idle: None,
+            explains: Vec::new(),
+            peer: None,
+            checks: Vec::new(),
+            total_secs: 0.0,
+        }
+    }
+
+    /// ticks/s ÷ (pgbench TPS / writes per tick).
+    pub fn pgbench_ratio(&self) -> Option<f64> {
+        let tps = self.pgbench_tps?;
+        let best = self.best.as_ref()?;
+        (tps > 0.0 && self.writes_per_tick > 0.0)
+            .then(|| best.ticks_per_sec / (tps / self.writes_per_tick))
+    }
+
+    /// The JSON form (report.json).
+    pub fn json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.insert(
+                "pgbench_ratio".into(),
+                serde_json::json!(self.pgbench_ratio()),
+            );
+        }
+        v
+    }
+
+    /// The Markdown form (report.md, also printed).
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "# genesis-bench report{}\n",
+            if self.quick {
+                " (--quick: counts only, not speeds)"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(s, "## Machine\n");
+        for (k, v) in &self.machine {
+            let _ = writeln!(s, "- {k}: {v}");
+        }
+        let _ = writeln!(s, "- wall time of the run: {:.1} s\n", self.total_secs);
+        let _ = writeln!(
+            s,
+            "## Sustained end-to-end ticks/s (enqueue via SQL genesis_enqueue_event from the bench)\n"
+        );
+        let _ = writeln!(
+            s,
+            "| tenants | pods | ticks | window s | ticks/s | commits/tick | rows written/tick | CPU s (control/supervisor/pods) |"
+        );
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---|");
+        for r in &self.throughput {
+            let cpu = cpu_summary(&r.cpu_secs);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {cpu} |",
+                r.tenants,
+                r.pods,
+                r.ticks,
+                r.secs,
+                r.ticks_per_sec,
+                r.commits_per_tick,
+                r.rows_written_per_tick
+            );
+        }
+        if let Some(l) = &self.latency {
+            let _ = writeln!(
+                s,
+                "\n## Wake latency at {:.1} events/s (half the best rate), {} events, {} measured\n",
+                l.rate, l.sent, l.measured
+            );
+            let _ = writeln!(
+                s,
+                "| span | p50 ms | p95 ms | p99 ms |\n|---|---:|---:|---:|"
+            );
+            let _ = writeln!(
+                s,
+                "| visible_at → claim | {:.1} | {:.1} | {:.1} |",
+                l.claim_ms[0], l.claim_ms[1], l.claim_ms[2]
+            );
+            let _ = writeln!(
+                s,
+                "| enqueue → turn committed | {:.1} | {:.1} | {:.1} |",
+                l.commit_ms[0], l.commit_ms[1], l.commit_ms[2]
+            );
+        }
+        let _ = writeln!(s, "\n## pgbench on the same server\n");
+        match (self.pgbench_tps, self.best.as_ref()) {
+            (Some(tps), Some(best)) => {
+                let _ = writeln!(s, "- `pgbench -N -c 4 -j 2` TPS: {tps:.0}");
+                let _ = writeln!(
+                    s,
+                    "- writes per tick (write transactions: enqueue, claim, complete): {}",
+                    self.writes_per_tick
+                );
+                let _ = writeln!(
+                    s,
+                    "- best ticks/s {:.1} ({} tenants, {} pods) ÷ (TPS / {}) = **{:.3}**",
+                    best.ticks_per_sec,
+                    best.tenants,
+                    best.pods,
+                    self.writes_per_tick,
+                    self.pgbench_ratio().unwrap_or(f64::NAN)
+                );
+            }
+            _ => {
+                let _ = writeln!(s, "- not measured");
+            }
+        }
+        if let Some(i) = &self.idle {
+            let _ = writeln!(
+                s,
+                "\n## Idle fleet ({} active instances, {} pending events, {:.0} s)\n",
+                i.instances, i.pending_events, i.secs
+            );
+            let _ = writeln!(
+                s,
+                "- CPU: {} = **{:.3} % of one core**",
+                cpu_summary(&i.cpu_secs),
+                i.core_percent
+            );
+            let _ = writeln!(
+                s,
+                "- database commits per minute (fleet database): {:.0}",
+                i.commits_per_min
+            );
+            let _ = writeln!(
+                s,
+                "- ledger turns in the window: {}; LLM calls (pod /metrics): {}",
+                i.turns, i.llm_calls
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n## Resident memory (VmRSS)\n\n| service | idle | under load |\n|---|---:|---:|"
+        );
+        let idle_rss = self
+            .idle
+            .as_ref()
+            .map(|i| i.rss_kib.clone())
+            .unwrap_or_default();
+        let load_rss = self
+            .best
+            .as_ref()
+            .map(|b| b.rss_kib.clone())
+            .unwrap_or_default();
+        for (name, v) in &idle_rss {
+            let load = load_rss
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or("-".into(), |(_, v)| kib(*v));
+            let _ = writeln!(s, "| {name} | {} | {load} |", kib(*v));
+        }
+        if let Some(p) = &self.peer {
+            let _ = writeln!(s, "\n## Peer: {}\n", p.name);
+            match &p.error {
+                Some(e) => {
+                    let _ = writeln!(s, "- not measured: {e}");
+                }
+                None => {
+                    let _ = writeln!(
+                        s,
+                        "- {} no-op jobs in {:.2} s = **{:.0} jobs/s**",
+                        p.jobs, p.secs, p.jobs_per_sec
+                    );
+                    let _ = writeln!(
+                        s,
+                        "- latency (run_at → completed) p50/p95/p99: {:.1}/{:.1}/{:.1} ms",
+                        p.latency_ms[0], p.latency_ms[1], p.latency_ms[2]
+                    );
+                }
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\n## Hot query plans (EXPLAIN (ANALYZE, BUFFERS), {} instances)\n",
+            self.idle.as_ref().map_or(0, |i| i.instances)
+        );
+        for e in &self.explains {
+            let _ = writeln!(
+                s,
+                "### {} — {}\n\n`{}`\n\n```\n{}\n```\n",
+                e.name,
+                if e.index_scan {
+                    "index scan"
+                } else {
+                    "NO index scan"
+                },
+                e.sql,
+                e.plan
+            );
+        }
+        let _ = writeln!(s, "## Count checks\n");
+        for c in &self.checks {
+            let _ = writeln!(s, "- [{}] {}", if c.ok { "x" } else { " " }, c.what);
+        }
+        s
+    }
+}
+
+fn cpu_summary(cpu: &[(String, f64)]) -> String {
+    let get = |p: &str| {
+        cpu.iter()
+            .filter(|(n, _)| n.starts_with(p))
+            .map(|(_, v)| v)
+            .sum::<f64>()
+    };
+    format!(
+        "{:.2} / {:.2} / {:.2}",
+        get("control"),
+        get("supervisor"),
+        get("agent-pod")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tps_is_read_from_the_without_connection_line() {
+        let out = "latency average = 1.2 ms\ntps = 812.5 (including connections establishing)\ntps = 830.25 (without initial connection time)\n";
+        assert_eq!(parse_tps(out), Some(830.25));
+        assert_eq!(parse_tps("tps = 99.0\n"), Some(99.0));
+        assert_eq!(parse_tps("nothing"), None);
+    }
+
+    #[test]
+    fn ratio_needs_both_sides() {
+        let mut r = Report::new(true, "x".into());
+        assert_eq!(r.pgbench_ratio(), None);
+        r.pgbench_tps = Some(900.0);
+        r.writes_per_tick = 3.0;
+        r.best = Some(ThroughputRow {
+            tenants: 1,
+            pods: 1,
+            ticks: 10,
+            secs: 1.0,
+            ticks_per_sec: 150.0,
+            commits_per_tick: 3.0,
+            rows_written_per_tick: 6.0,
+            cpu_secs: vec![],
+            rss_kib: vec![],
+        });
+        assert_eq!(r.pgbench_ratio(), Some(0.5));
+    }
+}

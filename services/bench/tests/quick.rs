@@ -1,0 +1,86 @@
+//! Runs `genesis-bench --quick` end to end (real PostgreSQL, NATS and the
+//! service binaries) so the benchmark cannot rot: it asserts that the run
+//! completed and that its counts add up, never a speed.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[test]
+fn quick_run_completes_and_its_counts_add_up() -> anyhow::Result<()> {
+    if let Some(missing) = genesis_e2e::binaries_missing() {
+        eprintln!("skipped: {missing}");
+        return Ok(());
+    }
+    let out_dir = tempfile::tempdir()?;
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_genesis-bench"))
+        .args(["--quick", "--out"])
+        .arg(out_dir.path())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "genesis-bench --quick failed ({}):\n{stderr}",
+        out.status
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "quick run took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        stderr.contains("[bench "),
+        "no progress line on stderr:\n{stderr}"
+    );
+
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        out_dir.path().join("report.json"),
+    )?)?;
+    let checks = report["checks"].as_array().cloned().unwrap_or_default();
+    assert!(checks.len() >= 10, "too few count checks: {checks:?}");
+    for c in &checks {
+        assert_eq!(c["ok"], serde_json::Value::Bool(true), "check failed: {c}");
+    }
+    // Every figure of the run is present (values are not judged).
+    let rows = report["throughput"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 4, "1–2 tenants × 1–2 pods: {rows:?}");
+    assert!(
+        rows.iter()
+            .all(|r| r["ticks"].as_i64().is_some_and(|t| t > 0)),
+        "a window committed nothing: {rows:?}"
+    );
+    assert!(
+        report["latency"]["measured"]
+            .as_i64()
+            .is_some_and(|n| n > 0),
+        "no latency sample"
+    );
+    assert!(
+        report["pgbench_tps"].as_f64().is_some(),
+        "no pgbench figure"
+    );
+    assert_eq!(report["idle"]["llm_calls"], 0);
+    assert!(
+        report["idle"]["instances"]
+            .as_i64()
+            .is_some_and(|n| n >= 1_000)
+    );
+    assert_eq!(report["explains"].as_array().map(Vec::len), Some(3));
+    assert!(out_dir.path().join("report.md").is_file());
+    Ok(())
+}
+
+#[test]
+fn unknown_flag_is_refused_before_anything_starts() -> anyhow::Result<()> {
+    let out = Command::new(env!("CARGO_BIN_EXE_genesis-bench"))
+        .arg("--no-such-flag")
+        .output()?;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--no-such-flag"), "{stderr}");
+    assert!(
+        !stderr.contains("[bench "),
+        "started despite a bad flag: {stderr}"
+    );
+    Ok(())
+}
