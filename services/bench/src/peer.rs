@@ -57,7 +57,14 @@ pub async fn graphile(jobs: u64) -> PeerFigures {
             dir.display()
         ));
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/peer/graphile.mjs");
+    // ES modules resolve packages beside the script, so it runs from there.
+    let script = dir.join("graphile.mjs");
+    if let Err(e) = std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/peer/graphile.mjs"),
+        &script,
+    ) {
+        return fail(format!("copy the peer script into {}: {e}", dir.display()));
+    }
     let base = genesis_e2e::base_database_url();
     let out = tokio::task::spawn_blocking(move || {
         Command::new("node")

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The benchmark: ensures PostgreSQL and NATS (scripts/services.sh), installs the
+# peer queue (graphile-worker, npm) under target/bench-peer when node is present,
+# builds the release binaries and runs genesis-bench on them.
+#   scripts/bench.sh                 the full run (several minutes; report in target/bench)
+#   scripts/bench.sh --quick         a few seconds, counts only
+#   scripts/bench.sh --out DIR       where report.md and report.json go
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/services.sh
+
+if command -v npm >/dev/null 2>&1 && [ ! -d target/bench-peer/node_modules/graphile-worker ]; then
+  mkdir -p target/bench-peer
+  (cd target/bench-peer && npm install --silent --no-audit --no-fund graphile-worker@0.16) \
+    || echo "[bench] graphile-worker could not be installed; the peer figure will say so" >&2
+fi
+
+cargo build --release --quiet -p genesis-control -p genesis-supervisor -p genesis-agent-pod -p genesisctl -p genesis-bench
+echo "[bench] load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+GENESIS_E2E_BIN_DIR="$PWD/target/release" exec target/release/genesis-bench "$@"

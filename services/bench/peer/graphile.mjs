@@ -1,0 +1,57 @@
+// The peer queue for genesis-bench: graphile-worker processing no-op jobs on
+// the same PostgreSQL server, in a scratch database it creates and drops.
+// Prints one JSON line: {"jobs", "secs", "p50", "p95", "p99"} or {"error"}.
+import { run, Logger } from "graphile-worker";
+import pg from "pg";
+
+const base = process.env.PEER_BASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const jobs = Number(process.env.PEER_JOBS ?? "5000");
+const db = `genesis_bench_peer_${Math.floor(Math.random() * 0xffffffff).toString(16)}`;
+const url = base.replace(/\/[^/?]*(\?|$)/, `/${db}$1`);
+
+async function admin(sql) {
+  const c = new pg.Client({ connectionString: base });
+  await c.connect();
+  try { await c.query(sql); } finally { await c.end(); }
+}
+
+await admin(`CREATE DATABASE ${db}`);
+let out;
+try {
+  const lat = [];
+  let first = null, last = null, done = 0;
+  let finish;
+  const all = new Promise((r) => (finish = r));
+  const runner = await run({
+    connectionString: url,
+    concurrency: 4,
+    noHandleSignals: true,
+    pollInterval: 1000,
+    logger: new Logger(() => () => {}),
+    taskList: {
+      noop: async (_payload, helpers) => {
+        const now = Date.now();
+        if (first === null) first = now;
+        lat.push(now - new Date(helpers.job.run_at).getTime());
+        last = now;
+        done += 1;
+        if (done === jobs) finish();
+      },
+    },
+  });
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  await c.query(`SELECT graphile_worker.add_job('noop', json_build_object('i', i)) FROM generate_series(1, $1) AS i`, [jobs]);
+  await c.end();
+  await Promise.race([all, new Promise((r) => setTimeout(r, 120000))]);
+  await runner.stop();
+  lat.sort((a, b) => a - b);
+  const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] ?? null;
+  out = { jobs: done, secs: (last - first) / 1000, p50: q(0.5), p95: q(0.95), p99: q(0.99) };
+} catch (e) {
+  out = { error: String(e?.stack ?? e) };
+} finally {
+  await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`).catch(() => {});
+}
+console.log(JSON.stringify(out));
+process.exit(0);
