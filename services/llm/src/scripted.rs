@@ -66,7 +66,7 @@ pub struct ScriptRule {
 
 /// An ordered rule list; the first matching rule wins. Loaded from JSON:
 /// `{"rules": [{"event": "OperatorMessage", "contains": "deploy",
-/// "turns": [[{"name": "soa_send_message", "arguments": {"message": "…"}}]]}]}`.
+/// "turns": [[{"name": "soa_send_message", "arguments": {"body": "…"}}]]}]}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Script {
     /// Rules in priority order.
@@ -136,7 +136,7 @@ impl Script {
                     "soa_propose_decision",
                     json!({
                         "title": "Operator decision requested: {{operator_text}}",
-                        "description": "The operator asked for a decision: \"{{operator_text}}\".",
+                        "body": "The operator asked for a decision: \"{{operator_text}}\".",
                         "options": ["Approve", "Reject", "Defer"],
                     }),
                 )],
@@ -153,7 +153,7 @@ impl Script {
                         vec![call(
                             "soa_send_message",
                             json!({
-                                "message": "Hello, I am your Strategic Orchestration Agent. I have surveyed the current workload and open items and I am standing by; message me any time.",
+                                "body": "Hello, I am your Strategic Orchestration Agent. I have surveyed the current workload and open items and I am standing by; message me any time.",
                             }),
                         )],
                         complete("Greeted the operator; idling until the next event."),
@@ -168,7 +168,7 @@ impl Script {
                     turns: vec![
                         vec![call(
                             "soa_send_message",
-                            json!({"message": "You wrote: \"{{operator_text}}\". Understood; I will take that into account."}),
+                            json!({"body": "You wrote: \"{{operator_text}}\". Understood; I will take that into account."}),
                         )],
                         complete("Replied to the operator."),
                     ],
@@ -180,7 +180,7 @@ impl Script {
                     turns: vec![
                         vec![call(
                             "soa_send_message",
-                            json!({"message": "Thank you for resolving the decision ({{operator_text}}). I am resuming with your answer."}),
+                            json!({"body": "Thank you for resolving the decision ({{operator_text}}). I am resuming with your answer."}),
                         )],
                         complete("Resumed with the operator's resolution."),
                     ],

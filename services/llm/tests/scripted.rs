@@ -45,9 +45,9 @@ async fn agent_initialized_greets_then_completes() {
     let req = request("EVENT: AgentInitialized\nSurvey the tenant.");
     let turn1 = p.chat(req.clone()).await.expect("turn 1");
     assert_eq!(names(&turn1), ["soa_send_message"]);
-    let message = turn1.tool_calls[0].arguments["message"]
+    let message = turn1.tool_calls[0].arguments["body"]
         .as_str()
-        .expect("message");
+        .expect("body");
     assert!(message.starts_with("Hello"), "{message}");
     assert_eq!(turn1.served_model, "scripted-1");
     assert_eq!(turn1.stop_reason, StopReason::ToolUse);
@@ -68,9 +68,9 @@ async fn operator_message_gets_a_reply_quoting_the_text() {
         request("EVENT: OperatorMessage\nOPERATOR_MESSAGE: How is the billing migration going?");
     let turn1 = p.chat(req.clone()).await.expect("turn 1");
     assert_eq!(names(&turn1), ["soa_send_message"]);
-    let message = turn1.tool_calls[0].arguments["message"]
+    let message = turn1.tool_calls[0].arguments["body"]
         .as_str()
-        .expect("message");
+        .expect("body");
     assert!(
         message.contains("How is the billing migration going?"),
         "{message}"
@@ -91,9 +91,7 @@ async fn operator_text_falls_back_to_a_quoted_span() {
         ))
         .await
         .expect("turn 1");
-    let message = resp.tool_calls[0].arguments["message"]
-        .as_str()
-        .expect("message");
+    let message = resp.tool_calls[0].arguments["body"].as_str().expect("body");
     assert!(message.contains("ship it friday"), "{message}");
 }
 
@@ -138,9 +136,9 @@ async fn answered_escalation_is_acknowledged() {
     let req = request("EVENT: OperatorAnsweredEscalation\nRESOLUTION: Approve; use eu-west-1");
     let turn1 = p.chat(req.clone()).await.expect("turn 1");
     assert_eq!(names(&turn1), ["soa_send_message"]);
-    let message = turn1.tool_calls[0].arguments["message"]
+    let message = turn1.tool_calls[0].arguments["body"]
         .as_str()
-        .expect("message");
+        .expect("body");
     assert!(message.contains("Approve; use eu-west-1"), "{message}");
     let turn2 = p
         .chat(continue_with(req, &turn1, "{}"))
@@ -190,7 +188,7 @@ async fn configured_script_matches_event_and_substring_per_turn() {
                     [{"name": "soa_propose_task", "arguments": {"title": "Deploy (turn {{turn}})"}}]
                  ]},
                 {"event": "OperatorMessage",
-                 "turns": [[{"name": "soa_send_message", "arguments": {"message": "generic"}}]]}
+                 "turns": [[{"name": "soa_send_message", "arguments": {"body": "generic"}}]]}
             ]
         })
         .to_string(),
@@ -217,7 +215,7 @@ async fn configured_script_matches_event_and_substring_per_turn() {
         .chat(request("EVENT: OperatorMessage\nOPERATOR_MESSAGE: hi"))
         .await
         .expect("generic");
-    assert_eq!(other.tool_calls[0].arguments["message"], "generic");
+    assert_eq!(other.tool_calls[0].arguments["body"], "generic");
     let unmatched = p
         .chat(request("EVENT: AgentTick"))
         .await
