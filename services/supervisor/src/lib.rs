@@ -42,7 +42,8 @@ pub struct Parts {
 }
 
 /// Connect to the database and serve until `shutdown` is cancelled, with the
-/// standard tool registry and the pass-through governance gate.
+/// standard tool registry and the tenant's constitution as the governance
+/// gate (rules cached per tenant for `DEFAULT_RULES_TTL`).
 pub async fn run(
     config: SupervisorConfig,
     grpc_listener: TcpListener,
@@ -52,10 +53,14 @@ pub async fn run(
     let store = Store::connect(&config.database_url, StoreOptions::default())
         .await
         .context("connecting to the database")?;
+    let governance = Arc::new(tools::constitution_gate::ConstitutionGovernance::new(
+        store.clone(),
+        tools::constitution_gate::DEFAULT_RULES_TTL,
+    ));
     let parts = Parts {
         store,
         registry: ToolRegistry::standard(),
-        governance: Arc::new(AllowAll),
+        governance,
     };
     serve(config, parts, grpc_listener, http_listener, shutdown).await
 }
