@@ -87,13 +87,18 @@ pub fn stream_config(s: &PublisherSettings) -> stream::Config {
 }
 
 /// The agent pods' durable pull consumer: explicit ack, ack_wait = 2 × lease
-/// TTL, max_deliver = max attempts + 2.
+/// TTL, and no delivery cap. A message is only a wake-up for its instance:
+/// every `LeaseHeld` NAK spends a delivery, so a JetStream cap would silently
+/// drop wake-ups for events the database still holds as due (nothing would
+/// ever claim them again). The bound on retries is the event's own
+/// `attempts` counter, raised by every claim and dead-lettered with an
+/// attention request past `max_attempts` (see `genesis_claim_tick`).
 pub fn consumer_config(s: &PublisherSettings) -> consumer::pull::Config {
     consumer::pull::Config {
         durable_name: Some(s.consumer.clone()),
         ack_policy: consumer::AckPolicy::Explicit,
         ack_wait: s.lease_ttl * 2,
-        max_deliver: i64::from(s.max_attempts) + 2,
+        max_deliver: -1,
         filter_subject: format!("{}.>", s.subject_prefix),
         ..Default::default()
     }
@@ -352,7 +357,7 @@ mod tests {
         let c = consumer_config(&s);
         assert_eq!(c.durable_name.as_deref(), Some("agent-pods"));
         assert_eq!(c.ack_wait, Duration::from_secs(120));
-        assert_eq!(c.max_deliver, 7);
+        assert_eq!(c.max_deliver, -1);
         assert_eq!(c.ack_policy, consumer::AckPolicy::Explicit);
     }
 
