@@ -33,10 +33,6 @@ impl Tool for AgentQueryMemory {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        false
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let query = required_str(args, "query")?;
         let n = limit(args, "limit", 10, 1, 50)?;

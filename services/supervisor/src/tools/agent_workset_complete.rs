@@ -31,10 +31,6 @@ impl Tool for AgentWorksetComplete {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        false
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, _args: &Value) -> Result<Value, ToolError> {
         let was: Option<bool> = sqlx::query_scalar(
             "UPDATE agent_instances i SET is_building_starting_workset = false, updated_at = now()

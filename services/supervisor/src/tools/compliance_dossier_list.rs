@@ -35,10 +35,6 @@ impl Tool for ComplianceDossierList {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        false
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let filter = DossierFilter {
             framework: optional_str(args, "framework")?.map(str::to_owned),

@@ -39,10 +39,6 @@ impl Tool for ComplianceDossierRecord {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        true
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let new = NewDossier {
             project_id: optional_uuid(args, "projectId")?,

@@ -36,10 +36,6 @@ impl Tool for ComplianceDossierTranslate {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        true
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let dossier = required_uuid(args, "dossierId")?;
         let t = dossiers::translate(

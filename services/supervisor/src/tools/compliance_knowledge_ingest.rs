@@ -36,10 +36,6 @@ impl Tool for ComplianceKnowledgeIngest {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        true
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let doc = NewKnowledgeDocument {
             project_id: optional_uuid(args, "projectId")?,

@@ -36,10 +36,6 @@ impl Tool for ComplianceKnowledgeQuery {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        false
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let query = required_str(args, "query")?;
         let project = optional_uuid(args, "projectId")?;

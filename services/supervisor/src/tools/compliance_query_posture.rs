@@ -33,10 +33,6 @@ impl Tool for ComplianceQueryPosture {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        false
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let framework = optional_str(args, "framework")?;
         let project = optional_uuid(args, "projectId")?;

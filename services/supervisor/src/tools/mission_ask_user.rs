@@ -42,10 +42,6 @@ impl Tool for MissionAskUser {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        true
-    }
-
     fn raises_escalation(&self) -> bool {
         true
     }

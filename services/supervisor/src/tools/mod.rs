@@ -97,8 +97,13 @@ pub trait Tool: Send + Sync {
     /// JSON Schema of the arguments object (the subset [`schema::validate`]
     /// checks).
     fn schema(&self) -> Value;
-    /// Changes tenant state outside the agent (copied into the ActionRecord).
-    fn side_effecting(&self) -> bool;
+    /// Changes tenant state outside the agent (copied into the ActionRecord,
+    /// counted by the decision mapper). The classification is genesis-core's
+    /// (artifact-record and self-applying tools), never a per-handler choice:
+    /// a chat message or an escalation is not a side effect.
+    fn side_effecting(&self) -> bool {
+        genesis_core::modes::is_side_effecting(self.name())
+    }
     /// A successful call raises an escalation (counts for the mapper).
     fn raises_escalation(&self) -> bool {
         false

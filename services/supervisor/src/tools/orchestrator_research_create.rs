@@ -38,10 +38,6 @@ impl Tool for OrchestratorResearchCreate {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        true
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let new = NewResearchRecord {
             project_id: optional_uuid(args, "projectId")?,

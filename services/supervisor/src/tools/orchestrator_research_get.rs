@@ -33,10 +33,6 @@ impl Tool for OrchestratorResearchGet {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        false
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let id = optional_uuid(args, "id")?;
         let query = optional_str(args, "query")?;

@@ -41,10 +41,6 @@ impl Tool for SoaProposeModeChange {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        true
-    }
-
     fn raises_escalation(&self) -> bool {
         true
     }

@@ -45,10 +45,6 @@ impl Tool for SoaProposeTask {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        true
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let kind = required_str(args, "kind")?;
         if !MISSION_KINDS.contains(&kind) {

@@ -33,10 +33,6 @@ impl Tool for SoaQueryTelemetry {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        false
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let hours = limit(args, "windowHours", 24, 1, 720)?;
         let stats: Value = sqlx::query_scalar(

@@ -38,10 +38,6 @@ impl Tool for SoaSendMessage {
         })
     }
 
-    fn side_effecting(&self) -> bool {
-        true
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let body = args.get("body").and_then(Value::as_str).unwrap_or_default();
         genesis_core::validate::validate_message("body", body)
@@ -55,16 +51,8 @@ impl Tool for SoaSendMessage {
         .bind(body)
         .fetch_one(&mut *ctx.conn)
         .await?;
-        let note = json!({
-            "tenant_id": ctx.tenant_id,
-            "instance_id": ctx.instance_id,
-            "message_id": id,
-            "direction": "agent_to_operator",
-        });
-        sqlx::query("SELECT pg_notify('genesis_messages', $1)")
-            .bind(note.to_string())
-            .execute(&mut *ctx.conn)
-            .await?;
+        // The insert trigger of migration 0040 notifies `genesis_messages`
+        // for WatchTurns; a second notify here would show the message twice.
         Ok(json!({"messageId": id, "createdAt": created_at, "delivered": true}))
     }
 }
