@@ -6,6 +6,7 @@
 #                              until Ctrl-C (explore with genesisctl meanwhile)
 #   scripts/demo.sh --ci       play the story and exit (bounded time; used by tests)
 #   scripts/demo.sh --debug    use the debug build (faster to build, slower to run)
+#   scripts/demo.sh --no-build use the binaries already built (the test suite's way)
 #
 # With ANTHROPIC_API_KEY or OPENAI_API_KEY set, the agents think with that provider;
 # otherwise with the offline scripted provider. A second run needs no cleanup: the
@@ -16,11 +17,13 @@ ROOT=$(pwd)
 
 CI_MODE=0
 PROFILE=release
+BUILD=1
 for arg in "$@"; do
   case "$arg" in
     --ci) CI_MODE=1 ;;
     --debug) PROFILE=debug ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --no-build) BUILD=0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "demo: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -58,12 +61,14 @@ step "services: PostgreSQL and NATS with JetStream"
 bash scripts/services.sh | sed 's/^/    /'
 
 step "build ($PROFILE)"
-if [ "$PROFILE" = release ]; then
+if [ "$BUILD" = 0 ]; then
+  info "--no-build: using the binaries in target/$PROFILE"
+elif [ "$PROFILE" = release ]; then
   cargo build --release --bins --quiet
 else
   cargo build --bins --quiet
 fi
-BIN="$ROOT/target/$PROFILE"
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE"
 for b in genesis-control genesis-supervisor genesis-agent-pod genesisctl; do
   [ -x "$BIN/$b" ] || die "missing binary $BIN/$b"
 done
