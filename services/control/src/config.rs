@@ -46,7 +46,7 @@ pub struct ControlConfig {
     /// Tick lease TTL in seconds; the consumer's ack_wait is twice this.
     #[arg(long, env = "GENESIS_LEASE_TTL_SECS", default_value_t = 60)]
     pub lease_ttl_secs: u64,
-    /// Deliveries of one event before dead-letter; max_deliver is this + 2.
+    /// Claims of one event before it is dead-lettered with an attention request (the retry bound; the JetStream consumer has no delivery cap).
     #[arg(long, env = "GENESIS_MAX_ATTEMPTS", default_value_t = 5)]
     pub max_attempts: u32,
     /// Log format: `text` or `json`.
@@ -79,7 +79,11 @@ pub struct ControlConfig {
     #[arg(long, env = "GENESIS_SHUTDOWN_DEADLINE_SECS", default_value_t = 10)]
     pub shutdown_deadline_secs: u64,
     /// NATS KV bucket of the coordination registry.
-    #[arg(long, env = "GENESIS_REGISTRY_BUCKET", default_value = "genesis_registry")]
+    #[arg(
+        long,
+        env = "GENESIS_REGISTRY_BUCKET",
+        default_value = "genesis_registry"
+    )]
     pub registry_bucket: String,
     /// Kubernetes namespace coder Jobs run in.
     #[arg(long, env = "GENESIS_CODER_NAMESPACE", default_value = "default")]
@@ -228,7 +232,11 @@ impl ControlConfig {
             self.coder_namespace,
             self.coder_image,
             self.windows_pool_url,
-            if self.windows_pool_token.is_some() { "<redacted>" } else { "<unset>" },
+            if self.windows_pool_token.is_some() {
+                "<redacted>"
+            } else {
+                "<unset>"
+            },
         )
     }
 }
