@@ -58,19 +58,25 @@ pub fn routes(state: &AppState) -> tonic::service::RoutesBuilder {
     .add_service(v1::token_service_server::TokenServiceServer::new(
         tokens::Tokens::new(state.clone()),
     ));
-    b.add_service(v1::llm_service_server::LlmServiceServer::new(llm::Llms::new(state.clone())))
-        .add_service(v1::registry_service_server::RegistryServiceServer::new(
-            registry::Registries::new(state.clone()),
-        ))
-        .add_service(v1::coder_service_server::CoderServiceServer::new(coders::Coders::new(
-            state.clone(),
-        )))
-        .add_service(v1::coding_task_service_server::CodingTaskServiceServer::new(
+    b.add_service(v1::llm_service_server::LlmServiceServer::new(
+        llm::Llms::new(state.clone()),
+    ))
+    .add_service(v1::registry_service_server::RegistryServiceServer::new(
+        registry::Registries::new(state.clone()),
+    ))
+    .add_service(v1::coder_service_server::CoderServiceServer::new(
+        coders::Coders::new(state.clone()),
+    ))
+    .add_service(
+        v1::coding_task_service_server::CodingTaskServiceServer::new(
             coding_tasks::CodingTasks::new(state.clone()),
-        ))
-        .add_service(v1::windows_lane_service_server::WindowsLaneServiceServer::new(
-            windows::WindowsLanes::new(state.clone()),
-        ));
+        ),
+    )
+    .add_service(
+        v1::windows_lane_service_server::WindowsLaneServiceServer::new(windows::WindowsLanes::new(
+            state.clone(),
+        )),
+    );
     b.add_service(v1::mission_service_server::MissionServiceServer::new(
         missions::Missions::new(state.clone()),
     ));
