@@ -305,6 +305,100 @@ pub async fn code_search(
     Ok(found.into_iter().take(keep).map(|(_, _, m)| m).collect())
 }
 
+/// Which table a listed entry lives in: a corpus document or a project's
+/// source file (the admin surface's `document` / `source_file`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    Document,
+    SourceFile,
+}
+
+impl EntryKind {
+    /// The wire spelling (`document`, `source_file`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Document => "document",
+            EntryKind::SourceFile => "source_file",
+        }
+    }
+}
+
+/// One listed entry: metadata only, never the body, so listing a large
+/// corpus stays cheap. A source file's `title` is its path, its `corpus`
+/// is `None`, its `source` its language and its `created_at` the time it
+/// was last written (source files are replaced in place).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DocumentSummary {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub entry: EntryKind,
+    pub corpus: Option<KnowledgeKind>,
+    pub project_id: Option<Uuid>,
+    pub title: String,
+    pub source: String,
+    pub size_bytes: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Most entries one [`list`] returns.
+pub const MAX_LIST: i64 = 500;
+
+const SUMMARIES: &str =
+    "SELECT id, tenant_id, 'document' AS entry, kind AS corpus, project_id, title,
+            source, octet_length(body)::bigint AS size_bytes, created_at
+     FROM knowledge_documents
+     UNION ALL
+     SELECT id, tenant_id, 'source_file', NULL, project_id, path, language,
+            octet_length(content)::bigint, updated_at
+     FROM source_files";
+
+/// The transaction tenant's documents and source files, newest first,
+/// optionally of one entry kind and one project; `limit` is 1..=[`MAX_LIST`].
+pub async fn list(
+    conn: &mut PgConnection,
+    entry: Option<EntryKind>,
+    project_id: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<DocumentSummary>, StoreError> {
+    if !(1..=MAX_LIST).contains(&limit) {
+        return Err(StoreError::invalid(
+            "limit",
+            format!("must be between 1 and {MAX_LIST}"),
+        ));
+    }
+    let rows: Vec<serde_json::Value> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT to_jsonb(e.*) FROM ({SUMMARIES}) e
+         WHERE ($1::text IS NULL OR e.entry = $1) AND ($2::uuid IS NULL OR e.project_id = $2)
+         ORDER BY e.created_at DESC, e.id
+         LIMIT $3"
+    )))
+    .bind(entry.map(EntryKind::as_str))
+    .bind(project_id)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    decode_all(rows)
+}
+
+/// One source file's summary by id (what an upsert answers with);
+/// `NotFound` for an unknown id or another tenant's.
+pub async fn source_file_summary(
+    conn: &mut PgConnection,
+    id: Uuid,
+) -> Result<DocumentSummary, StoreError> {
+    let row: Option<serde_json::Value> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT to_jsonb(e.*) FROM ({SUMMARIES}) e WHERE e.entry = 'source_file' AND e.id = $1"
+    )))
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match row {
+        Some(v) => decode(v),
+        None => Err(StoreError::not_found(format!("source file {id}"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
