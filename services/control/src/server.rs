@@ -22,6 +22,7 @@ use crate::publisher::{PublisherSettings, run_publisher};
 use crate::services::missions;
 use crate::services::{agents, config, decisions, tenants, tokens};
 use crate::services::{coders, coding_tasks, lanes, llm, registry, windows};
+use crate::services::{constitution, knowledge};
 use crate::state::AppState;
 
 /// The admin services this server answers (fully qualified). Services of
@@ -38,6 +39,8 @@ pub const SERVED_SERVICES: &[&str] = &[
     "genesis.v1.CodingTaskService",
     "genesis.v1.WindowsLaneService",
     "genesis.v1.MissionService",
+    "genesis.v1.ConstitutionService",
+    "genesis.v1.KnowledgeService",
 ];
 
 /// Every admin service, registered in one place.
@@ -79,6 +82,14 @@ pub fn routes(state: &AppState) -> tonic::service::RoutesBuilder {
     );
     b.add_service(v1::mission_service_server::MissionServiceServer::new(
         missions::Missions::new(state.clone()),
+    ));
+    b.add_service(
+        v1::constitution_service_server::ConstitutionServiceServer::new(
+            constitution::Constitutions::new(state.clone()),
+        ),
+    );
+    b.add_service(v1::knowledge_service_server::KnowledgeServiceServer::new(
+        knowledge::Knowledge::new(state.clone()),
     ));
     b
 }
