@@ -34,6 +34,15 @@ use crate::report::{Check, LatencyFigures, Report, ThroughputRow};
 /// and not a tool's.
 const BENCH_KIND: &str = "ExternalSignalReceived";
 
+/// Statements this process sent to the fleet database (each its own
+/// transaction), subtracted from the server's commit counts so the figures
+/// are the services' own.
+static BENCH_STATEMENTS: AtomicU64 = AtomicU64::new(0);
+
+fn counted() {
+    BENCH_STATEMENTS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Write transactions of one tick: enqueue, claim, complete (the outbox mark
 /// is batched across events and not counted per tick).
 const WRITES_PER_TICK: f64 = 3.0;
@@ -140,10 +149,11 @@ async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
     ));
     let mut options = FleetOptions::new(if quick { "bench-quick" } else { "bench" }, 1);
     options.lease_ttl_secs = 30;
-    // Every LEASE_HELD redelivery of a busy instance's message spends one
-    // of JetStream's max_deliver (= max attempts + 2); attempts themselves
-    // only count successful claims, so a high limit changes no dead-letter
-    // decision but keeps a queued instance's messages from running out.
+    // Where the consumer caps deliveries by the attempts limit, every
+    // LEASE_HELD redelivery of a busy instance's message spends one of them;
+    // attempts themselves only count successful claims, so a high limit
+    // changes no dead-letter decision but keeps a queued instance's
+    // messages from running out.
     options.max_attempts = 200;
     options.extra_env = vec![
         (
@@ -166,12 +176,14 @@ async fn run(fleet: &mut Fleet, plan: &Plan, quick: bool) -> anyhow::Result<Repo
     progress(&format!(
         "creating {max_tenants} tenants and waiting for their SOAs"
     ));
-    let mut instances: Vec<(Uuid, Uuid)> = Vec::new();
+    let mut tenant_ids = Vec::new();
     for i in 0..max_tenants {
-        let t = fleet
-            .create_tenant(&format!("bench-{i}-{}", genesis_e2e::suffix()))
-            .await?;
-        let soa = fleet.wait_soa(&t, Duration::from_secs(60)).await?;
+        let name = format!("bench-{i}-{}", genesis_e2e::suffix());
+        tenant_ids.push(fleet.create_tenant(&name).await?);
+    }
+    let mut instances: Vec<(Uuid, Uuid)> = Vec::new();
+    for t in &tenant_ids {
+        let soa = fleet.wait_soa(t, Duration::from_secs(120)).await?;
         instances.push((t.parse()?, soa.parse()?));
     }
     fleet
@@ -311,6 +323,7 @@ async fn enqueue_batch(
     let tenants: Vec<Uuid> = sorted.iter().map(|(t, _)| *t).collect();
     let insts: Vec<Uuid> = sorted.iter().map(|(_, i)| *i).collect();
     let first = seq.fetch_add(sorted.len() as u64, Ordering::SeqCst);
+    counted();
     let outcomes: Vec<String> = sqlx::query_scalar(
         "SELECT genesis_enqueue_event(x.t, x.i, $3,
                     jsonb_build_object('signalKind', 'GuidanceUpdated', 'benchRun', $4::text, 'n', $5::bigint + x.o),
@@ -337,6 +350,7 @@ async fn backlog(
     targets: &[(Uuid, Uuid)],
 ) -> anyhow::Result<std::collections::HashMap<Uuid, i64>> {
     let ids: Vec<Uuid> = targets.iter().map(|(_, i)| *i).collect();
+    counted();
     let rows = sqlx::query(
         "SELECT instance_id, count(*) AS n FROM agent_event_queue
           WHERE instance_id = ANY($1) AND consumed_at IS NULL AND dead_lettered_at IS NULL AND event_kind = $2
@@ -384,7 +398,11 @@ fn spawn_feeder(
     })
 }
 
+/// (commits of the services, rows written) on the fleet database so far:
+/// the server's `xact_commit` less this process's own statements.
 async fn db_counters(db: &PgPool) -> anyhow::Result<(i64, i64)> {
+    counted();
+    counted();
     sqlx::query("SELECT pg_stat_clear_snapshot()")
         .execute(db)
         .await?;
@@ -394,10 +412,12 @@ async fn db_counters(db: &PgPool) -> anyhow::Result<(i64, i64)> {
     )
     .fetch_one(db)
     .await?;
-    Ok((r.try_get("xact_commit")?, r.try_get("w")?))
+    let own = BENCH_STATEMENTS.load(Ordering::Relaxed) as i64;
+    Ok((r.try_get::<i64, _>("xact_commit")? - own, r.try_get("w")?))
 }
 
 async fn bench_turns(db: &PgPool) -> anyhow::Result<i64> {
+    counted();
     Ok(
         sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger WHERE event_kind = $1")
             .bind(BENCH_KIND)
@@ -666,6 +686,7 @@ async fn idle_fleet(
     let llm0 = procs::llm_calls(fleet).await;
     let cpu0 = procs::sample(fleet);
     let (c0, _) = db_counters(db).await?;
+    counted();
     let turns0: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
         .fetch_one(db)
         .await?;
@@ -678,8 +699,7 @@ async fn idle_fleet(
     let turns1: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
         .fetch_one(db)
         .await?;
-    // The benchmark's own two counter reads are commits too; leave them out.
-    let commits = (c1 - c0 - 2).max(0);
+    let commits = (c1 - c0).max(0);
     let cpu = procs::cpu_delta(&cpu0, &cpu1);
     let cpu_total: f64 = cpu.iter().map(|(_, s)| s).sum();
     let figures = report::IdleFigures {
