@@ -348,7 +348,7 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "| tenants | pods | ticks | window s | ticks/s | commits/tick | rows written/tick | CPU s (control/supervisor/pods) |"
+            "| tenants | pods | ticks | window s | ticks/s | service commits/tick | rows written/tick | CPU s (control/supervisor/pods) |"
         );
         let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---|");
         for r in &self.throughput {
