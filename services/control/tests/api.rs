@@ -317,7 +317,7 @@ async fn reset_is_refused_mid_tick_and_otherwise_clears_drains_and_seeds_an_open
     let genesis_store::ClaimOutcome::Claimed(claim) = claim else {
         anyhow::bail!("expected a claim")
     };
-    let before = store.events().list(t, inst.id).await?;
+    let before = queue_shape(store.events().list(t, inst.id).await?);
     let reset = |a: &mut v1::agent_service_client::AgentServiceClient<_>| {
         let r = req(
             v1::ResetAgentRequest {
@@ -332,7 +332,7 @@ async fn reset_is_refused_mid_tick_and_otherwise_clears_drains_and_seeds_an_open
     let e = reset(&mut agents).await.expect_err("mid-tick");
     assert_eq!(e.code(), Code::FailedPrecondition);
     assert_eq!(
-        store.events().list(t, inst.id).await?,
+        queue_shape(store.events().list(t, inst.id).await?),
         before,
         "nothing changed"
     );

@@ -140,3 +140,31 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// One event as [`queue_shape`] keeps it.
+pub type QueueEntry = (
+    Uuid,
+    genesis_core::AgentEventKind,
+    serde_json::Value,
+    Option<Uuid>,
+    i32,
+    Option<chrono::DateTime<chrono::Utc>>,
+);
+
+/// The queue as the tests compare it: which events exist, what they say,
+/// who claimed them and whether they were consumed. `published_at` is left
+/// out because the running outbox sets it concurrently with any request.
+pub fn queue_shape(rows: Vec<genesis_store::EventRow>) -> Vec<QueueEntry> {
+    rows.into_iter()
+        .map(|e| {
+            (
+                e.id,
+                e.event_kind,
+                e.payload,
+                e.claimed_session,
+                e.attempts,
+                e.consumed_at,
+            )
+        })
+        .collect()
+}
