@@ -115,7 +115,7 @@ wait_http() { # url name
 }
 
 step "fleet: control, supervisor and two agent pods (LLM provider: $PROVIDER)"
-GENESIS_GRPC_ADDR=$CONTROL_GRPC GENESIS_HTTP_ADDR=127.0.0.1:56090 \
+GENESIS_GRPC_ADDR=$CONTROL_GRPC GENESIS_HTTP_ADDR=127.0.0.1:56090 GENESIS_DASHBOARD_ADDR=127.0.0.1:56080 \
   "$BIN/genesis-control" serve >"$RUN_DIR/control.log" 2>&1 &
 PIDS+=($!)
 GENESIS_GRPC_ADDR=$SUPERVISOR_GRPC GENESIS_HTTP_ADDR=127.0.0.1:56091 \
@@ -131,7 +131,7 @@ for i in 1 2; do
 done
 wait_http http://127.0.0.1:56092/readyz agent-pod-1
 wait_http http://127.0.0.1:56093/readyz agent-pod-2
-ok "control :56051  supervisor :56052  agent pods x2  (metrics on :56090-56093/metrics)"
+ok "control :56051 (dashboard http://127.0.0.1:56080/)  supervisor :56052  agent pods x2  (metrics on :56090-56093/metrics)"
 
 CTL=("$BIN/genesisctl")
 ctl() { "${CTL[@]}" "$@"; }
@@ -260,6 +260,10 @@ Keep exploring (in another terminal):
   $BIN/genesisctl --tenant $ACME decision list
   $BIN/genesisctl --tenant $ACME agent modes
   $BIN/genesisctl --tenant $ACME agent mode set $SOA Incident
+
+The operator dashboard: http://127.0.0.1:56080/ — sign in with acme's
+operator token (below), or with the admin token and tenant $ACME.
+  acme token: $ACME_TOKEN
 EOF
 
 echo

@@ -495,6 +495,8 @@ pub struct Fleet {
     pub control_grpc: SocketAddr,
     /// Supervisor's gRPC address.
     pub supervisor_grpc: SocketAddr,
+    /// Control's operator dashboard (HTTP).
+    pub dashboard: SocketAddr,
     /// Log directory.
     pub logs: PathBuf,
     control: Proc,
@@ -687,7 +689,13 @@ impl Fleet {
                 child: None,
             })
         };
-        let control = mk("control", vec!["serve".into()], Some(control_grpc), vec![])?;
+        let dashboard: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+        let control = mk(
+            "control",
+            vec!["serve".into()],
+            Some(control_grpc),
+            vec![("GENESIS_DASHBOARD_ADDR".into(), dashboard.to_string())],
+        )?;
         let supervisor = mk("supervisor", vec![], Some(supervisor_grpc), vec![])?;
         let mut fleet = Fleet {
             options: options.clone(),
@@ -702,6 +710,7 @@ impl Fleet {
             nats_url,
             control_grpc,
             supervisor_grpc,
+            dashboard,
             logs,
             control,
             supervisor,

@@ -94,6 +94,12 @@ pub fn is_open_path(path: &str) -> bool {
 /// Authenticate the bearer token in `metadata`.
 pub async fn authenticate(state: &AppState, metadata: &MetadataMap) -> Result<Caller, Status> {
     let token = genesis_proto::auth::bearer_token(metadata)?;
+    authenticate_token(state, token).await
+}
+
+/// Authenticate a raw operator token (the bearer header's value, or the
+/// token an operator pastes into the dashboard's sign-in form).
+pub async fn authenticate_token(state: &AppState, token: &str) -> Result<Caller, Status> {
     if !genesis_proto::auth::is_well_formed_token(token) {
         return Err(Status::unauthenticated("unknown token"));
     }

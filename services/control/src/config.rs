@@ -97,6 +97,17 @@ pub struct ControlConfig {
     /// Control's credential for the Windows pool (secret).
     #[arg(long, env = "GENESIS_WINDOWS_POOL_TOKEN", hide_env_values = true)]
     pub windows_pool_token: Option<String>,
+    /// Operator dashboard listen address, or `off` to serve no dashboard.
+    #[arg(long, env = "GENESIS_DASHBOARD_ADDR", default_value = "0.0.0.0:8080")]
+    pub dashboard_addr: String,
+    /// Lifetime of a dashboard sign-in session, in hours (never beyond the
+    /// operator token's own expiry).
+    #[arg(long, env = "GENESIS_DASHBOARD_SESSION_HOURS", default_value_t = 12)]
+    pub dashboard_session_hours: u64,
+    /// Mark the session cookie `Secure` (set it when the dashboard is served
+    /// over HTTPS, e.g. behind an ingress that terminates TLS).
+    #[arg(long, env = "GENESIS_DASHBOARD_SECURE_COOKIE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub dashboard_secure_cookie: bool,
 }
 
 impl std::fmt::Debug for ControlConfig {
@@ -146,6 +157,22 @@ impl ControlConfig {
             coder_image: String::new(),
             windows_pool_url: None,
             windows_pool_token: None,
+            dashboard_addr: "off".into(),
+            dashboard_session_hours: 12,
+            dashboard_secure_cookie: false,
+        }
+    }
+
+    /// Where the dashboard listens: `None` when `GENESIS_DASHBOARD_ADDR` is
+    /// `off`. An address that does not parse is refused by [`Self::validate`].
+    pub fn dashboard_listen(&self) -> Result<Option<SocketAddr>, ControlError> {
+        match self.dashboard_addr.trim() {
+            "off" | "" => Ok(None),
+            a => a.parse().map(Some).map_err(|_| {
+                ControlError::Config(format!(
+                    "GENESIS_DASHBOARD_ADDR must be host:port or off, got {a:?}"
+                ))
+            }),
         }
     }
 
@@ -198,6 +225,10 @@ impl ControlConfig {
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return bad("GENESIS_LOG_FORMAT must be text or json");
         }
+        self.dashboard_listen()?;
+        if !(1..=24 * 30).contains(&self.dashboard_session_hours) {
+            return bad("GENESIS_DASHBOARD_SESSION_HOURS must be between 1 and 720");
+        }
         Ok(())
     }
 
@@ -209,7 +240,8 @@ impl ControlConfig {
              standing_agents_enabled = {}\nauto_bootstrap = {}\nstanding_agents_idle_by_default = {}\n\
              outbox_batch = {}\noutbox_poll_ms = {}\npublish_ack_timeout_ms = {}\nbootstrap_rescan_secs = {}\n\
              shutdown_deadline_secs = {}\nregistry_bucket = {:?}\ncoder_namespace = {:?}\ncoder_image = {:?}\n\
-             windows_pool_url = {:?}\nwindows_pool_token = {}\n",
+             windows_pool_url = {:?}\nwindows_pool_token = {}\ndashboard_addr = {:?}\n\
+             dashboard_session_hours = {}\ndashboard_secure_cookie = {}\n",
             redact_url(&self.database_url),
             redact_url(&self.nats_url),
             self.stream,
@@ -237,6 +269,9 @@ impl ControlConfig {
             } else {
                 "<unset>"
             },
+            self.dashboard_addr,
+            self.dashboard_session_hours,
+            self.dashboard_secure_cookie,
         )
     }
 }
@@ -268,6 +303,23 @@ mod tests {
                 .expect_err("zero")
                 .to_string()
                 .contains("GENESIS_MAX_ATTEMPTS")
+        );
+        c.max_attempts = 5;
+        c.dashboard_addr = "localhost".into();
+        assert!(
+            c.validate()
+                .expect_err("no port")
+                .to_string()
+                .contains("GENESIS_DASHBOARD_ADDR")
+        );
+        c.dashboard_addr = "127.0.0.1:0".into();
+        assert!(c.validate().is_ok());
+        c.dashboard_session_hours = 0;
+        assert!(
+            c.validate()
+                .expect_err("zero hours")
+                .to_string()
+                .contains("GENESIS_DASHBOARD_SESSION_HOURS")
         );
     }
 }

@@ -124,6 +124,7 @@ pub fn ledger_turn(t: &LedgerTurn, actions: &[genesis_store::LedgerActionRow]) -
         output_tokens: t.output_tokens.unwrap_or(0),
         created_at: Some(timestamp_from_chrono(t.created_at)),
         event_id: t.event_id.map(|e| e.to_string()).unwrap_or_default(),
+        requested_model: t.requested_model.clone().unwrap_or_default(),
     }
 }
 

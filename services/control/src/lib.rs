@@ -13,6 +13,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod config;
 pub mod convert;
+pub mod dashboard;
 pub mod error;
 pub mod http;
 pub mod metrics;

@@ -166,6 +166,20 @@ pub async fn run(
     let http_shutdown = shutdown.clone();
     let http_server = axum::serve(http, crate::http::router(state.clone()))
         .with_graceful_shutdown(async move { http_shutdown.cancelled().await });
+    if let Some(addr) = state.config.dashboard_listen()? {
+        let listener = TcpListener::bind(addr).await?;
+        tracing::info!(addr = %listener.local_addr()?, "dashboard serving");
+        let dash_shutdown = shutdown.clone();
+        let dash_state = state.clone();
+        tracker.spawn(async move {
+            let served = axum::serve(listener, crate::dashboard::router(dash_state))
+                .with_graceful_shutdown(async move { dash_shutdown.cancelled().await })
+                .await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "dashboard server failed");
+            }
+        });
+    }
 
     tracing::info!("genesis-control serving");
     let grpc_task = tokio::spawn(grpc_server);

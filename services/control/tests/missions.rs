@@ -171,7 +171,10 @@ async fn a_refused_mission_transition_is_failed_precondition_and_writes_nothing(
         .unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
     assert_eq!(store.missions().get(t, m.id).await?, before);
-    assert_eq!(queue_shape(store.events().list(t, inst.id).await?), events_before);
+    assert_eq!(
+        queue_shape(store.events().list(t, inst.id).await?),
+        events_before
+    );
 
     let err = c
         .set_mission_status(req(set(t, m.id, "finished"), &op))

@@ -139,3 +139,45 @@ impl Credit<'_> {
         Ok(w)
     }
 }
+
+/// What one agent spent on one UTC day (the dashboard's spend chart).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct DailySpend {
+    /// Midnight UTC of the day.
+    pub day: DateTime<Utc>,
+    pub instance_id: Uuid,
+    pub agent_type: String,
+    pub cost_usd: f64,
+    /// Planning calls (snapshots) that day.
+    pub calls: i64,
+}
+
+impl Credit<'_> {
+    /// Server-priced spend since `since`, per UTC day and agent, from the
+    /// call snapshots the supervisor priced (the same figures the credit
+    /// window draws down), oldest day first.
+    pub async fn daily_spend(
+        &self,
+        tenant_id: Uuid,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<DailySpend>, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT jsonb_build_object('day', day, 'instance_id', instance_id,
+                    'agent_type', agent_type, 'cost_usd', cost_usd, 'calls', calls)
+               FROM (SELECT date_trunc('day', s.created_at, 'UTC') AS day, s.instance_id,
+                            i.agent_type, sum(s.cost_usd) AS cost_usd, count(*) AS calls
+                       FROM llm_call_snapshots s
+                       JOIN agent_instances i ON i.tenant_id = s.tenant_id AND i.id = s.instance_id
+                      WHERE s.tenant_id = $1 AND s.created_at >= $2
+                      GROUP BY 1, 2, 3) d
+              ORDER BY day, instance_id",
+        )
+        .bind(tenant_id)
+        .bind(since)
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
+        crate::rows::decode_all(rows)
+    }
+}

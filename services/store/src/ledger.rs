@@ -30,6 +30,10 @@ pub struct LedgerTurn {
     pub plan_input_hash: Option<String>,
     pub llm_call_snapshot_id: Option<Uuid>,
     pub served_model: Option<String>,
+    /// The model the preset asked for, from the turn's call snapshot (read
+    /// by [`Ledger::tail`]; `None` when the turn made no LLM call).
+    #[serde(default)]
+    pub requested_model: Option<String>,
     pub cost_usd: Option<f64>,
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
@@ -75,8 +79,12 @@ impl Ledger<'_> {
         }
         let mut tx = self.store.tenant_tx(tenant_id).await?;
         let rows: Vec<serde_json::Value> = sqlx::query_scalar(
-            "SELECT row FROM (SELECT to_jsonb(l) AS row, turn_number FROM agent_state_ledger l
-               WHERE instance_id = $1 ORDER BY turn_number DESC LIMIT $2) t ORDER BY turn_number",
+            "SELECT row || jsonb_build_object('requested_model',
+                    (SELECT s.requested_model FROM llm_call_snapshots s WHERE s.id = t.snapshot))
+               FROM (SELECT to_jsonb(l) AS row, turn_number, l.llm_call_snapshot_id AS snapshot
+                       FROM agent_state_ledger l
+                      WHERE instance_id = $1 ORDER BY turn_number DESC LIMIT $2) t
+              ORDER BY turn_number",
         )
         .bind(instance_id)
         .bind(n)

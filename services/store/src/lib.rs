@@ -24,6 +24,7 @@ pub mod missions;
 pub mod modes;
 pub mod research;
 mod rows;
+pub mod sessions;
 pub mod store;
 pub mod tenants;
 pub mod tick;
@@ -38,6 +39,7 @@ pub use ledger::{LedgerActionRow, LedgerTurn};
 pub use messages::MessageRow;
 pub use missions::{MissionFilter, MissionRow, MissionStatus, NewMission};
 pub use modes::{ModeChange, ModeRow};
+pub use sessions::DashboardSession;
 pub use store::{Store, StoreOptions, TenantTx};
 pub use tenants::Tenant;
 pub use tick::{

@@ -207,5 +207,6 @@ pub fn turn_to_proto(t: &TurnWithActions) -> pb::LedgerTurn {
         output_tokens: turn.output_tokens.unwrap_or(0),
         created_at: Some(timestamp_from_chrono(turn.created_at)),
         event_id: turn.event_id.map(|e| e.to_string()).unwrap_or_default(),
+        requested_model: turn.requested_model.clone().unwrap_or_default(),
     }
 }

@@ -1,0 +1,636 @@
+//! The dashboard's four pages, each assembled from the admin services'
+//! answers for the session's tenant (and, for the mode audit trail and the
+//! spend chart, from the store's tenant-scoped reads). Must never write.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use genesis_proto::v1;
+use genesis_proto::v1::agent_service_server::AgentService as _;
+use genesis_proto::v1::decision_service_server::DecisionService as _;
+use genesis_proto::v1::registry_service_server::RegistryService as _;
+use tonic::Status;
+use uuid::Uuid;
+
+use super::render::{clip, esc, flash, layout, or_dash, ts, usd};
+use super::{Flash, Session, rpc};
+use crate::services::agents::Agents;
+use crate::services::decisions::Decisions;
+use crate::services::registry::Registries;
+use crate::state::AppState;
+use crate::status::store_status;
+
+fn csrf_field(s: &Session) -> String {
+    format!(
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
+        esc(&s.row.csrf_token)
+    )
+}
+
+fn wrap(s: &Session, title: &str, body: &str) -> String {
+    layout(title, &s.row.csrf_token, &s.tenant(), body)
+}
+
+/// `/agents`: every instance of the tenant, then the registry directory.
+pub async fn agents(state: &AppState, s: &Session, f: &Flash) -> Result<String, Status> {
+    let list = Agents::new(state.clone())
+        .list_agents(rpc(
+            s,
+            v1::ListAgentsRequest {
+                tenant_id: s.tenant(),
+                agent_type: None,
+                status: None,
+            },
+        ))
+        .await?
+        .into_inner();
+    let mut body = flash(f.note.as_deref(), f.error.as_deref());
+    body.push_str(
+        "<section aria-labelledby=\"instances\"><h2 id=\"instances\">Standing instances</h2>",
+    );
+    if list.agents.is_empty() {
+        body.push_str("<p>No agent instances yet. Turn standing agents on for the tenant to bootstrap its SOA.</p>");
+    } else {
+        body.push_str(
+            "<div class=\"scroll\"><table id=\"agents\"><caption class=\"sr\">Agent instances</caption><thead><tr>\
+<th scope=\"col\">Instance</th><th scope=\"col\">Type</th><th scope=\"col\">Status</th>\
+<th scope=\"col\">Mode</th><th scope=\"col\">Phase</th><th scope=\"col\">Last decision</th>\
+<th scope=\"col\">Next heartbeat</th><th scope=\"col\">Idle ticks</th><th scope=\"col\">Blocked turns</th>\
+</tr></thead><tbody>",
+        );
+        for a in &list.agents {
+            let _ = write!(
+                body,
+                "<tr data-instance=\"{id}\"><td><a href=\"/agents/{id}\">{short}</a></td><td>{ty}</td>\
+<td><span class=\"status {status}\">{status}</span></td><td>{mode}</td><td>{phase}</td><td>{dec}</td>\
+<td>{next}</td><td class=\"num\">{idle}</td><td class=\"num\">{blocked}</td></tr>",
+                id = esc(&a.id),
+                short = esc(&clip(&a.id, 8)),
+                ty = esc(&a.agent_type),
+                status = esc(&a.status),
+                mode = or_dash(&a.active_mode),
+                phase = or_dash(&a.phase),
+                dec = or_dash(&a.last_decision_kind),
+                next = ts(a.next_tick_at.as_ref()),
+                idle = a.consecutive_idle_ticks,
+                blocked = a.consecutive_blocked_turns,
+            );
+        }
+        body.push_str("</tbody></table></div>");
+    }
+    body.push_str("</section><section aria-labelledby=\"registry\"><h2 id=\"registry\">Coordination registry</h2>");
+    let reg = Registries::new(state.clone())
+        .list(rpc(
+            s,
+            v1::RegistryListRequest {
+                tenant_id: s.tenant(),
+                role: None,
+                capability: None,
+            },
+        ))
+        .await;
+    match reg {
+        Ok(r) => {
+            let r = r.into_inner();
+            if r.agents.is_empty() {
+                body.push_str("<p>No live registry entries.</p>");
+            } else {
+                body.push_str(
+                    "<div class=\"scroll\"><table id=\"registry-entries\"><thead><tr><th scope=\"col\">Name</th>\
+<th scope=\"col\">Role</th><th scope=\"col\">Capabilities</th><th scope=\"col\">Last heartbeat</th>\
+<th scope=\"col\">Expires</th></tr></thead><tbody>",
+                );
+                for e in &r.agents {
+                    let _ = write!(
+                        body,
+                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                        esc(&e.name),
+                        esc(&e.role),
+                        or_dash(&e.capabilities.join(", ")),
+                        ts(e.last_heartbeat_at.as_ref()),
+                        ts(e.expires_at.as_ref()),
+                    );
+                }
+                body.push_str("</tbody></table></div>");
+            }
+        }
+        Err(e) => {
+            let _ = write!(
+                body,
+                "<p class=\"muted\">The registry is unavailable: {}</p>",
+                esc(e.message())
+            );
+        }
+    }
+    body.push_str("</section>");
+    Ok(wrap(s, "Agents", &body))
+}
+
+/// `/agents/{id}`: summary, controls, live turns, chat, ledger, mode audit.
+pub async fn agent(
+    state: &AppState,
+    s: &Session,
+    instance: Uuid,
+    f: &Flash,
+) -> Result<String, Status> {
+    let svc = Agents::new(state.clone());
+    let id = instance.to_string();
+    let a = svc
+        .get_agent(rpc(
+            s,
+            v1::GetAgentRequest {
+                tenant_id: s.tenant(),
+                instance_id: id.clone(),
+            },
+        ))
+        .await?
+        .into_inner();
+    let modes = svc
+        .list_modes(rpc(
+            s,
+            v1::ListModesRequest {
+                tenant_id: s.tenant(),
+                agent_type: a.agent_type.clone(),
+            },
+        ))
+        .await?
+        .into_inner()
+        .modes;
+    let messages = svc
+        .list_messages(rpc(
+            s,
+            v1::ListMessagesRequest {
+                tenant_id: s.tenant(),
+                instance_id: id.clone(),
+                limit: 100,
+                before: None,
+            },
+        ))
+        .await?
+        .into_inner()
+        .messages;
+    let ledger = svc
+        .get_ledger(rpc(
+            s,
+            v1::GetLedgerRequest {
+                tenant_id: s.tenant(),
+                instance_id: id.clone(),
+                limit: 50,
+                before: None,
+            },
+        ))
+        .await?
+        .into_inner()
+        .turns;
+    let history = state
+        .store
+        .modes()
+        .history(s.row.tenant_id, instance)
+        .await
+        .map_err(store_status)?;
+
+    let csrf = csrf_field(s);
+    let eid = esc(&id);
+    let mut body = flash(f.note.as_deref(), f.error.as_deref());
+    let _ = write!(
+        body,
+        "<section aria-labelledby=\"summary\"><h2 id=\"summary\">{ty} <code>{eid}</code></h2>\
+<dl class=\"facts\"><dt>Status</dt><dd id=\"agent-status\"><span class=\"status {st}\">{st}</span></dd>\
+<dt>Mode</dt><dd id=\"agent-mode\">{mode}</dd><dt>Phase</dt><dd>{phase}</dd>\
+<dt>Last decision</dt><dd>{dec}</dd><dt>Next heartbeat</dt><dd>{next}</dd>\
+<dt>Idle ticks</dt><dd>{idle}</dd><dt>Blocked turns</dt><dd>{blocked}</dd>\
+<dt>Foundational phase</dt><dd>{found}</dd></dl>",
+        ty = esc(&a.agent_type),
+        st = esc(&a.status),
+        mode = or_dash(&a.active_mode),
+        phase = or_dash(&a.phase),
+        dec = or_dash(&a.last_decision_kind),
+        next = ts(a.next_tick_at.as_ref()),
+        idle = a.consecutive_idle_ticks,
+        blocked = a.consecutive_blocked_turns,
+        found = if a.is_building_starting_workset {
+            format!("until {}", ts(a.workset_deadline_utc.as_ref()))
+        } else {
+            "complete".to_owned()
+        },
+    );
+    // Lifecycle controls and the mode switcher.
+    let _ = write!(
+        body,
+        "<div class=\"controls\"><form method=\"post\" action=\"/agents/{eid}/lifecycle\" class=\"inline\">{csrf}\
+<button name=\"action\" value=\"start\" type=\"submit\">Start</button>\
+<button name=\"action\" value=\"stop\" type=\"submit\">Stop</button>\
+<button name=\"action\" value=\"reset\" type=\"submit\" class=\"danger\" data-confirm=\"Reset clears this agent's memory and drains its queue. Continue?\">Reset</button></form>\
+<form method=\"post\" action=\"/agents/{eid}/mode\" class=\"inline\" id=\"mode-form\">{csrf}\
+<label for=\"mode\">Mode</label><select id=\"mode\" name=\"mode\">"
+    );
+    for m in &modes {
+        let selected = if m.name == a.active_mode {
+            " selected"
+        } else {
+            ""
+        };
+        let _ = write!(
+            body,
+            "<option value=\"{n}\"{selected} title=\"{d}\">{n}</option>",
+            n = esc(&m.name),
+            d = esc(&m.description)
+        );
+    }
+    body.push_str("</select><button type=\"submit\">Switch mode</button></form></div></section>");
+
+    // Live turns (filled by the page script from the SSE stream).
+    let _ = write!(
+        body,
+        "<section aria-labelledby=\"live\"><h2 id=\"live\">Live turns</h2>\
+<p class=\"muted\" id=\"live-state\" aria-live=\"polite\">Connecting…</p>\
+<ol id=\"live-turns\" class=\"live\" data-events=\"/agents/{eid}/events\" aria-live=\"polite\"></ol></section>"
+    );
+
+    // Chat transcript.
+    body.push_str(
+        "<section aria-labelledby=\"chat\"><h2 id=\"chat\">Chat</h2><ol id=\"transcript\" class=\"chat\" aria-live=\"polite\">",
+    );
+    for m in messages.iter().rev() {
+        let _ = write!(
+            body,
+            "<li class=\"msg {dir}\" data-id=\"{id}\"><span class=\"who\">{who}</span> <time>{at}</time><p>{b}</p></li>",
+            dir = esc(&m.direction),
+            id = esc(&m.id),
+            who = if m.direction.starts_with("operator") {
+                "operator"
+            } else {
+                "agent"
+            },
+            at = ts(m.created_at.as_ref()),
+            b = esc(&m.body),
+        );
+    }
+    let _ = write!(
+        body,
+        "</ol><form method=\"post\" action=\"/agents/{eid}/message\" id=\"message-form\" class=\"stack\">{csrf}\
+<label for=\"body\">Message to the agent</label>\
+<textarea id=\"body\" name=\"body\" rows=\"3\" maxlength=\"16384\" required></textarea>\
+<button type=\"submit\">Send</button><p class=\"muted\" id=\"message-state\" aria-live=\"polite\"></p></form></section>"
+    );
+
+    // Ledger.
+    body.push_str("<section aria-labelledby=\"ledger\"><h2 id=\"ledger\">Ledger</h2>");
+    if ledger.is_empty() {
+        body.push_str("<p>No turns yet.</p>");
+    } else {
+        body.push_str(
+            "<div class=\"scroll\"><table id=\"ledger-turns\"><thead><tr><th scope=\"col\">Turn</th>\
+<th scope=\"col\">Time</th><th scope=\"col\">Event</th><th scope=\"col\">Decision</th><th scope=\"col\">Mode</th>\
+<th scope=\"col\">Reasoning</th><th scope=\"col\">Actions</th><th scope=\"col\">Model (requested → served)</th>\
+<th scope=\"col\">Tokens in/out</th><th scope=\"col\">Cost</th></tr></thead><tbody>",
+        );
+        for t in &ledger {
+            let mut actions = String::new();
+            for act in &t.actions {
+                let flag = if act.blocked {
+                    " <span class=\"tag blocked\">blocked</span>"
+                } else if act.side_effecting {
+                    " <span class=\"tag\">side effect</span>"
+                } else {
+                    ""
+                };
+                let _ = write!(
+                    actions,
+                    "<li><code>{}</code>{flag}</li>",
+                    esc(&act.tool_name)
+                );
+            }
+            let model = match (t.requested_model.as_str(), t.served_model.as_str()) {
+                ("", "") => "—".to_owned(),
+                ("", served) => esc(served),
+                (req, served) if req == served => esc(req),
+                (req, served) => format!("{} → {}", esc(req), or_dash(served)),
+            };
+            let _ = write!(
+                body,
+                "<tr><td class=\"num\">{n}</td><td>{at}</td><td>{ev}</td><td><strong>{dec}</strong></td><td>{mode}</td>\
+<td>{why}</td><td><ul class=\"plain\">{actions}</ul></td><td>{model}</td><td class=\"num\">{i}/{o}</td>\
+<td class=\"num\">{cost}</td></tr>",
+                n = t.turn_number,
+                at = ts(t.created_at.as_ref()),
+                ev = esc(&t.event_kind),
+                dec = esc(&t.decision_kind),
+                mode = or_dash(&t.active_mode),
+                why = or_dash(&clip(&t.reasoning_summary, 400)),
+                i = t.input_tokens,
+                o = t.output_tokens,
+                cost = usd(t.cost_usd),
+            );
+        }
+        body.push_str("</tbody></table></div>");
+    }
+    body.push_str("</section>");
+
+    // Mode audit trail.
+    body.push_str("<section aria-labelledby=\"audit\"><h2 id=\"audit\">Mode changes</h2>");
+    if history.is_empty() {
+        body.push_str("<p>No mode changes.</p>");
+    } else {
+        body.push_str(
+            "<table id=\"mode-audit\"><thead><tr><th scope=\"col\">Time</th><th scope=\"col\">From</th>\
+<th scope=\"col\">To</th><th scope=\"col\">Source</th><th scope=\"col\">Actor</th></tr></thead><tbody>",
+        );
+        for h in history.iter().rev() {
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                h.created_at.format("%Y-%m-%d %H:%M:%S UTC"),
+                or_dash(h.from_mode.as_deref().unwrap_or_default()),
+                esc(&h.to_mode),
+                esc(h.source.as_str()),
+                esc(&h.actor),
+            );
+        }
+        body.push_str("</tbody></table>");
+    }
+    body.push_str("</section>");
+    Ok(wrap(s, &format!("Agent {}", clip(&id, 8)), &body))
+}
+
+/// `/decisions`: the open queue with answer forms, then recent answers.
+pub async fn decisions(state: &AppState, s: &Session, f: &Flash) -> Result<String, Status> {
+    let all = Decisions::new(state.clone())
+        .list_decisions(rpc(
+            s,
+            v1::ListDecisionsRequest {
+                tenant_id: s.tenant(),
+                status: None,
+            },
+        ))
+        .await?
+        .into_inner()
+        .decisions;
+    let csrf = csrf_field(s);
+    let mut body = flash(f.note.as_deref(), f.error.as_deref());
+    let (open, resolved): (Vec<_>, Vec<_>) = all.iter().partition(|d| d.status == "open");
+    body.push_str("<section aria-labelledby=\"open\"><h2 id=\"open\">Open</h2>");
+    if open.is_empty() {
+        body.push_str("<p id=\"no-open\">Nothing is waiting for an answer.</p>");
+    }
+    for d in open {
+        let meta: serde_json::Value =
+            serde_json::from_str(&d.metadata_json).unwrap_or(serde_json::Value::Null);
+        let options: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&d.options_json)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            })
+            .collect();
+        let origin = match (
+            meta.get("source").and_then(|v| v.as_str()),
+            meta.get("soaInstanceId").and_then(|v| v.as_str()),
+        ) {
+            (Some(src), Some(inst)) => format!(
+                "origin <code>{}</code>, instance <a href=\"/agents/{i}\">{short}</a>",
+                esc(src),
+                i = esc(inst),
+                short = esc(&clip(inst, 8))
+            ),
+            (Some(src), None) => format!("origin <code>{}</code>", esc(src)),
+            _ => "system".to_owned(),
+        };
+        let target = meta
+            .get("targetMode")
+            .or_else(|| meta.get("mode"))
+            .or_else(|| meta.get("proposedMode"))
+            .and_then(|v| v.as_str())
+            .map(|m| format!("<p>Proposed mode: <strong>{}</strong></p>", esc(m)))
+            .unwrap_or_default();
+        let did = esc(&d.id);
+        let _ = write!(
+            body,
+            "<article class=\"decision\" data-decision=\"{did}\" aria-labelledby=\"d-{did}\">\
+<h3 id=\"d-{did}\">{title}</h3><p class=\"muted\"><span class=\"tag\">{kind}</span> {origin} · {at}</p>\
+<p>{text}</p>{target}<form method=\"post\" action=\"/decisions/{did}/respond\" class=\"stack\">{csrf}",
+            title = esc(&d.title),
+            kind = esc(&d.kind),
+            at = ts(d.created_at.as_ref()),
+            text = or_dash(&d.body),
+        );
+        if d.kind == "mode_change" {
+            let _ = write!(
+                body,
+                "<label for=\"n-{did}\">Notes</label><input id=\"n-{did}\" name=\"notes\" type=\"text\">\
+<div class=\"row\"><button type=\"submit\" name=\"resolution\" value=\"approved\">Approve</button>\
+<button type=\"submit\" name=\"resolution\" value=\"rejected\" class=\"danger\">Reject</button></div></form></article>"
+            );
+        } else {
+            let list = if options.is_empty() {
+                String::new()
+            } else {
+                let mut dl = format!("<datalist id=\"o-{did}\">");
+                for o in &options {
+                    let _ = write!(dl, "<option value=\"{}\">", esc(o));
+                }
+                dl.push_str("</datalist>");
+                let _ = write!(
+                    dl,
+                    "<p class=\"muted\">Options: {}</p>",
+                    options
+                        .iter()
+                        .map(|o| esc(o))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                dl
+            };
+            let _ = write!(
+                body,
+                "{list}<label for=\"r-{did}\">Answer</label>\
+<input id=\"r-{did}\" name=\"resolution\" type=\"text\" list=\"o-{did}\" required>\
+<label for=\"n-{did}\">Notes</label><input id=\"n-{did}\" name=\"notes\" type=\"text\">\
+<button type=\"submit\">Answer</button></form></article>"
+            );
+        }
+    }
+    body.push_str(
+        "</section><section aria-labelledby=\"resolved\"><h2 id=\"resolved\">Answered</h2>",
+    );
+    if resolved.is_empty() {
+        body.push_str("<p>None yet.</p>");
+    } else {
+        body.push_str(
+            "<div class=\"scroll\"><table id=\"answered\"><thead><tr><th scope=\"col\">Title</th><th scope=\"col\">Kind</th>\
+<th scope=\"col\">Answer</th><th scope=\"col\">Notes</th><th scope=\"col\">By</th><th scope=\"col\">When</th>\
+</tr></thead><tbody>",
+        );
+        for d in resolved.iter().take(50) {
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&d.title),
+                esc(&d.kind),
+                esc(&d.resolution),
+                or_dash(&d.resolution_notes),
+                or_dash(&d.resolved_by),
+                ts(d.resolved_at.as_ref()),
+            );
+        }
+        body.push_str("</tbody></table></div>");
+    }
+    body.push_str("</section>");
+    Ok(wrap(s, "Decisions", &body))
+}
+
+/// `/spend`: the weekly credit window and this week's spend per day and
+/// per agent as an inline SVG bar chart.
+pub async fn spend(state: &AppState, s: &Session) -> Result<String, Status> {
+    let t = s.row.tenant_id;
+    let cfg = state
+        .store
+        .config()
+        .effective(Some(t))
+        .await
+        .map_err(store_status)?;
+    let opts = genesis_core::AgentDispatcherOptions::default()
+        .with_system_configs(&cfg)
+        .map_err(|e| Status::failed_precondition(format!("system_configs: {e}")))?;
+    let now = chrono::Utc::now();
+    let week = genesis_store::credit::week_start(now);
+    let window = state
+        .store
+        .credit()
+        .current(t, week, opts.weekly_credit_usd)
+        .await
+        .map_err(store_status)?;
+    let rows = state
+        .store
+        .credit()
+        .daily_spend(t, week)
+        .await
+        .map_err(store_status)?;
+
+    let pct = if window.limit_usd > 0.0 {
+        (window.spent_usd / window.limit_usd * 100.0).clamp(0.0, 100.0)
+    } else {
+        100.0
+    };
+    let mut body = format!(
+        "<section aria-labelledby=\"window\"><h2 id=\"window\">Weekly credit window</h2>\
+<dl class=\"facts\"><dt>Window</dt><dd>{from} → {to}</dd><dt>Ceiling</dt><dd id=\"limit\">{limit}</dd>\
+<dt>Spent</dt><dd id=\"spent\">{spent}</dd><dt>Remaining</dt><dd id=\"remaining\">{left}</dd>\
+<dt>Enforcement</dt><dd>{enf}</dd></dl>\
+<div class=\"meter\" role=\"meter\" aria-valuemin=\"0\" aria-valuemax=\"100\" aria-valuenow=\"{pct:.0}\" \
+aria-label=\"Share of the weekly ceiling spent\"><svg viewBox=\"0 0 100 4\" preserveAspectRatio=\"none\" width=\"100%\" height=\"16\">\
+<rect width=\"100\" height=\"4\" class=\"track\"/><rect width=\"{pct:.2}\" height=\"4\" class=\"fill\"/></svg></div></section>",
+        from = window.week_start.format("%Y-%m-%d"),
+        to = window.week_end().format("%Y-%m-%d"),
+        limit = usd(window.limit_usd),
+        spent = usd(window.spent_usd),
+        left = usd(window.remaining_usd()),
+        enf = if opts.credit_enforcement_enabled {
+            "on"
+        } else {
+            "off (spend is recorded, never refused)"
+        },
+    );
+
+    // Per day (7 bars, Monday first), stacked by nothing: one total each.
+    let mut per_day = [0.0_f64; 7];
+    let mut per_agent: BTreeMap<(String, Uuid), (f64, i64)> = BTreeMap::new();
+    for r in &rows {
+        let d = (r.day - week).num_days();
+        if let Some(slot) = usize::try_from(d).ok().and_then(|d| per_day.get_mut(d)) {
+            *slot += r.cost_usd;
+        }
+        let e = per_agent
+            .entry((r.agent_type.clone(), r.instance_id))
+            .or_insert((0.0, 0));
+        e.0 += r.cost_usd;
+        e.1 += r.calls;
+    }
+    body.push_str(&bar_chart(
+        "spend-per-day",
+        "Spend per day this week",
+        &["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+            .iter()
+            .zip(per_day)
+            .map(|(d, v)| ((*d).to_owned(), v))
+            .collect::<Vec<_>>(),
+    ));
+    let agents: Vec<(String, f64)> = per_agent
+        .iter()
+        .map(|((ty, id), (v, _))| (format!("{ty} {}", clip(&id.to_string(), 8)), *v))
+        .collect();
+    if agents.is_empty() {
+        body.push_str("<p>No planning calls were priced this week.</p>");
+    } else {
+        body.push_str(&bar_chart(
+            "spend-per-agent",
+            "Spend per agent this week",
+            &agents,
+        ));
+        body.push_str(
+            "<table id=\"spend-table\"><thead><tr><th scope=\"col\">Agent</th><th scope=\"col\">Calls</th>\
+<th scope=\"col\">Spend</th></tr></thead><tbody>",
+        );
+        for ((ty, id), (v, calls)) in &per_agent {
+            let _ = write!(
+                body,
+                "<tr><td><a href=\"/agents/{id}\">{ty} {short}</a></td><td class=\"num\">{calls}</td><td class=\"num\">{}</td></tr>",
+                usd(*v),
+                ty = esc(ty),
+                short = esc(&clip(&id.to_string(), 8)),
+            );
+        }
+        body.push_str("</tbody></table>");
+    }
+    Ok(wrap(s, "Spend", &body))
+}
+
+/// A horizontal bar chart as inline SVG with a text alternative per bar.
+fn bar_chart(id: &str, title: &str, bars: &[(String, f64)]) -> String {
+    let max = bars.iter().map(|b| b.1).fold(0.0_f64, f64::max);
+    let row_h = 24;
+    let height = row_h * bars.len().max(1) + 8;
+    let mut svg = format!(
+        "<figure class=\"chart\"><figcaption id=\"{id}-title\">{t}</figcaption>\
+<svg id=\"{id}\" role=\"img\" aria-labelledby=\"{id}-title\" viewBox=\"0 0 600 {height}\" width=\"100%\">",
+        id = esc(id),
+        t = esc(title)
+    );
+    for (i, (label, v)) in bars.iter().enumerate() {
+        let y = i * row_h + 4;
+        let w = if max > 0.0 { v / max * 380.0 } else { 0.0 };
+        let _ = write!(
+            svg,
+            "<g><title>{l}: {val}</title><text x=\"0\" y=\"{ty}\" class=\"label\">{l}</text>\
+<rect x=\"150\" y=\"{y}\" width=\"{w:.1}\" height=\"16\" class=\"bar\"/>\
+<text x=\"{tx:.1}\" y=\"{ty}\" class=\"value\">{val}</text></g>",
+            l = esc(label),
+            val = usd(*v),
+            ty = y + 13,
+            tx = 156.0 + w,
+        );
+    }
+    svg.push_str("</svg></figure>");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bar_chart;
+
+    #[test]
+    fn the_bar_chart_scales_to_the_largest_bar_and_escapes_labels() {
+        let svg = bar_chart("c", "T", &[("<a>".to_owned(), 2.0), ("b".to_owned(), 1.0)]);
+        assert!(svg.contains("width=\"380.0\""), "{svg}");
+        assert!(svg.contains("width=\"190.0\""), "{svg}");
+        assert!(svg.contains("&lt;a&gt;"));
+        assert!(!svg.contains("<a>"));
+    }
+
+    #[test]
+    fn an_all_zero_chart_draws_empty_bars() {
+        let svg = bar_chart("c", "T", &[("Mon".to_owned(), 0.0)]);
+        assert!(svg.contains("width=\"0.0\""));
+    }
+}
