@@ -37,6 +37,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 step "cargo build (bins the end-to-end tests start)"
 cargo build --workspace --bins --quiet
 
+step "browser tools (Chromium, playwright-core) for the dashboard test"
+bash scripts/browser.sh
+
 step "tests"
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"

@@ -245,6 +245,13 @@ impl Admin {
             self.bearer.clone(),
         )
     }
+    /// TokenService.
+    pub fn tokens(&self) -> pb::token_service_client::TokenServiceClient<Authed> {
+        pb::token_service_client::TokenServiceClient::with_interceptor(
+            self.channel.clone(),
+            self.bearer.clone(),
+        )
+    }
     /// LlmService.
     pub fn llm(&self) -> pb::llm_service_client::LlmServiceClient<Authed> {
         pb::llm_service_client::LlmServiceClient::with_interceptor(

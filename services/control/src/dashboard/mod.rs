@@ -50,6 +50,7 @@ const MAX_FORM_BYTES: usize = 64 * 1024;
 
 const APP_CSS: &str = include_str!("assets/app.css");
 const APP_JS: &str = include_str!("assets/app.js");
+const ICON_SVG: &str = include_str!("assets/icon.svg");
 
 /// The dashboard's router (served on `GENESIS_DASHBOARD_ADDR`).
 pub fn router(state: AppState) -> Router {
@@ -69,6 +70,14 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/assets/app.css",
             get(|| async { asset("text/css", APP_CSS) }),
+        )
+        .route(
+            "/assets/icon.svg",
+            get(|| async { asset("image/svg+xml", ICON_SVG) }),
+        )
+        .route(
+            "/favicon.ico",
+            get(|| async { Redirect::permanent("/assets/icon.svg") }),
         )
         .route(
             "/assets/app.js",

@@ -217,7 +217,8 @@ pub async fn agent(
     // Lifecycle controls and the mode switcher.
     let _ = write!(
         body,
-        "<div class=\"controls\"><form method=\"post\" action=\"/agents/{eid}/lifecycle\" class=\"inline\">{csrf}\
+        "<div class=\"controls\"><form method=\"post\" action=\"/agents/{eid}/lifecycle\" class=\"inline\" \
+id=\"lifecycle-form\" data-fetch data-state=\"lifecycle-state\">{csrf}\
 <button name=\"action\" value=\"start\" type=\"submit\">Start</button>\
 <button name=\"action\" value=\"stop\" type=\"submit\">Stop</button>\
 <button name=\"action\" value=\"reset\" type=\"submit\" class=\"danger\" data-confirm=\"Reset clears this agent's memory and drains its queue. Continue?\">Reset</button></form>\
@@ -237,7 +238,10 @@ pub async fn agent(
             d = esc(&m.description)
         );
     }
-    body.push_str("</select><button type=\"submit\">Switch mode</button></form></div></section>");
+    body.push_str(
+        "</select><button type=\"submit\">Switch mode</button></form>\
+<p class=\"muted\" id=\"lifecycle-state\" aria-live=\"polite\"></p></div></section>",
+    );
 
     // Live turns (filled by the page script from the SSE stream).
     let _ = write!(
@@ -268,7 +272,8 @@ pub async fn agent(
     }
     let _ = write!(
         body,
-        "</ol><form method=\"post\" action=\"/agents/{eid}/message\" id=\"message-form\" class=\"stack\">{csrf}\
+        "</ol><form method=\"post\" action=\"/agents/{eid}/message\" id=\"message-form\" class=\"stack\" \
+data-fetch data-state=\"message-state\">{csrf}\
 <label for=\"body\">Message to the agent</label>\
 <textarea id=\"body\" name=\"body\" rows=\"3\" maxlength=\"16384\" required></textarea>\
 <button type=\"submit\">Send</button><p class=\"muted\" id=\"message-state\" aria-live=\"polite\"></p></form></section>"
@@ -569,8 +574,8 @@ aria-label=\"Share of the weekly ceiling spent\"><svg viewBox=\"0 0 100 4\" pres
             &agents,
         ));
         body.push_str(
-            "<table id=\"spend-table\"><thead><tr><th scope=\"col\">Agent</th><th scope=\"col\">Calls</th>\
-<th scope=\"col\">Spend</th></tr></thead><tbody>",
+            "<table id=\"spend-table\"><thead><tr><th scope=\"col\">Agent</th><th scope=\"col\" class=\"num\">Calls</th>\
+<th scope=\"col\" class=\"num\">Spend</th></tr></thead><tbody>",
         );
         for ((ty, id), (v, calls)) in &per_agent {
             let _ = write!(

@@ -97,7 +97,7 @@ pub fn layout(title: &str, csrf: &str, tenant: &str, body: &str) -> String {
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-<title>{title} · Genesis Agents</title><link rel=\"stylesheet\" href=\"/assets/app.css\">\
+<title>{title} · Genesis Agents</title><link rel=\"stylesheet\" href=\"/assets/app.css\"><link rel=\"icon\" href=\"/assets/icon.svg\">\
 <script src=\"/assets/app.js\" defer></script></head><body>\
 <a class=\"skip\" href=\"#main\">Skip to content</a>\
 <header><span class=\"brand\">Genesis Agents</span><nav aria-label=\"Main\"><ul>{nav}</ul></nav>\
@@ -116,7 +116,7 @@ pub fn bare(title: &str, message: &str) -> String {
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-<title>{t} · Genesis Agents</title><link rel=\"stylesheet\" href=\"/assets/app.css\"></head>\
+<title>{t} · Genesis Agents</title><link rel=\"stylesheet\" href=\"/assets/app.css\"><link rel=\"icon\" href=\"/assets/icon.svg\"></head>\
 <body><main id=\"main\" class=\"narrow\"><h1>{t}</h1><p role=\"alert\">{m}</p>\
 <p><a href=\"/agents\">Back to the dashboard</a></p></main></body></html>",
         t = esc(title),
@@ -137,7 +137,7 @@ pub fn login(error: Option<&str>) -> String {
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-<title>Sign in · Genesis Agents</title><link rel=\"stylesheet\" href=\"/assets/app.css\"></head>\
+<title>Sign in · Genesis Agents</title><link rel=\"stylesheet\" href=\"/assets/app.css\"><link rel=\"icon\" href=\"/assets/icon.svg\"></head>\
 <body><main id=\"main\" class=\"narrow\"><h1>Sign in</h1>{alert}\
 <form method=\"post\" action=\"/login\" class=\"stack\">\
 <label for=\"token\">Operator token</label>\

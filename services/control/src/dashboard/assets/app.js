@@ -45,26 +45,38 @@ function live() {
   src.addEventListener("message", (e) => { if (transcript) addMessage(transcript, JSON.parse(e.data)); });
 }
 
-function chat() {
-  const form = document.getElementById("message-form");
-  if (!form) return;
-  const state = document.getElementById("message-state");
-  form.addEventListener("submit", async (e) => {
-    e.preventDefault();
-    const body = new URLSearchParams(new FormData(form));
-    state.textContent = "Sending…";
-    try {
-      const r = await fetch(form.action, {
-        method: "POST", body, credentials: "same-origin",
-        headers: { "X-Requested-With": "fetch" },
-      });
-      const text = await r.text();
-      state.textContent = r.ok ? "Sent." : "Not sent: " + text;
-      if (r.ok) form.querySelector("textarea").value = "";
-    } catch (err) {
-      state.textContent = "Not sent: " + err;
-    }
-  });
+// Forms marked data-fetch post without a reload; the outcome goes to the
+// element named by data-state. The clicked button's name/value is sent too.
+function fetchForms() {
+  for (const form of document.querySelectorAll("form[data-fetch]")) {
+    const state = document.getElementById(form.dataset.state);
+    let clicked = null;
+    form.addEventListener("click", (e) => { if (e.target.matches("button[name]")) clicked = e.target; });
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const data = new FormData(form);
+      const b = e.submitter || clicked;
+      if (b && b.name) data.set(b.name, b.value);
+      if (state) state.textContent = "Working…";
+      try {
+        // getAttribute: a control named "action" would shadow form.action.
+        const r = await fetch(form.getAttribute("action"), {
+          method: "POST", body: new URLSearchParams(data), credentials: "same-origin",
+          headers: { "X-Requested-With": "fetch" },
+        });
+        const text = await r.text();
+        if (state) state.textContent = r.ok ? text : "Refused: " + text;
+        if (r.ok) {
+          const ta = form.querySelector("textarea");
+          if (ta) ta.value = "";
+          const st = document.getElementById("agent-status");
+          if (st && b && b.name === "action") st.textContent = text;
+        }
+      } catch (err) {
+        if (state) state.textContent = "Not sent: " + err;
+      }
+    });
+  }
 }
 
 function confirms() {
@@ -73,4 +85,4 @@ function confirms() {
   }
 }
 
-document.addEventListener("DOMContentLoaded", () => { live(); chat(); confirms(); });
+document.addEventListener("DOMContentLoaded", () => { live(); fetchForms(); confirms(); });
