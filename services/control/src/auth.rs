@@ -189,6 +189,11 @@ where
             let metadata = MetadataMap::from_headers(req.headers().clone());
             match authenticate(&state, &metadata).await {
                 Ok(caller) => {
+                    if let Err(status) =
+                        state.limits.check(&caller, crate::limits::Class::of(&path))
+                    {
+                        return Ok(refuse(&state.metrics, &path, status));
+                    }
                     req.extensions_mut().insert(caller);
                     inner.call(req).await
                 }

@@ -108,6 +108,20 @@ pub struct ControlConfig {
     /// over HTTPS, e.g. behind an ingress that terminates TLS).
     #[arg(long, env = "GENESIS_DASHBOARD_SECURE_COOKIE", default_value_t = false, action = clap::ArgAction::Set)]
     pub dashboard_secure_cookie: bool,
+    /// Admin calls per second per tenant (a platform token is its own key);
+    /// 0 switches the limit off.
+    #[arg(long, env = "GENESIS_ADMIN_RATE_PER_SEC", default_value_t = 100.0)]
+    pub admin_rate_per_sec: f64,
+    /// Admin calls a tenant may make at once before the rate applies.
+    #[arg(long, env = "GENESIS_ADMIN_RATE_BURST", default_value_t = 200.0)]
+    pub admin_rate_burst: f64,
+    /// Enqueueing calls (messages, answers, starts, resets, signals) per
+    /// second per tenant; 0 switches the limit off.
+    #[arg(long, env = "GENESIS_ENQUEUE_RATE_PER_SEC", default_value_t = 20.0)]
+    pub enqueue_rate_per_sec: f64,
+    /// Enqueueing calls a tenant may make at once before the rate applies.
+    #[arg(long, env = "GENESIS_ENQUEUE_RATE_BURST", default_value_t = 100.0)]
+    pub enqueue_rate_burst: f64,
 }
 
 impl std::fmt::Debug for ControlConfig {
@@ -160,6 +174,10 @@ impl ControlConfig {
             dashboard_addr: "off".into(),
             dashboard_session_hours: 12,
             dashboard_secure_cookie: false,
+            admin_rate_per_sec: 100.0,
+            admin_rate_burst: 200.0,
+            enqueue_rate_per_sec: 20.0,
+            enqueue_rate_burst: 100.0,
         }
     }
 
@@ -229,6 +247,25 @@ impl ControlConfig {
         if !(1..=24 * 30).contains(&self.dashboard_session_hours) {
             return bad("GENESIS_DASHBOARD_SESSION_HOURS must be between 1 and 720");
         }
+        for (name, rate, burst) in [
+            ("ADMIN", self.admin_rate_per_sec, self.admin_rate_burst),
+            (
+                "ENQUEUE",
+                self.enqueue_rate_per_sec,
+                self.enqueue_rate_burst,
+            ),
+        ] {
+            if !rate.is_finite() || rate < 0.0 {
+                return Err(ControlError::Config(format!(
+                    "GENESIS_{name}_RATE_PER_SEC must be 0 (off) or positive"
+                )));
+            }
+            if rate > 0.0 && !(burst.is_finite() && burst >= 1.0) {
+                return Err(ControlError::Config(format!(
+                    "GENESIS_{name}_RATE_BURST must be at least 1"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -241,7 +278,8 @@ impl ControlConfig {
              outbox_batch = {}\noutbox_poll_ms = {}\npublish_ack_timeout_ms = {}\nbootstrap_rescan_secs = {}\n\
              shutdown_deadline_secs = {}\nregistry_bucket = {:?}\ncoder_namespace = {:?}\ncoder_image = {:?}\n\
              windows_pool_url = {:?}\nwindows_pool_token = {}\ndashboard_addr = {:?}\n\
-             dashboard_session_hours = {}\ndashboard_secure_cookie = {}\n",
+             dashboard_session_hours = {}\ndashboard_secure_cookie = {}\nadmin_rate_per_sec = {}\n\
+             admin_rate_burst = {}\nenqueue_rate_per_sec = {}\nenqueue_rate_burst = {}\n",
             redact_url(&self.database_url),
             redact_url(&self.nats_url),
             self.stream,
@@ -272,6 +310,10 @@ impl ControlConfig {
             self.dashboard_addr,
             self.dashboard_session_hours,
             self.dashboard_secure_cookie,
+            self.admin_rate_per_sec,
+            self.admin_rate_burst,
+            self.enqueue_rate_per_sec,
+            self.enqueue_rate_burst,
         )
     }
 }
@@ -314,6 +356,23 @@ mod tests {
         );
         c.dashboard_addr = "127.0.0.1:0".into();
         assert!(c.validate().is_ok());
+        c.enqueue_rate_burst = 0.5;
+        assert!(
+            c.validate()
+                .expect_err("burst below one")
+                .to_string()
+                .contains("GENESIS_ENQUEUE_RATE_BURST")
+        );
+        c.enqueue_rate_per_sec = 0.0;
+        assert!(c.validate().is_ok(), "a zero rate switches the limit off");
+        c.admin_rate_per_sec = f64::NAN;
+        assert!(
+            c.validate()
+                .expect_err("NaN")
+                .to_string()
+                .contains("GENESIS_ADMIN_RATE_PER_SEC")
+        );
+        c.admin_rate_per_sec = 100.0;
         c.dashboard_session_hours = 0;
         assert!(
             c.validate()

@@ -16,6 +16,7 @@ pub mod convert;
 pub mod dashboard;
 pub mod error;
 pub mod http;
+pub mod limits;
 pub mod metrics;
 pub mod publisher;
 pub mod server;

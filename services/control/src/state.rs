@@ -33,6 +33,8 @@ pub struct AppState {
     /// The worker-lane clients (registry, coders, Windows lane); each may be
     /// unavailable, and its RPCs then say why.
     pub lanes: Arc<crate::services::lanes::Lanes>,
+    /// Per-tenant rate limits of the admin surface.
+    pub limits: Arc<crate::limits::RateLimits>,
     nats_ready: Arc<AtomicBool>,
 }
 
@@ -46,6 +48,7 @@ impl AppState {
     ) -> Self {
         AppState {
             store,
+            limits: Arc::new(crate::limits::RateLimits::from_config(&config)),
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
             hub: TurnHub::new(1024),

@@ -668,3 +668,86 @@ async fn malformed_requests_are_invalid_argument_naming_the_field(
     assert!(store.modes().history(t, inst.id).await?.is_empty());
     h.stop().await
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_tenant_over_its_rate_is_refused_with_a_retry_hint_and_others_are_not(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let b = store.tenants().create("b").await?.id;
+    let soa_a = soa(&store, a).await?;
+    let soa_b = soa(&store, b).await?;
+    let op_a = token(&store, TokenScope::Operator, Some(a)).await?;
+    let op_b = token(&store, TokenScope::Operator, Some(b)).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    // Slow refill so the test's own pace never earns a token back.
+    cfg.enqueue_rate_per_sec = 0.01;
+    cfg.enqueue_rate_burst = 2.0;
+    cfg.admin_rate_per_sec = 0.01;
+    cfg.admin_rate_burst = 6.0;
+    let h = start(cfg).await?;
+    let mut agents = v1::agent_service_client::AgentServiceClient::new(h.channel().await?);
+    let send = |t: Uuid, i: Uuid, tok: &str, body: &str| {
+        req(
+            v1::SendMessageRequest {
+                tenant_id: t.to_string(),
+                instance_id: i.to_string(),
+                body: body.into(),
+            },
+            tok,
+        )
+    };
+    agents.send_message(send(a, soa_a.id, &op_a, "one")).await?;
+    agents.send_message(send(a, soa_a.id, &op_a, "two")).await?;
+    let e = agents
+        .send_message(send(a, soa_a.id, &op_a, "three"))
+        .await
+        .expect_err("the enqueue burst is spent");
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+    assert!(e.message().contains("retry in"), "{}", e.message());
+    assert!(e.metadata().get("retry-after-ms").is_some());
+    assert_eq!(
+        store.messages().list(a, soa_a.id, 10).await?.len(),
+        2,
+        "the refused message wrote nothing"
+    );
+    assert_eq!(store.events().list(a, soa_a.id).await?.len(), 2);
+    // Tenant B has buckets of its own.
+    agents
+        .send_message(send(b, soa_b.id, &op_b, "b one"))
+        .await?;
+    // Reads draw from the admin bucket only: A has 6 - 3 = 3 left.
+    let list = |tok: &str, t: Uuid| {
+        req(
+            v1::ListAgentsRequest {
+                tenant_id: t.to_string(),
+                ..Default::default()
+            },
+            tok,
+        )
+    };
+    for _ in 0..3 {
+        agents.list_agents(list(&op_a, a)).await?;
+    }
+    let e = agents
+        .list_agents(list(&op_a, a))
+        .await
+        .expect_err("the admin burst is spent");
+    assert_eq!(e.code(), Code::ResourceExhausted);
+    assert!(e.message().contains("admin calls"), "{}", e.message());
+    agents.list_agents(list(&op_b, b)).await?;
+    h.stop().await
+}
+
+#[test]
+fn every_enqueue_method_names_a_served_rpc() {
+    let served: Vec<String> = genesis_proto::convert::all_rpcs()
+        .iter()
+        .map(|(s, m)| genesis_proto::convert::rpc_path(s, m))
+        .collect();
+    for m in genesis_control::limits::ENQUEUE_METHODS {
+        assert!(served.iter().any(|p| p == m), "{m} is not an RPC");
+    }
+}

@@ -16,6 +16,7 @@ pub mod mapper;
 pub mod modes;
 pub mod options;
 pub mod plan_hash;
+pub mod rate;
 pub mod sites;
 pub mod validate;
 

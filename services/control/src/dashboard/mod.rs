@@ -170,7 +170,21 @@ async fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Respo
         .authenticate(&token_sha256(secret))
         .await
     {
-        Ok(row) => Ok(Session { row }),
+        Ok(row) => {
+            let s = Session { row };
+            // The dashboard draws from the same per-tenant admin bucket as
+            // the gRPC API; its enqueueing forms also from the enqueue one.
+            state
+                .limits
+                .check(&s.caller(), crate::limits::Class::Admin)
+                .map_err(|e| {
+                    page(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        render::bare("Slow down", e.message()),
+                    )
+                })?;
+            Ok(s)
+        }
         Err(StoreError::NotFound { .. }) => Err(to_login()),
         Err(e) => {
             tracing::error!(error = %e, "dashboard session lookup failed");
@@ -509,6 +523,12 @@ async fn send_message(
     if !s.csrf_ok(&form.csrf) {
         return forbidden_csrf();
     }
+    if let Err(e) = state
+        .limits
+        .check(&s.caller(), crate::limits::Class::Enqueue)
+    {
+        return reply(&headers, "/agents", Err(e));
+    }
     let outcome = Agents::new(state.clone())
         .send_message(rpc(
             &s,
@@ -605,6 +625,12 @@ async fn lifecycle(
     if !s.csrf_ok(&form.csrf) {
         return forbidden_csrf();
     }
+    if let Err(e) = state
+        .limits
+        .check(&s.caller(), crate::limits::Class::Enqueue)
+    {
+        return reply(&headers, "/agents", Err(e));
+    }
     let svc = Agents::new(state.clone());
     let (tenant_id, instance_id) = (s.tenant(), id.clone());
     let outcome = match form.action.as_str() {
@@ -678,6 +704,12 @@ async fn respond(
     };
     if !s.csrf_ok(&form.csrf) {
         return forbidden_csrf();
+    }
+    if let Err(e) = state
+        .limits
+        .check(&s.caller(), crate::limits::Class::Enqueue)
+    {
+        return reply(&headers, "/agents", Err(e));
     }
     let outcome = Decisions::new(state.clone())
         .respond_decision(rpc(
