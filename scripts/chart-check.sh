@@ -284,7 +284,7 @@ for v, docs in renders.items():
                 weak.append(f'{d["metadata"]["name"]}/{c["name"]}: {", ".join(problems)}')
     check(not weak, f"{v}: every container non-root, read-only root, drop ALL, seccomp RuntimeDefault, resources {weak or ''}")
     # services, ports and probes
-    for comp, ports in (("control", {"grpc": 50051, "http": 9090}),
+    for comp, ports in (("control", {"grpc": 50051, "http": 9090, "dashboard": 8080}),
                         ("supervisor", {"grpc": 50052, "http": 9091}),
                         ("agent-pod", {"http": 9092})):
         dep = by_component(docs, "Deployment", comp)
@@ -302,6 +302,11 @@ for v, docs in renders.items():
         svc = by_component(docs, "Service", comp)
         check(svc is not None and {p["name"]: p["port"] for p in svc["spec"]["ports"]} == ports,
               f"{v}: Service for {comp} exposes {ports}")
+    ctl = by_component(docs, "Deployment", "control")
+    if ctl is not None:
+        cenv = {e["name"]: e.get("value") for e in ctl["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+        check(cenv.get("GENESIS_DASHBOARD_ADDR") == "0.0.0.0:8080",
+              f"{v}: control serves the dashboard on :8080 ({cenv.get('GENESIS_DASHBOARD_ADDR')})")
     agent = by_component(docs, "Deployment", "agent-pod")
     ac = agent["spec"]["template"]["spec"]["containers"][0]
     check("GENESIS_DATABASE_URL" not in env_names(ac) and "GENESIS_AGENT_TOKEN" in env_names(ac)
@@ -415,5 +420,16 @@ if "$HELM" template genesis "$CHART" --set agentPod.mode=warm --set keda.warmMin
   fail "keda.warmMinReplicaCount=0: helm template ACCEPTED a warm fleet of zero"
 fi
 ok "keda.warmMinReplicaCount=0 refused"
+if "$HELM" template genesis "$CHART" --set control.dashboard.sessionHours=0 >/dev/null 2>"$WORK/dash0.err"; then
+  fail "control.dashboard.sessionHours=0: helm template ACCEPTED a session of zero hours"
+fi
+ok "control.dashboard.sessionHours=0 refused"
+
+step "dashboard switched off"
+"$HELM" template genesis "$CHART" --set control.dashboard.enabled=false >"$WORK/nodash.yaml" 2>"$WORK/nodash.err" \
+  || { cat "$WORK/nodash.err" >&2; fail "helm template with the dashboard off"; }
+grep -q 'value: "off"' "$WORK/nodash.yaml" || fail "dashboard off: GENESIS_DASHBOARD_ADDR is not off"
+if grep -q 'name: dashboard' "$WORK/nodash.yaml"; then fail "dashboard off: a dashboard port is still rendered"; fi
+ok "dashboard off: GENESIS_DASHBOARD_ADDR=off and no dashboard port"
 
 printf '\nchart-check: %d passed, %d failed\n' "$PASSED" "$FAILED"

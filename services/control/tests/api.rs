@@ -51,6 +51,15 @@ async fn every_served_rpc_refuses_no_token_a_bad_token_and_an_agent_pod_token(
     let revoked_id =
         genesis_control::tokens::mint(&store, TokenScope::Operator, None, "old", None).await?;
     store.tokens().revoke(revoked_id.1.id).await?;
+    let expired = genesis_control::tokens::mint(
+        &store,
+        TokenScope::Operator,
+        None,
+        "expired",
+        Some(chrono::Utc::now() - chrono::Duration::seconds(1)),
+    )
+    .await?
+    .0;
     let mut cfg = config(&pool, NATS_URL);
     cfg.auto_bootstrap = false;
     let h = start(cfg).await?;
@@ -84,6 +93,12 @@ async fn every_served_rpc_refuses_no_token_a_bad_token_and_an_agent_pod_token(
             old.code(),
             Code::Unauthenticated,
             "{path} with a revoked token: {old:?}"
+        );
+        let gone = raw_call(channel.clone(), &path, Some(&expired)).await;
+        assert_eq!(
+            gone.code(),
+            Code::Unauthenticated,
+            "{path} with an expired token: {gone:?}"
         );
         let agent = raw_call(channel.clone(), &path, Some(&pod)).await;
         assert_eq!(
