@@ -121,6 +121,11 @@ OPERATOR_TOKEN="$(mint operator)"
   --from-literal=GENESIS_AGENT_TOKEN="$AGENT_TOKEN"
 "$KUBECTL" -n "$NS" get scaledobject "$RELEASE-agent-pod"
 
+log "helm upgrade (the pre-upgrade migrations hook runs again)"
+"$HELM" upgrade "$RELEASE" "$ROOT/helm/genesis" --namespace "$NS" --reuse-values \
+  --set agentToken.existingSecret=genesis-agent-token --wait --timeout 10m
+export GENESIS_KIND_UPGRADED_REVISION=2
+
 log "cargo test -p genesis-e2e --test kind"
 export GENESIS_ENDPOINT="http://127.0.0.1:30051"
 export GENESIS_TOKEN="$OPERATOR_TOKEN"

@@ -390,6 +390,10 @@ pub struct FleetOptions {
     pub nats_url: Option<String>,
     /// Extra env for every child, applied last.
     pub extra_env: Vec<(String, String)>,
+    /// Use the chart's default stream, subject prefix and consumer names
+    /// (`GENESIS_TICKS`, `genesis.ticks`, `agent-pods`) instead of per-run
+    /// ones. Only with a private `nats_url`: the shared server is shared.
+    pub chart_default_names: bool,
 }
 
 impl FleetOptions {
@@ -403,6 +407,7 @@ impl FleetOptions {
             max_attempts: 5,
             nats_url: None,
             extra_env: Vec::new(),
+            chart_default_names: false,
         }
     }
 }
@@ -631,9 +636,22 @@ impl Fleet {
         }
         let db_url = with_database(&base, &db_name);
         let nats_url = options.nats_url.clone().unwrap_or_else(shared_nats_url);
-        let stream = format!("GENESIS_TICKS_E2E_{}", sfx.to_uppercase());
-        let subject_prefix = format!("genesis.e2e{sfx}.ticks");
-        let consumer = format!("agent-pods-{sfx}");
+        if options.chart_default_names && options.nats_url.is_none() {
+            bail!("chart_default_names needs a private NATS server (nats_url)");
+        }
+        let (stream, subject_prefix, consumer) = if options.chart_default_names {
+            (
+                "GENESIS_TICKS".to_owned(),
+                "genesis.ticks".to_owned(),
+                "agent-pods".to_owned(),
+            )
+        } else {
+            (
+                format!("GENESIS_TICKS_E2E_{}", sfx.to_uppercase()),
+                format!("genesis.e2e{sfx}.ticks"),
+                format!("agent-pods-{sfx}"),
+            )
+        };
         let mut common: Vec<(String, String)> = vec![
             ("GENESIS_DATABASE_URL".into(), db_url.clone()),
             ("GENESIS_NATS_URL".into(), nats_url.clone()),

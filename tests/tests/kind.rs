@@ -239,5 +239,23 @@ async fn helm_upgrade_ran_the_migration_hook() -> anyhow::Result<()> {
         release(),
         ns()
     );
+    // After scripts/kind-e2e.sh's `helm upgrade`, the hook Job is the one
+    // the upgrade created (before-hook-creation replaced the install's).
+    if let Ok(rev) = std::env::var("GENESIS_KIND_UPGRADED_REVISION") {
+        let ran_for: Vec<String> = list
+            .iter()
+            .filter_map(|j| {
+                j.metadata
+                    .annotations
+                    .as_ref()?
+                    .get("genesis.dev/release-revision")
+                    .cloned()
+            })
+            .collect();
+        ensure!(
+            ran_for.contains(&rev),
+            "the pre-upgrade hook did not run for revision {rev} (jobs ran for {ran_for:?})"
+        );
+    }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! The KEDA signal (Deploy, part 5): with no agent pods, K due events show
-//! as `num_pending == K` on this fleet's durable consumer in the private
-//! nats-server's `/jsz` (the exact path KEDA's nats-jetstream trigger reads),
-//! and the count falls to 0 once pods run.
+//! as `num_pending == K` on the durable consumer in the private nats-server's
+//! `/jsz?acc=$G` (the exact path and account KEDA's nats-jetstream trigger
+//! reads with the chart's defaults), under the chart's default stream and
+//! consumer names, and the count falls to 0 once pods run.
 
 use std::time::Duration;
 
@@ -18,10 +19,17 @@ async fn consumer_pending_counts_due_events_and_drains_when_pods_start() -> anyh
     }
     bounded(Duration::from_secs(150), async {
         let nats = NatsServer::start(&log_dir("scaler-nats")?).await?;
+        // The names KEDA is configured with come from the chart's values.
+        let values = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../helm/genesis/values.yaml"))?;
+        for line in ["stream: GENESIS_TICKS", "consumer: agent-pods", "account: \"$G\""] {
+            ensure!(values.lines().any(|l| l.trim() == line), "the chart's values no longer say {line}");
+        }
         let mut opts = FleetOptions::new("scaler", 0);
         opts.nats_url = Some(nats.url());
+        opts.chart_default_names = true;
         let mut fleet = Fleet::start(opts).await?;
         let (stream, consumer) = (fleet.stream.clone(), fleet.consumer.clone());
+        ensure!(stream == "GENESIS_TICKS" && consumer == "agent-pods", "{stream}/{consumer}");
 
         // K tenants: each bootstrap seeds one AgentInitialized, due now.
         let mut instances = Vec::new();
