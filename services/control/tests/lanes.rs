@@ -414,7 +414,50 @@ async fn the_soa_shows_in_the_registry_after_bootstrap(pool: PgPool) -> anyhow::
     assert_eq!(instance.len(), 1);
     let meta: serde_json::Value = serde_json::from_str(&soa.metadata_json)?;
     assert_eq!(meta["instanceId"], instance[0].id.to_string());
-    let _ = &mut reg;
+    assert_eq!(
+        soa.id,
+        instance[0].id.to_string(),
+        "the entry is keyed by the SOA's own id, so replicas share it"
+    );
+    // A second control replica on the same bucket and database adds no
+    // duplicate entry for the same SOA.
+    let mut cfg2 = lane_config(&pool);
+    cfg2.auto_bootstrap = true;
+    cfg2.registry_bucket = h.config.registry_bucket.clone();
+    cfg2.stream = h.config.stream.clone();
+    cfg2.subject_prefix = h.config.subject_prefix.clone();
+    cfg2.consumer = h.config.consumer.clone();
+    let seen = soa.last_heartbeat_at.map(|t| (t.seconds, t.nanos));
+    let h2 = start(cfg2).await?;
+    // Wait until the second replica's bootstrap has registered the SOA: the
+    // entry's heartbeat moves (or, were it keyed per replica, a second
+    // entry appears).
+    let agents = eventually(Duration::from_secs(15), || {
+        let mut reg = reg.clone();
+        let op = op.clone();
+        async move {
+            let list = reg
+                .list(req(
+                    v1::RegistryListRequest {
+                        tenant_id: t.to_string(),
+                        role: Some("Orchestration".into()),
+                        capability: None,
+                    },
+                    &op,
+                ))
+                .await?
+                .into_inner()
+                .agents;
+            let moved = list.len() > 1
+                || list
+                    .iter()
+                    .any(|a| a.last_heartbeat_at.map(|t| (t.seconds, t.nanos)) > seen);
+            Ok(moved.then_some(list))
+        }
+    })
+    .await?;
+    assert_eq!(agents.len(), 1, "{agents:?}");
+    h2.stop().await?;
     h.stop().await
 }
 

@@ -263,6 +263,46 @@ impl Registry {
         Ok(entry)
     }
 
+    /// Registers (or refreshes) an agent under an id the caller owns, such as
+    /// a standing instance's own id: every control replica that calls this
+    /// for the same agent converges on ONE entry instead of adding its own.
+    /// A live entry keeps its `registered_at` and gets a fresh heartbeat; an
+    /// expired or absent one is written anew. Validation failures write nothing.
+    pub async fn register_fixed(
+        &self,
+        tenant: Uuid,
+        agent_id: Uuid,
+        registration: AgentRegistration,
+    ) -> Result<RegistryEntry, LanesError> {
+        let registration = validate_registration(registration)?;
+        match self.heartbeat(tenant, agent_id).await {
+            Ok(entry) => return Ok(entry),
+            Err(LanesError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let now = Utc::now();
+        let entry = RegistryEntry {
+            agent_id,
+            tenant_id: tenant,
+            name: registration.name,
+            role: registration.role,
+            capabilities: registration.capabilities,
+            endpoint: registration.endpoint,
+            metadata: registration.metadata,
+            registered_at: now,
+            last_heartbeat: now,
+            last_routed_at: None,
+        };
+        // An unconditional put: a concurrent replica writing the same entry
+        // writes the same content, and a stale (expired) value is replaced.
+        self.store
+            .put(key_of(tenant, agent_id), encode(&entry)?)
+            .await
+            .map_err(store_err)?;
+        tracing::debug!(%tenant, %agent_id, "registry: fixed-id agent registered");
+        Ok(entry)
+    }
+
     /// Reads one live entry of this tenant with its revision.
     async fn read_live(
         &self,

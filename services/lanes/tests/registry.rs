@@ -265,3 +265,74 @@ async fn the_directory_survives_a_reconnect() -> anyhow::Result<()> {
     b.drop_bucket().await;
     Ok(())
 }
+
+#[tokio::test]
+async fn replicas_registering_one_fixed_id_share_one_entry() -> anyhow::Result<()> {
+    let b = Bucket::new(Duration::from_secs(300)).await?;
+    // A second handle on the same bucket: another control replica.
+    let other = Registry::connect(
+        async_nats::connect(NATS_URL).await?,
+        RegistryConfig {
+            bucket: b.name.clone(),
+            ttl: Duration::from_secs(300),
+        },
+    )
+    .await?;
+    let tenant = Uuid::new_v4();
+    let soa = Uuid::new_v4();
+    let first = b
+        .registry
+        .register_fixed(
+            tenant,
+            soa,
+            reg("soa", AgentRole::Orchestration, &["orchestration"]),
+        )
+        .await?;
+    assert_eq!(first.agent_id, soa);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let again = other
+        .register_fixed(
+            tenant,
+            soa,
+            reg("soa", AgentRole::Orchestration, &["orchestration"]),
+        )
+        .await?;
+    assert_eq!(again.agent_id, soa);
+    assert_eq!(
+        again.registered_at, first.registered_at,
+        "a refresh, not a new entry"
+    );
+    assert!(again.last_heartbeat > first.last_heartbeat);
+    let listed = b.registry.list(tenant).await?;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    // A bad registration writes nothing, even under a fixed id.
+    let bad = b
+        .registry
+        .register_fixed(tenant, Uuid::new_v4(), reg("", AgentRole::Generic, &[]))
+        .await;
+    assert!(matches!(bad, Err(LanesError::Validation { .. })), "{bad:?}");
+    assert_eq!(b.registry.list(tenant).await?.len(), 1);
+    b.drop_bucket().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_expired_fixed_id_entry_is_written_anew() -> anyhow::Result<()> {
+    let b = Bucket::new(Duration::from_millis(300)).await?;
+    let tenant = Uuid::new_v4();
+    let soa = Uuid::new_v4();
+    let first = b
+        .registry
+        .register_fixed(tenant, soa, reg("soa", AgentRole::Orchestration, &[]))
+        .await?;
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert!(b.registry.list(tenant).await?.is_empty(), "expired");
+    let second = b
+        .registry
+        .register_fixed(tenant, soa, reg("soa", AgentRole::Orchestration, &[]))
+        .await?;
+    assert!(second.registered_at > first.registered_at, "written anew");
+    assert_eq!(b.registry.list(tenant).await?.len(), 1);
+    b.drop_bucket().await;
+    Ok(())
+}

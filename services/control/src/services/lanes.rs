@@ -71,8 +71,9 @@ pub struct Lanes {
     pub coder_image: String,
     /// The Windows lane, when a pool URL is configured.
     pub windows: Option<Arc<WindowsLane>>,
-    /// The tenant's SOA registry entry: tenant → (instance, registry agent id).
-    soa_entries: Mutex<HashMap<Uuid, (Uuid, Uuid)>>,
+    /// The SOAs this replica bootstrapped: tenant → instance (also the SOA's
+    /// registry agent id).
+    soa_entries: Mutex<HashMap<Uuid, Uuid>>,
 }
 
 impl std::fmt::Debug for Lanes {
@@ -159,7 +160,7 @@ impl Lanes {
         }
     }
 
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, (Uuid, Uuid)>> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Uuid>> {
         self.soa_entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -167,7 +168,8 @@ impl Lanes {
 
     /// Make sure the tenant's SOA `instance` is in the registry (role
     /// Orchestration, capability `orchestration`) so it shows in the listing.
-    /// A known, live entry is left alone; an expired one is registered again.
+    /// The entry's id is the instance's own, so every control replica
+    /// refreshes the same entry and a restarted replica adds no duplicate.
     pub async fn ensure_soa_registered(
         &self,
         tenant: Uuid,
@@ -176,40 +178,23 @@ impl Lanes {
         let Ok(registry) = &self.registry else {
             return Ok(());
         };
-        let known = self.entries().get(&tenant).copied();
-        if let Some((inst, agent)) = known
-            && inst == instance
-        {
-            match registry.get(tenant, agent).await {
-                Ok(_) => return Ok(()),
-                Err(LanesError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
         let entry = registry
-            .agent_register(tenant, soa_registration(instance))
+            .register_fixed(tenant, instance, soa_registration(instance))
             .await?;
-        self.entries().insert(tenant, (instance, entry.agent_id));
-        tracing::info!(%tenant, %instance, agent = %entry.agent_id, "registry: SOA registered");
+        let fresh = self.entries().insert(tenant, instance) != Some(instance);
+        if fresh {
+            tracing::info!(%tenant, %instance, agent = %entry.agent_id, "registry: SOA registered");
+        }
         Ok(())
     }
 
-    /// Refresh every SOA entry once; an expired one is registered again.
+    /// Refresh every SOA entry this replica bootstrapped (an expired one is
+    /// written again).
     pub async fn heartbeat_soas(&self) {
-        let Ok(registry) = &self.registry else {
-            return;
-        };
-        let all: Vec<(Uuid, (Uuid, Uuid))> = self.entries().iter().map(|(k, v)| (*k, *v)).collect();
-        for (tenant, (instance, agent)) in all {
-            match registry.heartbeat(tenant, agent).await {
-                Ok(_) => {}
-                Err(LanesError::NotFound { .. }) => {
-                    self.entries().remove(&tenant);
-                    if let Err(e) = self.ensure_soa_registered(tenant, instance).await {
-                        tracing::warn!(%tenant, error = %e, "registry: SOA re-registration failed");
-                    }
-                }
-                Err(e) => tracing::warn!(%tenant, error = %e, "registry: SOA heartbeat failed"),
+        let all: Vec<(Uuid, Uuid)> = self.entries().iter().map(|(k, v)| (*k, *v)).collect();
+        for (tenant, instance) in all {
+            if let Err(e) = self.ensure_soa_registered(tenant, instance).await {
+                tracing::warn!(%tenant, error = %e, "registry: SOA heartbeat failed");
             }
         }
     }
