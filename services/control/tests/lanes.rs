@@ -386,7 +386,7 @@ async fn the_soa_shows_in_the_registry_after_bootstrap(pool: PgPool) -> anyhow::
     let mut cfg = lane_config(&pool);
     cfg.auto_bootstrap = true;
     let h = start(cfg).await?;
-    let mut reg = v1::registry_service_client::RegistryServiceClient::new(h.channel().await?);
+    let reg = v1::registry_service_client::RegistryServiceClient::new(h.channel().await?);
     let soa = eventually(Duration::from_secs(15), || {
         let mut reg = reg.clone();
         let op = op.clone();
