@@ -51,6 +51,13 @@ fn the_demo_plays_the_whole_story_and_exits_cleanly() {
             "demo output lacks {step:?}\n{stdout}"
         );
     }
+    // Turns stream live from genesisctl watch (WatchTurns) while the story runs.
+    let live: Vec<&str> = stdout.lines().filter(|l| l.contains("live │")).collect();
+    assert!(
+        live.iter().any(|l| l.contains("Initialized"))
+            && live.iter().any(|l| l.contains("EscalationResumed")),
+        "no live watch lines for the turns:\n{stdout}"
+    );
     // The ledger table the demo prints carries decision kinds, served model and cost.
     assert!(
         stdout.contains("scripted-1"),
