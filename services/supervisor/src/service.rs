@@ -817,7 +817,7 @@ impl AgentPodService {
             .map_err(|e| status_of(e, metrics))?;
         let pre: (Option<String>, Option<String>, Option<Value>, Value) = sqlx::query_as(
             "SELECT (SELECT e.event_kind FROM agent_event_queue e WHERE e.id = $1 AND e.instance_id = $2),
-                    (SELECT i.active_mode FROM agent_instances i WHERE i.id = $2),
+                    (SELECT coalesce(i.active_mode, '') || '|' || i.agent_type FROM agent_instances i WHERE i.id = $2),
                     (SELECT to_jsonb(s) FROM llm_call_snapshots s WHERE s.id = $3 AND s.instance_id = $2),
                     (SELECT coalesce(jsonb_object_agg(c.key, c.value), '{}'::jsonb) FROM (
                         SELECT DISTINCT ON (key) key, value FROM system_configs
@@ -862,7 +862,7 @@ impl AgentPodService {
             "actions": actions,
             "waitCondition": req.wait_condition,
             "reasoningSummary": req.reasoning_summary,
-            "activeMode": pre.1,
+            "activeMode": recorded_mode(pre.1.as_deref()),
         });
         let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
         let store_completion = StoreCompletion {
@@ -954,8 +954,41 @@ impl AgentPod for AgentPodService {
     }
 }
 
+/// The mode a turn ran in, as the ledger records it: the instance's
+/// `active_mode`, or its type's default mode while none was ever set (the
+/// mode the claim resolved). `raw` is `"<active_mode>|<agent_type>"`.
+fn recorded_mode(raw: Option<&str>) -> Option<String> {
+    let (mode, agent_type) = raw?.split_once('|')?;
+    if !mode.is_empty() {
+        return Some(mode.to_owned());
+    }
+    agent_type
+        .parse::<AgentType>()
+        .ok()
+        .and_then(genesis_core::default_mode)
+        .map(str::to_owned)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_recorded_mode_falls_back_to_the_types_default() {
+        assert_eq!(
+            super::recorded_mode(Some("Incident|Soa")).as_deref(),
+            Some("Incident")
+        );
+        assert_eq!(
+            super::recorded_mode(Some("|Soa")).as_deref(),
+            Some("Strategic")
+        );
+        assert_eq!(
+            super::recorded_mode(Some("|Compliance")).as_deref(),
+            Some("Cadence")
+        );
+        assert_eq!(super::recorded_mode(Some("|Bogus")), None);
+        assert_eq!(super::recorded_mode(None), None);
+    }
+
     use super::*;
 
     #[test]
