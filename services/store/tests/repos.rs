@@ -592,3 +592,107 @@ async fn config_reads_tenant_over_global_over_none(pool: PgPool) -> anyhow::Resu
     );
     Ok(())
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn dashboard_sessions_open_only_for_usable_operator_tokens_of_their_tenant(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = tenant(&store, "a").await?;
+    let b = tenant(&store, "b").await?;
+    let op_a = store
+        .tokens()
+        .insert(
+            Some(a),
+            TokenScope::Operator,
+            &hash_token("gen_a"),
+            "ops",
+            None,
+        )
+        .await?;
+    let platform = store
+        .tokens()
+        .insert(
+            None,
+            TokenScope::Operator,
+            &hash_token("gen_p"),
+            "root",
+            None,
+        )
+        .await?;
+    let pod = store
+        .tokens()
+        .insert(
+            None,
+            TokenScope::AgentPod,
+            &hash_token("gen_pod"),
+            "pod",
+            None,
+        )
+        .await?;
+    let soon = chrono::Utc::now() + chrono::Duration::hours(1);
+    let csrf = "x".repeat(40);
+    let count = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM dashboard_sessions")
+            .fetch_one(&pool)
+            .await
+    };
+
+    // Refusals: typed, and nothing written.
+    let bad_hash = store.sessions().open(a, op_a.id, "nope", &csrf, soon).await;
+    assert!(
+        matches!(bad_hash, Err(StoreError::InvalidArgument { ref field, .. }) if field == "session_sha256")
+    );
+    let short_csrf = store
+        .sessions()
+        .open(a, op_a.id, &hash_token("s1"), "short", soon)
+        .await;
+    assert!(
+        matches!(short_csrf, Err(StoreError::InvalidArgument { ref field, .. }) if field == "csrf_token")
+    );
+    let past = store
+        .sessions()
+        .open(a, op_a.id, &hash_token("s1"), &csrf, chrono::Utc::now())
+        .await;
+    assert!(
+        matches!(past, Err(StoreError::InvalidArgument { ref field, .. }) if field == "expires_at")
+    );
+    for (tenant, token) in [(b, op_a.id), (a, pod.id), (Uuid::new_v4(), platform.id)] {
+        let r = store
+            .sessions()
+            .open(tenant, token, &hash_token("s1"), &csrf, soon)
+            .await;
+        assert!(matches!(r, Err(StoreError::NotFound { .. })), "{r:?}");
+    }
+    assert_eq!(count().await?, 0);
+
+    // A tenant token on its tenant, a platform token on any tenant.
+    let s = store
+        .sessions()
+        .open(a, op_a.id, &hash_token("s1"), &csrf, soon)
+        .await?;
+    assert_eq!((s.tenant_id, s.token_tenant_id), (a, Some(a)));
+    let p = store
+        .sessions()
+        .open(b, platform.id, &hash_token("s2"), &csrf, soon)
+        .await?;
+    assert_eq!((p.tenant_id, p.token_tenant_id), (b, None));
+    assert_eq!(
+        store.sessions().authenticate(&hash_token("s1")).await?.id,
+        s.id
+    );
+
+    // Signing out and revoking the token both end a session.
+    assert!(store.sessions().revoke(&hash_token("s1")).await?);
+    assert!(!store.sessions().revoke(&hash_token("s1")).await?);
+    assert!(matches!(
+        store.sessions().authenticate(&hash_token("s1")).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    store.tokens().revoke(platform.id).await?;
+    assert!(matches!(
+        store.sessions().authenticate(&hash_token("s2")).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    Ok(())
+}

@@ -74,9 +74,19 @@ async fn seed_tenant(store: &Store, pool: &PgPool, t: Uuid, name: &str) -> anyho
         .config()
         .set(Some(t), "AgentDispatcher:TickMaxTurns", "3")
         .await?;
-    store
+    let tok = store
         .tokens()
         .insert(Some(t), TokenScope::Operator, &hash_token(name), name, None)
+        .await?;
+    store
+        .sessions()
+        .open(
+            t,
+            tok.id,
+            &hash_token(&format!("session-{name}")),
+            &"c".repeat(40),
+            chrono::Utc::now() + chrono::Duration::hours(1),
+        )
         .await?;
     sqlx::query("INSERT INTO missions (tenant_id, steering_instance_id, kind, title, metadata) VALUES ($1, $2, 'Development', 'm', $3)")
         .bind(t)
@@ -129,6 +139,56 @@ async fn every_tenant_table_forces_row_level_security_with_the_tenant_policy(
             "{name}: rls={enabled} force={forced} policy={policy}"
         );
     }
+    // What the policy says, not only that it exists: the one policy of each
+    // table (plus `tenants`, keyed by `id`) confines rows to the transaction's
+    // tenant for reads and writes. A second permissive policy, or one with
+    // `USING (true)`, would fail here.
+    let policies: Vec<(String, String, bool, String, String)> = sqlx::query_as(
+        "SELECT c.relname::text, p.polname::text, p.polpermissive,
+                coalesce(pg_get_expr(p.polqual, p.polrelid), ''),
+                coalesce(pg_get_expr(p.polwithcheck, p.polrelid), '')
+           FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = 'public' ORDER BY 1, 2",
+    )
+    .fetch_all(&pool)
+    .await?;
+    let scoped = |col: &str| {
+        format!(
+            "({col} = (NULLIF(current_setting('genesis.tenant_id'::text, true), ''::text))::uuid)"
+        )
+    };
+    let mut checked: Vec<&str> = Vec::new();
+    for (table, name, permissive, using, check) in &policies {
+        assert_eq!(
+            name, "tenant_isolation",
+            "{table} has an extra policy {name}"
+        );
+        assert!(*permissive, "{table}: {name} is restrictive");
+        let col = if table == "tenants" {
+            "id"
+        } else {
+            "tenant_id"
+        };
+        let expected_using = if table == "system_configs" {
+            // Global rows (tenant_id NULL) are readable by every tenant;
+            // writes are still confined to the tenant's own rows.
+            format!("((tenant_id IS NULL) OR {})", scoped(col))
+        } else {
+            scoped(col)
+        };
+        assert_eq!(using, &expected_using, "{table}: USING");
+        assert_eq!(check, &scoped(col), "{table}: WITH CHECK");
+        checked.push(table.as_str());
+    }
+    for (name, ..) in &tables {
+        assert!(checked.contains(&name.as_str()), "{name} has no policy row");
+    }
+    assert!(
+        checked.contains(&"tenants"),
+        "tenants is row-level secured too"
+    );
+
     // Neither service role owns a table, and genesis_app cannot bypass RLS.
     let owned: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
@@ -170,6 +230,7 @@ async fn a_transaction_of_tenant_a_reads_and_writes_nothing_of_tenant_b_in_any_t
         "missions",
         "api_tokens",
         "system_configs",
+        "dashboard_sessions",
     ];
     for (table, ..) in tenant_tables(&pool).await? {
         let total_b: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
