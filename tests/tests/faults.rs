@@ -6,6 +6,7 @@
 //! consumed events, exactly one pending heartbeat per active instance, no
 //! lease held past its TTL. Each test prints one
 //! `FAULT <name>: rounds=<n> events=<n> consumed=<n> dead_lettered=<n> ok` line.
+//! `GENESIS_FAULT_SOAK=N` turns the suite into a soak: N times the rounds.
 
 use std::time::Duration;
 
@@ -16,6 +17,21 @@ use genesis_e2e::{
 use rand::Rng as _;
 
 const SETTLE: Duration = Duration::from_secs(60);
+
+/// The soak multiplier: `GENESIS_FAULT_SOAK=N` runs N times the rounds of
+/// every fault (with N times the time bound); unset, the suite's short run.
+fn soak() -> usize {
+    std::env::var("GENESIS_FAULT_SOAK")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| (1..=1000).contains(n))
+        .unwrap_or(1)
+}
+
+/// A time bound scaled by [`soak`].
+fn limit(secs: u64) -> Duration {
+    Duration::from_secs(secs.saturating_mul(soak() as u64))
+}
 
 fn skipped() -> bool {
     if let Some(why) = binaries_missing() {
@@ -112,12 +128,12 @@ async fn pods_killed_at_random_points_lose_and_duplicate_nothing() -> anyhow::Re
     if skipped() {
         return Ok(());
     }
-    bounded(Duration::from_secs(150), async {
+    bounded(limit(150), async {
         let mut opts = FleetOptions::new("faults-pod-kill", 2);
         opts.lease_ttl_secs = 3;
         let mut fleet = Fleet::start(opts).await?;
         let agents = agents(&fleet, 3).await?;
-        let rounds = 4;
+        let rounds = 4 * soak();
         let mut sent = 0;
         for round in 0..rounds {
             sent += burst(&fleet, &agents, round).await?;
@@ -139,22 +155,23 @@ async fn supervisor_and_control_restarts_under_load_recover() -> anyhow::Result<
     if skipped() {
         return Ok(());
     }
-    bounded(Duration::from_secs(150), async {
+    bounded(limit(150), async {
         let mut opts = FleetOptions::new("faults-restarts", 2);
         opts.lease_ttl_secs = 3;
         let mut fleet = Fleet::start(opts).await?;
         let agents = agents(&fleet, 3).await?;
         let mut sent = 0;
-        for round in 0..2 {
+        let rounds = 2 * soak();
+        for round in 0..rounds {
             sent += burst(&fleet, &agents, round).await?;
             tokio::time::sleep(Duration::from_millis(rand::rng().random_range(0..300))).await;
             fleet.restart_supervisor().await?;
-            sent += burst(&fleet, &agents, round + 10).await?;
+            sent += burst(&fleet, &agents, round + 10_000).await?;
             tokio::time::sleep(Duration::from_millis(rand::rng().random_range(0..300))).await;
             fleet.restart_control().await?;
         }
-        sent += burst(&fleet, &agents, 99).await?;
-        settle(&mut fleet, "supervisor-and-control-restart", 2, sent).await?;
+        sent += burst(&fleet, &agents, 99_999).await?;
+        settle(&mut fleet, "supervisor-and-control-restart", rounds, sent).await?;
         Ok(())
     })
     .await
@@ -165,7 +182,7 @@ async fn nats_unreachable_then_back_recovers_without_a_restart() -> anyhow::Resu
     if skipped() {
         return Ok(());
     }
-    bounded(Duration::from_secs(150), async {
+    bounded(limit(150), async {
         let mut nats = NatsServer::start(&log_dir("faults-nats-server")?).await?;
         let mut opts = FleetOptions::new("faults-nats", 1);
         opts.lease_ttl_secs = 3;
@@ -173,12 +190,12 @@ async fn nats_unreachable_then_back_recovers_without_a_restart() -> anyhow::Resu
         let mut fleet = Fleet::start(opts).await?;
         let agents = agents(&fleet, 2).await?;
         let mut sent = 0;
-        let rounds = 2;
+        let rounds = 2 * soak();
         for round in 0..rounds {
             sent += burst(&fleet, &agents, round).await?;
             nats.stop();
             // Enqueues land in PostgreSQL while the broker is gone.
-            sent += burst(&fleet, &agents, round + 10).await?;
+            sent += burst(&fleet, &agents, round + 10_000).await?;
             tokio::time::sleep(Duration::from_secs(3)).await;
             nats.resume().await?;
         }
@@ -195,7 +212,7 @@ async fn postgres_backends_terminated_under_load_recover() -> anyhow::Result<()>
     if skipped() {
         return Ok(());
     }
-    bounded(Duration::from_secs(150), async {
+    bounded(limit(150), async {
         let mut opts = FleetOptions::new("faults-pg-terminate", 2);
         opts.lease_ttl_secs = 3;
         let mut fleet = Fleet::start(opts).await?;
@@ -204,7 +221,7 @@ async fn postgres_backends_terminated_under_load_recover() -> anyhow::Result<()>
             .max_connections(1)
             .connect(&genesis_e2e::base_database_url())
             .await?;
-        let rounds = 3;
+        let rounds = 3 * soak();
         let mut sent = 0;
         for round in 0..rounds {
             sent += burst(&fleet, &agents, round).await?;
@@ -219,6 +236,86 @@ async fn postgres_backends_terminated_under_load_recover() -> anyhow::Result<()>
         }
         admin_pool.close().await;
         settle(&mut fleet, "pg-terminate", rounds, sent).await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Whether pod `i` has exited on its own (reaping it if so).
+fn pod_died(fleet: &mut Fleet) -> bool {
+    fleet.all_alive().is_err()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_crashing_at_each_point_of_a_tick_loses_and_duplicates_nothing() -> anyhow::Result<()>
+{
+    if skipped() {
+        return Ok(());
+    }
+    bounded(limit(240), async {
+        for point in [
+            "after_claim",
+            "after_tool",
+            "before_complete",
+            "after_complete",
+        ] {
+            let name = format!("crash-{}", point.replace('_', "-"));
+            let logs = log_dir(&format!("faults-{name}"))?;
+            let marker = logs.join(format!("{point}.fired"));
+            let _ = std::fs::remove_file(&marker);
+            let mut opts = FleetOptions::new(&format!("faults-{name}-fleet"), 1);
+            opts.lease_ttl_secs = 3;
+            opts.extra_env.push((
+                "GENESIS_FAULT_EXIT_AT".into(),
+                format!("{point}:{}", marker.display()),
+            ));
+            let mut fleet = Fleet::start(opts).await?;
+            // The SOA's opener is the first tick: the pod aborts at `point`.
+            let tenant = fleet.create_tenant("crash").await?;
+            let soa = fleet.wait_soa(&tenant, Duration::from_secs(30)).await?;
+            let died = genesis_e2e::wait_for(
+                &format!("the pod to abort at {point}"),
+                Duration::from_secs(30),
+                || {
+                    let gone = pod_died(&mut fleet);
+                    async move { Ok(gone.then_some(())) }
+                },
+            )
+            .await;
+            ensure!(died.is_ok(), "{name}: the pod never reached {point}");
+            ensure!(marker.is_file(), "{name}: aborted without its marker");
+            // Restart it (the marker disarms it) and let the fleet recover.
+            fleet.kill_pod(0);
+            fleet.start_pod(0).await?;
+            fleet
+                .wait_decision(&soa, 0, "Initialized", SETTLE)
+                .await
+                .with_context(|| format!("{name}: the opener was never completed"))?;
+            let sent = burst(&fleet, &[(tenant.clone(), soa.clone())], 0).await?;
+            let s = settle(&mut fleet, &name, 1, sent).await?;
+            let turns: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM agent_state_ledger l
+                   JOIN agent_event_queue e ON e.id = l.event_id
+                  WHERE e.event_kind = 'AgentInitialized'",
+            )
+            .fetch_one(&fleet.db)
+            .await?;
+            ensure!(turns == 1, "{name}: {turns} turns for the one opener");
+            // Tool side effects are at-least-once across a crash: a greeting
+            // sent before the abort is sent again by the reclaimed tick.
+            let greetings: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM agent_messages WHERE direction = 'agent_to_operator'
+                   AND body LIKE 'Hello, I am your%'",
+            )
+            .fetch_one(&fleet.db)
+            .await?;
+            println!("FAULT {name}: greetings sent for the one opener: {greetings}");
+            ensure!(
+                s.dead_lettered == 0,
+                "{name}: {} dead-lettered",
+                s.dead_lettered
+            );
+        }
         Ok(())
     })
     .await

@@ -13,6 +13,7 @@
 
 pub mod config;
 pub mod error;
+pub mod fault;
 pub mod http;
 pub mod invoker;
 pub mod metrics;

@@ -109,12 +109,20 @@ impl Supervisor {
         &self,
         request: pb::ClaimTickRequest,
     ) -> Result<pb::ClaimTickResponse, PodError> {
-        self.client
+        let r = self
+            .client
             .clone()
             .claim_tick(request)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|s| PodError::from_status("ClaimTick", &s))
+            .map_err(|s| PodError::from_status("ClaimTick", &s));
+        if let Ok(pb::ClaimTickResponse {
+            result: Some(pb::claim_tick_response::Result::Bundle(_)),
+        }) = &r
+        {
+            crate::fault::hit("after_claim");
+        }
+        r
     }
 
     /// `RenewLease`.
@@ -135,12 +143,15 @@ impl Supervisor {
         &self,
         request: pb::InvokeToolRequest,
     ) -> Result<pb::InvokeToolResponse, PodError> {
-        self.client
+        let r = self
+            .client
             .clone()
             .invoke_tool(request)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|s| PodError::from_status("InvokeTool", &s))
+            .map_err(|s| PodError::from_status("InvokeTool", &s));
+        crate::fault::hit("after_tool");
+        r
     }
 
     /// `RecordCallAttempt`.
@@ -161,12 +172,16 @@ impl Supervisor {
         &self,
         request: pb::CompleteTickRequest,
     ) -> Result<pb::CompleteTickResponse, PodError> {
-        self.client
+        crate::fault::hit("before_complete");
+        let r = self
+            .client
             .clone()
             .complete_tick(request)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|s| PodError::from_status("CompleteTick", &s))
+            .map_err(|s| PodError::from_status("CompleteTick", &s));
+        crate::fault::hit("after_complete");
+        r
     }
 }
 
