@@ -89,9 +89,16 @@ export GENESIS_SUBJECT_PREFIX="genesis.demo.ticks"
 export GENESIS_CONSUMER="agent-pods-demo"
 export GENESIS_LOG_FORMAT=text
 export RUST_LOG=${RUST_LOG:-info}
-CONTROL_GRPC=127.0.0.1:56051
-SUPERVISOR_GRPC=127.0.0.1:56052
+CONTROL_GRPC=127.0.0.1:26051
+SUPERVISOR_GRPC=127.0.0.1:26052
 export GENESIS_ENDPOINT="http://$CONTROL_GRPC"
+# The demo's fixed ports sit below the kernel's ephemeral range, so no test or
+# outgoing connection is handed one of them; say so plainly if one is taken.
+for port in 26051 26052 26080 26090 26091 26092 26093; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    die "port $port is already in use (is another demo still running?)"
+  fi
+done
 
 step "tokens (shown once, stored as SHA-256)"
 ADMIN_TOKEN=$("$BIN/genesis-control" token create --scope operator --label demo-admin 2>"$RUN_DIR/token.log" | grep -o 'gen_[A-Za-z0-9_-]*' | head -n1) || true
@@ -115,23 +122,23 @@ wait_http() { # url name
 }
 
 step "fleet: control, supervisor and two agent pods (LLM provider: $PROVIDER)"
-GENESIS_GRPC_ADDR=$CONTROL_GRPC GENESIS_HTTP_ADDR=127.0.0.1:56090 GENESIS_DASHBOARD_ADDR=127.0.0.1:56080 \
+GENESIS_GRPC_ADDR=$CONTROL_GRPC GENESIS_HTTP_ADDR=127.0.0.1:26090 GENESIS_DASHBOARD_ADDR=127.0.0.1:26080 \
   "$BIN/genesis-control" serve >"$RUN_DIR/control.log" 2>&1 &
 PIDS+=($!)
-GENESIS_GRPC_ADDR=$SUPERVISOR_GRPC GENESIS_HTTP_ADDR=127.0.0.1:56091 \
+GENESIS_GRPC_ADDR=$SUPERVISOR_GRPC GENESIS_HTTP_ADDR=127.0.0.1:26091 \
   "$BIN/genesis-supervisor" >"$RUN_DIR/supervisor.log" 2>&1 &
 PIDS+=($!)
-wait_http http://127.0.0.1:56090/readyz control
-wait_http http://127.0.0.1:56091/readyz supervisor
+wait_http http://127.0.0.1:26090/readyz control
+wait_http http://127.0.0.1:26091/readyz supervisor
 for i in 1 2; do
   GENESIS_SUPERVISOR_URL="http://$SUPERVISOR_GRPC" GENESIS_AGENT_TOKEN="$POD_TOKEN" \
-  GENESIS_HTTP_ADDR=127.0.0.1:5609$((1 + i)) \
+  GENESIS_HTTP_ADDR=127.0.0.1:2609$((1 + i)) \
     "$BIN/genesis-agent-pod" >"$RUN_DIR/agent-pod-$i.log" 2>&1 &
   PIDS+=($!)
 done
-wait_http http://127.0.0.1:56092/readyz agent-pod-1
-wait_http http://127.0.0.1:56093/readyz agent-pod-2
-ok "control :56051 (dashboard http://127.0.0.1:56080/)  supervisor :56052  agent pods x2  (metrics on :56090-56093/metrics)"
+wait_http http://127.0.0.1:26092/readyz agent-pod-1
+wait_http http://127.0.0.1:26093/readyz agent-pod-2
+ok "control :26051 (dashboard http://127.0.0.1:26080/)  supervisor :26052  agent pods x2  (metrics on :26090-26093/metrics)"
 
 CTL=("$BIN/genesisctl")
 ctl() { "${CTL[@]}" "$@"; }
@@ -262,7 +269,7 @@ Keep exploring (in another terminal):
   $BIN/genesisctl --tenant $ACME agent modes
   $BIN/genesisctl --tenant $ACME agent mode set $SOA Incident
 
-The operator dashboard: http://127.0.0.1:56080/ — sign in with acme's
+The operator dashboard: http://127.0.0.1:26080/ — sign in with acme's
 operator token (below), or with the admin token and tenant $ACME.
   acme token: $ACME_TOKEN
 EOF

@@ -676,3 +676,66 @@ async fn reqwest_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
         .unwrap_or(0);
     (code, out)
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn renew_lease_extends_the_holders_lease_and_refuses_any_other_session(pool: PgPool) {
+    let mut h = start(pool).await;
+    let b = h.claim().await;
+    let expires = |pool: PgPool, instance: Uuid| async move {
+        sqlx::query_scalar::<_, Option<chrono::DateTime<chrono::Utc>>>(
+            "SELECT lease_expires_at FROM agent_instances WHERE id = $1",
+        )
+        .bind(instance)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+        .unwrap()
+    };
+    let before = expires(h.pool.clone(), h.instance).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let renew = |session: String| {
+        h.req(pb::RenewLeaseRequest {
+            session_id: session,
+            instance_id: h.instance.to_string(),
+            tenant_id: h.tenant.to_string(),
+        })
+    };
+    let r = h
+        .client
+        .clone()
+        .renew_lease(renew(b.session_id.clone()))
+        .await
+        .unwrap()
+        .into_inner();
+    let after = expires(h.pool.clone(), h.instance).await;
+    assert!(
+        after > before,
+        "renewal moves the expiry: {before} -> {after}"
+    );
+    let reported = r.lease_expires_at.unwrap();
+    assert_eq!(
+        reported.seconds,
+        after.timestamp(),
+        "the answer is the stored expiry"
+    );
+
+    // Another session: LEASE_LOST, and the holder's lease is untouched.
+    let err = h
+        .client
+        .clone()
+        .renew_lease(renew(Uuid::new_v4().to_string()))
+        .await
+        .unwrap_err();
+    assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
+    assert_eq!(expires(h.pool.clone(), h.instance).await, after);
+    // A malformed session id names the field and writes nothing.
+    let err = h
+        .client
+        .clone()
+        .renew_lease(renew("not-a-uuid".into()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("session_id"), "{}", err.message());
+    assert_eq!(expires(h.pool.clone(), h.instance).await, after);
+}
