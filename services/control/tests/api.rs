@@ -766,3 +766,58 @@ fn every_enqueue_method_names_a_served_rpc() {
         assert!(served.iter().any(|p| p == m), "{m} is not an RPC");
     }
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_deploy_level_gate_off_bootstraps_nothing_and_refuses_starts(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    store.tenants().set_standing_agents_enabled(t, true).await?;
+
+    // The same tenant, the deploy level off: no SOA; on: one SOA.
+    let mut off = config(&pool, NATS_URL);
+    off.standing_agents_enabled = false;
+    let state_off =
+        genesis_control::server::state(off.clone(), tokio_util::sync::CancellationToken::new())
+            .await?;
+    assert_eq!(bootstrap::bootstrap_all(&state_off).await?, 0);
+    assert!(store.instances().list(t, None).await?.is_empty());
+    let mut on = config(&pool, NATS_URL);
+    on.standing_agents_enabled = true;
+    let state_on =
+        genesis_control::server::state(on, tokio_util::sync::CancellationToken::new()).await?;
+    assert_eq!(bootstrap::bootstrap_all(&state_on).await?, 1);
+    let soa_id = store.instances().list(t, None).await?[0].id;
+    store
+        .instances()
+        .set_status(t, soa_id, genesis_core::InstanceStatus::Paused)
+        .await?;
+
+    // A served control with the deploy level off refuses to start standing agents.
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let h = start(off).await?;
+    let mut agents = v1::agent_service_client::AgentServiceClient::new(h.channel().await?);
+    let e = agents
+        .start_agent(req(
+            v1::StartAgentRequest {
+                tenant_id: t.to_string(),
+                instance_id: soa_id.to_string(),
+            },
+            &op,
+        ))
+        .await
+        .expect_err("the gate is off");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(
+        e.message().contains("standing agents are off"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(
+        store.instances().get(t, soa_id).await?.status,
+        genesis_core::InstanceStatus::Paused,
+        "nothing changed"
+    );
+    h.stop().await
+}
