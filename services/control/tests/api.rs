@@ -821,3 +821,211 @@ async fn the_deploy_level_gate_off_bootstraps_nothing_and_refuses_starts(
     );
     h.stop().await
 }
+
+/// A codec that sends and receives raw protobuf bytes, so a test can build
+/// any request from the descriptor set.
+#[derive(Default)]
+struct RawCodec;
+struct RawEncoder;
+struct RawDecoder;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawEncoder;
+    type Decoder = RawDecoder;
+    fn encoder(&mut self) -> RawEncoder {
+        RawEncoder
+    }
+    fn decoder(&mut self) -> RawDecoder {
+        RawDecoder
+    }
+}
+
+impl tonic::codec::Encoder for RawEncoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        bytes::BufMut::put_slice(dst, &item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawDecoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        let mut v = vec![0; bytes::Buf::remaining(src)];
+        bytes::Buf::copy_to_slice(src, &mut v);
+        Ok(Some(v))
+    }
+}
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn length_delimited(field: u32, body: &[u8], out: &mut Vec<u8>) {
+    varint(u64::from(field) << 3 | 2, out);
+    varint(body.len() as u64, out);
+    out.extend_from_slice(body);
+}
+
+/// The request of `method` with only its tenant set to `tenant`: the
+/// `tenant_id` field, or the `tenant_id` of a message field (the Windows
+/// lane's `session`); empty when the request names no tenant.
+fn tenant_only_request(
+    fds: &prost_types::FileDescriptorSet,
+    service: &str,
+    method: &str,
+    tenant: &str,
+) -> Vec<u8> {
+    let messages: Vec<&prost_types::DescriptorProto> = fds
+        .file
+        .iter()
+        .filter(|f| f.package() == "genesis.v1")
+        .flat_map(|f| f.message_type.iter())
+        .collect();
+    let by_name = |full: &str| {
+        let short = full.rsplit('.').next().unwrap_or(full);
+        messages.iter().find(|m| m.name() == short).copied()
+    };
+    let input = fds
+        .file
+        .iter()
+        .flat_map(|f| f.service.iter().map(move |s| (f.package(), s)))
+        .find(|(p, s)| format!("{p}.{}", s.name()) == service)
+        .and_then(|(_, s)| s.method.iter().find(|m| m.name() == method))
+        .map(|m| m.input_type().to_owned())
+        .unwrap_or_default();
+    let Some(msg) = by_name(&input) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(f) = msg.field.iter().find(|f| f.name() == "tenant_id") {
+        length_delimited(f.number() as u32, tenant.as_bytes(), &mut out);
+        return out;
+    }
+    for f in &msg.field {
+        if let Some(inner) = f.type_name.as_deref().and_then(by_name)
+            && let Some(t) = inner.field.iter().find(|x| x.name() == "tenant_id")
+        {
+            let mut body = Vec::new();
+            length_delimited(t.number() as u32, tenant.as_bytes(), &mut body);
+            length_delimited(f.number() as u32, &body, &mut out);
+            return out;
+        }
+    }
+    out
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn every_served_rpc_aimed_at_another_tenant_is_refused(pool: PgPool) -> anyhow::Result<()> {
+    use tonic_prost::prost::Message as _;
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let b = store.tenants().create("b").await?.id;
+    let op_a = token(&store, TokenScope::Operator, Some(a)).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    cfg.admin_rate_per_sec = 0.0;
+    cfg.enqueue_rate_per_sec = 0.0;
+    let h = start(cfg).await?;
+    let channel = h.channel().await?;
+    let fds = prost_types::FileDescriptorSet::decode(genesis_proto::FILE_DESCRIPTOR_SET)?;
+    let before: Vec<i64> = {
+        let mut counts = Vec::new();
+        for table in [
+            "agent_instances",
+            "agent_event_queue",
+            "agent_messages",
+            "attention_requests",
+            "system_configs",
+            "api_tokens",
+            "tenants",
+        ] {
+            counts.push(
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+                    .fetch_one(&pool)
+                    .await?,
+            );
+        }
+        counts
+    };
+    // RPCs that name no tenant and read platform-wide data every operator
+    // may see (the price list).
+    let open_reads = ["/genesis.v1.LlmService/ListPricing"];
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for (service, method) in genesis_proto::convert::all_rpcs()
+        .into_iter()
+        .filter(|(s, _)| genesis_control::SERVED_SERVICES.contains(&s.as_str()))
+    {
+        let path = genesis_proto::convert::rpc_path(&service, &method);
+        let body = tenant_only_request(&fds, &service, &method, &b.to_string());
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
+        grpc.ready().await?;
+        let mut request = tonic::Request::new(body);
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {op_a}").parse()?);
+        let result = grpc
+            .unary(
+                request,
+                http::uri::PathAndQuery::try_from(path.clone())?,
+                RawCodec,
+            )
+            .await;
+        checked += 1;
+        match result {
+            Err(s) if matches!(s.code(), Code::PermissionDenied | Code::NotFound) => {}
+            Ok(_) if open_reads.contains(&path.as_str()) => {}
+            // ListTenants names no tenant: a tenant-bound caller gets its own.
+            Ok(r) if path == "/genesis.v1.TenantService/ListTenants" => {
+                let body = String::from_utf8_lossy(r.get_ref()).into_owned();
+                if body.contains(&b.to_string()) || !body.contains(&a.to_string()) {
+                    wrong.push(format!("{path}: listed other than the caller's own tenant"));
+                }
+            }
+            Ok(_) => wrong.push(format!("{path}: answered OK")),
+            Err(s) => wrong.push(format!("{path}: {:?} {}", s.code(), s.message())),
+        }
+    }
+    assert!(checked >= 60, "only {checked} RPCs enumerated");
+    assert!(
+        wrong.is_empty(),
+        "RPCs not refusing tenant B to A's operator:\n{}",
+        wrong.join("\n")
+    );
+    let mut after = Vec::new();
+    for table in [
+        "agent_instances",
+        "agent_event_queue",
+        "agent_messages",
+        "attention_requests",
+        "system_configs",
+        "api_tokens",
+        "tenants",
+    ] {
+        after.push(
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+                "SELECT count(*) FROM {table}"
+            )))
+            .fetch_one(&pool)
+            .await?,
+        );
+    }
+    assert_eq!(before, after, "nothing was written");
+    h.stop().await
+}

@@ -142,8 +142,8 @@ impl ConstitutionService for Constitutions {
             async {
                 let caller = caller(&request)?;
                 let req = request.get_ref();
-                let new = new_rule(req)?;
                 let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let new = new_rule(req)?;
                 record_ids(t, None);
                 let row = self
                     .state
@@ -174,8 +174,8 @@ impl ConstitutionService for Constitutions {
             async {
                 let caller = caller(&request)?;
                 let req = request.get_ref();
-                let id = uuid("rule_id", &req.rule_id)?;
                 let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let id = uuid("rule_id", &req.rule_id)?;
                 record_ids(t, None);
                 let repo = self.state.store.constitution();
                 let was_enabled = repo

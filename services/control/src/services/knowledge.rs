@@ -126,10 +126,10 @@ impl KnowledgeService for Knowledge {
             async {
                 let caller = caller(&request)?;
                 let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 required("title", &req.title)?;
                 required("body", &req.body)?;
                 let project = opt_uuid("project_id", Some(&req.project_id))?;
-                let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 record_ids(t, None);
                 let mut tx = self.state.store.tenant_tx(t).await.map_err(store_status)?;
                 let d = knowledge::ingest(
@@ -176,6 +176,7 @@ impl KnowledgeService for Knowledge {
             async {
                 let caller = caller(&request)?;
                 let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 required("path", &req.path)?;
                 required("content", &req.content)?;
                 let project = opt_uuid("project_id", Some(&req.project_id))?.unwrap_or(NO_PROJECT);
@@ -184,7 +185,6 @@ impl KnowledgeService for Knowledge {
                 } else {
                     req.language.trim().to_owned()
                 };
-                let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 record_ids(t, None);
                 let mut tx = self.state.store.tenant_tx(t).await.map_err(store_status)?;
                 let id = knowledge::upsert_source_file(
@@ -219,10 +219,10 @@ impl KnowledgeService for Knowledge {
             async {
                 let caller = caller(&request)?;
                 let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 let entry = entry_kind(req.kind.as_deref())?;
                 let project = opt_uuid("project_id", req.project_id.as_deref())?;
                 let n = limit("limit", req.limit, DEFAULT_LIST, knowledge::MAX_LIST)?;
-                let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 record_ids(t, None);
                 let mut tx = self.state.store.tenant_tx(t).await.map_err(store_status)?;
                 let rows = knowledge::list(tx.conn(), entry, project, n)

@@ -427,12 +427,12 @@ impl LlmService for Llms {
         observe(&self.state, "/genesis.v1.LlmService/SetPricing", async {
             let caller = caller(&request)?;
             let req = request.get_ref();
+            caller.require_platform()?;
             if req.model.trim().is_empty() {
                 return Err(invalid_argument("model", "required"));
             }
             let input = price("input_per_mtok", req.input_per_mtok)?;
             let output = price("output_per_mtok", req.output_per_mtok)?;
-            caller.require_platform()?;
             let llm = self.state.store.llm();
             // Keep the cache-read price the table already has.
             let cache = llm

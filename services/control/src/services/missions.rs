@@ -65,12 +65,12 @@ impl MissionService for Missions {
             async {
                 let caller = caller(&request)?;
                 let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 let status = match req.status.as_deref() {
                     None | Some("") => None,
                     Some(s) => Some(status_field("status", s)?),
                 };
                 let instance = opt_uuid("instance_id", req.instance_id.as_deref())?;
-                let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 record_ids(t, instance);
                 let rows = self
                     .state
@@ -103,8 +103,8 @@ impl MissionService for Missions {
             async {
                 let caller = caller(&request)?;
                 let req = request.get_ref();
-                let id = uuid("mission_id", &req.mission_id)?;
                 let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let id = uuid("mission_id", &req.mission_id)?;
                 record_ids(t, None);
                 let row = self
                     .state
@@ -129,9 +129,9 @@ impl MissionService for Missions {
             async {
                 let caller = caller(&request)?;
                 let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 let id = uuid("mission_id", &req.mission_id)?;
                 let to = status_field("status", &req.status)?;
-                let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 record_ids(t, None);
                 let change = self
                     .state

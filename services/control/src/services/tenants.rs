@@ -40,9 +40,9 @@ impl TenantService for Tenants {
             async {
                 let caller = caller(&request)?;
                 let req = request.get_ref();
+                caller.require_platform()?;
                 validate_name("name", &req.name, MAX_NAME_LEN)
                     .map_err(|e| field_status("name", e))?;
-                caller.require_platform()?;
                 let store = &self.state.store;
                 let mut t = store
                     .tenants()

@@ -41,8 +41,13 @@ impl TokenService for Tokens {
         observe(&self.state, "/genesis.v1.TokenService/CreateToken", async {
             let caller = caller(&request)?;
             let req = request.get_ref();
-            let scope: TokenScope = parse_enum("scope", &req.scope)?;
+            // The tenant is authorized before anything else is read.
             let tenant = opt_uuid("tenant_id", req.tenant_id.as_deref())?;
+            match tenant {
+                Some(t) => caller.authorize_tenant(t)?,
+                None => caller.require_platform()?,
+            }
+            let scope: TokenScope = parse_enum("scope", &req.scope)?;
             opt_text("label", &req.label, MAX_LABEL_BYTES)?;
             let expires_at = match req.ttl_seconds {
                 None => None,
@@ -87,11 +92,11 @@ impl TokenService for Tokens {
         observe(&self.state, "/genesis.v1.TokenService/RevokeToken", async {
             let caller = caller(&request)?;
             let req = request.get_ref();
-            let id = uuid("token_id", &req.token_id)?;
             let named = opt_uuid("tenant_id", req.tenant_id.as_deref())?;
             if let Some(t) = named {
                 caller.authorize_tenant(t)?;
             }
+            let id = uuid("token_id", &req.token_id)?;
             let tokens = self.state.store.tokens();
             let row = tokens.get(id).await.map_err(store_status)?;
             // Another tenant's token looks like no token at all.
