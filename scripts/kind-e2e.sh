@@ -132,4 +132,6 @@ export GENESIS_TOKEN="$OPERATOR_TOKEN"
 export GENESIS_KIND_NAMESPACE="$NS"
 export GENESIS_KIND_RELEASE="$RELEASE"
 cd "$ROOT"
-cargo test -p genesis-e2e --test kind -- --include-ignored
+# One at a time: the tests share the cluster, and the scale-to-zero test must
+# not see the load another test creates.
+cargo test -p genesis-e2e --test kind -- --include-ignored --test-threads=1

@@ -685,12 +685,22 @@ impl AgentPodService {
         let configs: std::collections::BTreeMap<String, String> =
             serde_json::from_value(configs).map_err(|e| status_of(e.into(), metrics))?;
         let opts = effective_options(&self.settings.options, &configs);
-        let pricing = self
-            .store
-            .llm()
+        let llm = self.store.llm();
+        let mut pricing = llm
             .pricing(priced_model)
             .await
             .map_err(|e| status_of(e, metrics))?;
+        // Providers report dated or suffixed ids for the model they served
+        // (`gpt-4o-2024-08-06` for `gpt-4o`); an unpriced served id is priced
+        // as the requested model rather than at zero, so the credit window
+        // still draws down.
+        if pricing.is_none() && priced_model != &a.requested_model && !a.requested_model.is_empty()
+        {
+            pricing = llm
+                .pricing(&a.requested_model)
+                .await
+                .map_err(|e| status_of(e, metrics))?;
+        }
         let cost = match &pricing {
             Some(p) => attempt_cost(p, a.input_tokens, a.output_tokens, a.cache_read_tokens),
             None => {

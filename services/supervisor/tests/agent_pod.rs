@@ -449,6 +449,23 @@ async fn record_call_attempt_prices_usage_server_side_and_draws_down_credit(pool
         .await
         .unwrap();
     assert!((spent - 0.018).abs() < 1e-9);
+    // A dated served id the table does not list is priced as the requested
+    // model, not at zero.
+    let mut dated = attempt("scripted-1");
+    dated.served_model = "scripted-1-2026-12-01".into();
+    let d = h
+        .client
+        .clone()
+        .record_call_attempt(req(dated))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!((d.cost_usd - 0.018).abs() < 1e-9, "{}", d.cost_usd);
+    let spent: f64 = sqlx::query_scalar("SELECT spent_usd FROM credit_windows")
+        .fetch_one(&h.pool)
+        .await
+        .unwrap();
+    assert!((spent - 0.036).abs() < 1e-9, "{spent}");
     let mut bad = attempt("scripted-1");
     bad.input_tokens = -1;
     let err = h
