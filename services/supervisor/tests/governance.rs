@@ -866,3 +866,116 @@ async fn the_open_items_roster_is_served_by_the_soa_instance_index(pool: PgPool)
         assert!(plan.contains(index), "{table}: {plan}");
     }
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn agent_workset_complete_ends_the_foundational_phase_and_refuses_bad_arguments(
+    pool: PgPool,
+) {
+    let store = Store::from_pool(&pool);
+    let t = store.tenants().create("acme").await.unwrap().id;
+    let soa = instance(&store, t, AgentType::Soa, None).await;
+    let building = |pool: PgPool| async move {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT is_building_starting_workset FROM agent_instances WHERE id = $1",
+        )
+        .bind(soa)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    assert!(
+        building(pool.clone()).await,
+        "created in the foundational phase"
+    );
+    // Bad arguments: refused by the schema, nothing changed.
+    invalid(
+        call(
+            &store,
+            t,
+            soa,
+            "agent_workset_complete",
+            json!({"summary": 7}),
+        )
+        .await,
+        "summary",
+    );
+    invalid(
+        call(
+            &store,
+            t,
+            soa,
+            "agent_workset_complete",
+            json!({"summary": "done", "phase": "over"}),
+        )
+        .await,
+        "phase",
+    );
+    assert!(building(pool.clone()).await, "a refused call ends nothing");
+    let r = call(
+        &store,
+        t,
+        soa,
+        "agent_workset_complete",
+        json!({"summary": "catalogued the open items"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r,
+        json!({"worksetComplete": true, "wasBuildingStartingWorkset": true})
+    );
+    assert!(
+        !building(pool.clone()).await,
+        "the foundational phase is over"
+    );
+    // Again: idempotent, and says it was already over.
+    let again = call(&store, t, soa, "agent_workset_complete", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(again["wasBuildingStartingWorkset"], false);
+    // Another tenant's instance is not found from this tenant.
+    let other = store.tenants().create("globex").await.unwrap().id;
+    let e = call(&store, other, soa, "agent_workset_complete", json!({}))
+        .await
+        .expect_err("not this tenant's instance");
+    assert_eq!(e.code, "NOT_FOUND", "{e:?}");
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn soa_propose_decision_refuses_bad_arguments_and_writes_nothing(pool: PgPool) {
+    let store = Store::from_pool(&pool);
+    let t = store.tenants().create("acme").await.unwrap().id;
+    let soa = instance(&store, t, AgentType::Soa, None).await;
+    for (args, needle) in [
+        (json!({}), "title"),
+        (json!({"title": ""}), "title"),
+        (json!({"title": "x", "options": "yes"}), "options"),
+        (json!({"title": "x", "options": [""]}), "options"),
+        (
+            json!({"title": "x", "options": (0..11).map(|i| i.to_string()).collect::<Vec<_>>()}),
+            "options",
+        ),
+        (json!({"title": "x", "urgency": "high"}), "urgency"),
+    ] {
+        invalid(
+            call(&store, t, soa, "soa_propose_decision", args).await,
+            needle,
+        );
+    }
+    assert_eq!(
+        count(&pool, "attention_requests").await,
+        0,
+        "nothing was queued"
+    );
+    let ok = call(
+        &store,
+        t,
+        soa,
+        "soa_propose_decision",
+        json!({"title": "Rotate keys?", "options": ["yes", "no"]}),
+    )
+    .await
+    .unwrap();
+    assert!(ok.is_object(), "{ok}");
+    assert_eq!(count(&pool, "attention_requests").await, 1);
+}
