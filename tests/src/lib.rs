@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{Context as _, anyhow, bail, ensure};
 use genesis_proto::v1 as pb;
 use sqlx::Row as _;
 use sqlx::postgres::{PgPool, PgPoolOptions};
@@ -875,6 +875,44 @@ impl Fleet {
     pub fn kill_pod(&mut self, i: usize) {
         if let Some(p) = self.pods.get_mut(i) {
             kill(p);
+        }
+    }
+
+    /// SIGTERM one child (`control`, `supervisor` or `agent-pod-<i>`) and wait
+    /// up to `within` for it to exit on its own; its exit status. A child
+    /// still running then is killed and the call fails.
+    pub async fn terminate(
+        &mut self,
+        name: &str,
+        within: Duration,
+    ) -> anyhow::Result<std::process::ExitStatus> {
+        let p = match name {
+            "control" => &mut self.control,
+            "supervisor" => &mut self.supervisor,
+            other => self
+                .pods
+                .iter_mut()
+                .find(|p| p.name == other)
+                .ok_or_else(|| anyhow!("no process {other}"))?,
+        };
+        let child = p
+            .child
+            .as_mut()
+            .ok_or_else(|| anyhow!("{name} is not running"))?;
+        let pid = child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status()?;
+        ensure!(sent.success(), "kill -TERM {pid} failed");
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                p.child = None;
+                return Ok(status);
+            }
+            if tokio::time::Instant::now() > deadline {
+                kill(p);
+                bail!("{name} did not exit within {within:?} of SIGTERM");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 

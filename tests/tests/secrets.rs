@@ -82,7 +82,7 @@ async fn no_token_key_or_session_secret_appears_in_any_log() -> anyhow::Result<(
             ("a dashboard session secret", session),
         ];
         let logs = fleet.logs.clone();
-        drop(fleet); // SIGTERM and wait: every log is flushed.
+        drop(fleet); // every child stopped; each wrote its log file directly.
 
         let mut files = 0;
         let mut bytes = 0;
