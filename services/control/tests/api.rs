@@ -1029,3 +1029,267 @@ async fn every_served_rpc_aimed_at_another_tenant_is_refused(pool: PgPool) -> an
     assert_eq!(before, after, "nothing was written");
     h.stop().await
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn lifecycle_mode_decision_config_feature_and_token_rpcs_do_what_they_say(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    store.tenants().set_standing_agents_enabled(t, true).await?;
+    let inst = soa(&store, t).await?;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let root = token(&store, TokenScope::Operator, None).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    let h = start(cfg).await?;
+    let ch = h.channel().await?;
+    let mut agents = v1::agent_service_client::AgentServiceClient::new(ch.clone());
+    let ids = || (t.to_string(), inst.id.to_string());
+
+    // Stop, then Start: status flips and Start seeds an AgentInitialized.
+    let (tenant_id, instance_id) = ids();
+    let stopped = agents
+        .stop_agent(req(
+            v1::StopAgentRequest {
+                tenant_id,
+                instance_id,
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(stopped.status, "paused");
+    let (tenant_id, instance_id) = ids();
+    let started = agents
+        .start_agent(req(
+            v1::StartAgentRequest {
+                tenant_id,
+                instance_id,
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(started.status, "active");
+    assert!(
+        store
+            .events()
+            .list(t, inst.id)
+            .await?
+            .iter()
+            .any(|e| e.event_kind == AgentEventKind::AgentInitialized),
+        "Start seeds the opener"
+    );
+
+    // SetMode: applied through the chokepoint, audited with source ui.
+    let (tenant_id, instance_id) = ids();
+    let set = agents
+        .set_mode(req(
+            v1::SetModeRequest {
+                tenant_id,
+                instance_id,
+                mode: "Housekeeping".into(),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(
+        set.instance.map(|i| i.active_mode).as_deref(),
+        Some("Housekeeping")
+    );
+    let audit = store.modes().history(t, inst.id).await?;
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].source, genesis_core::ModeChangeSource::Ui);
+    assert_eq!(audit[0].id.to_string(), set.mode_change_event_id);
+
+    // GetDecision returns the request with its SOA-origin metadata.
+    let ar = store
+        .attention()
+        .create(
+            t,
+            NewAttentionRequest {
+                instance_id: Some(inst.id),
+                kind: AttentionKind::Decision,
+                title: "pick".into(),
+                body: String::new(),
+                options: json!(["a"]),
+                metadata: json!({"source": "soa", "soaInstanceId": inst.id}),
+            },
+        )
+        .await?;
+    let mut decisions = v1::decision_service_client::DecisionServiceClient::new(ch.clone());
+    let d = decisions
+        .get_decision(req(
+            v1::GetDecisionRequest {
+                tenant_id: t.to_string(),
+                decision_id: ar.id.to_string(),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!((d.title.as_str(), d.status.as_str()), ("pick", "open"));
+    let meta: serde_json::Value = serde_json::from_str(&d.metadata_json)?;
+    assert_eq!(meta["soaInstanceId"], inst.id.to_string());
+
+    // Config: a tenant value over the global one, read back and listed.
+    let mut configs = v1::config_service_client::ConfigServiceClient::new(ch.clone());
+    configs
+        .set_config(req(
+            v1::SetConfigRequest {
+                tenant_id: None,
+                key: "AgentDispatcher:TickMaxTurns".into(),
+                value: "9".into(),
+                scope: "global".into(),
+            },
+            &root,
+        ))
+        .await?;
+    configs
+        .set_config(req(
+            v1::SetConfigRequest {
+                tenant_id: Some(t.to_string()),
+                key: "AgentDispatcher:TickMaxTurns".into(),
+                value: "4".into(),
+                scope: "tenant".into(),
+            },
+            &op,
+        ))
+        .await?;
+    let got = configs
+        .get_config(req(
+            v1::GetConfigRequest {
+                tenant_id: Some(t.to_string()),
+                key: "AgentDispatcher:TickMaxTurns".into(),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!((got.value.as_str(), got.scope.as_str()), ("4", "tenant"));
+    let listed = configs
+        .list_config(req(
+            v1::ListConfigRequest {
+                tenant_id: Some(t.to_string()),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert!(listed.entries.iter().any(|e| e.value == "4"), "{listed:?}");
+    // A bad value is refused naming the key, and changes nothing.
+    let e = configs
+        .set_config(req(
+            v1::SetConfigRequest {
+                tenant_id: Some(t.to_string()),
+                key: "AgentDispatcher:TickMaxTurns".into(),
+                value: "many".into(),
+                scope: "tenant".into(),
+            },
+            &op,
+        ))
+        .await
+        .expect_err("not a number");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert_eq!(
+        store
+            .config()
+            .get(Some(t), "AgentDispatcher:TickMaxTurns")
+            .await?,
+        Some("4".to_owned())
+    );
+
+    // SetFeature: the tenant's flag flips (platform token).
+    let mut tenants = v1::tenant_service_client::TenantServiceClient::new(ch.clone());
+    let flagged = tenants
+        .set_feature(req(
+            v1::SetFeatureRequest {
+                tenant_id: t.to_string(),
+                name: "windows-pool".into(),
+                enabled: true,
+            },
+            &root,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(flagged.features.get("windows-pool"), Some(&true));
+
+    // Tokens: create (shown once), list, revoke; the revoked token is refused.
+    let mut tokens = v1::token_service_client::TokenServiceClient::new(ch.clone());
+    let created = tokens
+        .create_token(req(
+            v1::CreateTokenRequest {
+                scope: "operator".into(),
+                tenant_id: Some(t.to_string()),
+                label: "ci".into(),
+                ttl_seconds: Some(3600),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert!(genesis_proto::auth::is_well_formed_token(&created.token));
+    let info = created.info.expect("token info");
+    let list = tokens
+        .list_tokens(req(
+            v1::ListTokensRequest {
+                tenant_id: Some(t.to_string()),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert!(
+        list.tokens
+            .iter()
+            .any(|x| x.id == info.id && x.label == "ci")
+    );
+    agents
+        .list_agents(req(
+            v1::ListAgentsRequest {
+                tenant_id: t.to_string(),
+                ..Default::default()
+            },
+            &created.token,
+        ))
+        .await?;
+    tokens
+        .revoke_token(req(
+            v1::RevokeTokenRequest {
+                token_id: info.id.clone(),
+                tenant_id: Some(t.to_string()),
+            },
+            &op,
+        ))
+        .await?;
+    let e = agents
+        .list_agents(req(
+            v1::ListAgentsRequest {
+                tenant_id: t.to_string(),
+                ..Default::default()
+            },
+            &created.token,
+        ))
+        .await
+        .expect_err("revoked");
+    assert_eq!(e.code(), Code::Unauthenticated);
+
+    // Health: grpc.health.v1 needs no token and says SERVING; /healthz is up.
+    let mut health = tonic_health::pb::health_client::HealthClient::new(ch.clone());
+    let s = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "genesis.v1.AgentService".into(),
+        })
+        .await?
+        .into_inner();
+    assert_eq!(
+        s.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    let body = reqwest::get(format!("http://{}/healthz", h.http)).await?;
+    assert_eq!(body.status(), 200);
+    assert_eq!(body.text().await?, "ok");
+    h.stop().await
+}

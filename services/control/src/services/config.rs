@@ -115,6 +115,12 @@ impl ConfigService for Configs {
                     ));
                 }
             };
+            // A known dispatcher key must parse as the rule reading it will
+            // parse it: a value the next tick would refuse is refused here,
+            // naming the key, and nothing is written.
+            genesis_core::AgentDispatcherOptions::default()
+                .apply_system_config(&req.key, &req.value)
+                .map_err(|e| invalid_argument("value", e.to_string()))?;
             self.state
                 .store
                 .config()
