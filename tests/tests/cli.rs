@@ -35,14 +35,20 @@ fn run_ok(fleet: &Fleet, args: &[&str]) -> anyhow::Result<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn operator_drives_an_agent_from_tenant_create_to_an_acknowledged_message()
+async fn operator_drives_an_agent_from_tenant_create_and_start_to_an_acknowledged_message()
 -> anyhow::Result<()> {
     if let Some(why) = binaries_missing() {
         println!("skipped: {why}");
         return Ok(());
     }
     bounded(Duration::from_secs(120), async {
-        let fleet = Fleet::start(FleetOptions::new("cli-smoke", 1)).await?;
+        // The SOA bootstraps Paused, so `agent start` is what wakes it.
+        let mut opts = FleetOptions::new("cli-smoke", 1);
+        opts.extra_env.push((
+            "GENESIS_STANDING_AGENTS_IDLE_BY_DEFAULT".into(),
+            "false".into(),
+        ));
+        let fleet = Fleet::start(opts).await?;
         let out = run_ok(&fleet, &["-o", "json", "tenant", "create", "cli-acme"])?;
         let tenant = json_lines(&out)
             .first()
@@ -73,6 +79,12 @@ async fn operator_drives_an_agent_from_tenant_create_to_an_acknowledged_message(
             "table lacks the SOA: {table}"
         );
 
+        ensure!(
+            table.contains("paused"),
+            "the SOA should wait paused: {table}"
+        );
+        let started = run_ok(&fleet, &["--tenant", &tenant, "agent", "start", &soa])?;
+        ensure!(started.contains("active"), "agent start printed {started}");
         fleet
             .wait_decision(&soa, 0, "Initialized", Duration::from_secs(30))
             .await?;
