@@ -257,3 +257,56 @@ pub async fn reqwest_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Resu
     let body = buf.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
     Ok(format!("{status} {body}"))
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_future_event_is_published_by_the_timer_at_its_visible_at_and_not_before(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    // A safety poll far longer than the test: only the visible_at timer
+    // (or a NOTIFY) can publish the event on time.
+    cfg.outbox_poll_ms = 600_000;
+    let h = start(cfg).await?;
+    // Let the publisher start and drain (nothing is due yet).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let due = chrono::Utc::now() + chrono::Duration::milliseconds(2_500);
+    let ev = store
+        .events()
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::ExternalSignalReceived,
+            &json!({"signal": "later"}),
+            Some(due),
+        )
+        .await?
+        .event;
+    let published_at = || async {
+        Ok::<_, anyhow::Error>(
+            store
+                .events()
+                .list(t, inst.id)
+                .await?
+                .into_iter()
+                .find(|e| e.id == ev.id)
+                .and_then(|e| e.published_at),
+        )
+    };
+    // Before visible_at: not published (published_at is never earlier than
+    // visible_at, whatever the machine's pace).
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    if let Some(early) = published_at().await? {
+        assert!(
+            early >= due,
+            "published at {early}, before it was due at {due}"
+        );
+    }
+    // Then published by the timer, at or after visible_at.
+    let at = eventually(Duration::from_secs(10), || async { published_at().await }).await?;
+    assert!(at >= due, "published at {at}, due {due}");
+    h.stop().await
+}
