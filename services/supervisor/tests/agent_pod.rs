@@ -756,3 +756,62 @@ async fn renew_lease_extends_the_holders_lease_and_refuses_any_other_session(poo
     assert!(err.message().contains("session_id"), "{}", err.message());
     assert_eq!(expires(h.pool.clone(), h.instance).await, after);
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn malformed_agent_pod_requests_name_the_field_and_write_nothing(pool: PgPool) {
+    let mut h = start(pool).await;
+    let claim = |instance: &str, tenant: &str| {
+        h.req(pb::ClaimTickRequest {
+            instance_id: instance.to_owned(),
+            tenant_id: tenant.to_owned(),
+            event_id: None,
+        })
+    };
+    let t = h.tenant.to_string();
+    let i = h.instance.to_string();
+    for (req, field) in [
+        (claim("nope", &t), "instance_id"),
+        (claim(&i, ""), "tenant_id"),
+        (claim(&i, "12345"), "tenant_id"),
+    ] {
+        let e = h.client.clone().claim_tick(req).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{field}: {e:?}");
+        assert!(
+            e.message().contains(field),
+            "{field} not named in {}",
+            e.message()
+        );
+    }
+    let leased: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM agent_instances WHERE lease_session IS NOT NULL")
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert_eq!(leased, 0, "no refused claim took a lease");
+
+    let b = h.claim().await;
+    let big = format!(
+        "{{\"body\":\"{}\"}}",
+        "x".repeat(genesis_supervisor::service::MAX_TOOL_ARGUMENTS_BYTES)
+    );
+    for (session, call, args, field) in [
+        ("not-a-uuid", "c1", "{}", "session_id"),
+        (b.session_id.as_str(), "", "{}", "call_id"),
+        (b.session_id.as_str(), "c2", big.as_str(), "arguments_json"),
+    ] {
+        let e = h
+            .client
+            .clone()
+            .invoke_tool(h.invoke(session, call, "soa_send_message", args))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{field}: {e:?}");
+        assert!(
+            e.message().contains(field),
+            "{field} not named in {}",
+            e.message()
+        );
+    }
+    assert_eq!(h.count("agent_messages").await, 0);
+    assert_eq!(h.count("tool_invocations").await, 0);
+}
