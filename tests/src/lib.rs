@@ -916,6 +916,23 @@ impl Fleet {
         }
     }
 
+    /// Start again every agent pod that exited on its own; how many.
+    pub async fn restart_dead_pods(&mut self) -> anyhow::Result<usize> {
+        let mut restarted = 0;
+        for i in 0..self.pods.len() {
+            let dead = match self.pods[i].child.as_mut() {
+                Some(c) => c.try_wait()?.is_some(),
+                None => false,
+            };
+            if dead {
+                self.pods[i].child = None;
+                self.start_pod(i).await?;
+                restarted += 1;
+            }
+        }
+        Ok(restarted)
+    }
+
     /// SIGKILL the supervisor.
     pub fn kill_supervisor(&mut self) {
         kill(&mut self.supervisor);

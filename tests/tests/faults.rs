@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use genesis_e2e::{
-    Fleet, FleetOptions, NatsServer, QueueStats, binaries_missing, bounded, log_dir,
+    Fleet, FleetOptions, NatsServer, QueueStats, binaries_missing, bounded, log_dir, wait_for,
 };
 use rand::Rng as _;
 
@@ -273,7 +273,7 @@ async fn a_pod_crashing_at_each_point_of_a_tick_loses_and_duplicates_nothing() -
             // The SOA's opener is the first tick: the pod aborts at `point`.
             let tenant = fleet.create_tenant("crash").await?;
             let soa = fleet.wait_soa(&tenant, Duration::from_secs(30)).await?;
-            let died = genesis_e2e::wait_for(
+            let died = wait_for(
                 &format!("the pod to abort at {point}"),
                 Duration::from_secs(30),
                 || {
@@ -316,6 +316,104 @@ async fn a_pod_crashing_at_each_point_of_a_tick_loses_and_duplicates_nothing() -
                 s.dead_lettered
             );
         }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_event_is_dead_lettered_while_the_tenants_other_agents_keep_ticking()
+-> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    bounded(limit(180), async {
+        let mut opts = FleetOptions::new("faults-poison", 2);
+        opts.lease_ttl_secs = 2;
+        opts.max_attempts = 3;
+        opts.extra_env
+            .push(("GENESIS_FAULT_EXIT_ON".into(), "POISON-PILL".into()));
+        let mut fleet = Fleet::start(opts).await?;
+        let tenant = fleet.create_tenant("poisoned").await?;
+        let soa = fleet.wait_soa(&tenant, Duration::from_secs(30)).await?;
+        fleet
+            .wait_decision(&soa, 0, "Initialized", Duration::from_secs(30))
+            .await?;
+        // A second agent of the same tenant: its work must keep flowing.
+        let admin = fleet.admin().await?;
+        let comp = admin
+            .agents()
+            .start_compliance(genesis_proto::v1::StartComplianceRequest {
+                tenant_id: tenant.clone(),
+            })
+            .await?
+            .into_inner()
+            .id;
+        fleet
+            .wait_decision(&comp, 0, "Initialized", Duration::from_secs(30))
+            .await?;
+
+        // Every tick of the poisoned event kills the pod that claims it.
+        fleet.send(&tenant, &soa, "POISON-PILL").await?;
+        let mut healthy_sent = 0;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+        let dead_lettered = loop {
+            // Restart whatever died; keep the other agent busy meanwhile.
+            fleet.restart_dead_pods().await?;
+            if healthy_sent < 5 {
+                fleet.send(&tenant, &comp, &format!("status {healthy_sent}")).await?;
+                healthy_sent += 1;
+            }
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM agent_event_queue
+                  WHERE payload->>'body' = 'POISON-PILL' AND dead_lettered_at IS NOT NULL",
+            )
+            .fetch_one(&fleet.db)
+            .await?;
+            if n == 1 {
+                break true;
+            }
+            if tokio::time::Instant::now() > deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        };
+        ensure!(dead_lettered, "the poison event was never dead-lettered");
+        fleet.restart_dead_pods().await?;
+        let attempts: i32 = sqlx::query_scalar(
+            "SELECT attempts FROM agent_event_queue WHERE payload->>'body' = 'POISON-PILL'",
+        )
+        .fetch_one(&fleet.db)
+        .await?;
+        ensure!(attempts >= 3, "dead-lettered after {attempts} attempts, expected the configured 3");
+        let attention: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM attention_requests WHERE kind = 'dead_letter'",
+        )
+        .fetch_one(&fleet.db)
+        .await?;
+        ensure!(attention == 1, "{attention} dead-letter attention requests");
+        // The other agent acknowledged every one of its messages.
+        wait_for("the healthy agent's messages", Duration::from_secs(60), || {
+            let db = fleet.db.clone();
+            let comp = comp.clone();
+            async move {
+                let acked: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
+                      WHERE e.instance_id = $1::uuid AND e.event_kind = 'OperatorMessage'",
+                )
+                .bind(&comp)
+                .fetch_one(&db)
+                .await?;
+                Ok((acked == 5).then_some(()))
+            }
+        })
+        .await?;
+        fleet.wait_quiescent(SETTLE).await?;
+        let s = fleet.check_invariants().await?;
+        println!(
+            "FAULT poison: attempts={attempts} events={} consumed={} dead_lettered={} ok; the other agent acknowledged {healthy_sent} messages",
+            s.events, s.consumed, s.dead_lettered
+        );
         Ok(())
     })
     .await

@@ -3,8 +3,10 @@
 //! tick reaches `<point>` — `after_claim`, `after_tool`, `before_complete`
 //! or `after_complete` (completed, not yet acked). With a marker path it
 //! aborts once: the marker is created first, and a restarted pod that finds
-//! it runs normally. Unset (always, outside the fault tests) every check is a
-//! comparison against `None`. Must never do anything but abort.
+//! it runs normally. `GENESIS_FAULT_EXIT_ON=<text>` aborts after claiming any
+//! event whose payload contains `<text>`, every time: a poison event. Unset
+//! (always, outside the fault tests) every check is a comparison against
+//! `None`. Must never do anything but abort.
 
 use std::sync::OnceLock;
 
@@ -58,4 +60,20 @@ pub fn hit(point: &str) {
     }
     eprintln!("fault injection: aborting at {point}");
     std::process::abort();
+}
+
+/// Abort after claiming an event whose payload carries the armed poison text.
+pub fn poison(payload_json: &str) {
+    static POISON: OnceLock<Option<String>> = OnceLock::new();
+    let armed = POISON.get_or_init(|| {
+        std::env::var("GENESIS_FAULT_EXIT_ON")
+            .ok()
+            .filter(|t| !t.is_empty())
+    });
+    if let Some(text) = armed
+        && payload_json.contains(text.as_str())
+    {
+        eprintln!("fault injection: aborting on a poison event");
+        std::process::abort();
+    }
 }

@@ -117,10 +117,13 @@ impl Supervisor {
             .map(tonic::Response::into_inner)
             .map_err(|s| PodError::from_status("ClaimTick", &s));
         if let Ok(pb::ClaimTickResponse {
-            result: Some(pb::claim_tick_response::Result::Bundle(_)),
+            result: Some(pb::claim_tick_response::Result::Bundle(b)),
         }) = &r
         {
             crate::fault::hit("after_claim");
+            if let Some(e) = &b.event {
+                crate::fault::poison(&e.payload_json);
+            }
         }
         r
     }
