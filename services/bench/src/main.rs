@@ -645,6 +645,13 @@ async fn idle_fleet(
     .bind(plan.idle_instances)
     .execute(&mut *tx)
     .await?;
+    // The foreign-key check of the next insert is a plan this connection
+    // cached while agent_instances was small (a sequential scan); ANALYZE
+    // invalidates it, so each of the 100,000 checks is an index lookup
+    // instead of a scan of the whole new table.
+    sqlx::query("ANALYZE agent_instances")
+        .execute(&mut *tx)
+        .await?;
     sqlx::query(
         "INSERT INTO agent_event_queue (tenant_id, instance_id, sequence_number, event_kind, visible_at)
          SELECT tenant_id, id, 1, 'AgentTick', next_tick_at FROM agent_instances WHERE tenant_id = $1",

@@ -187,6 +187,23 @@ impl std::fmt::Debug for Registry {
     }
 }
 
+/// A new entry registered and heartbeating now.
+fn fresh_entry(tenant: Uuid, agent_id: Uuid, registration: AgentRegistration) -> RegistryEntry {
+    let now = Utc::now();
+    RegistryEntry {
+        agent_id,
+        tenant_id: tenant,
+        name: registration.name,
+        role: registration.role,
+        capabilities: registration.capabilities,
+        endpoint: registration.endpoint,
+        metadata: registration.metadata,
+        registered_at: now,
+        last_heartbeat: now,
+        last_routed_at: None,
+    }
+}
+
 fn store_err(e: impl std::fmt::Display) -> LanesError {
     LanesError::Store(e.to_string())
 }
@@ -241,19 +258,7 @@ impl Registry {
         registration: AgentRegistration,
     ) -> Result<RegistryEntry, LanesError> {
         let registration = validate_registration(registration)?;
-        let now = Utc::now();
-        let entry = RegistryEntry {
-            agent_id: Uuid::now_v7(),
-            tenant_id: tenant,
-            name: registration.name,
-            role: registration.role,
-            capabilities: registration.capabilities,
-            endpoint: registration.endpoint,
-            metadata: registration.metadata,
-            registered_at: now,
-            last_heartbeat: now,
-            last_routed_at: None,
-        };
+        let entry = fresh_entry(tenant, Uuid::now_v7(), registration);
         let key = key_of(tenant, entry.agent_id);
         self.store
             .create(&key, encode(&entry)?)
@@ -280,19 +285,7 @@ impl Registry {
             Err(LanesError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
-        let now = Utc::now();
-        let entry = RegistryEntry {
-            agent_id,
-            tenant_id: tenant,
-            name: registration.name,
-            role: registration.role,
-            capabilities: registration.capabilities,
-            endpoint: registration.endpoint,
-            metadata: registration.metadata,
-            registered_at: now,
-            last_heartbeat: now,
-            last_routed_at: None,
-        };
+        let entry = fresh_entry(tenant, agent_id, registration);
         // An unconditional put: a concurrent replica writing the same entry
         // writes the same content, and a stale (expired) value is replaced.
         self.store

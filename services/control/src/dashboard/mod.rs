@@ -38,6 +38,7 @@ use tonic::{Code, Status};
 use uuid::Uuid;
 
 use crate::auth::{Caller, authenticate_token};
+use crate::limits::Class;
 use crate::services::agents::Agents;
 use crate::services::decisions::Decisions;
 use crate::state::AppState;
@@ -174,15 +175,12 @@ async fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Respo
             let s = Session { row };
             // The dashboard draws from the same per-tenant admin bucket as
             // the gRPC API; its enqueueing forms also from the enqueue one.
-            state
-                .limits
-                .check(&s.caller(), crate::limits::Class::Admin)
-                .map_err(|e| {
-                    page(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        render::bare("Slow down", e.message()),
-                    )
-                })?;
+            state.limits.check(&s.caller(), Class::Admin).map_err(|e| {
+                page(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    render::bare("Slow down", e.message()),
+                )
+            })?;
             Ok(s)
         }
         Err(StoreError::NotFound { .. }) => Err(to_login()),
@@ -374,12 +372,8 @@ async fn logout(
     headers: HeaderMap,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    if !s.csrf_ok(&form.csrf) {
-        return forbidden_csrf();
+    if let Err(r) = form_session(&state, &headers, &form.csrf, Class::Admin).await {
+        return r;
     }
     if let Some(secret) = cookie_value(&headers, SESSION_COOKIE)
         && let Err(e) = state.store.sessions().revoke(&token_sha256(secret)).await
@@ -502,6 +496,27 @@ async fn agent_events(
 
 // ------------------------------------------------------------ forms
 
+/// The session of a state-changing form: signed in, carrying this session's
+/// CSRF token, and within the tenant's rate for `class` (the admin bucket was
+/// drawn by [`session`]; an enqueueing form also draws the enqueue bucket).
+async fn form_session(
+    state: &AppState,
+    headers: &HeaderMap,
+    csrf: &str,
+    class: Class,
+) -> Result<Session, Response> {
+    let s = session(state, headers).await?;
+    if !s.csrf_ok(csrf) {
+        return Err(forbidden_csrf());
+    }
+    if class == Class::Enqueue
+        && let Err(e) = state.limits.check(&s.caller(), Class::Enqueue)
+    {
+        return Err(reply(headers, "/agents", Err(e)));
+    }
+    Ok(s)
+}
+
 #[derive(Deserialize)]
 struct MessageForm {
     #[serde(default)]
@@ -516,19 +531,10 @@ async fn send_message(
     Path(id): Path<String>,
     Form(form): Form<MessageForm>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
+    let s = match form_session(&state, &headers, &form.csrf, Class::Enqueue).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    if !s.csrf_ok(&form.csrf) {
-        return forbidden_csrf();
-    }
-    if let Err(e) = state
-        .limits
-        .check(&s.caller(), crate::limits::Class::Enqueue)
-    {
-        return reply(&headers, "/agents", Err(e));
-    }
     let outcome = Agents::new(state.clone())
         .send_message(rpc(
             &s,
@@ -576,13 +582,10 @@ async fn set_mode(
     Path(id): Path<String>,
     Form(form): Form<ModeForm>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
+    let s = match form_session(&state, &headers, &form.csrf, Class::Admin).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    if !s.csrf_ok(&form.csrf) {
-        return forbidden_csrf();
-    }
     let outcome = Agents::new(state.clone())
         .set_mode(rpc(
             &s,
@@ -618,19 +621,10 @@ async fn lifecycle(
     Path(id): Path<String>,
     Form(form): Form<LifecycleForm>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
+    let s = match form_session(&state, &headers, &form.csrf, Class::Enqueue).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    if !s.csrf_ok(&form.csrf) {
-        return forbidden_csrf();
-    }
-    if let Err(e) = state
-        .limits
-        .check(&s.caller(), crate::limits::Class::Enqueue)
-    {
-        return reply(&headers, "/agents", Err(e));
-    }
     let svc = Agents::new(state.clone());
     let (tenant_id, instance_id) = (s.tenant(), id.clone());
     let outcome = match form.action.as_str() {
@@ -698,19 +692,10 @@ async fn respond(
     Path(id): Path<String>,
     Form(form): Form<RespondForm>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
+    let s = match form_session(&state, &headers, &form.csrf, Class::Enqueue).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    if !s.csrf_ok(&form.csrf) {
-        return forbidden_csrf();
-    }
-    if let Err(e) = state
-        .limits
-        .check(&s.caller(), crate::limits::Class::Enqueue)
-    {
-        return reply(&headers, "/agents", Err(e));
-    }
     let outcome = Decisions::new(state.clone())
         .respond_decision(rpc(
             &s,
