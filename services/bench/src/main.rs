@@ -164,6 +164,11 @@ async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
         // short redelivery delay keeps that wait from dominating.
         ("GENESIS_LEASE_HELD_NAK_MS".into(), "20".into()),
         ("GENESIS_RETRY_NAK_MS".into(), "200".into()),
+        // The shipped defaults, not the test harness's fast loops (a 1 s
+        // bootstrap rescan over every tenant and a 500 ms outbox poll):
+        // the idle figure is what a deployment pays.
+        ("GENESIS_BOOTSTRAP_RESCAN_SECS".into(), "30".into()),
+        ("GENESIS_OUTBOX_POLL_MS".into(), "5000".into()),
     ];
     Fleet::start(options).await
 }
