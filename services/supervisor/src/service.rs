@@ -557,26 +557,43 @@ impl AgentPodService {
             return Ok(tool_error("INVALID_ARGUMENTS", e.to_string()));
         }
         // (e) governance: a violation is a blocked result, never an error.
-        let (result, blocked, side_effecting) =
-            match self.governance.check(tenant_id, tool.name(), &args).await {
-                Err(v) => (v.to_result(), true, false),
-                Ok(()) => {
-                    // (f) the handler in the tenant transaction.
-                    let mut ctx = ToolContext {
-                        conn: tx.conn(),
-                        tenant_id,
-                        instance_id,
-                        session,
-                    };
-                    match tool.run(&mut ctx, &args).await {
-                        Ok(result) => (result, false, tool.side_effecting()),
-                        Err(e) => {
-                            metrics.tool_call(&tool_label, e.code);
-                            return Ok(tool_error(e.code, e.message));
-                        }
+        // Action limits count this instance's earlier calls of the tool.
+        let calls = if crate::tools::constitution_gate::GOVERNED_TOOLS.contains(&tool.name()) {
+            let (this_tick, today) = genesis_store::constitution::call_counts(
+                tx.conn(),
+                instance_id,
+                session,
+                tool.name(),
+            )
+            .await
+            .map_err(|e| status_of(e, metrics))?;
+            crate::tools::CallCounts { this_tick, today }
+        } else {
+            crate::tools::CallCounts::default()
+        };
+        let (result, blocked, side_effecting) = match self
+            .governance
+            .check(tenant_id, tool.name(), &args, calls)
+            .await
+        {
+            Err(v) => (v.to_result(), true, false),
+            Ok(()) => {
+                // (f) the handler in the tenant transaction.
+                let mut ctx = ToolContext {
+                    conn: tx.conn(),
+                    tenant_id,
+                    instance_id,
+                    session,
+                };
+                match tool.run(&mut ctx, &args).await {
+                    Ok(result) => (result, false, tool.side_effecting()),
+                    Err(e) => {
+                        metrics.tool_call(&tool_label, e.code);
+                        return Ok(tool_error(e.code, e.message));
                     }
                 }
-            };
+            }
+        };
         let record = NewToolInvocation {
             instance_id,
             session,
@@ -862,6 +879,7 @@ impl AgentPodService {
             completion,
             Completion::ShortCircuited | Completion::CreditExhausted
         );
+        let completion_name = completion_label(&completion);
         let mapped = AgentDecisionMapper::map(&TickOutcome {
             event_kind,
             raised_escalation: outcome.raised_escalation,
@@ -873,6 +891,14 @@ impl AgentPodService {
             "waitCondition": req.wait_condition,
             "reasoningSummary": req.reasoning_summary,
             "activeMode": recorded_mode(pre.1.as_deref()),
+            // How the episode ended and what it spent, so a budget cut or a
+            // failure is visible on the turn (spec §3.5: the axis is recorded).
+            "completion": completion_name,
+            "budgetAxis": outcome.budget_axis.as_deref().filter(|a| !a.is_empty()),
+            "endReason": (!outcome.reason.is_empty()).then_some(outcome.reason.as_str()),
+            "consumption": req.consumption.as_ref().map(|c| json!({
+                "tokens": c.tokens, "toolCalls": c.tool_calls, "turns": c.turns, "wallMs": c.wall_ms,
+            })),
         });
         let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
         let store_completion = StoreCompletion {
@@ -961,6 +987,18 @@ impl AgentPod for AgentPodService {
         request: Request<pb::CompleteTickRequest>,
     ) -> Result<Response<pb::CompleteTickResponse>, Status> {
         self.complete(request.into_inner()).await.map(Response::new)
+    }
+}
+
+/// The completion as the turn records it.
+fn completion_label(c: &Completion) -> &'static str {
+    match c {
+        Completion::Complete => "complete",
+        Completion::Blocked => "blocked",
+        Completion::ShortCircuited => "short_circuited",
+        Completion::CreditExhausted => "credit_exhausted",
+        Completion::BudgetExhausted { .. } => "budget_exhausted",
+        Completion::Failed { .. } => "failed",
     }
 }
 

@@ -815,3 +815,52 @@ async fn malformed_agent_pod_requests_name_the_field_and_write_nothing(pool: PgP
     assert_eq!(h.count("agent_messages").await, 0);
     assert_eq!(h.count("tool_invocations").await, 0);
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_budget_cut_is_recorded_on_the_turn_with_its_axis_and_consumption(pool: PgPool) {
+    let mut h = start(pool).await;
+    let b = h.claim().await;
+    let done = h
+        .client
+        .clone()
+        .complete_tick(h.req(pb::CompleteTickRequest {
+            session_id: b.session_id.clone(),
+            instance_id: h.instance.to_string(),
+            tenant_id: h.tenant.to_string(),
+            event_id: b.event.unwrap().id,
+            outcome: Some(pb::TickOutcome {
+                completion: pb::TickCompletion::BudgetExhausted as i32,
+                raised_escalation: false,
+                side_effecting_actions: 0,
+                reason: "turn budget of 3 spent".into(),
+                budget_axis: Some("turns".into()),
+            }),
+            plan_input_hash: String::new(),
+            was_idle: false,
+            reasoning_summary: "ran out of turns".into(),
+            wait_condition: String::new(),
+            actions: vec![],
+            snapshot_id: None,
+            consumption: Some(pb::Consumption {
+                tokens: 1200,
+                tool_calls: 2,
+                turns: 3,
+                wall_ms: 900,
+            }),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(done.phase, "idle:blocked");
+    let payload: serde_json::Value =
+        sqlx::query_scalar("SELECT decision_payload FROM agent_state_ledger")
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert_eq!(payload["completion"], "budget_exhausted", "{payload}");
+    assert_eq!(payload["budgetAxis"], "turns");
+    assert_eq!(payload["endReason"], "turn budget of 3 spent");
+    assert_eq!(payload["consumption"]["turns"], 3);
+    assert_eq!(payload["consumption"]["tokens"], 1200);
+    assert_eq!(payload["activeMode"], "Strategic");
+}

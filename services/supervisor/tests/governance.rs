@@ -979,3 +979,70 @@ async fn soa_propose_decision_refuses_bad_arguments_and_writes_nothing(pool: PgP
     assert!(ok.is_object(), "{ok}");
     assert_eq!(count(&pool, "attention_requests").await, 1);
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_action_limit_blocks_the_call_past_its_per_tick_count(pool: PgPool) {
+    let mut s = serve(pool).await;
+    let store = Store::from_pool(&s.pool);
+    store
+        .constitution()
+        .insert(
+            s.tenant,
+            &NewConstitutionRule {
+                name: "two-messages-a-tick".into(),
+                kind: RuleKind::ActionLimit {
+                    tool: "soa_send_message".into(),
+                    max_per_tick: Some(2),
+                    max_per_day: None,
+                },
+                description: "keep the operator's inbox calm".into(),
+                tools: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let session = s.claim().await;
+    for call in ["c1", "c2"] {
+        let ok = s
+            .invoke(
+                &session,
+                call,
+                "soa_send_message",
+                json!({"body": "update"}),
+            )
+            .await;
+        assert!(!ok.blocked && ok.error.is_none(), "{call}: {ok:?}");
+    }
+    let third = s
+        .invoke(
+            &session,
+            "c3",
+            "soa_send_message",
+            json!({"body": "update"}),
+        )
+        .await;
+    assert!(third.blocked && third.error.is_none(), "{third:?}");
+    let result: Value = serde_json::from_str(&third.result_json).unwrap();
+    assert!(
+        result["blockedReason"]
+            .as_str()
+            .unwrap()
+            .contains("two-messages-a-tick"),
+        "{result}"
+    );
+    assert_eq!(
+        count(&s.pool, "agent_messages").await,
+        2,
+        "the blocked call wrote nothing"
+    );
+    // Another governed tool is not counted against this limit.
+    let other = s
+        .invoke(
+            &session,
+            "c4",
+            "soa_propose_decision",
+            json!({"title": "ok?"}),
+        )
+        .await;
+    assert!(!other.blocked, "{other:?}");
+}

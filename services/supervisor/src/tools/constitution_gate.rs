@@ -21,7 +21,7 @@ use genesis_store::Store;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{Governance, Violation, Violations};
+use super::{CallCounts, Governance, Violation, Violations};
 
 /// The tools whose content the constitution checks.
 pub const GOVERNED_TOOLS: &[&str] = &[
@@ -132,7 +132,13 @@ pub fn content_fields(tool: &str, args: &Value) -> Vec<(String, String)> {
 
 #[async_trait::async_trait]
 impl Governance for ConstitutionGovernance {
-    async fn check(&self, tenant_id: Uuid, tool: &str, args: &Value) -> Result<(), Violations> {
+    async fn check(
+        &self,
+        tenant_id: Uuid,
+        tool: &str,
+        args: &Value,
+        calls: CallCounts,
+    ) -> Result<(), Violations> {
         if !GOVERNED_TOOLS.contains(&tool) {
             return Ok(());
         }
@@ -159,7 +165,11 @@ impl Governance for ConstitutionGovernance {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let mut context = CheckContext::default();
+        let mut context = CheckContext {
+            calls_this_tick: calls.this_tick,
+            calls_today: calls.today,
+            ..CheckContext::default()
+        };
         if tool == "soa_propose_task" {
             context.mission_kind = args.get("kind").and_then(Value::as_str).map(str::to_owned);
             context.target = args

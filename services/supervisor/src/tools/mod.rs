@@ -142,8 +142,25 @@ impl Violations {
 /// constitution plugs in here; [`AllowAll`] is the default.
 #[async_trait::async_trait]
 pub trait Governance: Send + Sync {
-    /// `Err` blocks the call (nothing of the handler runs).
-    async fn check(&self, tenant_id: Uuid, tool: &str, args: &Value) -> Result<(), Violations>;
+    /// `Err` blocks the call (nothing of the handler runs). `calls` are the
+    /// earlier unblocked calls of this tool by this instance, in this tick
+    /// and today (what action-limit rules count).
+    async fn check(
+        &self,
+        tenant_id: Uuid,
+        tool: &str,
+        args: &Value,
+        calls: CallCounts,
+    ) -> Result<(), Violations>;
+}
+
+/// Earlier unblocked calls of one tool by one instance.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    /// In the current tick (the lease session).
+    pub this_tick: u32,
+    /// In the current UTC day.
+    pub today: u32,
 }
 
 /// The default gate: every call passes.
@@ -152,7 +169,13 @@ pub struct AllowAll;
 
 #[async_trait::async_trait]
 impl Governance for AllowAll {
-    async fn check(&self, _tenant_id: Uuid, _tool: &str, _args: &Value) -> Result<(), Violations> {
+    async fn check(
+        &self,
+        _tenant_id: Uuid,
+        _tool: &str,
+        _args: &Value,
+        _calls: CallCounts,
+    ) -> Result<(), Violations> {
         Ok(())
     }
 }
