@@ -122,15 +122,23 @@ pub async fn serve(
 
     let mut grpc = tokio::spawn(grpc);
     let mut http = tokio::spawn(http);
+    // A server that ends first (its graceful shutdown can finish before the
+    // select sees the cancellation) must not be awaited again below: a
+    // JoinHandle polled after completion panics.
+    let (mut grpc_done, mut http_done) = (false, false);
     tokio::select! {
-        r = &mut grpc => { shutdown.cancel(); r.context("gRPC task")?.context("gRPC server")?; }
-        r = &mut http => { shutdown.cancel(); r.context("HTTP task")?.context("HTTP server")?; }
+        r = &mut grpc => { grpc_done = true; shutdown.cancel(); r.context("gRPC task")?.context("gRPC server")?; }
+        r = &mut http => { http_done = true; shutdown.cancel(); r.context("HTTP task")?.context("HTTP server")?; }
         () = shutdown.cancelled() => {}
     }
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let drained = tokio::time::timeout(grace, async {
-        let _ = (&mut grpc).await;
-        let _ = (&mut http).await;
+        if !grpc_done {
+            let _ = (&mut grpc).await;
+        }
+        if !http_done {
+            let _ = (&mut http).await;
+        }
     })
     .await;
     if drained.is_err() {
