@@ -173,10 +173,19 @@ pub async fn process_message(
     };
     tracing::Span::current().record("session_id", ids.session_id.as_str());
     let lost = CancellationToken::new();
+    // Renew at a third of what the granted lease has left: the supervisor's
+    // TTL, not this pod's setting, decides when the lease lapses.
+    let remaining = bundle
+        .lease_expires_at
+        .as_ref()
+        .and_then(|t| {
+            chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0))
+        })
+        .and_then(|at| (at - chrono::Utc::now()).to_std().ok());
     let renewer = tokio::spawn(renew_loop(
         ctx.supervisor.clone(),
         ids.clone(),
-        settings.renew_interval,
+        genesis_core::lease::renew_interval(settings.renew_interval, remaining),
         lost.clone(),
     ));
     let outcome = tokio::select! {

@@ -470,6 +470,32 @@ async fn an_abandoned_tick_is_neither_completed_nor_acked() {
     assert!(fake.state.completes().is_empty());
 }
 
+#[tokio::test]
+async fn a_short_granted_lease_is_renewed_at_its_own_pace_not_the_pods_setting() {
+    let fake = start_fake().await;
+    // The tick runs 1.5 s; the pod's own interval is 10 s (a 30 s TTL), but
+    // the supervisor granted a lease with 0.9 s left: renew every 0.3 s.
+    let scripted = Arc::new(ScriptedProvider::new().with_latency(Duration::from_millis(1_500)));
+    let ctx = context(&fake, scripted);
+    let mut b = bundle("AgentInitialized", "{}");
+    let expires = chrono::Utc::now() + chrono::Duration::milliseconds(900);
+    b.lease_expires_at = Some(prost_types::Timestamp {
+        seconds: expires.timestamp(),
+        nanos: i32::try_from(expires.timestamp_subsec_nanos()).unwrap(),
+    });
+    let msg = message(&b);
+    fake.state.push_claim(claimed(b));
+    let mut s = settings();
+    s.renew_interval = Duration::from_secs(10);
+    let d = process_message(&ctx, &s, &msg, &CancellationToken::new()).await;
+    assert_eq!(d, Disposition::Ack);
+    assert!(
+        fake.state.renews.load(Ordering::SeqCst) >= 2,
+        "renewed {} times during a 1.5 s tick on a 0.9 s lease",
+        fake.state.renews.load(Ordering::SeqCst)
+    );
+}
+
 #[test]
 fn malformed_tick_messages_are_typed_errors() {
     let err = TickMessage::parse(br#"{"tenant_id":"nope"}"#).unwrap_err();

@@ -12,6 +12,7 @@ pub mod cadence;
 pub mod constitution;
 pub mod enums;
 pub mod error;
+pub mod lease;
 pub mod mapper;
 pub mod modes;
 pub mod options;
