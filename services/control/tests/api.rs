@@ -1293,3 +1293,129 @@ async fn lifecycle_mode_decision_config_feature_and_token_rpcs_do_what_they_say(
     assert_eq!(body.text().await?, "ok");
     h.stop().await
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn thousands_of_malformed_requests_get_precise_refusals_and_write_nothing(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    use rand::{Rng as _, SeedableRng as _};
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    soa(&store, t).await?;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    cfg.admin_rate_per_sec = 0.0;
+    cfg.enqueue_rate_per_sec = 0.0;
+    let h = start(cfg).await?;
+    let channel = h.channel().await?;
+    let tables = [
+        "tenants",
+        "agent_instances",
+        "agent_event_queue",
+        "agent_messages",
+        "attention_requests",
+        "system_configs",
+        "api_tokens",
+        "constitution_rules",
+        "knowledge_documents",
+        "missions",
+        "coding_tasks",
+        "llm_presets",
+        "llm_pricing",
+    ];
+    let counts = || async {
+        let mut v = Vec::new();
+        for table in tables {
+            v.push(
+                sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+                    "SELECT count(*) FROM {table}"
+                )))
+                .fetch_one(&pool)
+                .await?,
+            );
+        }
+        Ok::<_, anyhow::Error>(v)
+    };
+    let before = counts().await?;
+    let rpcs: Vec<String> = genesis_proto::convert::all_rpcs()
+        .into_iter()
+        .filter(|(s, _)| genesis_control::SERVED_SERVICES.contains(&s.as_str()))
+        .map(|(s, m)| genesis_proto::convert::rpc_path(&s, &m))
+        .collect();
+    // Seeded, so a failure names inputs that can be replayed.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x06e5_e515);
+    let mut sent = 0;
+    let mut wrong = Vec::new();
+    for round in 0..30 {
+        for path in &rpcs {
+            // Random bytes, or a well-formed field 1 (a tenant id or name
+            // in most requests) holding a non-UUID string.
+            let body: Vec<u8> = if round % 2 == 0 {
+                let n = rng.random_range(0..64);
+                (0..n).map(|_| rng.random()).collect()
+            } else {
+                let junk: String = (0..rng.random_range(1..40))
+                    .map(|_| char::from(rng.random_range(b'!'..=b'~')))
+                    .collect();
+                let mut b = vec![0x0a, junk.len() as u8];
+                b.extend_from_slice(junk.as_bytes());
+                b
+            };
+            let mut grpc = tonic::client::Grpc::new(channel.clone());
+            grpc.ready().await?;
+            let mut request = tonic::Request::new(body.clone());
+            request
+                .metadata_mut()
+                .insert("authorization", format!("Bearer {op}").parse()?);
+            let r = grpc
+                .unary(
+                    request,
+                    http::uri::PathAndQuery::try_from(path.clone())?,
+                    RawCodec,
+                )
+                .await;
+            sent += 1;
+            match r {
+                // Reads that need no tenant may answer (the caller's own
+                // tenant, the price list, the call-sites, the global config).
+                Ok(_)
+                    if path.ends_with("/ListTenants")
+                        || path.ends_with("/ListPricing")
+                        || path.ends_with("/ListSites")
+                        || path.ends_with("/ListConfig") => {}
+                Ok(_) => wrong.push(format!("{path} answered OK to {body:?}")),
+                Err(s) => match s.code() {
+                    Code::InvalidArgument
+                    | Code::PermissionDenied
+                    | Code::NotFound
+                    | Code::FailedPrecondition
+                    | Code::Unavailable => {
+                        if s.message().trim().is_empty() {
+                            wrong.push(format!("{path}: {:?} with no message", s.code()));
+                        }
+                    }
+                    // tonic's own refusal of bytes that are not the message.
+                    Code::Internal if s.message().contains("decode") => {}
+                    other => wrong.push(format!("{path}: {other:?} {}", s.message())),
+                },
+            }
+        }
+    }
+    assert!(sent >= 1500, "only {sent} requests");
+    assert!(
+        wrong.is_empty(),
+        "{} imprecise answers:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    assert_eq!(counts().await?, before, "nothing was written");
+    // The server is still up and answering.
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await?;
+    h.stop().await
+}
