@@ -842,13 +842,21 @@ impl AgentPodService {
             .tenant_tx(tenant_id)
             .await
             .map_err(|e| status_of(e, metrics))?;
-        let pre: (Option<String>, Option<String>, Option<Value>, Value) = sqlx::query_as(
+        #[allow(clippy::type_complexity)]
+        let pre: (
+            Option<String>,
+            Option<String>,
+            Option<Value>,
+            Value,
+            Option<String>,
+        ) = sqlx::query_as(
             "SELECT (SELECT e.event_kind FROM agent_event_queue e WHERE e.id = $1 AND e.instance_id = $2),
-                    (SELECT coalesce(i.active_mode, '') || '|' || i.agent_type FROM agent_instances i WHERE i.id = $2),
+                    (SELECT i.active_mode FROM agent_instances i WHERE i.id = $2),
                     (SELECT to_jsonb(s) FROM llm_call_snapshots s WHERE s.id = $3 AND s.instance_id = $2),
                     (SELECT coalesce(jsonb_object_agg(c.key, c.value), '{}'::jsonb) FROM (
                         SELECT DISTINCT ON (key) key, value FROM system_configs
-                         WHERE tenant_id IS NULL OR tenant_id = $4 ORDER BY key, tenant_id NULLS LAST) c)",
+                         WHERE tenant_id IS NULL OR tenant_id = $4 ORDER BY key, tenant_id NULLS LAST) c),
+                    (SELECT i.agent_type FROM agent_instances i WHERE i.id = $2)",
         )
         .bind(event_id)
         .bind(instance_id)
@@ -890,7 +898,7 @@ impl AgentPodService {
             "actions": actions,
             "waitCondition": req.wait_condition,
             "reasoningSummary": req.reasoning_summary,
-            "activeMode": recorded_mode(pre.1.as_deref()),
+            "activeMode": recorded_mode(pre.1.as_deref(), pre.4.as_deref()),
             // How the episode ended and what it spent, so a budget cut or a
             // failure is visible on the turn (spec §3.5: the axis is recorded).
             "completion": completion_name,
@@ -1004,17 +1012,16 @@ fn completion_label(c: &Completion) -> &'static str {
 
 /// The mode a turn ran in, as the ledger records it: the instance's
 /// `active_mode`, or its type's default mode while none was ever set (the
-/// mode the claim resolved). `raw` is `"<active_mode>|<agent_type>"`.
-fn recorded_mode(raw: Option<&str>) -> Option<String> {
-    let (mode, agent_type) = raw?.split_once('|')?;
-    if !mode.is_empty() {
-        return Some(mode.to_owned());
+/// mode the claim resolved).
+fn recorded_mode(active_mode: Option<&str>, agent_type: Option<&str>) -> Option<String> {
+    match active_mode {
+        Some(mode) if !mode.is_empty() => Some(mode.to_owned()),
+        _ => agent_type?
+            .parse::<AgentType>()
+            .ok()
+            .and_then(genesis_core::default_mode)
+            .map(str::to_owned),
     }
-    agent_type
-        .parse::<AgentType>()
-        .ok()
-        .and_then(genesis_core::default_mode)
-        .map(str::to_owned)
 }
 
 #[cfg(test)]
@@ -1022,19 +1029,19 @@ mod tests {
     #[test]
     fn the_recorded_mode_falls_back_to_the_types_default() {
         assert_eq!(
-            super::recorded_mode(Some("Incident|Soa")).as_deref(),
+            super::recorded_mode(Some("Incident"), Some("Soa")).as_deref(),
             Some("Incident")
         );
         assert_eq!(
-            super::recorded_mode(Some("|Soa")).as_deref(),
+            super::recorded_mode(None, Some("Soa")).as_deref(),
             Some("Strategic")
         );
         assert_eq!(
-            super::recorded_mode(Some("|Compliance")).as_deref(),
+            super::recorded_mode(Some(""), Some("Compliance")).as_deref(),
             Some("Cadence")
         );
-        assert_eq!(super::recorded_mode(Some("|Bogus")), None);
-        assert_eq!(super::recorded_mode(None), None);
+        assert_eq!(super::recorded_mode(None, Some("Bogus")), None);
+        assert_eq!(super::recorded_mode(None, None), None);
     }
 
     use super::*;
