@@ -229,6 +229,14 @@ fn failure(session: &Session, status: Status) -> Response {
     )
 }
 
+/// A page, or its failure inside the layout.
+fn rendered(session: &Session, result: Result<String, Status>) -> Response {
+    match result {
+        Ok(html) => page(StatusCode::OK, html),
+        Err(status) => failure(session, status),
+    }
+}
+
 /// After a form: back to `to`, with the outcome as a note or an error the
 /// page shows (Post/Redirect/Get, so a reload never re-submits).
 fn back(to: &str, outcome: Result<String, Status>) -> Response {
@@ -399,10 +407,7 @@ async fn agents_page(
         Ok(s) => s,
         Err(r) => return r,
     };
-    match pages::agents(&state, &s, &flash).await {
-        Ok(html) => page(StatusCode::OK, html),
-        Err(status) => failure(&s, status),
-    }
+    rendered(&s, pages::agents(&state, &s, &flash).await)
 }
 
 async fn agent_page(
@@ -419,10 +424,7 @@ async fn agent_page(
         Ok(i) => pages::agent(&state, &s, i, &flash).await,
         Err(e) => Err(e),
     };
-    match result {
-        Ok(html) => page(StatusCode::OK, html),
-        Err(status) => failure(&s, status),
-    }
+    rendered(&s, result)
 }
 
 async fn decisions_page(
@@ -434,10 +436,7 @@ async fn decisions_page(
         Ok(s) => s,
         Err(r) => return r,
     };
-    match pages::decisions(&state, &s, &flash).await {
-        Ok(html) => page(StatusCode::OK, html),
-        Err(status) => failure(&s, status),
-    }
+    rendered(&s, pages::decisions(&state, &s, &flash).await)
 }
 
 async fn spend_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -445,10 +444,7 @@ async fn spend_page(State(state): State<AppState>, headers: HeaderMap) -> Respon
         Ok(s) => s,
         Err(r) => return r,
     };
-    match pages::spend(&state, &s).await {
-        Ok(html) => page(StatusCode::OK, html),
-        Err(status) => failure(&s, status),
-    }
+    rendered(&s, pages::spend(&state, &s).await)
 }
 
 /// Live turns and messages of one agent as server-sent events: the
@@ -548,7 +544,7 @@ async fn send_message(
         .map(|_| "message sent".to_owned());
     reply(
         &headers,
-        &format!("/agents/{}", render::path_escape(&id)),
+        &format!("/agents/{}", render::query_escape(&id)),
         outcome,
     )
 }
@@ -602,7 +598,7 @@ async fn set_mode(
         });
     reply(
         &headers,
-        &format!("/agents/{}", render::path_escape(&id)),
+        &format!("/agents/{}", render::query_escape(&id)),
         outcome,
     )
 }
@@ -671,7 +667,7 @@ async fn lifecycle(
     };
     reply(
         &headers,
-        &format!("/agents/{}", render::path_escape(&id)),
+        &format!("/agents/{}", render::query_escape(&id)),
         outcome,
     )
 }

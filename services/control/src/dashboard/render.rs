@@ -23,7 +23,8 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// Percent-encode a query value (RFC 3986 unreserved characters pass).
+/// Percent-encode a query value or a path segment (RFC 3986 unreserved
+/// characters pass).
 pub fn query_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
@@ -34,11 +35,6 @@ pub fn query_escape(s: &str) -> String {
         }
     }
     out
-}
-
-/// A path segment: the same encoding as a query value.
-pub fn path_escape(s: &str) -> String {
-    query_escape(s)
 }
 
 /// At most `n` characters of `s`, with an ellipsis when cut.
