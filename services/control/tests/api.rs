@@ -822,6 +822,19 @@ async fn the_deploy_level_gate_off_bootstraps_nothing_and_refuses_starts(
     h.stop().await
 }
 
+/// Row counts of `tables`, in order: what a refused request must not change.
+async fn row_counts(pool: &PgPool, tables: &[&str]) -> anyhow::Result<Vec<i64>> {
+    let mut counts = Vec::with_capacity(tables.len());
+    for table in tables {
+        counts.push(
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+                .fetch_one(pool)
+                .await?,
+        );
+    }
+    Ok(counts)
+}
+
 /// A codec that sends and receives raw protobuf bytes, so a test can build
 /// any request from the descriptor set.
 #[derive(Default)]
@@ -944,25 +957,16 @@ async fn every_served_rpc_aimed_at_another_tenant_is_refused(pool: PgPool) -> an
     let h = start(cfg).await?;
     let channel = h.channel().await?;
     let fds = prost_types::FileDescriptorSet::decode(genesis_proto::FILE_DESCRIPTOR_SET)?;
-    let before: Vec<i64> = {
-        let mut counts = Vec::new();
-        for table in [
-            "agent_instances",
-            "agent_event_queue",
-            "agent_messages",
-            "attention_requests",
-            "system_configs",
-            "api_tokens",
-            "tenants",
-        ] {
-            counts.push(
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-                    .fetch_one(&pool)
-                    .await?,
-            );
-        }
-        counts
-    };
+    let tables = [
+        "agent_instances",
+        "agent_event_queue",
+        "agent_messages",
+        "attention_requests",
+        "system_configs",
+        "api_tokens",
+        "tenants",
+    ];
+    let before = row_counts(&pool, &tables).await?;
     // RPCs that name no tenant and read platform-wide data every operator
     // may see (the price list).
     let open_reads = ["/genesis.v1.LlmService/ListPricing"];
@@ -1008,24 +1012,7 @@ async fn every_served_rpc_aimed_at_another_tenant_is_refused(pool: PgPool) -> an
         "RPCs not refusing tenant B to A's operator:\n{}",
         wrong.join("\n")
     );
-    let mut after = Vec::new();
-    for table in [
-        "agent_instances",
-        "agent_event_queue",
-        "agent_messages",
-        "attention_requests",
-        "system_configs",
-        "api_tokens",
-        "tenants",
-    ] {
-        after.push(
-            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
-                "SELECT count(*) FROM {table}"
-            )))
-            .fetch_one(&pool)
-            .await?,
-        );
-    }
+    let after = row_counts(&pool, &tables).await?;
     assert_eq!(before, after, "nothing was written");
     h.stop().await
 }
@@ -1324,20 +1311,7 @@ async fn thousands_of_malformed_requests_get_precise_refusals_and_write_nothing(
         "llm_presets",
         "llm_pricing",
     ];
-    let counts = || async {
-        let mut v = Vec::new();
-        for table in tables {
-            v.push(
-                sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
-                    "SELECT count(*) FROM {table}"
-                )))
-                .fetch_one(&pool)
-                .await?,
-            );
-        }
-        Ok::<_, anyhow::Error>(v)
-    };
-    let before = counts().await?;
+    let before = row_counts(&pool, &tables).await?;
     let rpcs: Vec<String> = genesis_proto::convert::all_rpcs()
         .into_iter()
         .filter(|(s, _)| genesis_control::SERVED_SERVICES.contains(&s.as_str()))
@@ -1409,7 +1383,11 @@ async fn thousands_of_malformed_requests_get_precise_refusals_and_write_nothing(
         wrong.len(),
         wrong.join("\n")
     );
-    assert_eq!(counts().await?, before, "nothing was written");
+    assert_eq!(
+        row_counts(&pool, &tables).await?,
+        before,
+        "nothing was written"
+    );
     // The server is still up and answering.
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
     health
