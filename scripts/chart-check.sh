@@ -432,4 +432,20 @@ grep -q 'value: "off"' "$WORK/nodash.yaml" || fail "dashboard off: GENESIS_DASHB
 if grep -q 'name: dashboard' "$WORK/nodash.yaml"; then fail "dashboard off: a dashboard port is still rendered"; fi
 ok "dashboard off: GENESIS_DASHBOARD_ADDR=off and no dashboard port"
 
+step "ops digest sources"
+"$HELM" template genesis "$CHART" --set supervisor.ops.alertmanagerUrl=http://am.monitoring:9093 \
+  >"$WORK/am.yaml" 2>"$WORK/am.err" || { cat "$WORK/am.err" >&2; fail "helm template with an Alertmanager URL"; }
+grep -A1 'name: GENESIS_ALERTMANAGER_URL' "$WORK/am.yaml" | grep -q 'http://am.monitoring:9093' \
+  || fail "alertmanagerUrl: GENESIS_ALERTMANAGER_URL is not rendered"
+grep -q 'port: 9093' "$WORK/am.yaml" || fail "alertmanagerUrl: no NetworkPolicy egress to port 9093"
+[ -s "$WORK/default.yaml" ] || fail "the default render is missing"
+if grep -q 'GENESIS_ALERTMANAGER_URL' "$WORK/default.yaml"; then
+  fail "default values: GENESIS_ALERTMANAGER_URL rendered without a URL"
+fi
+ok "alertmanagerUrl: env and NetworkPolicy egress rendered; absent by default"
+if "$HELM" template genesis "$CHART" --set supervisor.ops.alertmanagerUrl=am:9093 >/dev/null 2>"$WORK/am-bad.err"; then
+  fail "supervisor.ops.alertmanagerUrl=am:9093: helm template ACCEPTED a URL without a scheme"
+fi
+ok "supervisor.ops.alertmanagerUrl without http(s):// refused"
+
 printf '\nchart-check: %d passed, %d failed\n' "$PASSED" "$FAILED"

@@ -40,7 +40,7 @@ pub use messages::MessageRow;
 pub use missions::{MissionFilter, MissionRow, MissionStatus, NewMission};
 pub use modes::{ModeChange, ModeRow};
 pub use sessions::DashboardSession;
-pub use store::{Store, StoreOptions, TenantTx};
+pub use store::{DatabaseStats, Store, StoreOptions, TenantTx};
 pub use tenants::Tenant;
 pub use tick::{
     ClaimOutcome, CompletedTurn, LedgerAction, ResetOutcome, TickClaim, TickCompletion,

@@ -36,6 +36,16 @@ impl Default for StoreOptions {
     }
 }
 
+/// Cumulative database counters from `pg_stat_database` (`None` when the
+/// statistics collector has no row for the database).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DatabaseStats {
+    /// Deadlocks detected.
+    pub deadlocks: Option<i64>,
+    /// Transactions rolled back.
+    pub rollbacks: Option<i64>,
+}
+
 /// The store handle: cheap to clone, shared by every task of a service.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -148,6 +158,23 @@ impl Store {
         sqlx::query("SELECT 1").execute(&self.tenant).await?;
         sqlx::query("SELECT 1").execute(&self.system).await?;
         Ok(())
+    }
+
+    /// Deadlocks and rolled-back transactions of the current database, as
+    /// cumulative counters since PostgreSQL last reset its statistics
+    /// (`pg_stat_database`). The ops digest samples them on a timer and
+    /// takes deltas over a window; nothing tenant-scoped is read.
+    pub async fn database_stats(&self) -> Result<DatabaseStats, StoreError> {
+        let (deadlocks, rollbacks): (Option<i64>, Option<i64>) = sqlx::query_as(
+            "SELECT deadlocks, xact_rollback FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .fetch_optional(&self.system)
+        .await?
+        .unwrap_or((None, None));
+        Ok(DatabaseStats {
+            deadlocks,
+            rollbacks,
+        })
     }
 
     /// Apply the embedded migrations. Runs as the login user (the owner of

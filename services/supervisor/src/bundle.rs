@@ -49,13 +49,6 @@ pub struct Binding {
     pub preset: PresetRow,
 }
 
-/// `pg_stat_database` of the current database.
-#[derive(Debug, Clone, Copy, Deserialize)]
-pub struct DbStats {
-    pub deadlocks: Option<i64>,
-    pub rollbacks: Option<i64>,
-}
-
 /// Everything [`read_bundle`] returns.
 #[derive(Debug, Clone, Deserialize)]
 pub struct BundleRead {
@@ -66,7 +59,6 @@ pub struct BundleRead {
     pub modes: Vec<ModeRow>,
     pub bindings: Vec<Binding>,
     pub credit_spent: Option<f64>,
-    pub stats: Option<DbStats>,
 }
 
 const BUNDLE_SQL: &str = r#"
@@ -91,9 +83,7 @@ SELECT jsonb_build_object(
       FROM agent_modes md WHERE md.agent_type = $4),
   'bindings', (SELECT coalesce(jsonb_agg(jsonb_build_object('site_id', b.site_id, 'preset', to_jsonb(p))), '[]'::jsonb)
       FROM llm_site_bindings b JOIN llm_presets p ON p.id = b.preset_id WHERE b.site_id = ANY($5)),
-  'credit_spent', (SELECT w.spent_usd FROM credit_windows w WHERE w.tenant_id = $1 AND w.week_start = $6),
-  'stats', (SELECT jsonb_build_object('deadlocks', s.deadlocks, 'rollbacks', s.xact_rollback)
-      FROM pg_stat_database s WHERE s.datname = current_database())
+  'credit_spent', (SELECT w.spent_usd FROM credit_windows w WHERE w.tenant_id = $1 AND w.week_start = $6)
 )"#;
 
 /// Read the bundle's inputs in one statement.

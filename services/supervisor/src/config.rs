@@ -46,6 +46,12 @@ pub struct SupervisorConfig {
     /// Alertmanager base URL for the ops digest's firing alerts (optional).
     #[arg(long, env = "GENESIS_ALERTMANAGER_URL")]
     pub alertmanager_url: Option<String>,
+    /// Seconds between ops-digest samples (database counters, Alertmanager).
+    #[arg(long, env = "GENESIS_OPS_SAMPLE_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub ops_sample_secs: u64,
+    /// Seconds the ops digest's deltas span (deadlocks, rollbacks, tool errors).
+    #[arg(long, env = "GENESIS_OPS_WINDOW_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub ops_window_secs: u64,
     /// Log format.
     #[arg(long, env = "GENESIS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -88,6 +94,8 @@ impl std::fmt::Debug for SupervisorConfig {
             .field("lease_ttl_secs", &self.lease_ttl_secs)
             .field("max_attempts", &self.max_attempts)
             .field("alertmanager_url", &self.alertmanager_url)
+            .field("ops_sample_secs", &self.ops_sample_secs)
+            .field("ops_window_secs", &self.ops_window_secs)
             .field("log_format", &self.log_format)
             .field("default_provider", &self.default_provider)
             .field("shutdown_grace_secs", &self.shutdown_grace_secs)

@@ -77,7 +77,17 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let metrics = Arc::new(metrics::Metrics::default());
-    let ops = Arc::new(ops::OpsProbe::new(config.alertmanager_url.clone()));
+    let ops = Arc::new(ops::OpsProbe::new(
+        config.alertmanager_url.clone(),
+        Duration::from_secs(config.ops_window_secs),
+    ));
+    let sampler = ops::spawn_sampler(
+        ops.clone(),
+        parts.store.clone(),
+        metrics.clone(),
+        Duration::from_secs(config.ops_sample_secs),
+        shutdown.child_token(),
+    );
     let options = genesis_core::AgentDispatcherOptions {
         lease_ttl: config.lease_ttl(),
         max_attempts: config.max_attempts,
@@ -149,6 +159,8 @@ pub async fn serve(
         grpc.abort();
         http.abort();
     }
+    // The sampler's token is a child of `shutdown`, cancelled by now.
+    let _ = sampler.await;
     parts.store.close().await;
     tracing::info!("genesis-supervisor stopped");
     Ok(())

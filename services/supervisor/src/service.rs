@@ -302,18 +302,16 @@ impl AgentPodService {
             .collect();
         let week_start = week_start_for(now);
         let tail = i64::from(self.settings.options.ledger_tail.max(1));
-        let (read, alerts) = tokio::join!(
-            read_bundle(
-                &self.store,
-                tenant_id,
-                instance_id,
-                tail,
-                instance.agent_type,
-                &sites,
-                week_start
-            ),
-            self.ops.firing_alerts()
-        );
+        let read = read_bundle(
+            &self.store,
+            tenant_id,
+            instance_id,
+            tail,
+            instance.agent_type,
+            &sites,
+            week_start,
+        )
+        .await;
         let read = match read {
             Ok(r) => r,
             Err(e) => {
@@ -368,16 +366,7 @@ impl AgentPodService {
                 week_start + chrono::Duration::days(7),
             )),
         };
-        let stats = read.stats.unwrap_or(crate::bundle::DbStats {
-            deadlocks: None,
-            rollbacks: None,
-        });
-        let ops = self.ops.observe(
-            stats.deadlocks,
-            stats.rollbacks,
-            self.metrics.tool_totals(),
-            alerts,
-        );
+        let ops = self.ops.current();
         let event = &claim.event;
         let bundle = pb::TickBundle {
             session_id: session.to_string(),
@@ -421,7 +410,7 @@ impl AgentPodService {
                     })
                     .collect(),
             }),
-            ops_digest: Some(ops.to_proto()),
+            ops_digest: Some(ops.to_proto(self.ops.window())),
             mode: Some(pb::ResolvedMode {
                 name: mode.name.clone(),
                 toolset: mode.toolset.clone(),

@@ -39,6 +39,10 @@ impl Drop for Harness {
 }
 
 async fn start(pool: PgPool) -> Harness {
+    start_with(pool, |_| {}).await
+}
+
+async fn start_with(pool: PgPool, configure: impl FnOnce(&mut SupervisorConfig)) -> Harness {
     let store = Store::from_pool(&pool);
     let tenant = store
         .tenants()
@@ -79,6 +83,7 @@ async fn start(pool: PgPool) -> Harness {
     };
     let mut config = SupervisorConfig::for_tests("postgres://unused");
     config.shutdown_grace_secs = 2;
+    configure(&mut config);
     tokio::spawn(genesis_supervisor::serve(
         config,
         parts,
@@ -863,4 +868,118 @@ async fn a_budget_cut_is_recorded_on_the_turn_with_its_axis_and_consumption(pool
     assert_eq!(payload["consumption"]["turns"], 3);
     assert_eq!(payload["consumption"]["tokens"], 1200);
     assert_eq!(payload["activeMode"], "Strategic");
+}
+
+/// A stand-in Alertmanager on loopback: `GET /api/v2/alerts` answers
+/// `firing` alerts (or a 500 when `firing` is `u32::MAX`) and counts hits.
+async fn fake_alertmanager() -> (
+    String,
+    Arc<std::sync::atomic::AtomicU32>,
+    Arc<std::sync::atomic::AtomicU32>,
+) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let firing = Arc::new(AtomicU32::new(0));
+    let hits = Arc::new(AtomicU32::new(0));
+    let (f, h) = (firing.clone(), hits.clone());
+    let app = axum::Router::new().route(
+        "/api/v2/alerts",
+        axum::routing::get(move || {
+            let (f, h) = (f.clone(), h.clone());
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                let n = f.load(Ordering::SeqCst);
+                if n == u32::MAX {
+                    return (http::StatusCode::INTERNAL_SERVER_ERROR, "down".to_owned());
+                }
+                let alerts: Vec<_> = (0..n)
+                    .map(|i| serde_json::json!({"labels": {"alertname": format!("A{i}")}, "status": {"state": "active"}}))
+                    .collect();
+                (http::StatusCode::OK, serde_json::to_string(&alerts).unwrap())
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), firing, hits)
+}
+
+/// Wait until the sampler has finished a sample begun after now: two more
+/// hits on the fake (the second starts only after the first was recorded).
+async fn next_sample(hits: &std::sync::atomic::AtomicU32) {
+    let start = hits.load(std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..100 {
+        if hits.load(std::sync::atomic::Ordering::SeqCst) >= start + 2 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the ops sampler did not poll the fake Alertmanager");
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_ops_digest_carries_the_alerts_the_background_sampler_read(pool: PgPool) {
+    use std::sync::atomic::Ordering;
+    let (url, firing, hits) = fake_alertmanager().await;
+    firing.store(3, Ordering::SeqCst);
+    let mut h = start_with(pool, |c| {
+        c.alertmanager_url = Some(url);
+        c.ops_sample_secs = 1;
+        c.ops_window_secs = 60;
+    })
+    .await;
+    next_sample(&hits).await;
+    let before = hits.load(Ordering::SeqCst);
+    let digest = h.claim().await.ops_digest.unwrap();
+    assert!(
+        digest.summary.contains("firing alerts: 3"),
+        "{}",
+        digest.summary
+    );
+    assert!(digest.bucket.contains("alerts=firing"), "{}", digest.bucket);
+    assert!(
+        digest.summary.contains("over the last 60s"),
+        "{}",
+        digest.summary
+    );
+    // pg_stat_database was read: the database figures are known.
+    assert!(
+        digest.summary.contains("database deadlocks +"),
+        "{}",
+        digest.summary
+    );
+    // The claim itself never calls Alertmanager.
+    assert!(hits.load(Ordering::SeqCst) <= before + 1);
+
+    // An alert storm moves the bucket (which is what forces a re-plan).
+    firing.store(7, Ordering::SeqCst);
+    next_sample(&hits).await;
+    let other = new_active_soa(&h).await;
+    let storm = h.claim_instance(other).await.ops_digest.unwrap();
+    assert!(storm.bucket.contains("alerts=storm"), "{}", storm.bucket);
+    assert_ne!(storm.bucket, digest.bucket);
+
+    // Alertmanager failing: the figure is unknown, and the claim still works.
+    firing.store(u32::MAX, Ordering::SeqCst);
+    next_sample(&hits).await;
+    let third = new_active_soa(&h).await;
+    let down = h.claim_instance(third).await.ops_digest.unwrap();
+    assert!(
+        down.summary.contains("firing alerts: unknown"),
+        "{}",
+        down.summary
+    );
+    assert!(down.bucket.contains("alerts=none"), "{}", down.bucket);
+}
+
+async fn new_active_soa(h: &Harness) -> Uuid {
+    h.store
+        .instances()
+        .create(
+            h.tenant,
+            NewInstance::foundational(AgentType::Soa, InstanceStatus::Active),
+        )
+        .await
+        .unwrap()
+        .id
 }
