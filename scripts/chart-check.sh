@@ -432,6 +432,16 @@ grep -q 'value: "off"' "$WORK/nodash.yaml" || fail "dashboard off: GENESIS_DASHB
 if grep -q 'name: dashboard' "$WORK/nodash.yaml"; then fail "dashboard off: a dashboard port is still rendered"; fi
 ok "dashboard off: GENESIS_DASHBOARD_ADDR=off and no dashboard port"
 
+step "per-tenant share of an agent pod"
+grep -A1 'name: GENESIS_POD_TENANT_CONCURRENCY' "$WORK/default.yaml" | grep -q 'value: "0"' \
+  || fail "default render: GENESIS_POD_TENANT_CONCURRENCY is not rendered as 0"
+ok "GENESIS_POD_TENANT_CONCURRENCY rendered (0: half the pod)"
+if "$HELM" template genesis "$CHART" --set agentPod.concurrency=2 --set agentPod.tenantConcurrency=3 >/dev/null 2>"$WORK/share.err"; then
+  fail "agentPod.tenantConcurrency=3 > concurrency=2: helm template ACCEPTED it"
+fi
+grep -q "must not exceed agentPod.concurrency" "$WORK/share.err" || { cat "$WORK/share.err" >&2; fail "tenantConcurrency > concurrency refused without the reason"; }
+ok "agentPod.tenantConcurrency above concurrency refused with the reason"
+
 step "ops digest sources"
 "$HELM" template genesis "$CHART" --set supervisor.ops.alertmanagerUrl=http://am.monitoring:9093 \
   >"$WORK/am.yaml" 2>"$WORK/am.err" || { cat "$WORK/am.err" >&2; fail "helm template with an Alertmanager URL"; }

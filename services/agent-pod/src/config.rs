@@ -40,6 +40,10 @@ pub struct PodConfig {
     /// Ticks this pod runs at once.
     #[arg(long, env = "GENESIS_POD_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
+    /// Ticks one tenant may run at once on this pod; 0 means half of
+    /// GENESIS_POD_CONCURRENCY, rounded up.
+    #[arg(long, env = "GENESIS_POD_TENANT_CONCURRENCY", default_value_t = 0)]
+    pub tenant_concurrency: usize,
     /// `/healthz`, `/readyz`, `/metrics` listen address.
     #[arg(long, env = "GENESIS_HTTP_ADDR", default_value = "0.0.0.0:9092")]
     pub http_addr: SocketAddr,
@@ -55,6 +59,10 @@ pub struct PodConfig {
     /// NAK delay after a transient supervisor failure, in milliseconds.
     #[arg(long, env = "GENESIS_RETRY_NAK_MS", default_value_t = 5_000)]
     pub retry_nak_ms: u64,
+    /// NAK delay for a message whose tenant already holds its share of this
+    /// pod, in milliseconds.
+    #[arg(long, env = "GENESIS_TENANT_BUSY_NAK_MS", default_value_t = 250)]
+    pub tenant_busy_nak_ms: u64,
     /// OpenAI-compatible base URL override.
     #[arg(long, env = "OPENAI_BASE_URL")]
     pub openai_base_url: Option<String>,
@@ -83,11 +91,13 @@ impl PodConfig {
             supervisor_url: supervisor_url.into(),
             agent_token: Some(agent_token.into()),
             concurrency: 4,
+            tenant_concurrency: 0,
             http_addr: SocketAddr::from(([0, 0, 0, 0], 9092)),
             lease_ttl_secs: 60,
             shutdown_deadline_secs: 30,
             lease_held_nak_ms: 1_000,
             retry_nak_ms: 5_000,
+            tenant_busy_nak_ms: 250,
             openai_base_url: None,
             log_format: "text".into(),
             dump_config: false,
@@ -104,11 +114,26 @@ impl PodConfig {
         (self.lease_ttl() / 3).max(Duration::from_millis(100))
     }
 
+    /// Ticks one tenant may run at once on this pod.
+    pub fn tenant_cap(&self) -> usize {
+        if self.tenant_concurrency == 0 {
+            crate::fairness::default_tenant_cap(self.concurrency)
+        } else {
+            self.tenant_concurrency
+        }
+    }
+
     /// Reject values `run` cannot work with, naming the setting.
     pub fn validate(&self) -> Result<(), crate::error::PodError> {
         use crate::error::PodError::Config;
         if self.concurrency == 0 {
             return Err(Config("GENESIS_POD_CONCURRENCY must be at least 1".into()));
+        }
+        if self.tenant_concurrency > self.concurrency {
+            return Err(Config(format!(
+                "GENESIS_POD_TENANT_CONCURRENCY ({}) must not exceed GENESIS_POD_CONCURRENCY ({})",
+                self.tenant_concurrency, self.concurrency
+            )));
         }
         if self.lease_ttl_secs == 0 {
             return Err(Config("GENESIS_LEASE_TTL_SECS must be at least 1".into()));
@@ -137,7 +162,7 @@ impl PodConfig {
     /// The effective configuration as `key = value` lines, token redacted.
     pub fn dump(&self) -> String {
         format!(
-            "nats_url = {:?}\nstream = {:?}\nconsumer = {:?}\nsupervisor_url = {:?}\nagent_token = {}\nconcurrency = {}\nhttp_addr = {:?}\nlease_ttl_secs = {}\nshutdown_deadline_secs = {}\nlease_held_nak_ms = {}\nretry_nak_ms = {}\nopenai_base_url = {:?}\nlog_format = {:?}\n",
+            "nats_url = {:?}\nstream = {:?}\nconsumer = {:?}\nsupervisor_url = {:?}\nagent_token = {}\nconcurrency = {}\ntenant_concurrency = {}\nhttp_addr = {:?}\nlease_ttl_secs = {}\nshutdown_deadline_secs = {}\nlease_held_nak_ms = {}\nretry_nak_ms = {}\ntenant_busy_nak_ms = {}\nopenai_base_url = {:?}\nlog_format = {:?}\n",
             self.nats_url,
             self.stream,
             self.consumer,
@@ -148,13 +173,64 @@ impl PodConfig {
                 "<unset>"
             },
             self.concurrency,
+            self.tenant_cap(),
             self.http_addr.to_string(),
             self.lease_ttl_secs,
             self.shutdown_deadline_secs,
             self.lease_held_nak_ms,
             self.retry_nak_ms,
+            self.tenant_busy_nak_ms,
             self.openai_base_url,
             self.log_format,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> PodConfig {
+        PodConfig::new("nats://127.0.0.1:4222", "http://127.0.0.1:50052", "tok")
+    }
+
+    #[test]
+    fn the_tenant_share_defaults_to_half_the_pod_and_may_not_exceed_it() {
+        let mut c = config();
+        assert!(c.validate().is_ok());
+        assert_eq!(c.tenant_cap(), 2);
+        assert!(c.dump().contains("tenant_concurrency = 2"), "{}", c.dump());
+        c.tenant_concurrency = 4;
+        assert!(c.validate().is_ok());
+        assert_eq!(c.tenant_cap(), 4);
+        c.tenant_concurrency = 5;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("GENESIS_POD_TENANT_CONCURRENCY (5)")
+                && err.contains("GENESIS_POD_CONCURRENCY (4)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_settings_are_refused_by_name_and_the_token_never_dumped() {
+        let mut c = config();
+        c.concurrency = 0;
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("GENESIS_POD_CONCURRENCY")
+        );
+        let mut c = config();
+        c.log_format = "yaml".into();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("GENESIS_LOG_FORMAT")
+        );
+        let c = config();
+        assert!(!c.dump().contains("tok\""), "{}", c.dump());
     }
 }

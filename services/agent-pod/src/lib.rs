@@ -13,6 +13,7 @@
 
 pub mod config;
 pub mod error;
+pub mod fairness;
 pub mod fault;
 pub mod http;
 pub mod invoker;

@@ -16,6 +16,7 @@ pub struct PodMetrics {
     llm_calls: AtomicU64,
     failures: AtomicU64,
     lease_lost: AtomicU64,
+    tenant_deferrals: AtomicU64,
 }
 
 /// A point-in-time copy of [`PodMetrics`].
@@ -33,6 +34,8 @@ pub struct PodMetricsSnapshot {
     pub failures: u64,
     /// Ticks dropped because the lease was lost.
     pub lease_lost: u64,
+    /// Messages handed back unclaimed because their tenant held its share.
+    pub tenant_deferrals: u64,
 }
 
 impl PodMetrics {
@@ -60,6 +63,10 @@ impl PodMetrics {
     pub fn lease_lost(&self) {
         self.lease_lost.fetch_add(1, Ordering::Relaxed);
     }
+    /// One message handed back because its tenant held its share of slots.
+    pub fn tenant_deferral(&self) {
+        self.tenant_deferrals.fetch_add(1, Ordering::Relaxed);
+    }
 
     /// The current totals.
     pub fn snapshot(&self) -> PodMetricsSnapshot {
@@ -70,6 +77,7 @@ impl PodMetrics {
             llm_calls: self.llm_calls.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
             lease_lost: self.lease_lost.load(Ordering::Relaxed),
+            tenant_deferrals: self.tenant_deferrals.load(Ordering::Relaxed),
         }
     }
 
@@ -108,6 +116,11 @@ impl PodMetrics {
                 "genesis_pod_lease_lost_total",
                 "Ticks dropped because the lease was lost.",
                 s.lease_lost,
+            ),
+            (
+                "genesis_pod_tenant_deferrals_total",
+                "Messages handed back unclaimed because their tenant held its share of this pod.",
+                s.tenant_deferrals,
             ),
         ] {
             out.push_str(&format!(

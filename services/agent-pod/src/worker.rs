@@ -26,6 +26,7 @@ use uuid::Uuid;
 
 use crate::config::PodConfig;
 use crate::error::PodError;
+use crate::fairness::TenantSlots;
 use crate::invoker::{CredentialSource, EnvCredentials, Invoker};
 use crate::metrics::PodMetrics;
 use crate::planning::{PodContext, run_tick};
@@ -75,6 +76,8 @@ pub struct WorkerSettings {
     pub retry_delay: Duration,
     /// Lease renewal interval (a third of the TTL).
     pub renew_interval: Duration,
+    /// NAK delay for a message whose tenant holds its share of the pod.
+    pub tenant_busy_delay: Duration,
 }
 
 impl WorkerSettings {
@@ -84,6 +87,7 @@ impl WorkerSettings {
             lease_held_delay: Duration::from_millis(config.lease_held_nak_ms),
             retry_delay: Duration::from_millis(config.retry_nak_ms),
             renew_interval: config.renew_interval(),
+            tenant_busy_delay: Duration::from_millis(config.tenant_busy_nak_ms),
         }
     }
 }
@@ -248,9 +252,16 @@ async fn settle(
     message: jetstream::Message,
     abandon: CancellationToken,
     _permit: OwnedSemaphorePermit,
+    slots: Arc<TenantSlots>,
 ) {
     let disposition = match TickMessage::parse(&message.payload) {
-        Ok(tick) => {
+        Ok(tick) => 'tick: {
+            let Some(_slot) = slots.try_acquire(tick.tenant_id) else {
+                // Handed back before any claim: no attempt spent, no lease.
+                tracing::debug!(tenant_id = %tick.tenant_id, cap = slots.cap(), "tenant holds its share of this pod; NAK");
+                ctx.metrics.tenant_deferral();
+                break 'tick Disposition::Nak(settings.tenant_busy_delay);
+            };
             let span = tracing::info_span!(
                 "tick",
                 tenant_id = %tick.tenant_id,
@@ -434,6 +445,7 @@ async fn pull_loop(
     tracing::info!(stream = %config.stream, consumer = %config.consumer, concurrency = config.concurrency, "bound to the durable consumer; pulling");
 
     let semaphore = Arc::new(Semaphore::new(config.concurrency));
+    let slots = TenantSlots::new(config.tenant_cap());
     let tracker = TaskTracker::new();
     let abandon = CancellationToken::new();
     'pull: loop {
@@ -490,6 +502,7 @@ async fn pull_loop(
                         message,
                         abandon.clone(),
                         permit,
+                        slots.clone(),
                     ));
                 }
             }

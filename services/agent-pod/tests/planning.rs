@@ -355,6 +355,7 @@ fn settings() -> WorkerSettings {
         lease_held_delay: Duration::from_millis(1_000),
         retry_delay: Duration::from_millis(2_000),
         renew_interval: Duration::from_millis(100),
+        tenant_busy_delay: Duration::from_millis(250),
     }
 }
 
