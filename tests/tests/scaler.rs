@@ -70,3 +70,94 @@ async fn consumer_pending_counts_due_events_and_drains_when_pods_start() -> anyh
     })
     .await
 }
+
+/// Back-pressure: with no pods, the publisher stops publishing once the
+/// consumer's undelivered backlog reaches `GENESIS_OUTBOX_MAX_PENDING` (give
+/// or take one batch), the rest of the due events wait in PostgreSQL, and
+/// when pods start every event is still delivered exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_publisher_holds_at_the_backlog_limit_and_loses_nothing() -> anyhow::Result<()> {
+    if let Some(why) = binaries_missing() {
+        println!("skipped: {why}");
+        return Ok(());
+    }
+    const MAX: u64 = 10;
+    const BATCH: u64 = 4;
+    const MESSAGES: usize = 40;
+    bounded(Duration::from_secs(150), async {
+        let nats = NatsServer::start(&log_dir("backpressure-nats")?).await?;
+        let mut opts = FleetOptions::new("backpressure", 0);
+        opts.nats_url = Some(nats.url());
+        opts.extra_env.extend([
+            ("GENESIS_OUTBOX_MAX_PENDING".to_owned(), MAX.to_string()),
+            ("GENESIS_OUTBOX_BATCH".to_owned(), BATCH.to_string()),
+        ]);
+        let mut fleet = Fleet::start(opts).await?;
+        let (stream, consumer) = (fleet.stream.clone(), fleet.consumer.clone());
+        let t = fleet.create_tenant("backlog").await?;
+        let soa = fleet.wait_soa(&t, Duration::from_secs(30)).await?;
+        for i in 0..MESSAGES {
+            fleet.send(&t, &soa, &format!("queued {i}")).await?;
+        }
+        // The publisher reaches the limit and holds there.
+        let control = fleet
+            .processes()
+            .into_iter()
+            .find(|p| p.name == "control")
+            .ok_or_else(|| anyhow::anyhow!("no control process"))?;
+        let held = wait_for("the publisher to hold", Duration::from_secs(30), || async {
+            let text = reqwest::get(format!("http://{}/metrics", control.http)).await?.text().await?;
+            let held = text
+                .lines()
+                .find_map(|l| l.strip_prefix("genesis_outbox_held_total "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            Ok((held >= 3).then_some(held))
+        })
+        .await?;
+        let pending = nats.consumer_pending(&stream, &consumer).await?.unwrap_or(0);
+        ensure!(
+            (MAX..MAX + BATCH).contains(&pending),
+            "num_pending {pending} while held {held} times; expected {MAX}..{} (the limit plus less than one batch)",
+            MAX + BATCH
+        );
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM agent_event_queue WHERE published_at IS NULL AND consumed_at IS NULL",
+        )
+        .fetch_one(&fleet.db)
+        .await?;
+        ensure!(
+            waiting as u64 + pending >= MESSAGES as u64,
+            "{waiting} unpublished + {pending} pending < {MESSAGES} messages"
+        );
+
+        // Pods start: everything is delivered, each message answered once.
+        fleet.add_pod().await?;
+        fleet.add_pod().await?;
+        wait_for("every message answered", Duration::from_secs(90), || {
+            let db = fleet.db.clone();
+            let soa = soa.clone();
+            async move {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
+                      WHERE e.instance_id = $1::uuid AND e.event_kind = 'OperatorMessage'",
+                )
+                .bind(&soa)
+                .fetch_one(&db)
+                .await?;
+                Ok((n == MESSAGES as i64).then_some(()))
+            }
+        })
+        .await?;
+        fleet.wait_quiescent(Duration::from_secs(60)).await?;
+        let s = fleet.check_invariants().await?;
+        println!(
+            "FAULT backpressure: limit={MAX} batch={BATCH} held={held} pending_at_hold={pending} messages={MESSAGES} events={} consumed={} dead_lettered={} ok",
+            s.events, s.consumed, s.dead_lettered
+        );
+        drop(fleet);
+        drop(nats);
+        Ok(())
+    })
+    .await
+}

@@ -72,6 +72,11 @@ pub struct ControlConfig {
     /// How long to wait for the JetStream acks of one batch, in milliseconds.
     #[arg(long, env = "GENESIS_PUBLISH_ACK_TIMEOUT_MS", default_value_t = 5_000)]
     pub publish_ack_timeout_ms: u64,
+    /// Back-pressure: stop publishing while the agent pods' consumer has this
+    /// many messages not yet delivered (due events wait in PostgreSQL, the
+    /// durable queue, instead of piling up in the stream); 0 is unbounded.
+    #[arg(long, env = "GENESIS_OUTBOX_MAX_PENDING", default_value_t = 100_000)]
+    pub outbox_max_pending: u64,
     /// Periodic re-scan of tenants for the bootstrap, in seconds.
     #[arg(long, env = "GENESIS_BOOTSTRAP_RESCAN_SECS", default_value_t = 30)]
     pub bootstrap_rescan_secs: u64,
@@ -164,6 +169,7 @@ impl ControlConfig {
             outbox_batch: 256,
             outbox_poll_ms: 5_000,
             publish_ack_timeout_ms: 5_000,
+            outbox_max_pending: 100_000,
             bootstrap_rescan_secs: 30,
             shutdown_deadline_secs: 10,
             registry_bucket: "genesis_registry".into(),
@@ -275,7 +281,7 @@ impl ControlConfig {
             "database_url = {:?}\nnats_url = {:?}\nstream = {:?}\nsubject_prefix = {:?}\nconsumer = {:?}\n\
              grpc_addr = {:?}\nhttp_addr = {:?}\nlease_ttl_secs = {}\nmax_attempts = {}\nlog_format = {:?}\n\
              standing_agents_enabled = {}\nauto_bootstrap = {}\nstanding_agents_idle_by_default = {}\n\
-             outbox_batch = {}\noutbox_poll_ms = {}\npublish_ack_timeout_ms = {}\nbootstrap_rescan_secs = {}\n\
+             outbox_batch = {}\noutbox_poll_ms = {}\npublish_ack_timeout_ms = {}\noutbox_max_pending = {}\nbootstrap_rescan_secs = {}\n\
              shutdown_deadline_secs = {}\nregistry_bucket = {:?}\ncoder_namespace = {:?}\ncoder_image = {:?}\n\
              windows_pool_url = {:?}\nwindows_pool_token = {}\ndashboard_addr = {:?}\n\
              dashboard_session_hours = {}\ndashboard_secure_cookie = {}\nadmin_rate_per_sec = {}\n\
@@ -296,6 +302,7 @@ impl ControlConfig {
             self.outbox_batch,
             self.outbox_poll_ms,
             self.publish_ack_timeout_ms,
+            self.outbox_max_pending,
             self.bootstrap_rescan_secs,
             self.shutdown_deadline_secs,
             self.registry_bucket,

@@ -16,6 +16,10 @@ pub struct Metrics {
     /// Age of the oldest due, unpublished event, in milliseconds.
     outbox_lag_ms: AtomicI64,
     bootstrapped: AtomicU64,
+    /// Publisher rounds held back by the consumer backlog limit.
+    held: AtomicU64,
+    /// The consumer's undelivered count at the last reading.
+    consumer_pending: AtomicU64,
     rpcs: Mutex<BTreeMap<(String, String), u64>>,
 }
 
@@ -33,6 +37,21 @@ impl Metrics {
     /// Set the outbox lag gauge.
     pub fn set_outbox_lag_ms(&self, ms: i64) {
         self.outbox_lag_ms.store(ms.max(0), Ordering::Relaxed);
+    }
+
+    /// One publisher round held back (the consumer backlog is at its limit).
+    pub fn add_held(&self) {
+        self.held.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The consumer's undelivered count, as last read by the publisher.
+    pub fn set_consumer_pending(&self, n: u64) {
+        self.consumer_pending.store(n, Ordering::Relaxed);
+    }
+
+    /// Publisher rounds held back so far.
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
     }
 
     /// A SOA created by the bootstrap.
@@ -86,6 +105,22 @@ impl Metrics {
             out,
             "genesis_outbox_lag_seconds {:.3}",
             self.outbox_lag_ms.load(Ordering::Relaxed) as f64 / 1000.0
+        );
+        let _ = writeln!(
+            out,
+            "# HELP genesis_outbox_held_total Publisher rounds held back because the consumer backlog reached GENESIS_OUTBOX_MAX_PENDING."
+        );
+        let _ = writeln!(out, "# TYPE genesis_outbox_held_total counter");
+        let _ = writeln!(out, "genesis_outbox_held_total {}", self.held());
+        let _ = writeln!(
+            out,
+            "# HELP genesis_outbox_consumer_pending Undelivered messages of the agent pods' consumer at the publisher's last reading."
+        );
+        let _ = writeln!(out, "# TYPE genesis_outbox_consumer_pending gauge");
+        let _ = writeln!(
+            out,
+            "genesis_outbox_consumer_pending {}",
+            self.consumer_pending.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,

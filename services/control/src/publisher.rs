@@ -42,6 +42,8 @@ pub struct PublisherSettings {
     pub batch: i64,
     pub poll: Duration,
     pub ack_timeout: Duration,
+    /// Consumer backlog at which publishing pauses (0: never).
+    pub max_pending: u64,
 }
 
 impl From<&ControlConfig> for PublisherSettings {
@@ -56,6 +58,7 @@ impl From<&ControlConfig> for PublisherSettings {
             batch: c.outbox_batch,
             poll: Duration::from_millis(c.outbox_poll_ms),
             ack_timeout: Duration::from_millis(c.publish_ack_timeout_ms),
+            max_pending: c.outbox_max_pending,
         }
     }
 }
@@ -259,6 +262,61 @@ async fn next_wait(state: &AppState, s: &PublisherSettings) -> Duration {
     }
 }
 
+/// How often a held publisher looks at the consumer's backlog again.
+const HOLD_RECHECK: Duration = Duration::from_millis(500);
+
+/// Back-pressure bookkeeping: an upper bound on the consumer's undelivered
+/// backlog (the last reading plus everything published since; the pods only
+/// ever lower the real figure), so the consumer is asked only when the bound
+/// reaches the limit — normally never.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backlog {
+    /// `None` until the first reading (after a (re)connect).
+    bound: Option<u64>,
+    max: u64,
+}
+
+impl Backlog {
+    /// Bookkeeping for `max` (0: unbounded, never asks).
+    pub fn new(max: u64) -> Self {
+        Backlog { bound: None, max }
+    }
+    /// Whether the consumer must be asked before the next batch.
+    pub fn needs_reading(&self) -> bool {
+        self.max > 0 && self.bound.is_none_or(|b| b >= self.max)
+    }
+    /// Record a reading of the consumer's undelivered count.
+    pub fn read(&mut self, pending: u64) {
+        self.bound = Some(pending);
+    }
+    /// Whether publishing must pause (a reading at or over the limit).
+    pub fn held(&self) -> bool {
+        self.max > 0 && self.bound.is_some_and(|b| b >= self.max)
+    }
+    /// Account `n` published messages.
+    pub fn published(&mut self, n: u64) {
+        if let Some(b) = self.bound.as_mut() {
+            *b = b.saturating_add(n);
+        }
+    }
+}
+
+/// The consumer's undelivered count (`num_pending`), what KEDA scales on.
+async fn consumer_pending(
+    js: &jetstream::Context,
+    s: &PublisherSettings,
+) -> Result<u64, ControlError> {
+    let mut consumer: consumer::PullConsumer = js
+        .get_consumer_from_stream(&s.consumer, &s.stream)
+        .await
+        .map_err(|e| ControlError::Nats(format!("consumer {}: {e}", s.consumer)))?;
+    let info = consumer
+        .info()
+        .await
+        .map_err(|e| ControlError::Nats(format!("consumer {} info: {e}", s.consumer)))?;
+    Ok(info.num_pending)
+}
+
 /// The publisher loop, until `shutdown` (checked between batches, so the
 /// in-flight batch finishes).
 pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: CancellationToken) {
@@ -287,12 +345,35 @@ pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: Canc
         state.set_nats_ready(true);
         tracing::info!(stream = %s.stream, consumer = %s.consumer, "outbox: publishing");
         let mut listener = due_listener(&state).await;
+        let mut backlog = Backlog::new(s.max_pending);
         loop {
             if shutdown.is_cancelled() {
                 break 'connect;
             }
+            if backlog.needs_reading() {
+                match consumer_pending(&js, &s).await {
+                    Ok(pending) => {
+                        backlog.read(pending);
+                        state.metrics.set_consumer_pending(pending);
+                    }
+                    // Fail open: an unreadable backlog never stops delivery.
+                    Err(e) => {
+                        tracing::warn!(error = %e, "outbox: consumer backlog unreadable; publishing")
+                    }
+                }
+                if backlog.held() {
+                    state.metrics.add_held();
+                    tracing::debug!(
+                        max_pending = s.max_pending,
+                        "outbox: consumer backlog at its limit; holding"
+                    );
+                    sleep_or_cancel(&shutdown, HOLD_RECHECK).await;
+                    continue;
+                }
+            }
             match publish_batch(&state.store, &js, &s, &state.metrics).await {
                 Ok(n) => {
+                    backlog.published(n as u64);
                     backoff = Duration::from_millis(100);
                     if n as i64 >= s.batch {
                         continue;
@@ -344,6 +425,32 @@ mod tests {
 
     fn settings() -> PublisherSettings {
         PublisherSettings::from(&ControlConfig::new("postgres://h/db", "nats://h:4222"))
+    }
+
+    #[test]
+    fn the_backlog_is_read_only_when_its_bound_reaches_the_limit() {
+        let mut b = Backlog::new(100);
+        // Unknown after a (re)connect: read before publishing.
+        assert!(b.needs_reading() && !b.held());
+        b.read(40);
+        assert!(!b.needs_reading() && !b.held());
+        b.published(59);
+        assert!(!b.needs_reading(), "bound 99 < 100");
+        b.published(1);
+        assert!(b.needs_reading(), "bound 100: ask the consumer");
+        b.read(100);
+        assert!(b.held(), "at the limit: hold");
+        b.read(10);
+        assert!(!b.held() && !b.needs_reading());
+        // 0 is unbounded: never asks, never holds.
+        let mut off = Backlog::new(0);
+        off.published(u64::MAX);
+        assert!(!off.needs_reading() && !off.held());
+    }
+
+    #[test]
+    fn the_backlog_limit_comes_from_the_configuration() {
+        assert_eq!(settings().max_pending, 100_000);
     }
 
     #[test]
