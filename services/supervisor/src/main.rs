@@ -28,10 +28,8 @@ async fn main() -> anyhow::Result<()> {
         LogFormat::Text => genesis_telemetry::LogFormat::Text,
         LogFormat::Json => genesis_telemetry::LogFormat::Json,
     };
-    let telemetry = genesis_telemetry::init(TelemetryConfig::from_env(
-        "genesis-supervisor",
-        log_format,
-    )?)?;
+    let telemetry =
+        genesis_telemetry::init(TelemetryConfig::from_env("genesis-supervisor", log_format)?)?;
     let result = serve(config).await;
     telemetry.shutdown().await;
     result

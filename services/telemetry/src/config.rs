@@ -267,7 +267,10 @@ mod tests {
         assert_eq!(c.otlp, None);
         assert_eq!(c.service_name, "genesis-test");
         let c = config(&[(OTLP_ENDPOINT_ENV, "  "), (OTLP_PROTOCOL_ENV, "bogus")]).unwrap();
-        assert_eq!(c.otlp, None, "an empty endpoint is unset; the protocol is then unused");
+        assert_eq!(
+            c.otlp, None,
+            "an empty endpoint is unset; the protocol is then unused"
+        );
     }
 
     #[test]

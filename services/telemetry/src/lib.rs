@@ -163,11 +163,10 @@ pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
         LogFormat::Json => tracing_subscriber::fmt::layer().json().boxed(),
     };
     let otel = tracer_provider.as_ref().map(|provider| {
-        let transport = TRANSPORT_TARGETS
-            .iter()
-            .fold(Targets::new().with_default(LevelFilter::TRACE), |t, target| {
-                t.with_target(*target, LevelFilter::OFF)
-            });
+        let transport = TRANSPORT_TARGETS.iter().fold(
+            Targets::new().with_default(LevelFilter::TRACE),
+            |t, target| t.with_target(*target, LevelFilter::OFF),
+        );
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("genesis"))
             .with_filter(transport)

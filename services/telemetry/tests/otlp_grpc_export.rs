@@ -43,9 +43,11 @@ async fn spans_and_metrics_reach_an_otlp_grpc_receiver() {
     );
     let points = received.sum_points();
     assert!(
-        points.iter().any(|p| p.metric == "subagent.llm_call.all_providers_exhausted"
-            && p.value == 2
-            && p.service_name.as_deref() == Some("pod-eu-1")),
+        points
+            .iter()
+            .any(|p| p.metric == "subagent.llm_call.all_providers_exhausted"
+                && p.value == 2
+                && p.service_name.as_deref() == Some("pod-eu-1")),
         "{points:?}"
     );
 }

@@ -19,22 +19,22 @@ use opentelemetry::KeyValue;
 async fn spans_and_metrics_reach_an_otlp_http_receiver() {
     let (addr, received) = common::start_http_receiver().await;
     let endpoint = format!("http://{addr}");
-    let config = TelemetryConfig::from_lookup("genesis-telemetry-test", LogFormat::Json, |key| {
-        match key {
+    let config =
+        TelemetryConfig::from_lookup("genesis-telemetry-test", LogFormat::Json, |key| match key {
             OTLP_ENDPOINT_ENV => Some(endpoint.clone()),
             OTLP_PROTOCOL_ENV => Some("http/protobuf".into()),
             METRIC_EXPORT_INTERVAL_ENV => Some("200".into()),
             RESOURCE_ATTRIBUTES_ENV => Some("deployment.environment=loopback".into()),
             _ => None,
-        }
-    })
-    .unwrap();
+        })
+        .unwrap();
     let guard = genesis_telemetry::init(config).unwrap();
     assert!(guard.exporting());
 
     let tenant = "7d4f3c1e-0000-4000-8000-000000000001";
     {
-        let span = tracing::info_span!("tick", tenant_id = %tenant, session_id = tracing::field::Empty);
+        let span =
+            tracing::info_span!("tick", tenant_id = %tenant, session_id = tracing::field::Empty);
         let _entered = span.enter();
         span.record("session_id", "s-1");
         tracing::info!("inside the tick");
@@ -78,7 +78,10 @@ async fn spans_and_metrics_reach_an_otlp_http_receiver() {
         .find(|p| p.metric == "subagent.llm_call.attempts")
         .unwrap_or_else(|| panic!("no subagent.llm_call.attempts among {points:?}"));
     assert_eq!(attempts.value, 3);
-    assert_eq!(attempts.service_name.as_deref(), Some("genesis-telemetry-test"));
+    assert_eq!(
+        attempts.service_name.as_deref(),
+        Some("genesis-telemetry-test")
+    );
     assert!(
         attempts
             .resource

@@ -34,13 +34,18 @@ async fn shutdown_exports_the_last_batch() {
 
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(received.spans().is_empty(), "the batch is not due yet");
-    assert!(received.sum_points().is_empty(), "the metric interval is an hour");
+    assert!(
+        received.sum_points().is_empty(),
+        "the metric interval is an hour"
+    );
 
     guard.shutdown().await;
 
     assert!(
-        received.spans().iter().any(|s| s.name == "rpc"
-            && s.service_name.as_deref() == Some("genesis-flush-test")),
+        received
+            .spans()
+            .iter()
+            .any(|s| s.name == "rpc" && s.service_name.as_deref() == Some("genesis-flush-test")),
         "{:?}",
         received.spans()
     );
