@@ -10,6 +10,8 @@
 //! carry (names, attribute values), which is enough to tell one service's
 //! export from another's without decoding.
 
+#![allow(clippy::unwrap_used)] // in a test, a failed unwrap is the test failing
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

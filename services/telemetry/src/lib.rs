@@ -22,6 +22,8 @@
 //! back silently when an `OTEL_*` value is unusable, and never log
 //! configuration values that may be secrets (headers, tokens).
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 mod config;
 
 use opentelemetry::KeyValue;

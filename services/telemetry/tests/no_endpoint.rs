@@ -4,6 +4,8 @@
 //! process-global, and a bad `OTEL_EXPORTER_OTLP_PROTOCOL` is refused before
 //! anything is installed.
 
+#![allow(clippy::unwrap_used)] // in a test, a failed unwrap is the test failing
+
 use genesis_telemetry::{
     LogFormat, OTLP_ENDPOINT_ENV, OTLP_PROTOCOL_ENV, TelemetryConfig, TelemetryError,
 };

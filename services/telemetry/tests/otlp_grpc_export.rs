@@ -3,6 +3,8 @@
 //! the `service.name` `OTEL_SERVICE_NAME` gives. One test per file: the
 //! subscriber and the meter provider are process-global.
 
+#![allow(clippy::unwrap_used)] // in a test, a failed unwrap is the test failing
+
 mod common;
 
 use std::time::Duration;

@@ -5,6 +5,8 @@
 //! configured `service.name`. One test per file: the subscriber and the
 //! meter provider are process-global.
 
+#![allow(clippy::unwrap_used)] // in a test, a failed unwrap is the test failing
+
 mod common;
 
 use std::time::Duration;

@@ -3,6 +3,8 @@
 //! receiver until `shutdown`, and then the span and the counter do. This is
 //! what the bins rely on when they stop on SIGTERM.
 
+#![allow(clippy::unwrap_used)] // in a test, a failed unwrap is the test failing
+
 mod common;
 
 use std::time::Duration;
