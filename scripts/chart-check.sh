@@ -458,4 +458,25 @@ if "$HELM" template genesis "$CHART" --set supervisor.ops.alertmanagerUrl=am:909
 fi
 ok "supervisor.ops.alertmanagerUrl without http(s):// refused"
 
+step "OTLP export"
+if grep -q 'OTEL_' "$WORK/nodash.yaml"; then fail "otel off: an OTEL_* variable is rendered without otel.endpoint"; fi
+ok "otel off (default): no OTEL_* variable"
+"$HELM" template genesis "$CHART" --set otel.endpoint=http://otel-collector.observability:4318 \
+  --set otel.protocol=http/protobuf --set otel.port=4318 \
+  --set otel.resourceAttributes=deployment.environment=test >"$WORK/otel.yaml" 2>"$WORK/otel.err" \
+  || { cat "$WORK/otel.err" >&2; fail "helm template with otel.endpoint"; }
+n=$(grep -c 'name: OTEL_EXPORTER_OTLP_ENDPOINT' "$WORK/otel.yaml" || true)
+[ "$n" -eq 3 ] || fail "otel on: OTEL_EXPORTER_OTLP_ENDPOINT rendered $n times, want 3 (control, supervisor, agent-pod)"
+grep -q 'value: "http/protobuf"' "$WORK/otel.yaml" || fail "otel on: OTEL_EXPORTER_OTLP_PROTOCOL missing"
+grep -q 'value: "60000"' "$WORK/otel.yaml" || fail "otel on: OTEL_METRIC_EXPORT_INTERVAL missing"
+grep -q 'value: "deployment.environment=test"' "$WORK/otel.yaml" || fail "otel on: OTEL_RESOURCE_ATTRIBUTES missing"
+ok "otel on: the OTEL_* variables reach control, supervisor and agent-pod"
+n=$(grep -c 'port: 4318' "$WORK/otel.yaml" || true)
+[ "$n" -eq 3 ] || fail "otel on: NetworkPolicy egress to the collector port rendered $n times, want 3"
+ok "otel on: control, supervisor and agent-pod NetworkPolicies open egress to otel.port"
+if "$HELM" template genesis "$CHART" --set otel.protocol=http/json >/dev/null 2>&1; then
+  fail "otel.protocol=http/json accepted"
+fi
+ok "otel.protocol=http/json refused"
+
 printf '\nchart-check: %d passed, %d failed\n' "$PASSED" "$FAILED"

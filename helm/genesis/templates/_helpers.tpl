@@ -152,6 +152,20 @@ imagePullSecrets:
   value: {{ .Values.tick.leaseTtlSecs | quote }}
 - name: GENESIS_MAX_ATTEMPTS
   value: {{ .Values.tick.maxAttempts | quote }}
+{{- with .Values.otel }}
+{{- if .endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ .protocol | quote }}
+- name: OTEL_METRIC_EXPORT_INTERVAL
+  value: {{ .metricExportIntervalMs | int | quote }}
+{{- if .resourceAttributes }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ .resourceAttributes | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* GENESIS_DATABASE_URL from its Secret (never given to agent pods). */}}

@@ -20,7 +20,6 @@ pub mod invoker;
 pub mod metrics;
 pub mod planning;
 pub mod supervisor;
-pub mod telemetry;
 pub mod worker;
 
 pub use config::PodConfig;

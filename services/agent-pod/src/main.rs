@@ -1,11 +1,13 @@
 //! The `genesis-agent-pod` bin: parse the configuration (flags and
-//! `GENESIS_*` env), install logging, wire SIGTERM/SIGINT to a cancellation
-//! token (a second signal exits at once) and call the library's `run`.
+//! `GENESIS_*` env), install logging and OTLP export (genesis-telemetry), wire
+//! SIGTERM/SIGINT to a cancellation token (a second signal exits at once),
+//! call the library's `run` and flush the telemetry once it returns.
 //!
 //! Logic must stay in the library so tests drive the same entry point.
 
 use clap::Parser;
-use genesis_agent_pod::{PodConfig, run, telemetry};
+use genesis_agent_pod::{PodConfig, run};
+use genesis_telemetry::TelemetryConfig;
 use tokio_util::sync::CancellationToken;
 
 async fn next_signal() {
@@ -37,7 +39,10 @@ async fn main() -> anyhow::Result<()> {
         print!("{}", config.dump());
         return Ok(());
     }
-    telemetry::init(&config.log_format);
+    let telemetry = genesis_telemetry::init(TelemetryConfig::from_env(
+        "genesis-agent-pod",
+        config.log_format.parse()?,
+    )?)?;
     let shutdown = CancellationToken::new();
     {
         let shutdown = shutdown.clone();
@@ -50,5 +55,7 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(130);
         });
     }
-    run(config, shutdown).await
+    let result = run(config, shutdown).await;
+    telemetry.shutdown().await;
+    result
 }

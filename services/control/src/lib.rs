@@ -23,7 +23,6 @@ pub mod server;
 pub mod services;
 pub mod state;
 pub mod status;
-pub mod telemetry;
 pub mod tokens;
 pub mod watch;
 

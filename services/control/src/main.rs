@@ -1,11 +1,13 @@
 //! The `genesis-control` bin: `serve` (default), `migrate`, `token create`
 //! and `--dump-config`. Parses configuration (flags and `GENESIS_*` env),
-//! installs logging, wires SIGTERM/SIGINT to cancellation (a second signal
-//! exits at once) and calls the library. Logic must stay in the library.
+//! installs logging and OTLP export (genesis-telemetry), wires SIGTERM/SIGINT
+//! to cancellation (a second signal exits at once), calls the library and
+//! flushes the telemetry before exiting. Logic must stay in the library.
 
 use clap::{Parser, Subcommand};
-use genesis_control::{ControlConfig, run, telemetry};
+use genesis_control::{ControlConfig, run};
 use genesis_core::TokenScope;
+use genesis_telemetry::TelemetryConfig;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -85,7 +87,16 @@ async fn main() -> anyhow::Result<()> {
         print!("{}", cli.config.dump());
         return Ok(());
     }
-    telemetry::init(&cli.config.log_format);
+    let telemetry = genesis_telemetry::init(TelemetryConfig::from_env(
+        "genesis-control",
+        cli.config.log_format.parse()?,
+    )?)?;
+    let result = command(cli).await;
+    telemetry.shutdown().await;
+    result
+}
+
+async fn command(cli: Cli) -> anyhow::Result<()> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Migrate => {
             genesis_store::Store::migrate(&cli.config.database_url).await?;

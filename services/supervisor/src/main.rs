@@ -1,20 +1,12 @@
-//! `genesis-supervisor`: parses configuration, initialises tracing, binds the
-//! listeners and runs the library's [`genesis_supervisor::run`] until SIGTERM
-//! or SIGINT (a second signal exits at once). Must stay thin: no logic here.
+//! `genesis-supervisor`: parses configuration, installs logging and OTLP
+//! export (genesis-telemetry), binds the listeners and runs the library's
+//! [`genesis_supervisor::run`] until SIGTERM or SIGINT (a second signal exits
+//! at once), then flushes the telemetry. Must stay thin: no logic here.
 
 use clap::Parser as _;
 use genesis_supervisor::{LogFormat, SupervisorConfig};
+use genesis_telemetry::TelemetryConfig;
 use tokio_util::sync::CancellationToken;
-
-fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
 
 async fn signalled() -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -32,7 +24,18 @@ async fn main() -> anyhow::Result<()> {
         println!("{}", config.dump());
         return Ok(());
     }
-    init_tracing(config.log_format);
+    let log_format = match config.log_format {
+        LogFormat::Text => genesis_telemetry::LogFormat::Text,
+        LogFormat::Json => genesis_telemetry::LogFormat::Json,
+    };
+    let telemetry =
+        genesis_telemetry::init(TelemetryConfig::from_env("genesis-supervisor", log_format)?)?;
+    let result = serve(config).await;
+    telemetry.shutdown().await;
+    result
+}
+
+async fn serve(config: SupervisorConfig) -> anyhow::Result<()> {
     let grpc = tokio::net::TcpListener::bind(config.grpc_addr).await?;
     let http = tokio::net::TcpListener::bind(config.http_addr).await?;
     let shutdown = CancellationToken::new();

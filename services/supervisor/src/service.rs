@@ -29,6 +29,7 @@ use genesis_store::tool_invocations::{NewToolInvocation, find_in, insert_in, lea
 use genesis_store::{ClaimOutcome, ModeRow, Store, StoreError};
 use serde_json::{Value, json};
 use tonic::{Request, Response, Status};
+use tracing::{Instrument as _, Span};
 use uuid::Uuid;
 
 use crate::bundle::{effective_options, instance_to_proto, read_bundle, turn_to_proto};
@@ -934,13 +935,39 @@ impl AgentPodService {
     }
 }
 
+/// The span of one AgentPod RPC: the method and the tenant, instance and
+/// session the request names. Ids are recorded only once they parse as UUIDs,
+/// so a malformed request never puts its raw text into logs or exported
+/// spans; the handler still refuses it with INVALID_ARGUMENT.
+fn rpc_span(method: &'static str, tenant_id: &str, instance_id: &str, session_id: &str) -> Span {
+    let span = tracing::info_span!(
+        "rpc",
+        method,
+        tenant_id = tracing::field::Empty,
+        instance_id = tracing::field::Empty,
+        session_id = tracing::field::Empty,
+    );
+    for (field, raw) in [
+        ("tenant_id", tenant_id),
+        ("instance_id", instance_id),
+        ("session_id", session_id),
+    ] {
+        if let Ok(id) = raw.parse::<Uuid>() {
+            span.record(field, tracing::field::display(id));
+        }
+    }
+    span
+}
+
 #[tonic::async_trait]
 impl AgentPod for AgentPodService {
     async fn claim_tick(
         &self,
         request: Request<pb::ClaimTickRequest>,
     ) -> Result<Response<pb::ClaimTickResponse>, Status> {
-        self.claim(request.into_inner()).await.map(Response::new)
+        let req = request.into_inner();
+        let span = rpc_span("ClaimTick", &req.tenant_id, &req.instance_id, "");
+        self.claim(req).instrument(span).await.map(Response::new)
     }
 
     async fn renew_lease(
@@ -948,33 +975,58 @@ impl AgentPod for AgentPodService {
         request: Request<pb::RenewLeaseRequest>,
     ) -> Result<Response<pb::RenewLeaseResponse>, Status> {
         let req = request.into_inner();
-        let session = parse_uuid("session_id", &req.session_id)?;
-        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
-        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
-        self.store
-            .renew_lease(tenant_id, instance_id, session, self.settings.lease_ttl)
-            .await
-            .map_err(|e| status_of(e, &self.metrics))?;
-        let expires = chrono::Duration::from_std(self.settings.lease_ttl)
-            .ok()
-            .map(|d| Utc::now() + d);
-        Ok(Response::new(pb::RenewLeaseResponse {
-            lease_expires_at: expires.map(timestamp_from_chrono),
-        }))
+        let span = rpc_span(
+            "RenewLease",
+            &req.tenant_id,
+            &req.instance_id,
+            &req.session_id,
+        );
+        async move {
+            let session = parse_uuid("session_id", &req.session_id)?;
+            let instance_id = parse_uuid("instance_id", &req.instance_id)?;
+            let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
+            self.store
+                .renew_lease(tenant_id, instance_id, session, self.settings.lease_ttl)
+                .await
+                .map_err(|e| status_of(e, &self.metrics))?;
+            let expires = chrono::Duration::from_std(self.settings.lease_ttl)
+                .ok()
+                .map(|d| Utc::now() + d);
+            Ok(Response::new(pb::RenewLeaseResponse {
+                lease_expires_at: expires.map(timestamp_from_chrono),
+            }))
+        }
+        .instrument(span)
+        .await
     }
 
     async fn invoke_tool(
         &self,
         request: Request<pb::InvokeToolRequest>,
     ) -> Result<Response<pb::InvokeToolResponse>, Status> {
-        self.invoke(request.into_inner()).await.map(Response::new)
+        let req = request.into_inner();
+        let span = rpc_span(
+            "InvokeTool",
+            &req.tenant_id,
+            &req.instance_id,
+            &req.session_id,
+        );
+        self.invoke(req).instrument(span).await.map(Response::new)
     }
 
     async fn record_call_attempt(
         &self,
         request: Request<pb::RecordCallAttemptRequest>,
     ) -> Result<Response<pb::RecordCallAttemptResponse>, Status> {
-        self.record_attempt(request.into_inner())
+        let req = request.into_inner();
+        let span = rpc_span(
+            "RecordCallAttempt",
+            &req.tenant_id,
+            &req.instance_id,
+            &req.session_id,
+        );
+        self.record_attempt(req)
+            .instrument(span)
             .await
             .map(Response::new)
     }
@@ -983,7 +1035,14 @@ impl AgentPod for AgentPodService {
         &self,
         request: Request<pb::CompleteTickRequest>,
     ) -> Result<Response<pb::CompleteTickResponse>, Status> {
-        self.complete(request.into_inner()).await.map(Response::new)
+        let req = request.into_inner();
+        let span = rpc_span(
+            "CompleteTick",
+            &req.tenant_id,
+            &req.instance_id,
+            &req.session_id,
+        );
+        self.complete(req).instrument(span).await.map(Response::new)
     }
 }
 
