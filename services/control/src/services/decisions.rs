@@ -14,7 +14,6 @@ use genesis_proto::v1::{self, decision_service_server::DecisionService};
 use genesis_store::{AttentionRequest, DecisionAnswer};
 use serde_json::json;
 use tonic::{Request, Response, Status};
-use uuid::Uuid;
 
 use super::{observe, record_ids};
 use crate::auth::caller;
