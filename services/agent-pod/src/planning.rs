@@ -220,6 +220,18 @@ pub fn corpus_line(payload: &Value, corpus: Option<&pb::ComplianceCorpus>) -> St
     line
 }
 
+/// Mission HITL (spec §2.4): the operator's answer to a `mission_ask_user`
+/// question, restated as the refinement guidance the mission resumes from.
+pub fn refinement_guidance(payload: &Value) -> String {
+    let resolution =
+        payload_text(payload, &["resolution"]).unwrap_or_else(|| "(no answer given)".into());
+    let notes = payload_text(payload, &["resolutionNotes", "resolution_notes"]);
+    format!(
+        "REFINEMENT GUIDANCE: the operator answered your mission question: {resolution}{}. Refine the mission's plan with it and continue.\n",
+        notes.map(|n| format!(" ({n})")).unwrap_or_default()
+    )
+}
+
 /// Steps 5–8 assembled: the first user message. The roster comes first; the
 /// `EVENT:` line and the payload follow (the scripted provider keys on them).
 #[allow(clippy::too_many_arguments)]
@@ -239,7 +251,13 @@ pub fn build_objective(
         genesis_core::plan_hash::canonical_json(payload)
     ));
     out.push_str(&preamble(kind, payload));
-    out.push_str("\n\n");
+    out.push('\n');
+    if kind == AgentEventKind::OperatorAnsweredEscalation
+        && agent_type.is_some_and(AgentType::is_mission)
+    {
+        out.push_str(&refinement_guidance(payload));
+    }
+    out.push('\n');
     out.push_str(&format!("MODE: {}\n", mode.name));
     let menu: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     out.push_str(&format!("AVAILABLE ACTIONS: {}\n", menu.join(", ")));

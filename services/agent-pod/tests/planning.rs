@@ -222,6 +222,7 @@ async fn zero_tool_call_turns_are_nudged_twice_then_blocked() {
         rules: vec![ScriptRule {
             event: None,
             contains: None,
+            objective_contains: None,
             turns: vec![vec![], vec![], vec![], vec![]],
             text: Some("thinking out loud".into()),
         }],
@@ -623,7 +624,10 @@ fn the_corpus_line_reports_the_cold_sweep() {
     let more = corpus_line(&none, Some(&corpus(&["p-1"], 3, true)));
     assert!(more.contains("p-1 (2 documents"), "{more}");
     assert!(more.contains("plus 3 tenant-wide entries"), "{more}");
-    assert!(more.contains("more projects exist than listed here"), "{more}");
+    assert!(
+        more.contains("more projects exist than listed here"),
+        "{more}"
+    );
     assert!(
         corpus_line(&none, Some(&corpus(&[], 4, false)))
             .contains("no project; query the tenant-wide knowledge base (4 entries)")
@@ -639,12 +643,17 @@ fn the_corpus_line_reports_the_cold_sweep() {
 async fn compliance_tick(
     swept: pb::ComplianceCorpus,
     expect: &str,
-) -> (genesis_agent_pod::TickResult, Vec<pb::InvokeToolRequest>, usize) {
+) -> (
+    genesis_agent_pod::TickResult,
+    Vec<pb::InvokeToolRequest>,
+    usize,
+) {
     let fake = start_fake().await;
     let script = Script {
         rules: vec![ScriptRule {
             event: Some("AgentTick".into()),
             contains: Some(expect.into()),
+            objective_contains: None,
             turns: vec![vec![genesis_llm::ScriptedToolCall {
                 name: "agent_query_memory".into(),
                 arguments: serde_json::json!({"query": "corpus"}),
@@ -662,8 +671,11 @@ async fn compliance_tick(
 
 #[tokio::test]
 async fn a_compliance_tick_plans_against_the_swept_projects() {
-    let (result, invokes, completes) =
-        compliance_tick(corpus(&["p-1", "p-2"], 0, false), "compliance projects p-1 (").await;
+    let (result, invokes, completes) = compliance_tick(
+        corpus(&["p-1", "p-2"], 0, false),
+        "compliance projects p-1 (",
+    )
+    .await;
     assert_eq!(result.completion, TickCompletion::Complete);
     assert_eq!(invokes.len(), 1, "the objective named the swept projects");
     assert_eq!(invokes[0].tool_name, "agent_query_memory");
@@ -675,6 +687,38 @@ async fn an_empty_sweep_says_nothing_to_sweep_and_the_tick_still_completes() {
     let (result, invokes, completes) =
         compliance_tick(pb::ComplianceCorpus::default(), "nothing to sweep").await;
     assert_eq!(result.completion, TickCompletion::Complete);
-    assert_eq!(invokes.len(), 1, "the objective said there is nothing to sweep");
+    assert_eq!(
+        invokes.len(),
+        1,
+        "the objective said there is nothing to sweep"
+    );
     assert_eq!(completes, 1, "the tick was recorded");
+}
+
+#[test]
+fn a_missions_answered_question_is_restated_as_refinement_guidance() {
+    let payload = serde_json::json!({"resolution": "EU first", "resolutionNotes": "then US"});
+    let b = bundle("OperatorAnsweredEscalation", &payload.to_string());
+    let mode = b.mode.clone().unwrap();
+    let objective = |t| {
+        genesis_agent_pod::planning::build_objective(
+            AgentEventKind::OperatorAnsweredEscalation,
+            &payload,
+            &b,
+            Some(t),
+            &mode,
+            &[],
+        )
+    };
+    let mission = objective(genesis_core::AgentType::MissionResearch);
+    assert!(
+        mission.contains(
+            "REFINEMENT GUIDANCE: the operator answered your mission question: EU first (then US)."
+        ),
+        "{mission}"
+    );
+    assert!(mission.contains("RESOLUTION: EU first"));
+    let soa = objective(genesis_core::AgentType::Soa);
+    assert!(!soa.contains("REFINEMENT GUIDANCE"), "{soa}");
+    assert!(soa.contains("RESOLUTION: EU first"));
 }
