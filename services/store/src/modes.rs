@@ -1,8 +1,10 @@
 //! The mode catalogue (`agent_modes`, platform-wide) and THE one chokepoint
 //! that writes `agent_instances.active_mode`: [`Modes::set_active_mode`],
 //! which validates against the agent type's own catalogue and appends the
-//! `agent_mode_change_events` audit row in the same transaction. Nothing else
-//! in the system may write `active_mode`; the agent can only propose.
+//! `agent_mode_change_events` audit row in the same transaction (its
+//! statements, `set_active_mode_in`, also run inside the decision
+//! transaction of [`crate::decisions`]). Nothing else in the system may write
+//! `active_mode`; the agent can only propose.
 
 use chrono::{DateTime, Utc};
 use genesis_core::{AgentType, ModeChangeSource};
