@@ -152,9 +152,10 @@ pub fn preamble(kind: AgentEventKind, payload: &Value) -> String {
     }
 }
 
-/// Step 8 input: the compliance project ids naming the corpus. The tick
-/// bundle carries no dedicated field for them yet, so they are read from the
-/// event payload (`complianceProjectIds` / `projectIds`, arrays of strings).
+/// Step 8 input named by the event: the compliance project ids an event
+/// payload carries (`complianceProjectIds` / `projectIds`, arrays of
+/// strings). When it names none, the cold sweep's discovery in the bundle
+/// is used instead (see [`corpus_line`]).
 pub fn compliance_project_ids(payload: &Value) -> Vec<String> {
     ["complianceProjectIds", "projectIds"]
         .iter()
@@ -166,6 +167,69 @@ pub fn compliance_project_ids(payload: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Step 8: the `COMPLIANCE CORPUS:` line naming what to query. Projects the
+/// event names win; otherwise the cold sweep the supervisor ran at claim
+/// (the tenant's own projects with compliance documents, source trees or
+/// dossiers). An empty sweep says there is nothing to sweep, and the tick
+/// goes on planning (it can still ingest or ask).
+pub fn corpus_line(payload: &Value, corpus: Option<&pb::ComplianceCorpus>) -> String {
+    let named = compliance_project_ids(payload);
+    if !named.is_empty() {
+        return format!(
+            "COMPLIANCE CORPUS: query compliance projects {}.\n",
+            named.join(", ")
+        );
+    }
+    let empty = pb::ComplianceCorpus::default();
+    let corpus = corpus.unwrap_or(&empty);
+    if corpus.projects.is_empty() && corpus.tenant_wide_entries == 0 {
+        return "COMPLIANCE CORPUS: cold sweep found nothing to sweep: this tenant has no compliance documents, source trees or dossiers yet.\n".into();
+    }
+    if corpus.projects.is_empty() {
+        return format!(
+            "COMPLIANCE CORPUS: cold sweep found no project; query the tenant-wide knowledge base ({} entries).\n",
+            corpus.tenant_wide_entries
+        );
+    }
+    let projects: Vec<String> = corpus
+        .projects
+        .iter()
+        .map(|p| {
+            format!(
+                "{} ({} documents, {} source files, {} dossiers)",
+                p.project_id, p.documents, p.source_files, p.dossiers
+            )
+        })
+        .collect();
+    let mut line = format!(
+        "COMPLIANCE CORPUS: cold sweep found compliance projects {}",
+        projects.join(", ")
+    );
+    if corpus.tenant_wide_entries > 0 {
+        line.push_str(&format!(
+            "; plus {} tenant-wide entries",
+            corpus.tenant_wide_entries
+        ));
+    }
+    if corpus.truncated {
+        line.push_str("; more projects exist than listed here");
+    }
+    line.push_str(".\n");
+    line
+}
+
+/// Mission HITL (spec §2.4): the operator's answer to a `mission_ask_user`
+/// question, restated as the refinement guidance the mission resumes from.
+pub fn refinement_guidance(payload: &Value) -> String {
+    let resolution =
+        payload_text(payload, &["resolution"]).unwrap_or_else(|| "(no answer given)".into());
+    let notes = payload_text(payload, &["resolutionNotes", "resolution_notes"]);
+    format!(
+        "REFINEMENT GUIDANCE: the operator answered your mission question: {resolution}{}. Refine the mission's plan with it and continue.\n",
+        notes.map(|n| format!(" ({n})")).unwrap_or_default()
+    )
 }
 
 /// Steps 5–8 assembled: the first user message. The roster comes first; the
@@ -187,20 +251,18 @@ pub fn build_objective(
         genesis_core::plan_hash::canonical_json(payload)
     ));
     out.push_str(&preamble(kind, payload));
-    out.push_str("\n\n");
+    out.push('\n');
+    if kind == AgentEventKind::OperatorAnsweredEscalation
+        && agent_type.is_some_and(AgentType::is_mission)
+    {
+        out.push_str(&refinement_guidance(payload));
+    }
+    out.push('\n');
     out.push_str(&format!("MODE: {}\n", mode.name));
     let menu: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     out.push_str(&format!("AVAILABLE ACTIONS: {}\n", menu.join(", ")));
     if agent_type == Some(AgentType::Compliance) {
-        let ids = compliance_project_ids(payload);
-        if ids.is_empty() {
-            out.push_str("COMPLIANCE CORPUS: no compliance project is configured for this tenant; query the tenant-wide knowledge base.\n");
-        } else {
-            out.push_str(&format!(
-                "COMPLIANCE CORPUS: query compliance projects {}.\n",
-                ids.join(", ")
-            ));
-        }
+        out.push_str(&corpus_line(payload, bundle.compliance_corpus.as_ref()));
     }
     if let Some(ops) = &bundle.ops_digest {
         out.push_str(&format!(

@@ -222,6 +222,7 @@ async fn zero_tool_call_turns_are_nudged_twice_then_blocked() {
         rules: vec![ScriptRule {
             event: None,
             contains: None,
+            objective_contains: None,
             turns: vec![vec![], vec![], vec![], vec![]],
             text: Some("thinking out loud".into()),
         }],
@@ -573,6 +574,19 @@ fn compliance_objectives_name_the_corpus() {
         &[],
     );
     assert!(objective.contains("COMPLIANCE CORPUS: query compliance projects p-1, p-2."));
+    // Projects the event names win over the cold sweep's discovery.
+    let mut swept = b.clone();
+    swept.compliance_corpus = Some(corpus(&["p-9"], 0, false));
+    let named = genesis_agent_pod::planning::build_objective(
+        AgentEventKind::AgentTick,
+        &serde_json::json!({"complianceProjectIds": ["p-1", "p-2"]}),
+        &swept,
+        Some(genesis_core::AgentType::Compliance),
+        &mode,
+        &[],
+    );
+    assert!(named.contains("query compliance projects p-1, p-2."));
+    assert!(!named.contains("p-9"));
     let soa = genesis_agent_pod::planning::build_objective(
         AgentEventKind::AgentTick,
         &serde_json::json!({}),
@@ -582,4 +596,130 @@ fn compliance_objectives_name_the_corpus() {
         &[],
     );
     assert!(!soa.contains("COMPLIANCE CORPUS"));
+}
+
+fn corpus(projects: &[&str], tenant_wide: i64, truncated: bool) -> pb::ComplianceCorpus {
+    pb::ComplianceCorpus {
+        projects: projects
+            .iter()
+            .map(|p| pb::CorpusProject {
+                project_id: (*p).into(),
+                documents: 2,
+                source_files: 1,
+                dossiers: 0,
+            })
+            .collect(),
+        tenant_wide_entries: tenant_wide,
+        truncated,
+    }
+}
+
+#[test]
+fn the_corpus_line_reports_the_cold_sweep() {
+    use genesis_agent_pod::planning::corpus_line;
+    let none = serde_json::json!({});
+    assert_eq!(
+        corpus_line(&none, Some(&corpus(&["p-1", "p-2"], 0, false))),
+        "COMPLIANCE CORPUS: cold sweep found compliance projects p-1 (2 documents, 1 source files, 0 dossiers), p-2 (2 documents, 1 source files, 0 dossiers).\n"
+    );
+    let more = corpus_line(&none, Some(&corpus(&["p-1"], 3, true)));
+    assert!(more.contains("p-1 (2 documents"), "{more}");
+    assert!(more.contains("plus 3 tenant-wide entries"), "{more}");
+    assert!(
+        more.contains("more projects exist than listed here"),
+        "{more}"
+    );
+    assert!(
+        corpus_line(&none, Some(&corpus(&[], 4, false)))
+            .contains("no project; query the tenant-wide knowledge base (4 entries)")
+    );
+    for empty in [None, Some(&pb::ComplianceCorpus::default())] {
+        assert!(corpus_line(&none, empty).contains("nothing to sweep"));
+    }
+}
+
+/// A Compliance AgentTick whose payload names no project, over the given
+/// cold-sweep result; the script calls `agent_query_memory` only when the
+/// objective contains `expect`.
+async fn compliance_tick(
+    swept: pb::ComplianceCorpus,
+    expect: &str,
+) -> (
+    genesis_agent_pod::TickResult,
+    Vec<pb::InvokeToolRequest>,
+    usize,
+) {
+    let fake = start_fake().await;
+    let script = Script {
+        rules: vec![ScriptRule {
+            event: Some("AgentTick".into()),
+            contains: Some(expect.into()),
+            objective_contains: None,
+            turns: vec![vec![genesis_llm::ScriptedToolCall {
+                name: "agent_query_memory".into(),
+                arguments: serde_json::json!({"query": "corpus"}),
+            }]],
+            text: None,
+        }],
+    };
+    let ctx = context(&fake, Arc::new(ScriptedProvider::with_script(script)));
+    let mut b = bundle("AgentTick", "{}");
+    b.instance.as_mut().unwrap().agent_type = "Compliance".into();
+    b.compliance_corpus = Some(swept);
+    let result = run_tick(&ctx, &ids(&b), b).await.expect("tick completes");
+    (result, fake.state.invokes(), fake.state.completes().len())
+}
+
+#[tokio::test]
+async fn a_compliance_tick_plans_against_the_swept_projects() {
+    let (result, invokes, completes) = compliance_tick(
+        corpus(&["p-1", "p-2"], 0, false),
+        "compliance projects p-1 (",
+    )
+    .await;
+    assert_eq!(result.completion, TickCompletion::Complete);
+    assert_eq!(invokes.len(), 1, "the objective named the swept projects");
+    assert_eq!(invokes[0].tool_name, "agent_query_memory");
+    assert_eq!(completes, 1);
+}
+
+#[tokio::test]
+async fn an_empty_sweep_says_nothing_to_sweep_and_the_tick_still_completes() {
+    let (result, invokes, completes) =
+        compliance_tick(pb::ComplianceCorpus::default(), "nothing to sweep").await;
+    assert_eq!(result.completion, TickCompletion::Complete);
+    assert_eq!(
+        invokes.len(),
+        1,
+        "the objective said there is nothing to sweep"
+    );
+    assert_eq!(completes, 1, "the tick was recorded");
+}
+
+#[test]
+fn a_missions_answered_question_is_restated_as_refinement_guidance() {
+    let payload = serde_json::json!({"resolution": "EU first", "resolutionNotes": "then US"});
+    let b = bundle("OperatorAnsweredEscalation", &payload.to_string());
+    let mode = b.mode.clone().unwrap();
+    let objective = |t| {
+        genesis_agent_pod::planning::build_objective(
+            AgentEventKind::OperatorAnsweredEscalation,
+            &payload,
+            &b,
+            Some(t),
+            &mode,
+            &[],
+        )
+    };
+    let mission = objective(genesis_core::AgentType::MissionResearch);
+    assert!(
+        mission.contains(
+            "REFINEMENT GUIDANCE: the operator answered your mission question: EU first (then US)."
+        ),
+        "{mission}"
+    );
+    assert!(mission.contains("RESOLUTION: EU first"));
+    let soa = objective(genesis_core::AgentType::Soa);
+    assert!(!soa.contains("REFINEMENT GUIDANCE"), "{soa}");
+    assert!(soa.contains("RESOLUTION: EU first"));
 }

@@ -33,8 +33,8 @@ pub use enums::{
 pub use error::CoreError;
 pub use mapper::{AgentDecisionMapper, Completion, MappedDecision, TickOutcome};
 pub use modes::{
-    ModeDefinition, ResolvedMode, SELF_APPLYING_TOOLS, TOOL_SUPERSET, ToolClass, default_mode,
-    resolve_mode, tool_superset_for,
+    MISSION_MODE, ModeDefinition, ResolvedMode, SELF_APPLYING_TOOLS, TOOL_SUPERSET, ToolClass,
+    default_mode, resolve_mode, tool_superset_for,
 };
 pub use options::AgentDispatcherOptions;
 pub use plan_hash::{OpsDigest, PlanInputHash};

@@ -310,14 +310,32 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
             ],
             None,
         )],
+        // Missions have no operator-facing catalogue (spec §2.5); a mission
+        // instance runs "as an agent type" only at the LLM-invocation seam
+        // (spec §2.1), and this one seed mode is that seam's tool surface:
+        // the mission superset (read-only tools plus `mission_ask_user`, the
+        // Mission HITL channel of spec §2.4).
         AgentType::MissionDevelopment
         | AgentType::MissionResearch
-        | AgentType::MissionOperations => Vec::new(),
+        | AgentType::MissionOperations => vec![seed(
+            MISSION_MODE,
+            "A mission sub-agent's invocation seam: read, research, ask the operator.",
+            "Mode: Mission. Work the mission's objective with the read-only tools; when a \
+             fork needs a human, ask with mission_ask_user and keep working on what does not \
+             depend on the answer. An answer arrives on a later tick as refinement guidance.",
+            &tool_superset_for(agent_type),
+            None,
+        )],
     }
 }
 
-/// The mode an instance runs when `active_mode` is unset; `None` for the
-/// mission types, which have no catalogue.
+/// The one mode of the mission types: their invocation seam (see
+/// [`seed_catalogue`]). Never in `agent_modes`, so the mode chokepoint never
+/// switches a mission to or from it.
+pub const MISSION_MODE: &str = "Mission";
+
+/// The mode an instance runs when `active_mode` is unset (for the mission
+/// types, their one seam mode [`MISSION_MODE`]).
 pub fn default_mode(agent_type: AgentType) -> Option<&'static str> {
     match agent_type {
         AgentType::Soa => Some("Strategic"),
@@ -325,7 +343,7 @@ pub fn default_mode(agent_type: AgentType) -> Option<&'static str> {
         AgentType::PromptRedactor => Some("Redact"),
         AgentType::MissionDevelopment
         | AgentType::MissionResearch
-        | AgentType::MissionOperations => None,
+        | AgentType::MissionOperations => Some(MISSION_MODE),
     }
 }
 
@@ -466,6 +484,7 @@ mod tests {
             ["Cadence", "GateReview", "Research"]
         );
         assert_eq!(names(AgentType::PromptRedactor), ["Redact"]);
+        assert_eq!(names(AgentType::MissionDevelopment), [MISSION_MODE]);
         for t in AgentType::ALL {
             let cat = seed_catalogue(*t);
             assert_eq!(cat.first().map(|m| m.name.as_str()), default_mode(*t));
@@ -595,8 +614,19 @@ mod tests {
         );
         assert!(resolve_mode(AgentType::Soa, Some("strategic"), &[]).is_err());
         assert!(resolve_mode(AgentType::Soa, Some(""), &[]).is_err());
+        // A mission resolves to its seam mode: the mission superset, so it
+        // can ask the operator but never propose or self-apply.
+        let mission = resolve_mode(AgentType::MissionResearch, None, &[]).unwrap();
+        assert_eq!(mission.name, MISSION_MODE);
+        assert!(mission.from_seed);
         assert_eq!(
-            resolve_mode(AgentType::MissionResearch, None, &[])
+            mission.toolset,
+            tool_superset_for(AgentType::MissionResearch)
+        );
+        assert!(mission.toolset.iter().any(|t| t == "mission_ask_user"));
+        assert!(!mission.toolset.iter().any(|t| t == "soa_propose_decision"));
+        assert_eq!(
+            resolve_mode(AgentType::MissionResearch, Some("Strategic"), &[])
                 .unwrap_err()
                 .code(),
             "UNKNOWN_MODE"

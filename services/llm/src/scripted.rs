@@ -57,6 +57,11 @@ pub struct ScriptRule {
     /// carries none, of the first user message); `None` always matches.
     #[serde(default)]
     pub contains: Option<String>,
+    /// Case-insensitive substring of the first user message (the objective)
+    /// whatever the operator text, e.g. its `MODE:` line; `None` always
+    /// matches. Lets one script tell agent types apart.
+    #[serde(default)]
+    pub objective_contains: Option<String>,
     /// Tool calls per turn, turn 1 first.
     pub turns: Vec<Vec<ScriptedToolCall>>,
     /// Optional reasoning text attached to every turn of this rule.
@@ -121,7 +126,11 @@ impl Script {
     /// The built-in behaviour (spec §3.4 step 5): greet on
     /// `AgentInitialized`, reply to `OperatorMessage` (or propose a decision
     /// when the operator says "escalate" / "decide"), acknowledge
-    /// `OperatorAnsweredEscalation`, and only `phase_complete` otherwise.
+    /// `OperatorAnsweredEscalation`, and only `phase_complete` otherwise. A
+    /// mission (objective line `MODE: Mission`) told to "ask" something
+    /// asks the operator with `mission_ask_user` (spec §2.4 Mission HITL)
+    /// and resumes from the answer's `REFINEMENT GUIDANCE:` line without
+    /// messaging.
     pub fn default_script() -> Self {
         let call = |name: &str, arguments: Value| ScriptedToolCall {
             name: name.to_string(),
@@ -131,6 +140,7 @@ impl Script {
         let propose = |word: &str| ScriptRule {
             event: Some("OperatorMessage".into()),
             contains: Some(word.into()),
+            objective_contains: None,
             turns: vec![
                 vec![call(
                     "soa_propose_decision",
@@ -144,11 +154,50 @@ impl Script {
             ],
             text: Some("The operator asked for a human decision; escalating.".into()),
         };
+        let mission = "MODE: Mission";
         Script {
             rules: vec![
                 ScriptRule {
+                    event: Some("OperatorMessage".into()),
+                    contains: Some("ask".into()),
+                    objective_contains: Some(mission.into()),
+                    turns: vec![
+                        vec![call(
+                            "mission_ask_user",
+                            json!({
+                                "question": "{{operator_text}}",
+                                "context": "Raised by the mission while planning.",
+                                "options": ["Yes", "No"],
+                            }),
+                        )],
+                        complete(
+                            "Asked the operator; continuing with what does not depend on the answer.",
+                        ),
+                    ],
+                    text: Some("A fork needs the operator; asking.".into()),
+                },
+                ScriptRule {
+                    event: Some("OperatorAnsweredEscalation".into()),
+                    contains: None,
+                    // Only a mission's objective restates the answer as
+                    // refinement guidance (the pod's planning loop).
+                    objective_contains: Some("REFINEMENT GUIDANCE:".into()),
+                    turns: vec![complete(
+                        "Refined the mission plan with the operator's answer ({{operator_text}}).",
+                    )],
+                    text: Some("Resume the mission from the refinement guidance.".into()),
+                },
+                ScriptRule {
                     event: Some("AgentInitialized".into()),
                     contains: None,
+                    objective_contains: Some(mission.into()),
+                    turns: vec![complete("Mission surveyed; idling until an event.")],
+                    text: None,
+                },
+                ScriptRule {
+                    event: Some("AgentInitialized".into()),
+                    contains: None,
+                    objective_contains: None,
                     turns: vec![
                         vec![call(
                             "soa_send_message",
@@ -165,6 +214,7 @@ impl Script {
                 ScriptRule {
                     event: Some("OperatorMessage".into()),
                     contains: None,
+                    objective_contains: None,
                     turns: vec![
                         vec![call(
                             "soa_send_message",
@@ -177,6 +227,7 @@ impl Script {
                 ScriptRule {
                     event: Some("OperatorAnsweredEscalation".into()),
                     contains: None,
+                    objective_contains: None,
                     turns: vec![
                         vec![call(
                             "soa_send_message",
@@ -189,6 +240,7 @@ impl Script {
                 ScriptRule {
                     event: None,
                     contains: None,
+                    objective_contains: None,
                     turns: vec![complete("Nothing to act on this tick.")],
                     text: None,
                 },
@@ -270,6 +322,14 @@ impl ScriptContext {
     fn matches(&self, rule: &ScriptRule) -> bool {
         if let Some(event) = &rule.event
             && self.event.as_deref() != Some(event.as_str())
+        {
+            return false;
+        }
+        if let Some(needle) = &rule.objective_contains
+            && !self
+                .first_user
+                .to_lowercase()
+                .contains(&needle.to_lowercase())
         {
             return false;
         }

@@ -316,3 +316,42 @@ async fn concurrent_calls_are_all_counted() {
     }
     assert_eq!(p.calls(), 16);
 }
+
+#[tokio::test]
+async fn a_mission_told_to_ask_asks_the_operator_and_resumes_without_messaging() {
+    let p = ScriptedProvider::new();
+    let ask = request(
+        "EVENT: OperatorMessage\nOPERATOR_MESSAGE: ask which region ships first\nMODE: Mission",
+    );
+    let turn1 = p.chat(ask.clone()).await.expect("turn 1");
+    assert_eq!(names(&turn1), ["mission_ask_user"]);
+    assert_eq!(
+        turn1.tool_calls[0].arguments["question"],
+        "ask which region ships first"
+    );
+    let turn2 = p
+        .chat(continue_with(ask, &turn1, r#"{"status":"open"}"#))
+        .await
+        .expect("turn 2");
+    assert_eq!(names(&turn2), ["phase_complete"]);
+
+    let resumed = request(
+        "EVENT: OperatorAnsweredEscalation\nRESOLUTION: EU first\nREFINEMENT GUIDANCE: EU first\nMODE: Mission",
+    );
+    let turn = p.chat(resumed).await.expect("resume");
+    assert_eq!(names(&turn), ["phase_complete"]);
+    assert!(
+        turn.tool_calls[0].arguments["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("EU first"))
+    );
+
+    // The same message to the SOA is an ordinary reply, never a mission question.
+    let soa = request(
+        "EVENT: OperatorMessage\nOPERATOR_MESSAGE: ask which region ships first\nMODE: Strategic",
+    );
+    assert_eq!(
+        names(&p.chat(soa).await.expect("soa")),
+        ["soa_send_message"]
+    );
+}

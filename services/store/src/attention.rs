@@ -1,11 +1,13 @@
 //! `attention_requests`: the operator decision queue. Owns create, reads, the
-//! open-items roster lookup and resolve-exactly-once. Must never enqueue the
-//! resume event or apply a mode change itself: control sequences those after
-//! a successful resolve.
+//! open-items roster lookup and resolve-exactly-once ([`resolve_in`] is the
+//! one resolving statement, shared with the decision transaction of
+//! [`crate::decisions`]). Must never enqueue the resume event or apply a
+//! mode change itself: only the decision transaction combines those.
 
 use chrono::{DateTime, Utc};
 use genesis_core::{AttentionKind, AttentionStatus};
 use serde::Deserialize;
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::error::StoreError;
@@ -160,49 +162,68 @@ impl Attention<'_> {
         resolution_notes: Option<&str>,
         resolved_by: &str,
     ) -> Result<ResolveOutcome, StoreError> {
-        check_text("resolution", resolution, 200)?;
-        check_text("resolved_by", resolved_by, 200)?;
-        if resolution_notes.is_some_and(|n| n.len() > 64 * 1024) {
-            return Err(StoreError::invalid(
-                "resolution_notes",
-                "must be at most 65536 bytes",
-            ));
-        }
+        check_resolution(resolution, resolution_notes, resolved_by)?;
         let mut tx = self.store.tenant_tx(tenant_id).await?;
-        let row: Option<serde_json::Value> = sqlx::query_scalar(
-            "UPDATE attention_requests
-                SET status = 'resolved', resolution = $2, resolution_notes = $3, resolved_by = $4,
-                    resolved_at = now()
-              WHERE id = $1 AND status = 'open'
-             RETURNING to_jsonb(attention_requests.*)",
-        )
-        .bind(id)
-        .bind(resolution)
-        .bind(resolution_notes)
-        .bind(resolved_by)
-        .fetch_optional(tx.conn())
-        .await?;
-        let outcome = match row {
-            Some(row) => ResolveOutcome {
-                request: decode(row)?,
-                resolved_now: true,
-            },
-            None => {
-                let row: Option<serde_json::Value> = sqlx::query_scalar(
-                    "SELECT to_jsonb(a) FROM attention_requests a WHERE id = $1",
-                )
-                .bind(id)
-                .fetch_optional(tx.conn())
-                .await?;
-                ResolveOutcome {
-                    request: decode(
-                        row.ok_or_else(|| StoreError::not_found("attention request"))?,
-                    )?,
-                    resolved_now: false,
-                }
-            }
-        };
+        let outcome = resolve_in(tx.conn(), id, resolution, resolution_notes, resolved_by).await?;
         tx.commit().await?;
         Ok(outcome)
     }
+}
+
+/// The input limits of a resolve, checked before any statement runs.
+pub(crate) fn check_resolution(
+    resolution: &str,
+    resolution_notes: Option<&str>,
+    resolved_by: &str,
+) -> Result<(), StoreError> {
+    check_text("resolution", resolution, 200)?;
+    check_text("resolved_by", resolved_by, 200)?;
+    if resolution_notes.is_some_and(|n| n.len() > 64 * 1024) {
+        return Err(StoreError::invalid(
+            "resolution_notes",
+            "must be at most 65536 bytes",
+        ));
+    }
+    Ok(())
+}
+
+/// Resolve inside the caller's tenant transaction (inputs already passed
+/// [`check_resolution`]). The conditional UPDATE is the arbiter: a
+/// concurrent resolver blocks on the row until this transaction ends, then
+/// sees it resolved and gets `resolved_now: false`.
+pub(crate) async fn resolve_in(
+    conn: &mut PgConnection,
+    id: Uuid,
+    resolution: &str,
+    resolution_notes: Option<&str>,
+    resolved_by: &str,
+) -> Result<ResolveOutcome, StoreError> {
+    let row: Option<serde_json::Value> = sqlx::query_scalar(
+        "UPDATE attention_requests
+            SET status = 'resolved', resolution = $2, resolution_notes = $3, resolved_by = $4,
+                resolved_at = now()
+          WHERE id = $1 AND status = 'open'
+         RETURNING to_jsonb(attention_requests.*)",
+    )
+    .bind(id)
+    .bind(resolution)
+    .bind(resolution_notes)
+    .bind(resolved_by)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(row) = row {
+        return Ok(ResolveOutcome {
+            request: decode(row)?,
+            resolved_now: true,
+        });
+    }
+    let row: Option<serde_json::Value> =
+        sqlx::query_scalar("SELECT to_jsonb(a) FROM attention_requests a WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?;
+    Ok(ResolveOutcome {
+        request: decode(row.ok_or_else(|| StoreError::not_found("attention request"))?)?,
+        resolved_now: false,
+    })
 }

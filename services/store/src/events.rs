@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use genesis_core::AgentEventKind;
 use serde::Deserialize;
-use sqlx::{Postgres, Transaction};
+use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 
 use crate::error::StoreError;
@@ -60,15 +60,6 @@ impl Store {
 }
 
 impl Events<'_> {
-    fn check_payload(&self, payload: &serde_json::Value) -> Result<(), StoreError> {
-        let size = serde_json::to_vec(payload)?.len();
-        let limit = self.store.options().max_event_payload_bytes;
-        if size > limit {
-            return Err(StoreError::PayloadTooLarge { size, limit });
-        }
-        Ok(())
-    }
-
     async fn call(
         &self,
         tenant_id: Uuid,
@@ -78,34 +69,21 @@ impl Events<'_> {
         visible_at: Option<DateTime<Utc>>,
         attention_request_id: Option<Uuid>,
     ) -> Result<EnqueueOutcome, StoreError> {
-        self.check_payload(payload)?;
-        let raw: serde_json::Value =
-            sqlx::query_scalar("SELECT genesis_enqueue_event($1, $2, $3, $4, $5, $6)")
-                .bind(tenant_id)
-                .bind(instance_id)
-                .bind(kind.as_str())
-                .bind(payload)
-                .bind(visible_at)
-                .bind(attention_request_id)
-                .fetch_one(self.store.tenant_pool())
-                .await?;
-        let raw: RawEnqueue = decode(raw)?;
-        match (raw.outcome.as_str(), raw.event) {
-            ("created", Some(event)) => Ok(EnqueueOutcome {
-                event,
-                created: true,
-            }),
-            ("existing", Some(event)) => Ok(EnqueueOutcome {
-                event,
-                created: false,
-            }),
-            ("not_found", _) => Err(StoreError::not_found(
-                raw.what.unwrap_or_else(|| "agent instance".to_owned()),
-            )),
-            (other, _) => Err(StoreError::Database(format!(
-                "unexpected enqueue outcome {other:?}"
-            ))),
-        }
+        // Checked before a connection is taken, so an oversized payload
+        // costs no round trip.
+        check_payload(self.store.options().max_event_payload_bytes, payload)?;
+        let mut conn = self.store.tenant_pool().acquire().await?;
+        enqueue_in(
+            &mut conn,
+            self.store.options().max_event_payload_bytes,
+            tenant_id,
+            instance_id,
+            kind,
+            payload,
+            visible_at,
+            attention_request_id,
+        )
+        .await
     }
 
     /// Enqueue an event with the instance's next sequence number and notify
@@ -219,6 +197,59 @@ impl Events<'_> {
         .fetch_one(self.store.system_pool())
         .await?;
         Ok(at)
+    }
+}
+
+fn check_payload(limit: usize, payload: &serde_json::Value) -> Result<(), StoreError> {
+    let size = serde_json::to_vec(payload)?.len();
+    if size > limit {
+        return Err(StoreError::PayloadTooLarge { size, limit });
+    }
+    Ok(())
+}
+
+/// `genesis_enqueue_event` on the caller's connection: standalone it is one
+/// autocommit statement; inside a tenant transaction (the decision
+/// transaction of [`crate::decisions`]) the event commits or rolls back with
+/// everything else. The payload limit is checked first.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn enqueue_in(
+    conn: &mut PgConnection,
+    max_payload_bytes: usize,
+    tenant_id: Uuid,
+    instance_id: Uuid,
+    kind: AgentEventKind,
+    payload: &serde_json::Value,
+    visible_at: Option<DateTime<Utc>>,
+    attention_request_id: Option<Uuid>,
+) -> Result<EnqueueOutcome, StoreError> {
+    check_payload(max_payload_bytes, payload)?;
+    let raw: serde_json::Value =
+        sqlx::query_scalar("SELECT genesis_enqueue_event($1, $2, $3, $4, $5, $6)")
+            .bind(tenant_id)
+            .bind(instance_id)
+            .bind(kind.as_str())
+            .bind(payload)
+            .bind(visible_at)
+            .bind(attention_request_id)
+            .fetch_one(&mut *conn)
+            .await?;
+    let raw: RawEnqueue = decode(raw)?;
+    match (raw.outcome.as_str(), raw.event) {
+        ("created", Some(event)) => Ok(EnqueueOutcome {
+            event,
+            created: true,
+        }),
+        ("existing", Some(event)) => Ok(EnqueueOutcome {
+            event,
+            created: false,
+        }),
+        ("not_found", _) => Err(StoreError::not_found(
+            raw.what.unwrap_or_else(|| "agent instance".to_owned()),
+        )),
+        (other, _) => Err(StoreError::Database(format!(
+            "unexpected enqueue outcome {other:?}"
+        ))),
     }
 }
 

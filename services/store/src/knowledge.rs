@@ -399,6 +399,92 @@ pub async fn source_file_summary(
     }
 }
 
+/// Most projects the Compliance cold sweep (spec §3.4 step 8) names in one
+/// tick. Bounds the claim's read and the objective's size; the projects
+/// past it are reported as `truncated`, never silently dropped.
+pub const MAX_CORPUS_PROJECTS: i64 = 50;
+
+/// One project of the compliance corpus and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorpusProject {
+    pub project_id: Uuid,
+    /// Compliance knowledge documents scoped to the project.
+    pub documents: i64,
+    /// Ingested source files of the project's tree.
+    pub source_files: i64,
+    /// Compliance dossiers of the project.
+    pub dossiers: i64,
+}
+
+/// The tenant's compliance corpus as the cold sweep discovers it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ComplianceCorpus {
+    /// The projects, in project-id order, at most the requested limit.
+    pub projects: Vec<CorpusProject>,
+    /// Compliance documents and dossiers scoped to no project.
+    pub tenant_wide_entries: i64,
+    /// More projects exist than the ones listed.
+    pub truncated: bool,
+}
+
+impl ComplianceCorpus {
+    /// Nothing to sweep: no project and no tenant-wide entry.
+    pub fn is_empty(&self) -> bool {
+        self.projects.is_empty() && self.tenant_wide_entries == 0
+    }
+}
+
+/// The Compliance cold sweep (spec §3.4 step 8): the transaction tenant's
+/// compliance corpus discovered from its own data — every project owning a
+/// compliance knowledge document, an ingested source file or a dossier —
+/// in project-id order (deterministic, and stable as entries are added),
+/// at most `limit` (1..=[`MAX_CORPUS_PROJECTS`]) of them. RLS confines the
+/// read to the tenant of `conn`'s transaction.
+pub async fn compliance_corpus(
+    conn: &mut PgConnection,
+    limit: i64,
+) -> Result<ComplianceCorpus, StoreError> {
+    if !(1..=MAX_CORPUS_PROJECTS).contains(&limit) {
+        return Err(StoreError::invalid(
+            "limit",
+            format!("must be between 1 and {MAX_CORPUS_PROJECTS}"),
+        ));
+    }
+    let raw: serde_json::Value = sqlx::query_scalar(
+        "WITH per_table AS (
+             SELECT project_id, count(*) AS documents, 0::bigint AS source_files, 0::bigint AS dossiers
+               FROM knowledge_documents WHERE kind = 'compliance' AND project_id IS NOT NULL
+              GROUP BY project_id
+             UNION ALL
+             SELECT project_id, 0, count(*), 0 FROM source_files GROUP BY project_id
+             UNION ALL
+             SELECT project_id, 0, 0, count(*) FROM compliance_dossiers
+              WHERE project_id IS NOT NULL GROUP BY project_id),
+         projects AS (
+             SELECT project_id, sum(documents)::bigint AS documents,
+                    sum(source_files)::bigint AS source_files, sum(dossiers)::bigint AS dossiers
+               FROM per_table GROUP BY project_id ORDER BY project_id LIMIT $1 + 1)
+         SELECT jsonb_build_object(
+             'projects', (SELECT coalesce(jsonb_agg(to_jsonb(p) ORDER BY p.project_id), '[]'::jsonb)
+                            FROM projects p),
+             'tenant_wide_entries',
+                 (SELECT count(*) FROM knowledge_documents
+                   WHERE kind = 'compliance' AND project_id IS NULL)
+               + (SELECT count(*) FROM compliance_dossiers WHERE project_id IS NULL),
+             'truncated', false)",
+    )
+    .bind(limit)
+    .fetch_one(&mut *conn)
+    .await?;
+    let mut corpus: ComplianceCorpus = decode(raw)?;
+    let keep = usize::try_from(limit).unwrap_or(0);
+    if corpus.projects.len() > keep {
+        corpus.projects.truncate(keep);
+        corpus.truncated = true;
+    }
+    Ok(corpus)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

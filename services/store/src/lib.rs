@@ -12,6 +12,7 @@ pub mod coding_tasks;
 pub mod config;
 pub mod constitution;
 pub mod credit;
+pub mod decisions;
 pub mod dossiers;
 pub mod error;
 pub mod events;
@@ -32,6 +33,7 @@ pub mod tokens;
 pub mod tool_invocations;
 
 pub use attention::{AttentionRequest, NewAttentionRequest, ResolveOutcome};
+pub use decisions::{DecisionAnswer, DecisionOutcome};
 pub use error::StoreError;
 pub use events::{EnqueueOutcome, EventRow, OutboxBatch};
 pub use instances::{InstanceRow, NewInstance};

@@ -1,12 +1,15 @@
 //! The mode catalogue (`agent_modes`, platform-wide) and THE one chokepoint
 //! that writes `agent_instances.active_mode`: [`Modes::set_active_mode`],
 //! which validates against the agent type's own catalogue and appends the
-//! `agent_mode_change_events` audit row in the same transaction. Nothing else
-//! in the system may write `active_mode`; the agent can only propose.
+//! `agent_mode_change_events` audit row in the same transaction (its
+//! statements, `set_active_mode_in`, also run inside the decision
+//! transaction of [`crate::decisions`]). Nothing else in the system may write
+//! `active_mode`; the agent can only propose.
 
 use chrono::{DateTime, Utc};
 use genesis_core::{AgentType, ModeChangeSource};
 use serde::Deserialize;
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::error::StoreError;
@@ -82,53 +85,19 @@ impl Modes<'_> {
         actor: &str,
         attention_request_id: Option<Uuid>,
     ) -> Result<ModeChange, StoreError> {
-        check_text("actor", actor, 200)?;
-        check_text("mode", to_mode, 100)?;
-        if source == ModeChangeSource::Approval && attention_request_id.is_none() {
-            return Err(StoreError::invalid(
-                "attention_request_id",
-                "an approval-sourced mode change must name the approved attention request",
-            ));
-        }
         let mut tx = self.store.tenant_tx(tenant_id).await?;
-        let inst = lock_in(tx.conn(), instance_id).await?;
-        let known: Option<bool> =
-            sqlx::query_scalar("SELECT true FROM agent_modes WHERE agent_type = $1 AND name = $2")
-                .bind(inst.agent_type.as_str())
-                .bind(to_mode)
-                .fetch_optional(tx.conn())
-                .await?;
-        if known.is_none() {
-            return Err(genesis_core::CoreError::UnknownMode {
-                agent_type: inst.agent_type,
-                mode: to_mode.to_owned(),
-            }
-            .into());
-        }
-        sqlx::query(
-            "UPDATE agent_instances SET active_mode = $2, updated_at = now() WHERE id = $1",
+        let change = set_active_mode_in(
+            tx.conn(),
+            tenant_id,
+            instance_id,
+            to_mode,
+            source,
+            actor,
+            attention_request_id,
         )
-        .bind(instance_id)
-        .bind(to_mode)
-        .execute(tx.conn())
-        .await?;
-        let row: serde_json::Value = sqlx::query_scalar(
-            "INSERT INTO agent_mode_change_events
-                 (tenant_id, instance_id, from_mode, to_mode, source, actor, attention_request_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             RETURNING to_jsonb(agent_mode_change_events.*)",
-        )
-        .bind(tenant_id)
-        .bind(instance_id)
-        .bind(inst.active_mode.as_deref())
-        .bind(to_mode)
-        .bind(source.as_str())
-        .bind(actor)
-        .bind(attention_request_id)
-        .fetch_one(tx.conn())
         .await?;
         tx.commit().await?;
-        decode(row)
+        Ok(change)
     }
 
     /// The audit trail of one instance, oldest first.
@@ -147,4 +116,63 @@ impl Modes<'_> {
         tx.commit().await?;
         decode_all(rows)
     }
+}
+
+/// The chokepoint's statements inside the caller's tenant transaction (also
+/// the mode step of the decision transaction of [`crate::decisions`]):
+/// input checks, the instance row lock, the catalogue check, the
+/// `active_mode` write and the audit row. An error leaves the caller's
+/// transaction to be rolled back.
+pub(crate) async fn set_active_mode_in(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    instance_id: Uuid,
+    to_mode: &str,
+    source: ModeChangeSource,
+    actor: &str,
+    attention_request_id: Option<Uuid>,
+) -> Result<ModeChange, StoreError> {
+    check_text("actor", actor, 200)?;
+    check_text("mode", to_mode, 100)?;
+    if source == ModeChangeSource::Approval && attention_request_id.is_none() {
+        return Err(StoreError::invalid(
+            "attention_request_id",
+            "an approval-sourced mode change must name the approved attention request",
+        ));
+    }
+    let inst = lock_in(&mut *conn, instance_id).await?;
+    let known: Option<bool> =
+        sqlx::query_scalar("SELECT true FROM agent_modes WHERE agent_type = $1 AND name = $2")
+            .bind(inst.agent_type.as_str())
+            .bind(to_mode)
+            .fetch_optional(&mut *conn)
+            .await?;
+    if known.is_none() {
+        return Err(genesis_core::CoreError::UnknownMode {
+            agent_type: inst.agent_type,
+            mode: to_mode.to_owned(),
+        }
+        .into());
+    }
+    sqlx::query("UPDATE agent_instances SET active_mode = $2, updated_at = now() WHERE id = $1")
+        .bind(instance_id)
+        .bind(to_mode)
+        .execute(&mut *conn)
+        .await?;
+    let row: serde_json::Value = sqlx::query_scalar(
+        "INSERT INTO agent_mode_change_events
+             (tenant_id, instance_id, from_mode, to_mode, source, actor, attention_request_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         RETURNING to_jsonb(agent_mode_change_events.*)",
+    )
+    .bind(tenant_id)
+    .bind(instance_id)
+    .bind(inst.active_mode.as_deref())
+    .bind(to_mode)
+    .bind(source.as_str())
+    .bind(actor)
+    .bind(attention_request_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    decode(row)
 }

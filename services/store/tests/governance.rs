@@ -442,3 +442,107 @@ async fn research_records_are_created_found_and_isolated(pool: PgPool) -> anyhow
     assert!(research::search(tx.conn(), None, 10).await?.is_empty());
     Ok(())
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_compliance_cold_sweep_finds_the_tenants_projects_in_order_and_bounded(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "acme").await?;
+    let other = tenant(&store, "other").await?;
+    let (mut p1, mut p2) = (Uuid::new_v4(), Uuid::new_v4());
+    if p2 < p1 {
+        std::mem::swap(&mut p1, &mut p2);
+    }
+    let doc = |project, kind| NewKnowledgeDocument {
+        project_id: project,
+        kind,
+        title: "Policy".into(),
+        body: "Access reviews happen quarterly.".into(),
+        source: "wiki".into(),
+    };
+    let mut tx = store.tenant_tx(t).await?;
+    // An empty tenant has nothing to sweep.
+    let empty = knowledge::compliance_corpus(tx.conn(), knowledge::MAX_CORPUS_PROJECTS).await?;
+    assert!(empty.is_empty(), "{empty:?}");
+    knowledge::ingest(tx.conn(), t, &doc(Some(p2), KnowledgeKind::Compliance)).await?;
+    knowledge::ingest(tx.conn(), t, &doc(Some(p2), KnowledgeKind::Compliance)).await?;
+    knowledge::ingest(tx.conn(), t, &doc(None, KnowledgeKind::Compliance)).await?;
+    // An intelligence document does not make a compliance project.
+    knowledge::ingest(
+        tx.conn(),
+        t,
+        &doc(Some(Uuid::new_v4()), KnowledgeKind::Intelligence),
+    )
+    .await?;
+    knowledge::upsert_source_file(tx.conn(), t, p1, "src/auth.rs", "rust", "fn login() {}").await?;
+    dossiers::record(
+        tx.conn(),
+        t,
+        &NewDossier {
+            project_id: Some(p1),
+            framework: "SOC2".into(),
+            control_id: "CC6.1".into(),
+            title: "Logical access".into(),
+            body: "Evidence.".into(),
+            status: DossierStatus::Partial,
+            language: "en".into(),
+            recorded_by: None,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    let foreign = Uuid::new_v4();
+    let mut tx = store.tenant_tx(other).await?;
+    knowledge::ingest(
+        tx.conn(),
+        other,
+        &doc(Some(foreign), KnowledgeKind::Compliance),
+    )
+    .await?;
+    tx.commit().await?;
+
+    let mut tx = store.tenant_tx(t).await?;
+    let corpus = knowledge::compliance_corpus(tx.conn(), knowledge::MAX_CORPUS_PROJECTS).await?;
+    assert_eq!(
+        corpus.projects,
+        vec![
+            knowledge::CorpusProject {
+                project_id: p1,
+                documents: 0,
+                source_files: 1,
+                dossiers: 1
+            },
+            knowledge::CorpusProject {
+                project_id: p2,
+                documents: 2,
+                source_files: 0,
+                dossiers: 0
+            },
+        ]
+    );
+    assert_eq!(corpus.tenant_wide_entries, 1);
+    assert!(!corpus.truncated);
+    // Bounded: past the limit the rest is reported, not silently dropped.
+    let first = knowledge::compliance_corpus(tx.conn(), 1).await?;
+    assert_eq!(first.projects.len(), 1);
+    assert_eq!(first.projects[0].project_id, p1);
+    assert!(first.truncated);
+    for bad in [0, knowledge::MAX_CORPUS_PROJECTS + 1] {
+        let err = knowledge::compliance_corpus(tx.conn(), bad)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::InvalidArgument { field, .. } if field == "limit"),
+            "{err:?}"
+        );
+    }
+    tx.commit().await?;
+    // The other tenant sees only its own project.
+    let mut tx = store.tenant_tx(other).await?;
+    let theirs = knowledge::compliance_corpus(tx.conn(), knowledge::MAX_CORPUS_PROJECTS).await?;
+    let ids: Vec<Uuid> = theirs.projects.iter().map(|p| p.project_id).collect();
+    assert_eq!(ids, vec![foreign]);
+    tx.commit().await?;
+    Ok(())
+}

@@ -2,8 +2,10 @@
 //! beyond the claim itself — DB-first config, ledger tail with actions, the
 //! open-items roster, the mode catalogue rows, the site bindings of the
 //! policy site's chain, the week's credit spend and PostgreSQL's own
-//! statistics — read in ONE statement inside a tenant transaction, plus the
-//! conversions of store rows to wire messages. Must never write.
+//! statistics — read in ONE statement inside a tenant transaction, plus, for
+//! a Compliance instance, the cold-sweep corpus discovery (spec §3.4 step 8)
+//! in the same transaction, and the conversions of store rows to wire
+//! messages. Must never write.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +13,7 @@ use chrono::{DateTime, Utc};
 use genesis_core::{AgentDispatcherOptions, AgentType};
 use genesis_proto::convert::{optional_timestamp, timestamp_from_chrono};
 use genesis_proto::v1 as pb;
+use genesis_store::knowledge::{self, ComplianceCorpus};
 use genesis_store::llm::PresetRow;
 use genesis_store::{InstanceRow, LedgerActionRow, LedgerTurn, ModeRow, Store, StoreError};
 use serde::Deserialize;
@@ -59,6 +62,10 @@ pub struct BundleRead {
     pub modes: Vec<ModeRow>,
     pub bindings: Vec<Binding>,
     pub credit_spent: Option<f64>,
+    /// Compliance instances only: the discovered corpus (not part of the
+    /// one-statement read).
+    #[serde(skip)]
+    pub corpus: Option<ComplianceCorpus>,
 }
 
 const BUNDLE_SQL: &str = r#"
@@ -106,8 +113,31 @@ pub async fn read_bundle(
         .bind(week_start)
         .fetch_one(tx.conn())
         .await?;
+    let mut read: BundleRead = serde_json::from_value(raw).map_err(StoreError::from)?;
+    if agent_type == AgentType::Compliance {
+        read.corpus =
+            Some(knowledge::compliance_corpus(tx.conn(), knowledge::MAX_CORPUS_PROJECTS).await?);
+    }
     tx.commit().await?;
-    serde_json::from_value(raw).map_err(StoreError::from)
+    Ok(read)
+}
+
+/// The wire form of the discovered compliance corpus.
+pub fn corpus_to_proto(c: &ComplianceCorpus) -> pb::ComplianceCorpus {
+    pb::ComplianceCorpus {
+        projects: c
+            .projects
+            .iter()
+            .map(|p| pb::CorpusProject {
+                project_id: p.project_id.to_string(),
+                documents: p.documents,
+                source_files: p.source_files,
+                dossiers: p.dossiers,
+            })
+            .collect(),
+        tenant_wide_entries: c.tenant_wide_entries,
+        truncated: c.truncated,
+    }
 }
 
 /// Options with the DB-first layer applied: every `system_configs` key

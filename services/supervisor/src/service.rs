@@ -32,7 +32,9 @@ use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, Span};
 use uuid::Uuid;
 
-use crate::bundle::{effective_options, instance_to_proto, read_bundle, turn_to_proto};
+use crate::bundle::{
+    corpus_to_proto, effective_options, instance_to_proto, read_bundle, turn_to_proto,
+};
 use crate::error::{SupervisorError, store_status};
 use crate::metrics::Metrics;
 use crate::ops::OpsProbe;
@@ -430,6 +432,7 @@ impl AgentPodService {
                 &opts,
             ),
             tools: self.registry.schemas_for(&mode.toolset),
+            compliance_corpus: read.corpus.as_ref().map(corpus_to_proto),
         };
         self.metrics.claim("bundle");
         Ok(pb::ClaimTickResponse {

@@ -983,3 +983,77 @@ async fn new_active_soa(h: &Harness) -> Uuid {
         .unwrap()
         .id
 }
+
+async fn compliance_instance(store: &Store, tenant: Uuid) -> Uuid {
+    store
+        .instances()
+        .create(
+            tenant,
+            NewInstance::foundational(AgentType::Compliance, InstanceStatus::Active),
+        )
+        .await
+        .unwrap()
+        .id
+}
+
+async fn ingest_compliance(store: &Store, tenant: Uuid, project: Uuid) {
+    let mut tx = store.tenant_tx(tenant).await.unwrap();
+    genesis_store::knowledge::ingest(
+        tx.conn(),
+        tenant,
+        &genesis_store::knowledge::NewKnowledgeDocument {
+            project_id: Some(project),
+            kind: genesis_store::knowledge::KnowledgeKind::Compliance,
+            title: "Access policy".into(),
+            body: "Access reviews happen quarterly.".into(),
+            source: "wiki".into(),
+        },
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_compliance_claim_carries_the_cold_swept_corpus_of_its_own_tenant(pool: PgPool) {
+    let mut h = start(pool).await;
+    let compliance = compliance_instance(&h.store, h.tenant).await;
+    let mut projects = [Uuid::new_v4(), Uuid::new_v4()];
+    projects.sort();
+    for p in projects {
+        ingest_compliance(&h.store, h.tenant, p).await;
+    }
+    // Another tenant's project never appears.
+    let other = h.store.tenants().create("other").await.unwrap().id;
+    ingest_compliance(&h.store, other, Uuid::new_v4()).await;
+
+    let b = h.claim_instance(compliance).await;
+    // The opener names no project: the sweep discovered them.
+    assert!(!b.event.unwrap().payload_json.contains("rojectIds"));
+    let corpus = b
+        .compliance_corpus
+        .expect("a Compliance bundle has a corpus");
+    let ids: Vec<String> = corpus
+        .projects
+        .iter()
+        .map(|p| p.project_id.clone())
+        .collect();
+    assert_eq!(ids, projects.map(|p| p.to_string()));
+    assert!(corpus.projects.iter().all(|p| p.documents == 1));
+    assert_eq!(corpus.tenant_wide_entries, 0);
+    assert!(!corpus.truncated);
+    // Other types carry none.
+    assert_eq!(h.claim().await.compliance_corpus, None);
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_empty_tenants_compliance_claim_has_an_empty_corpus(pool: PgPool) {
+    let mut h = start(pool).await;
+    let compliance = compliance_instance(&h.store, h.tenant).await;
+    let b = h.claim_instance(compliance).await;
+    assert_eq!(
+        b.compliance_corpus,
+        Some(pb::ComplianceCorpus::default()),
+        "the sweep ran and found nothing"
+    );
+}

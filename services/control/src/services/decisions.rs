@@ -1,20 +1,19 @@
 //! `genesis.v1.DecisionService` (spec §2.4): the operator decision queue.
-//! RespondDecision resolves a request exactly once (the store's resolve is
-//! the arbiter), applies an approved mode change through the mode
-//! chokepoint with source `approval`, then enqueues the idempotent
+//! RespondDecision validates an approved mode change's proposal, then in
+//! ONE store transaction (`Store::decisions().respond`) resolves the request
+//! exactly once, applies the approved mode through the mode chokepoint's
+//! statements with source `approval`, and enqueues the idempotent
 //! `OperatorAnsweredEscalation` to the originating instance carrying
 //! `{resolution, resolutionNotes, attentionRequestId}`. Must never enqueue a
-//! second resume for one request, nor apply a mode before the request is
-//! resolved by this call.
+//! second resume for one request, nor apply a mode the call did not resolve.
 
 use genesis_core::validate::validate_mode_name;
-use genesis_core::{AttentionKind, AttentionStatus, ModeChangeSource};
+use genesis_core::{AttentionKind, AttentionStatus};
 use genesis_proto::convert::invalid_argument;
 use genesis_proto::v1::{self, decision_service_server::DecisionService};
-use genesis_store::AttentionRequest;
+use genesis_store::{AttentionRequest, DecisionAnswer};
 use serde_json::json;
 use tonic::{Request, Response, Status};
-use uuid::Uuid;
 
 use super::{observe, record_ids};
 use crate::auth::caller;
@@ -158,55 +157,43 @@ impl DecisionService for Decisions {
                             format!("{mode:?} is not in the {} catalogue", inst.agent_type),
                         ));
                     }
-                    Some((instance, mode.to_owned()))
+                    Some(mode.to_owned())
                 } else {
                     None
                 };
                 let notes = (!req.notes.is_empty()).then_some(req.notes.as_str());
+                let actor = caller.actor();
+                // One transaction: resolve, the approved mode (with its
+                // audit row) and the resume commit together or not at all.
+                // The resume carries the stored answer (never a later
+                // caller's) and is idempotent: a retry heals a lost one.
                 let outcome = store
-                    .attention()
-                    .resolve(t, id, &req.resolution, notes, &caller.actor())
+                    .decisions()
+                    .respond(
+                        t,
+                        id,
+                        DecisionAnswer {
+                            resolution: &req.resolution,
+                            resolution_notes: notes,
+                            resolved_by: &actor,
+                            approved_mode: mode.as_deref(),
+                        },
+                        |resolved| {
+                            json!({
+                                "resolution": resolved.resolution,
+                                "resolutionNotes": resolved.resolution_notes,
+                                "attentionRequestId": resolved.id,
+                            })
+                        },
+                    )
                     .await
                     .map_err(store_status)?;
-                if outcome.resolved_now
-                    && let Some((instance, mode)) = &mode
-                {
-                    store
-                        .modes()
-                        .set_active_mode(
-                            t,
-                            *instance,
-                            mode,
-                            ModeChangeSource::Approval,
-                            &caller.actor(),
-                            Some(id),
-                        )
-                        .await
-                        .map_err(store_status)?;
-                }
-                let resolved = &outcome.request;
-                // The resume carries the stored answer (never a later caller's),
-                // and is idempotent: a retry heals a resume an earlier call lost.
-                let resume_event_id: Option<Uuid> = match resolved.instance_id {
-                    Some(instance) => {
-                        let payload = json!({
-                            "resolution": resolved.resolution,
-                            "resolutionNotes": resolved.resolution_notes,
-                            "attentionRequestId": resolved.id,
-                        });
-                        let ev = store
-                            .events()
-                            .enqueue_answered_escalation(t, instance, resolved.id, &payload)
-                            .await
-                            .map_err(store_status)?;
-                        Some(ev.event.id)
-                    }
-                    None => None,
-                };
+                let resolved = &outcome.resolve.request;
+                let resume_event_id = outcome.resume.map(|r| r.event.id);
                 Ok(v1::RespondDecisionResponse {
                     decision: Some(convert::decision(resolved)),
                     resume_event_id: resume_event_id.map(|e| e.to_string()),
-                    already_resolved: !outcome.resolved_now,
+                    already_resolved: !outcome.resolve.resolved_now,
                 })
             },
         )

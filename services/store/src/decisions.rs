@@ -1,0 +1,132 @@
+//! The decision transaction (spec §2.4, DESIGN §5.6): answering an
+//! attention request resolves it, applies an approved mode change through
+//! the mode chokepoint's statements (with its `agent_mode_change_events`
+//! audit row, source `approval`) and enqueues the idempotent
+//! `OperatorAnsweredEscalation` resume, all in ONE tenant transaction, so a
+//! crash can never leave a request approved with its mode unapplied or its
+//! resume missing. Owns only the sequencing; the statements are those of
+//! [`crate::attention`], [`crate::modes`] and [`crate::events`]. Must never
+//! apply a mode the call did not resolve itself, nor decide which mode a
+//! request proposes or what the resume carries (the caller passes both).
+
+use genesis_core::ModeChangeSource;
+use uuid::Uuid;
+
+use crate::attention::{AttentionRequest, ResolveOutcome, check_resolution, resolve_in};
+use crate::error::StoreError;
+use crate::events::{EnqueueOutcome, enqueue_in};
+use crate::modes::{ModeChange, set_active_mode_in};
+use crate::store::Store;
+
+/// What [`Decisions::respond`] needs.
+#[derive(Debug, Clone, Copy)]
+pub struct DecisionAnswer<'a> {
+    pub resolution: &'a str,
+    pub resolution_notes: Option<&'a str>,
+    pub resolved_by: &'a str,
+    /// The mode to apply to the request's instance when this call resolves
+    /// it (an approved `mode_change`); `None` for every other answer.
+    pub approved_mode: Option<&'a str>,
+}
+
+/// What [`Decisions::respond`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionOutcome {
+    /// The request as it now stands and whether this call resolved it.
+    pub resolve: ResolveOutcome,
+    /// The mode change this call applied (only when it resolved the request
+    /// and an approved mode was given).
+    pub mode_change: Option<ModeChange>,
+    /// The resume of the request's instance (`created: false` when an
+    /// earlier answer already enqueued it); `None` for an instance-less
+    /// request.
+    pub resume: Option<EnqueueOutcome>,
+}
+
+/// Repository handle, from [`Store::decisions`].
+pub struct Decisions<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// The decision transaction.
+    pub fn decisions(&self) -> Decisions<'_> {
+        Decisions { store: self }
+    }
+}
+
+impl Decisions<'_> {
+    /// Answer a request in one transaction: resolve it exactly once; when
+    /// this call resolved it and `approved_mode` is set, set the request's
+    /// instance to that mode (source `approval`, linked to the request);
+    /// then enqueue the resume built by `resume_payload` from the stored
+    /// row (never from a later caller's answer). A retry of a resolved
+    /// request changes no mode and returns (or heals) the one resume. Any
+    /// failure — unknown mode, missing instance, oversized payload, a
+    /// database error — rolls everything back: the request stays open.
+    pub async fn respond(
+        &self,
+        tenant_id: Uuid,
+        id: Uuid,
+        answer: DecisionAnswer<'_>,
+        resume_payload: impl FnOnce(&AttentionRequest) -> serde_json::Value,
+    ) -> Result<DecisionOutcome, StoreError> {
+        check_resolution(
+            answer.resolution,
+            answer.resolution_notes,
+            answer.resolved_by,
+        )?;
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let resolve = resolve_in(
+            tx.conn(),
+            id,
+            answer.resolution,
+            answer.resolution_notes,
+            answer.resolved_by,
+        )
+        .await?;
+        let request = &resolve.request;
+        let mode_change = match answer.approved_mode {
+            Some(mode) if resolve.resolved_now => {
+                let instance_id = request.instance_id.ok_or_else(|| {
+                    StoreError::invalid("instance_id", "the mode change names no instance")
+                })?;
+                Some(
+                    set_active_mode_in(
+                        tx.conn(),
+                        tenant_id,
+                        instance_id,
+                        mode,
+                        ModeChangeSource::Approval,
+                        answer.resolved_by,
+                        Some(request.id),
+                    )
+                    .await?,
+                )
+            }
+            _ => None,
+        };
+        let resume = match request.instance_id {
+            Some(instance_id) => Some(
+                enqueue_in(
+                    tx.conn(),
+                    self.store.options().max_event_payload_bytes,
+                    tenant_id,
+                    instance_id,
+                    genesis_core::AgentEventKind::OperatorAnsweredEscalation,
+                    &resume_payload(request),
+                    None,
+                    Some(request.id),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        tx.commit().await?;
+        Ok(DecisionOutcome {
+            resolve,
+            mode_change,
+            resume,
+        })
+    }
+}

@@ -1,0 +1,298 @@
+//! The decision transaction on a real database: an approved mode change is
+//! resolved, applied (with its `approval` audit row) and resumed atomically;
+//! a failure at any step inside the transaction leaves the request open and
+//! the mode unchanged; concurrent approvals apply the mode once and enqueue
+//! one resume; a retry heals a missing resume without re-applying the mode.
+
+mod common;
+
+use common::{count, soa, store, tenant};
+use genesis_core::{AgentEventKind, AttentionKind, AttentionStatus, ModeChangeSource};
+use genesis_store::{
+    AttentionRequest, DecisionAnswer, NewAttentionRequest, Store, StoreError, StoreOptions,
+};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+fn mode_change(instance: Uuid, mode: &str) -> NewAttentionRequest {
+    NewAttentionRequest {
+        instance_id: Some(instance),
+        kind: AttentionKind::ModeChange,
+        title: format!("Switch to {mode}?"),
+        body: String::new(),
+        options: json!(["approved", "rejected"]),
+        metadata: json!({"source": "soa", "soaInstanceId": instance, "targetMode": mode}),
+    }
+}
+
+fn approve<'a>(mode: &'a str, actor: &'a str) -> DecisionAnswer<'a> {
+    DecisionAnswer {
+        resolution: "approved",
+        resolution_notes: Some("go ahead"),
+        resolved_by: actor,
+        approved_mode: Some(mode),
+    }
+}
+
+fn resume(r: &AttentionRequest) -> serde_json::Value {
+    json!({"resolution": r.resolution, "resolutionNotes": r.resolution_notes,
+           "attentionRequestId": r.id})
+}
+
+/// (mode-change audit rows, resume events) of one request, as the superuser.
+async fn effects(pool: &PgPool, request: Uuid) -> anyhow::Result<(i64, i64)> {
+    Ok((
+        count(
+            pool,
+            "SELECT count(*) FROM agent_mode_change_events WHERE attention_request_id = $1",
+            request,
+        )
+        .await?,
+        count(
+            pool,
+            "SELECT count(*) FROM agent_event_queue WHERE attention_request_id = $1",
+            request,
+        )
+        .await?,
+    ))
+}
+
+async fn active_mode(store: &Store, t: Uuid, instance: Uuid) -> anyhow::Result<Option<String>> {
+    Ok(store.instances().get(t, instance).await?.active_mode)
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_approval_resolves_applies_the_mode_audits_and_resumes_in_one_go(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let before = active_mode(&store, t, inst.id).await?;
+    let ar = store
+        .attention()
+        .create(t, mode_change(inst.id, "Incident"))
+        .await?;
+    let out = store
+        .decisions()
+        .respond(t, ar.id, approve("Incident", "op"), resume)
+        .await?;
+    assert!(out.resolve.resolved_now);
+    assert_eq!(out.resolve.request.status, AttentionStatus::Resolved);
+    let change = out.mode_change.expect("the approved mode was applied");
+    assert_eq!(change.source, ModeChangeSource::Approval);
+    assert_eq!(change.attention_request_id, Some(ar.id));
+    assert_eq!(change.from_mode, before);
+    assert_eq!(change.to_mode, "Incident");
+    assert_eq!(change.actor, "op");
+    let ev = out.resume.expect("the instance is resumed");
+    assert!(ev.created);
+    assert_eq!(
+        ev.event.event_kind,
+        AgentEventKind::OperatorAnsweredEscalation
+    );
+    assert_eq!(ev.event.instance_id, inst.id);
+    assert_eq!(ev.event.payload["resolution"], "approved");
+    assert_eq!(ev.event.payload["resolutionNotes"], "go ahead");
+    assert_eq!(
+        active_mode(&store, t, inst.id).await?.as_deref(),
+        Some("Incident")
+    );
+    assert_eq!(store.modes().history(t, inst.id).await?, vec![change]);
+    assert_eq!(effects(&pool, ar.id).await?, (1, 1));
+
+    // A retry with another answer is idempotent: nothing re-applied, the
+    // same resume, the stored answer kept.
+    let again = store
+        .decisions()
+        .respond(t, ar.id, approve("Discovery", "other"), resume)
+        .await?;
+    assert!(!again.resolve.resolved_now);
+    assert_eq!(again.mode_change, None);
+    let same = again.resume.expect("the resume is returned");
+    assert!(!same.created);
+    assert_eq!(same.event.id, ev.event.id);
+    assert_eq!(again.resolve.request.resolved_by.as_deref(), Some("op"));
+    assert_eq!(
+        active_mode(&store, t, inst.id).await?.as_deref(),
+        Some("Incident")
+    );
+    assert_eq!(effects(&pool, ar.id).await?, (1, 1));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_failed_mode_write_inside_the_transaction_leaves_the_request_open(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let before = active_mode(&store, t, inst.id).await?;
+    let ar = store
+        .attention()
+        .create(t, mode_change(inst.id, "Housekeeping"))
+        .await?;
+    // The proposal was valid when raised; the catalogue row disappears
+    // before the answer, so the mode step fails after the resolve ran.
+    sqlx::query("DELETE FROM agent_modes WHERE agent_type = 'Soa' AND name = 'Housekeeping'")
+        .execute(&pool)
+        .await?;
+    let err = store
+        .decisions()
+        .respond(t, ar.id, approve("Housekeeping", "op"), resume)
+        .await
+        .expect_err("an unknown mode is refused");
+    assert!(
+        err.to_string().contains("Housekeeping"),
+        "the error names the mode: {err}"
+    );
+    let stored = store.attention().get(t, ar.id).await?;
+    assert_eq!(stored.status, AttentionStatus::Open);
+    assert_eq!(stored.resolution, None);
+    assert_eq!(active_mode(&store, t, inst.id).await?, before);
+    assert_eq!(effects(&pool, ar.id).await?, (0, 0));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_failed_resume_rolls_back_the_applied_mode_and_the_resolve(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = Store::from_pool_with(
+        &pool,
+        StoreOptions {
+            max_event_payload_bytes: 256,
+            ..StoreOptions::default()
+        },
+    );
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let before = active_mode(&store, t, inst.id).await?;
+    let ar = store
+        .attention()
+        .create(t, mode_change(inst.id, "Incident"))
+        .await?;
+    // The resume is the last step: its payload (the stored notes) is over
+    // the limit, after the resolve and the mode write already ran.
+    let notes = "n".repeat(1024);
+    let answer = DecisionAnswer {
+        resolution_notes: Some(&notes),
+        ..approve("Incident", "op")
+    };
+    let err = store
+        .decisions()
+        .respond(t, ar.id, answer, resume)
+        .await
+        .expect_err("an oversized resume is refused");
+    assert!(matches!(
+        err,
+        StoreError::PayloadTooLarge { limit: 256, .. }
+    ));
+    assert_eq!(
+        store.attention().get(t, ar.id).await?.status,
+        AttentionStatus::Open
+    );
+    assert_eq!(active_mode(&store, t, inst.id).await?, before);
+    assert_eq!(effects(&pool, ar.id).await?, (0, 0));
+
+    // Bad input is refused before anything runs.
+    let err = store
+        .decisions()
+        .respond(t, ar.id, approve("Incident", " "), resume)
+        .await
+        .expect_err("an empty actor is refused");
+    assert!(matches!(err, StoreError::InvalidArgument { .. }), "{err:?}");
+    // An unknown request is NOT_FOUND.
+    let err = store
+        .decisions()
+        .respond(t, Uuid::new_v4(), approve("Incident", "op"), resume)
+        .await
+        .expect_err("an unknown request is refused");
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    // Another tenant cannot see, let alone answer, the request.
+    let other = tenant(&store, "b").await?;
+    let err = store
+        .decisions()
+        .respond(other, ar.id, approve("Incident", "op"), resume)
+        .await
+        .expect_err("another tenant's request is refused");
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    assert_eq!(
+        store.attention().get(t, ar.id).await?.status,
+        AttentionStatus::Open
+    );
+    assert_eq!(effects(&pool, ar.id).await?, (0, 0));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn concurrent_approvals_apply_the_mode_once_and_resume_once(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let ar = store
+        .attention()
+        .create(t, mode_change(inst.id, "Discovery"))
+        .await?;
+    let mut tasks = Vec::new();
+    for n in 0..8 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let actor = format!("op{n}");
+            store
+                .decisions()
+                .respond(t, ar.id, approve("Discovery", &actor), resume)
+                .await
+        }));
+    }
+    let mut winners = 0;
+    let mut events = std::collections::HashSet::new();
+    for task in tasks {
+        let out = task.await??;
+        winners += usize::from(out.resolve.resolved_now);
+        assert_eq!(out.mode_change.is_some(), out.resolve.resolved_now);
+        events.insert(
+            out.resume
+                .expect("every answer returns the resume")
+                .event
+                .id,
+        );
+    }
+    assert_eq!((winners, events.len()), (1, 1));
+    assert_eq!(effects(&pool, ar.id).await?, (1, 1));
+    assert_eq!(
+        active_mode(&store, t, inst.id).await?.as_deref(),
+        Some("Discovery")
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_retry_heals_a_resume_lost_by_an_earlier_answer(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let ar = store
+        .attention()
+        .create(t, mode_change(inst.id, "Incident"))
+        .await?;
+    // Resolved by an older path that never enqueued the resume.
+    store
+        .attention()
+        .resolve(t, ar.id, "approved", None, "op")
+        .await?;
+    assert_eq!(effects(&pool, ar.id).await?, (0, 0));
+    let out = store
+        .decisions()
+        .respond(t, ar.id, approve("Incident", "op"), resume)
+        .await?;
+    assert!(!out.resolve.resolved_now);
+    assert_eq!(out.mode_change, None, "a retry never applies the mode");
+    assert!(out.resume.expect("the resume is healed").created);
+    assert_eq!(effects(&pool, ar.id).await?, (0, 1));
+    Ok(())
+}
