@@ -20,6 +20,7 @@ pub mod plan_hash;
 pub mod presets;
 pub mod prompt;
 pub mod rate;
+pub mod redact;
 pub mod sites;
 pub mod validate;
 
