@@ -288,8 +288,12 @@ pub struct EpisodeReport {
 pub struct EpisodeSpec {
     /// Groups the call attempts under one snapshot.
     pub invocation_id: String,
-    /// Base prompt + blank line + mode fragment.
+    /// Base prompt + mode fragment + preset prompt overlay (blank-line
+    /// separated).
     pub system_prompt: String,
+    /// SHA-256 of the overlay in `system_prompt`, recorded on the call
+    /// snapshot; empty when no overlay was applied.
+    pub prompt_overlay_sha256: String,
     /// The first user message (the objective).
     pub objective: String,
     /// The advertised tools: the mode's toolset plus the two terminators.
@@ -415,6 +419,7 @@ impl Invoker {
                         instance_id: ids.instance_id.clone(),
                         tenant_id: ids.tenant_id.clone(),
                         invocation_id: spec.invocation_id.clone(),
+                        prompt_overlay_sha256: spec.prompt_overlay_sha256.clone(),
                         attempt: Some(pb::CallAttempt {
                             requested_model: attempt.requested_model.clone(),
                             served_model: attempt.served_model.clone().unwrap_or_default(),
@@ -640,6 +645,7 @@ mod tests {
                     credential_names: vec![],
                 },
             ],
+            ..Default::default()
         };
         let none: HashMap<String, String> = HashMap::new();
         let preset = resolve_preset(&chain, &none).expect("scripted couple is usable");

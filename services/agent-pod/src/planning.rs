@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use genesis_core::mapper::{AgentDecisionMapper, Completion, TickOutcome as CoreOutcome};
 use genesis_core::plan_hash::is_idle_tick;
+use genesis_core::prompt::{compose_system_prompt, overlay_sha256};
 use genesis_core::{AgentEventKind, AgentType, PlanInputHash};
 use genesis_llm::ToolSpec;
 use genesis_proto::v1 as pb;
@@ -300,15 +301,15 @@ pub fn advertised_tools(bundle: &pb::TickBundle, mode: &pb::ResolvedMode) -> Vec
     out
 }
 
-/// Step 7: the system prompt — the bundle's ready-made one, else the base
-/// prompt plus a blank line plus the fragment.
-pub fn system_prompt(mode: &pb::ResolvedMode) -> String {
+/// Step 7: the system prompt — the bundle's ready-made `base + fragment`,
+/// else the base prompt plus the fragment — with the resolved preset's
+/// prompt overlay appended last (genesis-core's one composition rule).
+pub fn system_prompt(mode: &pb::ResolvedMode, chain: Option<&pb::ResolvedPresetChain>) -> String {
+    let overlay = chain.map(|c| c.prompt_overlay.as_str()).unwrap_or_default();
     if !mode.system_prompt.trim().is_empty() {
-        mode.system_prompt.clone()
-    } else if mode.prompt_fragment.trim().is_empty() {
-        BASE_SYSTEM_PROMPT.to_string()
+        compose_system_prompt(&mode.system_prompt, "", overlay)
     } else {
-        format!("{BASE_SYSTEM_PROMPT}\n\n{}", mode.prompt_fragment)
+        compose_system_prompt(BASE_SYSTEM_PROMPT, &mode.prompt_fragment, overlay)
     }
 }
 
@@ -543,7 +544,12 @@ async fn plan(
         .collect();
     let spec = EpisodeSpec {
         invocation_id: uuid::Uuid::now_v7().to_string(),
-        system_prompt: system_prompt(mode),
+        system_prompt: system_prompt(mode, bundle.preset_chain.as_ref()),
+        prompt_overlay_sha256: bundle
+            .preset_chain
+            .as_ref()
+            .and_then(|c| overlay_sha256(&c.prompt_overlay))
+            .unwrap_or_default(),
         objective,
         tools,
         authorized,

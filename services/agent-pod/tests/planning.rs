@@ -552,11 +552,31 @@ fn the_roster_opens_the_objective_and_the_event_line_follows() {
         ]
     );
     assert_eq!(
-        genesis_agent_pod::planning::system_prompt(&mode),
+        genesis_agent_pod::planning::system_prompt(&mode, None),
         format!(
             "{}\n\nFocus on strategy.",
             genesis_agent_pod::planning::BASE_SYSTEM_PROMPT
         )
+    );
+    // The preset's overlay comes last, after the fragment.
+    let chain = pb::ResolvedPresetChain {
+        prompt_overlay: "Answer in French.".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        genesis_agent_pod::planning::system_prompt(&mode, Some(&chain)),
+        format!(
+            "{}\n\nFocus on strategy.\n\nAnswer in French.",
+            genesis_agent_pod::planning::BASE_SYSTEM_PROMPT
+        )
+    );
+    let ready_made = pb::ResolvedMode {
+        system_prompt: "BASE\n\nFRAGMENT".into(),
+        ..mode.clone()
+    };
+    assert_eq!(
+        genesis_agent_pod::planning::system_prompt(&ready_made, Some(&chain)),
+        "BASE\n\nFRAGMENT\n\nAnswer in French."
     );
 }
 
@@ -722,4 +742,27 @@ fn a_missions_answered_question_is_restated_as_refinement_guidance() {
     let soa = objective(genesis_core::AgentType::Soa);
     assert!(!soa.contains("REFINEMENT GUIDANCE"), "{soa}");
     assert!(soa.contains("RESOLUTION: EU first"));
+}
+
+#[tokio::test]
+async fn the_presets_overlay_hash_is_reported_with_every_attempt() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let mut b = bundle("AgentInitialized", "{}");
+    b.preset_chain.as_mut().unwrap().prompt_overlay = "Answer in French.".into();
+    run_tick(&ctx, &ids(&b), b).await.expect("tick completes");
+    let want = genesis_core::prompt::overlay_sha256("Answer in French.").unwrap();
+    let attempts = fake.state.attempts();
+    assert!(!attempts.is_empty());
+    assert!(attempts.iter().all(|a| a.prompt_overlay_sha256 == want));
+
+    // No overlay: nothing is claimed to have been applied.
+    let fake = start_fake().await;
+    let ctx = context(&fake, Arc::new(ScriptedProvider::new()));
+    let b = bundle("AgentInitialized", "{}");
+    run_tick(&ctx, &ids(&b), b).await.expect("tick completes");
+    let attempts = fake.state.attempts();
+    assert!(!attempts.is_empty());
+    assert!(attempts.iter().all(|a| a.prompt_overlay_sha256.is_empty()));
 }

@@ -1,5 +1,5 @@
-//! Per-tenant bootstrap (spec §3.2) and the ensure-create of singleton
-//! instances. With AutoBootstrap on, every tenant whose standing-agents gate
+//! Per-tenant bootstrap (spec §3.2), the default preset seeder (spec §3.7)
+//! and the ensure-create of singleton instances. With AutoBootstrap on, every tenant whose standing-agents gate
 //! is on (deploy level and tenant level) gets exactly one SOA, created in the
 //! foundational phase, Active with an `AgentInitialized` opener when
 //! StandingAgentsIdleByDefault, else Paused. Tenants created or enabled at
@@ -13,7 +13,9 @@
 
 use std::time::Duration;
 
+use genesis_core::presets::{DEFAULT_PRESET_NAME, DefaultProvider, SEEDED_SITES, code_default};
 use genesis_core::{AgentType, InstanceStatus};
+use genesis_store::llm::{DefaultSeed, PresetCouple};
 use genesis_store::{InstanceRow, NewInstance, Store};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
@@ -153,9 +155,44 @@ pub async fn ensure_redactor(
     .await
 }
 
-/// Bootstrap one tenant if both gate levels are on; returns whether a SOA
-/// was created.
+/// The default seeder (spec §3.7 point 2): once per tenant, a preset named
+/// `Default` holding the code-default couples of `GENESIS_DEFAULT_PROVIDER`
+/// (genesis-core's one list), bound to Agent:Default and
+/// PromptRedactor:Default where those have no binding yet, so resolution
+/// lands a real, operator-editable preset rather than the code default.
+/// Idempotent across replicas (the store's once-per-tenant row); an
+/// operator's later detach or replacement is never undone.
+pub async fn seed_default_preset(
+    store: &Store,
+    tenant_id: Uuid,
+    provider: DefaultProvider,
+) -> Result<DefaultSeed, ControlError> {
+    let couples: Vec<PresetCouple> = code_default(provider).iter().map(Into::into).collect();
+    let seeded = store
+        .llm()
+        .seed_default_preset(tenant_id, DEFAULT_PRESET_NAME, &couples, SEEDED_SITES)
+        .await?;
+    match &seeded {
+        DefaultSeed::Seeded { preset_id, bound } => {
+            tracing::info!(tenant = %tenant_id, preset = %preset_id, sites = ?bound, %provider, "seeded the Default preset");
+        }
+        DefaultSeed::NameTaken => {
+            tracing::warn!(tenant = %tenant_id, "a preset named Default already exists; the default seeder left it and every binding alone");
+        }
+        DefaultSeed::AlreadySeeded => {}
+    }
+    Ok(seeded)
+}
+
+/// Bootstrap one tenant: seed its default preset (every tenant, whatever
+/// its gates), then its SOA if both gate levels are on; returns whether a
+/// SOA was created. A failed seed is logged and never stops the SOA.
 pub async fn bootstrap_tenant(state: &AppState, tenant_id: Uuid) -> Result<bool, ControlError> {
+    if let Err(e) =
+        seed_default_preset(&state.store, tenant_id, state.config.default_provider).await
+    {
+        tracing::warn!(tenant = %tenant_id, error = %e, "bootstrap: default preset seeding failed");
+    }
     if !state.config.standing_agents_enabled || !state.config.auto_bootstrap {
         return Ok(false);
     }
@@ -182,11 +219,12 @@ pub async fn bootstrap_tenant(state: &AppState, tenant_id: Uuid) -> Result<bool,
     Ok(created)
 }
 
-/// Bootstrap every enabled tenant; one failing tenant never stops the rest.
+/// Bootstrap every active tenant (seeding each; a SOA where the gates are
+/// on); one failing tenant never stops the rest.
 pub async fn bootstrap_all(state: &AppState) -> Result<usize, ControlError> {
     let tenants = state.store.tenants().list().await?;
     let mut created = 0;
-    for t in tenants.iter().filter(|t| t.standing_agents_enabled) {
+    for t in tenants.iter().filter(|t| t.status == "active") {
         match bootstrap_tenant(state, t.id).await {
             Ok(true) => created += 1,
             Ok(false) => {}
@@ -210,8 +248,9 @@ fn tenant_of(payload: &str) -> Option<Uuid> {
 /// the deploy level or AutoBootstrap is off.
 pub async fn run_bootstrap(state: AppState, rescan: Duration, shutdown: CancellationToken) {
     if !state.config.standing_agents_enabled || !state.config.auto_bootstrap {
-        tracing::info!("bootstrap: disabled by configuration");
-        return;
+        // The SOA bootstrap is off; the loop still runs for the default
+        // preset seeder, which every tenant gets.
+        tracing::info!("bootstrap: SOA bootstrap disabled by configuration; seeding presets only");
     }
     let mut listener: Option<PgListener> = None;
     let mut next_scan = tokio::time::Instant::now();

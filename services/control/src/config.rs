@@ -63,6 +63,12 @@ pub struct ControlConfig {
     /// (true) or Paused awaiting an operator start (false).
     #[arg(long, env = "GENESIS_STANDING_AGENTS_IDLE_BY_DEFAULT", default_value_t = true, action = clap::ArgAction::Set)]
     pub standing_agents_idle_by_default: bool,
+    /// Provider whose code-default couples the default seeder writes into a
+    /// new tenant's `Default` preset (bound to Agent:Default and
+    /// PromptRedactor:Default): `anthropic`, `openai` or `scripted`. Set it
+    /// to the supervisor's value.
+    #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", default_value_t = genesis_core::presets::DefaultProvider::Scripted, value_parser = parse_default_provider)]
+    pub default_provider: genesis_core::presets::DefaultProvider,
     /// Events per outbox batch.
     #[arg(long, env = "GENESIS_OUTBOX_BATCH", default_value_t = 256)]
     pub outbox_batch: i64,
@@ -149,6 +155,12 @@ fn redact_url(url: &str) -> String {
     }
 }
 
+/// `GENESIS_DEFAULT_PROVIDER` through genesis-core's one spelling.
+fn parse_default_provider(s: &str) -> Result<genesis_core::presets::DefaultProvider, String> {
+    s.parse()
+        .map_err(|e: genesis_core::CoreError| e.to_string())
+}
+
 impl ControlConfig {
     /// Every default, for the given database and NATS (tests and embedders).
     pub fn new(database_url: &str, nats_url: &str) -> Self {
@@ -166,6 +178,7 @@ impl ControlConfig {
             standing_agents_enabled: true,
             auto_bootstrap: true,
             standing_agents_idle_by_default: true,
+            default_provider: genesis_core::presets::DefaultProvider::Scripted,
             outbox_batch: 256,
             outbox_poll_ms: 5_000,
             publish_ack_timeout_ms: 5_000,
@@ -281,7 +294,7 @@ impl ControlConfig {
             "database_url = {:?}\nnats_url = {:?}\nstream = {:?}\nsubject_prefix = {:?}\nconsumer = {:?}\n\
              grpc_addr = {:?}\nhttp_addr = {:?}\nlease_ttl_secs = {}\nmax_attempts = {}\nlog_format = {:?}\n\
              standing_agents_enabled = {}\nauto_bootstrap = {}\nstanding_agents_idle_by_default = {}\n\
-             outbox_batch = {}\noutbox_poll_ms = {}\npublish_ack_timeout_ms = {}\noutbox_max_pending = {}\nbootstrap_rescan_secs = {}\n\
+             default_provider = {:?}\noutbox_batch = {}\noutbox_poll_ms = {}\npublish_ack_timeout_ms = {}\noutbox_max_pending = {}\nbootstrap_rescan_secs = {}\n\
              shutdown_deadline_secs = {}\nregistry_bucket = {:?}\ncoder_namespace = {:?}\ncoder_image = {:?}\n\
              windows_pool_url = {:?}\nwindows_pool_token = {}\ndashboard_addr = {:?}\n\
              dashboard_session_hours = {}\ndashboard_secure_cookie = {}\nadmin_rate_per_sec = {}\n\
@@ -299,6 +312,7 @@ impl ControlConfig {
             self.standing_agents_enabled,
             self.auto_bootstrap,
             self.standing_agents_idle_by_default,
+            self.default_provider.as_str(),
             self.outbox_batch,
             self.outbox_poll_ms,
             self.publish_ack_timeout_ms,

@@ -65,6 +65,12 @@ pub enum CoreError {
         /// The unknown site id.
         site: String,
     },
+    /// A `GENESIS_DEFAULT_PROVIDER` outside `anthropic|openai|scripted`.
+    #[error("unknown default provider {provider:?} (expected anthropic, openai or scripted)")]
+    UnknownDefaultProvider {
+        /// The refused spelling.
+        provider: String,
+    },
 }
 
 impl CoreError {
@@ -79,6 +85,7 @@ impl CoreError {
             CoreError::UnknownMode { .. } => "UNKNOWN_MODE",
             CoreError::ToolOutsideSuperset { .. } => "TOOL_OUTSIDE_SUPERSET",
             CoreError::UnknownSite { .. } => "UNKNOWN_SITE",
+            CoreError::UnknownDefaultProvider { .. } => "UNKNOWN_DEFAULT_PROVIDER",
         }
     }
 
@@ -119,6 +126,9 @@ mod tests {
                 tool: "t".into(),
             },
             CoreError::UnknownSite { site: "s".into() },
+            CoreError::UnknownDefaultProvider {
+                provider: "p".into(),
+            },
         ];
         let codes: std::collections::BTreeSet<_> = all.iter().map(CoreError::code).collect();
         assert_eq!(codes.len(), all.len());

@@ -17,7 +17,10 @@ pub mod mapper;
 pub mod modes;
 pub mod options;
 pub mod plan_hash;
+pub mod presets;
+pub mod prompt;
 pub mod rate;
+pub mod redact;
 pub mod sites;
 pub mod validate;
 

@@ -371,11 +371,7 @@ impl ResolvedMode {
     /// The invoker's system prompt: `base + "\n\n" + fragment` (the base stays
     /// mode-invariant). An empty fragment leaves the base unchanged.
     pub fn system_prompt(&self, base: &str) -> String {
-        if self.prompt_fragment.is_empty() {
-            base.to_owned()
-        } else {
-            format!("{base}\n\n{}", self.prompt_fragment)
-        }
+        crate::prompt::compose_system_prompt(base, &self.prompt_fragment, "")
     }
 
     /// Whether the tick may call `tool`: a member of the toolset, or a

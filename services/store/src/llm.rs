@@ -37,6 +37,17 @@ pub struct PresetCouple {
     pub credentials: Vec<String>,
 }
 
+impl From<&genesis_core::presets::DefaultCouple> for PresetCouple {
+    fn from(c: &genesis_core::presets::DefaultCouple) -> Self {
+        PresetCouple {
+            model: c.model.to_owned(),
+            provider: c.provider.to_owned(),
+            backend: c.backend.to_owned(),
+            credentials: c.credentials.iter().map(|n| (*n).to_owned()).collect(),
+        }
+    }
+}
+
 /// An `llm_presets` row.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct PresetRow {
@@ -102,6 +113,10 @@ pub struct CallSnapshotRow {
     pub output_tokens: i64,
     pub cost_usd: f64,
     pub created_at: DateTime<Utc>,
+    /// SHA-256 of the preset prompt overlay the invocation applied (never
+    /// the overlay text); `None` when none was.
+    #[serde(default)]
+    pub prompt_overlay_sha256: Option<String>,
 }
 
 /// An `llm_call_attempts` row.
@@ -143,6 +158,9 @@ pub struct NewCallAttempt {
     pub error_message: String,
     /// Computed by the supervisor from the usage and the pricing table.
     pub cost_usd: f64,
+    /// SHA-256 (64 lowercase hex) of the applied prompt overlay, if any;
+    /// kept from the first attempt that reports one.
+    pub prompt_overlay_sha256: Option<String>,
 }
 
 /// Where an attempt's cost is drawn from.
@@ -181,6 +199,20 @@ fn check_count(field: &str, v: i64) -> Result<(), StoreError> {
         return Err(StoreError::invalid(field, "must be non-negative"));
     }
     Ok(())
+}
+
+/// What [`Llm::seed_default_preset`] did for a tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DefaultSeed {
+    /// The tenant had been seeded before (by this or another replica): nothing
+    /// was written, so an operator's later detach or replacement stands.
+    AlreadySeeded,
+    /// A preset with the seed's name already existed (an operator's): it was
+    /// neither changed nor bound.
+    NameTaken,
+    /// The preset was created and bound to the listed sites (those that had
+    /// no binding yet).
+    Seeded { preset_id: Uuid, bound: Vec<String> },
 }
 
 /// Repository handle, from [`Store::llm`].
@@ -385,6 +417,86 @@ impl Llm<'_> {
         decode(row)
     }
 
+    /// The default seeder (spec §3.7 point 2), once per tenant and in ONE
+    /// transaction: take the tenant's `llm_default_seeds` row (a concurrent
+    /// seeder waits on its key, then finds it taken and writes nothing),
+    /// create the preset `name` with `couples` (primary first), and bind it
+    /// to each of `sites` that has no binding yet — an operator's binding is
+    /// never overwritten. Empty `couples` or `sites` → `InvalidArgument`.
+    pub async fn seed_default_preset(
+        &self,
+        tenant_id: Uuid,
+        name: &str,
+        couples: &[PresetCouple],
+        sites: &[&str],
+    ) -> Result<DefaultSeed, StoreError> {
+        check_text("name", name, 200)?;
+        let Some((primary, fallback)) = couples.split_first() else {
+            return Err(StoreError::invalid(
+                "couples",
+                "must name at least one couple",
+            ));
+        };
+        for (i, c) in couples.iter().enumerate() {
+            check_couple(&format!("couples[{i}]"), c)?;
+        }
+        if sites.is_empty() {
+            return Err(StoreError::invalid("sites", "must name at least one site"));
+        }
+        for (i, site) in sites.iter().enumerate() {
+            check_text(&format!("sites[{i}]"), site, 200)?;
+        }
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let first: Option<Uuid> = sqlx::query_scalar(
+            "INSERT INTO llm_default_seeds (tenant_id) VALUES ($1)
+             ON CONFLICT (tenant_id) DO NOTHING RETURNING tenant_id",
+        )
+        .bind(tenant_id)
+        .fetch_optional(tx.conn())
+        .await?;
+        if first.is_none() {
+            tx.commit().await?;
+            return Ok(DefaultSeed::AlreadySeeded);
+        }
+        let preset_id: Option<Uuid> = sqlx::query_scalar(
+            "INSERT INTO llm_presets (tenant_id, name, model, provider, backend, credentials, fallback)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (tenant_id, name) DO NOTHING RETURNING id",
+        )
+        .bind(tenant_id)
+        .bind(name)
+        .bind(&primary.model)
+        .bind(&primary.provider)
+        .bind(&primary.backend)
+        .bind(serde_json::to_value(&primary.credentials)?)
+        .bind(serde_json::to_value(fallback)?)
+        .fetch_optional(tx.conn())
+        .await?;
+        let Some(preset_id) = preset_id else {
+            tx.commit().await?;
+            return Ok(DefaultSeed::NameTaken);
+        };
+        sqlx::query("UPDATE llm_default_seeds SET preset_id = $2 WHERE tenant_id = $1")
+            .bind(tenant_id)
+            .bind(preset_id)
+            .execute(tx.conn())
+            .await?;
+        let sites: Vec<String> = sites.iter().map(|s| (*s).to_owned()).collect();
+        let mut bound: Vec<String> = sqlx::query_scalar(
+            "INSERT INTO llm_site_bindings (tenant_id, site_id, preset_id)
+             SELECT $1, s, $3 FROM unnest($2::text[]) AS s
+             ON CONFLICT (tenant_id, site_id) DO NOTHING RETURNING site_id",
+        )
+        .bind(tenant_id)
+        .bind(&sites)
+        .bind(preset_id)
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
+        bound.sort();
+        Ok(DefaultSeed::Seeded { preset_id, bound })
+    }
+
     /// Record one priced attempt in ONE transaction: check `session` still
     /// holds the lease (else `LeaseLost`, nothing written), create the
     /// invocation's `AgentPlanning` snapshot on its first attempt, append the
@@ -431,6 +543,14 @@ impl Llm<'_> {
             error_message.truncate(end);
         }
 
+        if let Some(h) = &attempt.prompt_overlay_sha256
+            && !genesis_core::prompt::is_overlay_sha256(h)
+        {
+            return Err(StoreError::invalid(
+                "prompt_overlay_sha256",
+                "must be 64 lowercase hex digits (SHA-256)",
+            ));
+        }
         let mut tx = self.store.tenant_tx(tenant_id).await?;
         if !crate::tool_invocations::lease_held_in(tx.conn(), attempt.instance_id, attempt.session)
             .await?
@@ -441,10 +561,12 @@ impl Llm<'_> {
         let snapshot: serde_json::Value = sqlx::query_scalar(
             "INSERT INTO llm_call_snapshots
                  (tenant_id, instance_id, invocation_id, site_id, requested_model, served_model,
-                  input_tokens, output_tokens, cost_usd)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                  input_tokens, output_tokens, cost_usd, prompt_overlay_sha256)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
              ON CONFLICT (tenant_id, instance_id, invocation_id) DO UPDATE SET
                  served_model = coalesce(EXCLUDED.served_model, llm_call_snapshots.served_model),
+                 prompt_overlay_sha256 = coalesce(llm_call_snapshots.prompt_overlay_sha256,
+                                                  EXCLUDED.prompt_overlay_sha256),
                  input_tokens = llm_call_snapshots.input_tokens + EXCLUDED.input_tokens,
                  output_tokens = llm_call_snapshots.output_tokens + EXCLUDED.output_tokens,
                  cost_usd = llm_call_snapshots.cost_usd + EXCLUDED.cost_usd,
@@ -460,6 +582,7 @@ impl Llm<'_> {
         .bind(attempt.input_tokens)
         .bind(attempt.output_tokens)
         .bind(attempt.cost_usd)
+        .bind(attempt.prompt_overlay_sha256.as_deref())
         .fetch_one(tx.conn())
         .await?;
         let snapshot: CallSnapshotRow = decode(snapshot)?;

@@ -57,6 +57,7 @@ fn attempt(instance_id: Uuid, session: Uuid, cost: f64) -> NewCallAttempt {
         latency_ms: 12,
         error_message: String::new(),
         cost_usd: cost,
+        prompt_overlay_sha256: None,
     }
 }
 

@@ -1,11 +1,12 @@
 //! The tick bundle's reads (DESIGN §4 claim step 4): everything a pod needs
 //! beyond the claim itself — DB-first config, ledger tail with actions, the
 //! open-items roster, the mode catalogue rows, the site bindings of the
-//! policy site's chain, the week's credit spend and PostgreSQL's own
-//! statistics — read in ONE statement inside a tenant transaction, plus, for
-//! a Compliance instance, the cold-sweep corpus discovery (spec §3.4 step 8)
-//! in the same transaction, and the conversions of store rows to wire
-//! messages. Must never write.
+//! policy site's chain, the presets the type's modes name and the week's
+//! credit spend — read in ONE statement inside a tenant transaction, plus,
+//! for a Compliance instance, the cold-sweep corpus discovery (spec §3.4
+//! step 8) in the same transaction, and the conversions of store rows to
+//! wire messages. Must never write. (PostgreSQL's own statistics are sampled
+//! in the background by `ops`, never read per claim.)
 
 use std::collections::BTreeMap;
 
@@ -61,6 +62,9 @@ pub struct BundleRead {
     pub escalations: Vec<RosterEscalation>,
     pub modes: Vec<ModeRow>,
     pub bindings: Vec<Binding>,
+    /// The tenant's presets some mode of this type names (by id or name).
+    #[serde(default)]
+    pub mode_presets: Vec<PresetRow>,
     pub credit_spent: Option<f64>,
     /// Compliance instances only: the discovered corpus (not part of the
     /// one-statement read).
@@ -90,6 +94,9 @@ SELECT jsonb_build_object(
       FROM agent_modes md WHERE md.agent_type = $4),
   'bindings', (SELECT coalesce(jsonb_agg(jsonb_build_object('site_id', b.site_id, 'preset', to_jsonb(p))), '[]'::jsonb)
       FROM llm_site_bindings b JOIN llm_presets p ON p.id = b.preset_id WHERE b.site_id = ANY($5)),
+  'mode_presets', (SELECT coalesce(jsonb_agg(to_jsonb(p) ORDER BY p.name), '[]'::jsonb)
+      FROM llm_presets p WHERE EXISTS (SELECT 1 FROM agent_modes md WHERE md.agent_type = $4
+        AND (md.preset_id = p.id::text OR md.preset_id = p.name))),
   'credit_spent', (SELECT w.spent_usd FROM credit_windows w WHERE w.tenant_id = $1 AND w.week_start = $6)
 )"#;
 

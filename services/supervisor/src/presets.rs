@@ -1,84 +1,98 @@
-//! Preset-chain resolution (spec §3.7): the policy site of the agent type,
+//! Preset-chain resolution (spec §2.5, §3.7): the active mode's own preset
+//! when it names one that exists, else the policy site of the agent type,
 //! its own binding, else the nearest parent's, else the code default built
-//! from `GENESIS_DEFAULT_PROVIDER`. Must never read or return a secret:
-//! couples carry credential names only, and whether a credential exists is
-//! the pod's concern.
+//! from `GENESIS_DEFAULT_PROVIDER` (genesis-core `presets::code_default`,
+//! the one list of default models). The resolved preset's overlays travel
+//! with its couples. Must never read or return a secret: couples carry
+//! credential names only, and whether a credential exists is the pod's
+//! concern.
 
-use genesis_core::sites::{AGENT_DEFAULT_MODEL, site_chain};
+use genesis_core::presets::{CODE_DEFAULT_PRESET_NAME, code_default};
+use genesis_core::sites::site_chain;
+use genesis_llm::preset::Overlays;
 use genesis_proto::v1 as pb;
-use genesis_store::llm::PresetCouple;
+use genesis_store::llm::{PresetCouple, PresetRow};
+use uuid::Uuid;
+
+pub use genesis_core::presets::DefaultProvider;
 
 use crate::bundle::Binding;
 
-/// The provider of the code-default preset (when a tenant has bound
-/// nothing on the chain).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DefaultProvider {
-    /// Claude (`claude-opus-4-8`), then the scripted provider.
-    Anthropic,
-    /// OpenAI-compatible (`gpt-4o`), then the scripted provider.
-    Openai,
-    /// The offline scripted provider only (`scripted-1`): demo and tests.
-    #[default]
-    Scripted,
+/// The preset the active mode names (`agent_modes.preset_id`), with the
+/// tenant's presets it could refer to.
+#[derive(Debug, Clone, Copy)]
+pub struct ModePreset<'a> {
+    /// The mode's name (for the log and `mode_preset_of`).
+    pub mode: &'a str,
+    /// The stored reference: a preset id, or a preset name (the catalogue
+    /// is shared by every tenant, so a name lets one row name a preset each
+    /// tenant has, e.g. `Default`).
+    pub reference: &'a str,
+    /// Candidate presets of the tenant (those whose id or name matches any
+    /// reference in the type's catalogue).
+    pub candidates: &'a [PresetRow],
 }
 
-fn scripted() -> PresetCouple {
-    PresetCouple {
-        model: "scripted-1".into(),
-        provider: "scripted".into(),
-        backend: "scripted".into(),
-        credentials: vec![],
+impl ModePreset<'_> {
+    /// The preset the reference names: by id when it parses as one, else by
+    /// name.
+    pub fn find(&self) -> Option<&PresetRow> {
+        let reference = self.reference.trim();
+        match reference.parse::<Uuid>() {
+            Ok(id) => self.candidates.iter().find(|p| p.id == id),
+            Err(_) => self.candidates.iter().find(|p| p.name == reference),
+        }
     }
 }
 
-/// The code-default chain for `provider`.
-pub fn code_default(provider: DefaultProvider) -> Vec<PresetCouple> {
-    match provider {
-        DefaultProvider::Anthropic => vec![
-            PresetCouple {
-                model: AGENT_DEFAULT_MODEL.into(),
-                provider: "anthropic".into(),
-                backend: "anthropic".into(),
-                credentials: vec!["ANTHROPIC_API_KEY".into()],
-            },
-            scripted(),
-        ],
-        DefaultProvider::Openai => vec![
-            PresetCouple {
-                model: "gpt-4o".into(),
-                provider: "openai".into(),
-                backend: "openai".into(),
-                credentials: vec!["OPENAI_API_KEY".into()],
-            },
-            scripted(),
-        ],
-        DefaultProvider::Scripted => vec![scripted()],
-    }
-}
-
-/// Resolve the chain for `site_id` from the bindings found on its chain.
-pub fn resolve_chain(
-    site_id: &str,
-    bindings: &[Binding],
-    default: DefaultProvider,
-) -> pb::ResolvedPresetChain {
-    let to_pb = |c: PresetCouple| pb::PresetCouple {
+fn to_pb(c: PresetCouple) -> pb::PresetCouple {
+    pb::PresetCouple {
         model: c.model,
         provider: c.provider,
         backend: c.backend,
         credential_names: c.credentials,
-    };
+    }
+}
+
+/// The typed overlays of a preset row; a malformed `overlays` object is
+/// logged and treated as none (a bad overlay never fails a claim).
+pub fn overlays_of(preset: &PresetRow) -> Overlays {
+    match serde_json::from_value::<Overlays>(preset.overlays.clone()) {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(preset = %preset.id, error = %e, "ignoring malformed preset overlays");
+            Overlays::default()
+        }
+    }
+}
+
+fn from_preset(requested: &str, resolved: &str, preset: &PresetRow) -> pb::ResolvedPresetChain {
+    let o = overlays_of(preset);
+    pb::ResolvedPresetChain {
+        requested_site_id: requested.to_owned(),
+        resolved_site_id: resolved.to_owned(),
+        preset_id: preset.id.to_string(),
+        preset_name: preset.name.clone(),
+        couples: preset.couples().into_iter().map(to_pb).collect(),
+        prompt_overlay: o.prompt_overlay.unwrap_or_default(),
+        routing_chain_id: o.routing_chain_id.unwrap_or_default(),
+        tool_policy_id: o.tool_policy_id.unwrap_or_default(),
+        sampling_profile_id: o.sampling_profile_id.unwrap_or_default(),
+        limits_profile_id: o.limits_profile_id.unwrap_or_default(),
+        mode_preset_of: String::new(),
+    }
+}
+
+/// Resolve the site chain alone (no mode preset): the first binding on
+/// `site_chain(site_id)`, else the code default.
+pub fn resolve_site_chain(
+    site_id: &str,
+    bindings: &[Binding],
+    default: DefaultProvider,
+) -> pb::ResolvedPresetChain {
     for site in site_chain(site_id) {
         if let Some(b) = bindings.iter().find(|b| b.site_id == site) {
-            return pb::ResolvedPresetChain {
-                requested_site_id: site_id.to_owned(),
-                resolved_site_id: site.to_owned(),
-                preset_id: b.preset.id.to_string(),
-                preset_name: b.preset.name.clone(),
-                couples: b.preset.couples().into_iter().map(to_pb).collect(),
-            };
+            return from_preset(site_id, site, &b.preset);
         }
     }
     let resolved = site_chain(site_id)
@@ -89,25 +103,206 @@ pub fn resolve_chain(
     pb::ResolvedPresetChain {
         requested_site_id: site_id.to_owned(),
         resolved_site_id: resolved,
-        preset_id: String::new(),
-        preset_name: "code-default".into(),
-        couples: code_default(default).into_iter().map(to_pb).collect(),
+        preset_name: CODE_DEFAULT_PRESET_NAME.into(),
+        couples: code_default(default)
+            .into_iter()
+            .map(|c| pb::PresetCouple {
+                model: c.model.into(),
+                provider: c.provider.into(),
+                backend: c.backend.into(),
+                credential_names: c.credentials.iter().map(|n| (*n).to_owned()).collect(),
+            })
+            .collect(),
+        ..Default::default()
     }
+}
+
+/// Resolve the chain for `site_id`: the mode's preset in preference to the
+/// site binding (spec §2.5: modes carry an optional preset); a mode preset
+/// that no longer exists falls back to the site chain with a warning —
+/// never a failed claim, because a deleted preset is an operator's fix to
+/// make, not a reason to stop the agent.
+pub fn resolve_chain(
+    site_id: &str,
+    bindings: &[Binding],
+    mode_preset: Option<ModePreset<'_>>,
+    default: DefaultProvider,
+) -> pb::ResolvedPresetChain {
+    if let Some(mp) = mode_preset.filter(|m| !m.reference.trim().is_empty()) {
+        match mp.find() {
+            Some(preset) => {
+                return pb::ResolvedPresetChain {
+                    mode_preset_of: mp.mode.to_owned(),
+                    ..from_preset(site_id, site_id, preset)
+                };
+            }
+            None => tracing::warn!(
+                mode = mp.mode,
+                preset = mp.reference,
+                site = site_id,
+                "the mode's preset no longer exists; resolving through the site chain"
+            ),
+        }
+    }
+    resolve_site_chain(site_id, bindings, default)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::Utc;
+
+    fn preset(name: &str, model: &str, overlays: serde_json::Value) -> PresetRow {
+        PresetRow {
+            id: Uuid::new_v4(),
+            tenant_id: Uuid::nil(),
+            name: name.into(),
+            model: model.into(),
+            provider: "scripted".into(),
+            backend: String::new(),
+            credentials: vec![],
+            fallback: vec![],
+            overlays,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    fn bound(site: &str, p: &PresetRow) -> Binding {
+        Binding {
+            site_id: site.into(),
+            preset: p.clone(),
+        }
+    }
 
     #[test]
     fn no_binding_falls_through_to_the_code_default() {
-        let chain = resolve_chain("Agent:Planning", &[], DefaultProvider::Anthropic);
+        let chain = resolve_chain("Agent:Planning", &[], None, DefaultProvider::Anthropic);
         assert_eq!(chain.resolved_site_id, "Agent:Default");
         assert!(chain.preset_id.is_empty());
+        assert_eq!(chain.preset_name, "code-default");
         assert_eq!(chain.couples[0].model, "claude-opus-4-8");
         assert_eq!(chain.couples[1].provider, "scripted");
-        let offline = resolve_chain("Agent:Planning", &[], DefaultProvider::Scripted);
+        assert!(chain.prompt_overlay.is_empty());
+        let offline = resolve_chain("Agent:Planning", &[], None, DefaultProvider::Scripted);
         assert_eq!(offline.couples.len(), 1);
         assert_eq!(offline.couples[0].model, "scripted-1");
+    }
+
+    #[test]
+    fn the_bound_presets_overlays_travel_with_its_couples() {
+        let p = preset(
+            "family",
+            "m-family",
+            serde_json::json!({"prompt_overlay": "Be terse.", "routing_chain_id": "rc-1",
+                "tool_policy_id": "tp-1", "sampling_profile_id": "sp-1", "limits_profile_id": "lp-1"}),
+        );
+        let chain = resolve_chain(
+            "Agent:Planning",
+            &[bound("Agent:Default", &p)],
+            None,
+            DefaultProvider::Scripted,
+        );
+        assert_eq!(chain.resolved_site_id, "Agent:Default");
+        assert_eq!(chain.prompt_overlay, "Be terse.");
+        assert_eq!(chain.routing_chain_id, "rc-1");
+        assert_eq!(chain.tool_policy_id, "tp-1");
+        assert_eq!(chain.sampling_profile_id, "sp-1");
+        assert_eq!(chain.limits_profile_id, "lp-1");
+        assert!(chain.mode_preset_of.is_empty());
+    }
+
+    #[test]
+    fn malformed_overlays_are_treated_as_none() {
+        let p = preset("bad", "m", serde_json::json!({"prompt_overlay": 7}));
+        let chain = resolve_chain(
+            "Agent:Planning",
+            &[bound("Agent:Planning", &p)],
+            None,
+            DefaultProvider::Scripted,
+        );
+        assert_eq!(chain.preset_id, p.id.to_string());
+        assert!(chain.prompt_overlay.is_empty());
+    }
+
+    #[test]
+    fn a_mode_preset_wins_over_the_leaf_and_family_bindings() {
+        let leaf = preset("leaf", "m-leaf", serde_json::json!({}));
+        let family = preset("family", "m-family", serde_json::json!({}));
+        let pinned = preset(
+            "incident",
+            "m-incident",
+            serde_json::json!({"prompt_overlay": "O"}),
+        );
+        let candidates = [pinned.clone()];
+        let bindings = [
+            bound("Agent:Planning", &leaf),
+            bound("Agent:Default", &family),
+        ];
+        for reference in [pinned.id.to_string(), "incident".to_owned()] {
+            let chain = resolve_chain(
+                "Agent:Planning",
+                &bindings,
+                Some(ModePreset {
+                    mode: "Incident",
+                    reference: &reference,
+                    candidates: &candidates,
+                }),
+                DefaultProvider::Scripted,
+            );
+            assert_eq!(chain.preset_id, pinned.id.to_string(), "{reference}");
+            assert_eq!(chain.couples[0].model, "m-incident");
+            assert_eq!(chain.mode_preset_of, "Incident");
+            assert_eq!(chain.resolved_site_id, "Agent:Planning");
+            assert_eq!(chain.prompt_overlay, "O");
+        }
+    }
+
+    #[test]
+    fn a_missing_mode_preset_falls_back_to_the_site_chain() {
+        let leaf = preset("leaf", "m-leaf", serde_json::json!({}));
+        let other = preset("other", "m-other", serde_json::json!({}));
+        let bindings = [bound("Agent:Planning", &leaf)];
+        let gone = Uuid::new_v4().to_string();
+        for reference in [gone.as_str(), "no-such-name", "  "] {
+            let chain = resolve_chain(
+                "Agent:Planning",
+                &bindings,
+                Some(ModePreset {
+                    mode: "Incident",
+                    reference,
+                    candidates: std::slice::from_ref(&other),
+                }),
+                DefaultProvider::Scripted,
+            );
+            assert_eq!(chain.preset_id, leaf.id.to_string(), "{reference:?}");
+            assert!(chain.mode_preset_of.is_empty());
+        }
+        // With nothing bound either, the code default.
+        let chain = resolve_chain(
+            "Agent:Planning",
+            &[],
+            Some(ModePreset {
+                mode: "Incident",
+                reference: &gone,
+                candidates: &[],
+            }),
+            DefaultProvider::Scripted,
+        );
+        assert_eq!(chain.preset_name, "code-default");
+    }
+
+    #[test]
+    fn a_uuid_reference_matches_by_id_only() {
+        // A preset *named* like a uuid is not found through an id reference
+        // to a different preset.
+        let id = Uuid::new_v4().to_string();
+        let named = preset(&id, "m", serde_json::json!({}));
+        let mp = ModePreset {
+            mode: "Incident",
+            reference: &id,
+            candidates: std::slice::from_ref(&named),
+        };
+        assert!(mp.find().is_none());
     }
 }

@@ -38,7 +38,7 @@ use crate::bundle::{
 use crate::error::{SupervisorError, store_status};
 use crate::metrics::Metrics;
 use crate::ops::OpsProbe;
-use crate::presets::{DefaultProvider, resolve_chain};
+use crate::presets::{DefaultProvider, ModePreset, resolve_chain};
 use crate::tools::{Governance, ToolContext, ToolRegistry};
 
 /// The invariant base system prompt; the mode's fragment is appended.
@@ -424,6 +424,11 @@ impl AgentPodService {
             preset_chain: Some(resolve_chain(
                 site,
                 &read.bindings,
+                mode.preset.as_deref().map(|reference| ModePreset {
+                    mode: &mode.name,
+                    reference,
+                    candidates: &read.mode_presets,
+                }),
                 self.settings.default_provider,
             )),
             credit: Some(credit),
@@ -662,6 +667,16 @@ impl AgentPodService {
                 ),
             ));
         }
+        let prompt_overlay_sha256 = match req.prompt_overlay_sha256.as_str() {
+            "" => None,
+            h if genesis_core::prompt::is_overlay_sha256(h) => Some(h.to_owned()),
+            _ => {
+                return Err(genesis_proto::convert::invalid_argument(
+                    "prompt_overlay_sha256",
+                    "must be empty or 64 lowercase hex digits (SHA-256)",
+                ));
+            }
+        };
         let metrics = &self.metrics;
         let priced_model = if a.served_model.is_empty() {
             &a.requested_model
@@ -735,6 +750,7 @@ impl AgentPodService {
             latency_ms: a.latency_ms,
             error_message: a.error_message.clone(),
             cost_usd: cost,
+            prompt_overlay_sha256,
         };
         let draw = CreditDraw {
             week_start: week_start_for(Utc::now()),

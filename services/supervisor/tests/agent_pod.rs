@@ -428,6 +428,7 @@ async fn record_call_attempt_prices_usage_server_side_and_draws_down_credit(pool
             tenant_id: h.tenant.to_string(),
             invocation_id: "inv-1".into(),
             attempt: Some(a),
+            prompt_overlay_sha256: String::new(),
         })
     };
     let r = h
@@ -1056,4 +1057,190 @@ async fn an_empty_tenants_compliance_claim_has_an_empty_corpus(pool: PgPool) {
         Some(pb::ComplianceCorpus::default()),
         "the sweep ran and found nothing"
     );
+}
+
+async fn preset_with_overlay(
+    h: &Harness,
+    name: &str,
+    model: &str,
+    overlay: &str,
+) -> genesis_store::llm::PresetRow {
+    h.store
+        .llm()
+        .create_preset(
+            h.tenant,
+            genesis_store::llm::NewPreset {
+                name: name.into(),
+                primary: genesis_store::llm::PresetCouple {
+                    model: model.into(),
+                    provider: "scripted".into(),
+                    backend: String::new(),
+                    credentials: vec![],
+                },
+                fallback: vec![],
+                overlays: serde_json::json!({"prompt_overlay": overlay, "tool_policy_id": "tp-strict"}),
+            },
+        )
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_claim_carries_the_presets_overlay_and_the_snapshot_records_its_hash(pool: PgPool) {
+    let mut h = start(pool).await;
+    let p = preset_with_overlay(&h, "terse", "scripted-1", "Answer in one line.").await;
+    h.store
+        .llm()
+        .bind_site(h.tenant, "Agent:Planning", p.id)
+        .await
+        .unwrap();
+    let b = h.claim().await;
+    let chain = b.preset_chain.unwrap();
+    assert_eq!(chain.prompt_overlay, "Answer in one line.");
+    assert_eq!(chain.tool_policy_id, "tp-strict");
+    assert!(chain.mode_preset_of.is_empty());
+    let hash = genesis_core::prompt::overlay_sha256(&chain.prompt_overlay).unwrap();
+    let attempt = pb::CallAttempt {
+        requested_model: "scripted-1".into(),
+        served_model: "scripted-1".into(),
+        provider: "scripted".into(),
+        outcome: "success".into(),
+        ..Default::default()
+    };
+    // A malformed hash is refused by field, and nothing is recorded.
+    let err = h
+        .client
+        .clone()
+        .record_call_attempt(h.req(pb::RecordCallAttemptRequest {
+            session_id: b.session_id.clone(),
+            instance_id: h.instance.to_string(),
+            tenant_id: h.tenant.to_string(),
+            invocation_id: "inv-o".into(),
+            attempt: Some(attempt.clone()),
+            prompt_overlay_sha256: "NOT-A-HASH".into(),
+        }))
+        .await
+        .expect_err("a malformed hash is refused");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().starts_with("prompt_overlay_sha256"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(h.count("llm_call_snapshots").await, 0);
+    let r = h
+        .client
+        .clone()
+        .record_call_attempt(h.req(pb::RecordCallAttemptRequest {
+            session_id: b.session_id.clone(),
+            instance_id: h.instance.to_string(),
+            tenant_id: h.tenant.to_string(),
+            invocation_id: "inv-o".into(),
+            attempt: Some(attempt),
+            prompt_overlay_sha256: hash.clone(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let snap = h
+        .store
+        .llm()
+        .snapshot(h.tenant, r.snapshot_id.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(snap.prompt_overlay_sha256.as_deref(), Some(hash.as_str()));
+    // The overlay text itself is never stored on the snapshot.
+    let raw: String = sqlx::query_scalar("SELECT to_jsonb(s)::text FROM llm_call_snapshots s")
+        .fetch_one(&h.pool)
+        .await
+        .unwrap();
+    assert!(!raw.contains("Answer in one line."), "{raw}");
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_active_modes_preset_wins_over_the_site_binding(pool: PgPool) {
+    let mut h = start(pool).await;
+    let site = preset_with_overlay(&h, "site", "site-model", "site overlay").await;
+    let incident = preset_with_overlay(&h, "incident", "incident-model", "incident overlay").await;
+    h.store
+        .llm()
+        .bind_site(h.tenant, "Agent:Planning", site.id)
+        .await
+        .unwrap();
+    // The shared catalogue names the preset by id on Incident only.
+    sqlx::query(
+        "UPDATE agent_modes SET preset_id = $1 WHERE agent_type = 'Soa' AND name = 'Incident'",
+    )
+    .bind(incident.id.to_string())
+    .execute(&h.pool)
+    .await
+    .unwrap();
+    // Strategic (the default mode) has no preset: the site binding decides.
+    let chain = h.claim().await.preset_chain.unwrap();
+    assert_eq!(chain.preset_id, site.id.to_string());
+    assert_eq!(chain.prompt_overlay, "site overlay");
+    h.shutdown.cancel();
+
+    // A second instance in Incident resolves the mode's preset.
+    let mut h2 = start(h.pool.clone()).await;
+    let site2 = preset_with_overlay(&h2, "site", "site-model", "site overlay").await;
+    let incident2 =
+        preset_with_overlay(&h2, "incident", "incident-model", "incident overlay").await;
+    h2.store
+        .llm()
+        .bind_site(h2.tenant, "Agent:Planning", site2.id)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE agent_instances SET active_mode = 'Incident' WHERE id = $1")
+        .bind(h2.instance)
+        .execute(&h2.pool)
+        .await
+        .unwrap();
+    // The catalogue row names tenant 1's preset id: for tenant 2 it does not
+    // exist, so resolution falls back to the site chain (no failed claim).
+    let chain = h2.claim().await.preset_chain.unwrap();
+    assert_eq!(chain.preset_id, site2.id.to_string());
+    assert!(chain.mode_preset_of.is_empty());
+    h2.shutdown.cancel();
+
+    // Named by preset name, the one catalogue row resolves in every tenant.
+    sqlx::query("UPDATE agent_modes SET preset_id = 'incident' WHERE agent_type = 'Soa' AND name = 'Incident'")
+        .execute(&h2.pool)
+        .await
+        .unwrap();
+    let mut h3 = start(h2.pool.clone()).await;
+    let _site3 = preset_with_overlay(&h3, "site", "site-model", "site overlay").await;
+    let incident3 =
+        preset_with_overlay(&h3, "incident", "incident-model", "incident overlay").await;
+    sqlx::query("UPDATE agent_instances SET active_mode = 'Incident' WHERE id = $1")
+        .bind(h3.instance)
+        .execute(&h3.pool)
+        .await
+        .unwrap();
+    let chain = h3.claim().await.preset_chain.unwrap();
+    assert_eq!(chain.preset_id, incident3.id.to_string());
+    assert_eq!(chain.mode_preset_of, "Incident");
+    assert_eq!(chain.couples[0].model, "incident-model");
+    assert_eq!(chain.prompt_overlay, "incident overlay");
+    let _ = (incident, incident2);
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn after_seeding_resolution_lands_the_seeded_default_preset(pool: PgPool) {
+    use genesis_core::presets::{DEFAULT_PRESET_NAME, DefaultProvider, SEEDED_SITES, code_default};
+    let mut h = start(pool).await;
+    let couples: Vec<genesis_store::llm::PresetCouple> = code_default(DefaultProvider::Scripted)
+        .iter()
+        .map(Into::into)
+        .collect();
+    h.store
+        .llm()
+        .seed_default_preset(h.tenant, DEFAULT_PRESET_NAME, &couples, SEEDED_SITES)
+        .await
+        .unwrap();
+    let chain = h.claim().await.preset_chain.unwrap();
+    assert_eq!(chain.preset_name, "Default");
+    assert_eq!(chain.resolved_site_id, "Agent:Default");
+    assert!(!chain.preset_id.is_empty());
+    assert_eq!(chain.couples[0].model, "scripted-1");
 }

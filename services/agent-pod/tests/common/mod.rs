@@ -278,6 +278,7 @@ pub fn bundle(kind: &str, payload_json: &str) -> pb::TickBundle {
                 backend: "api".into(),
                 credential_names: vec![],
             }],
+            ..Default::default()
         }),
         credit: Some(pb::CreditStatus {
             limit_usd: 60.0,

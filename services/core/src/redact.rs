@@ -1,0 +1,371 @@
+//! Deterministic secret and personal-data detection for prompt overlays (the
+//! Prompt Engineer's Redact body, spec §2.1 / §3.9): API keys and tokens,
+//! bearer tokens, long high-entropy secrets, email addresses, phone numbers,
+//! Luhn-valid card numbers and checksum-valid IBANs. Each finding is
+//! replaced by a typed placeholder `[REDACTED:<kind>]`.
+//!
+//! Owns the detectors and the replacement. Must never return, log or
+//! summarise a raw finding outside [`Redaction::text`]'s replacement: the
+//! summary ([`Redaction::findings`]) carries kinds and counts only, because
+//! it is what an LLM and an operator decision get to see.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// What a finding is. The placeholder spells it in snake case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FindingKind {
+    /// A provider API key or access token with a known prefix.
+    ApiKey,
+    /// An `Authorization: Bearer …` style token.
+    BearerToken,
+    /// A long high-entropy string with no known prefix.
+    Secret,
+    /// An email address.
+    Email,
+    /// A Luhn-valid payment card number.
+    CreditCard,
+    /// A checksum-valid IBAN.
+    Iban,
+    /// A phone number.
+    Phone,
+}
+
+impl FindingKind {
+    /// The snake-case spelling used in placeholders and summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::ApiKey => "api_key",
+            FindingKind::BearerToken => "bearer_token",
+            FindingKind::Secret => "secret",
+            FindingKind::Email => "email",
+            FindingKind::CreditCard => "credit_card",
+            FindingKind::Iban => "iban",
+            FindingKind::Phone => "phone",
+        }
+    }
+
+    /// The placeholder a finding of this kind is replaced with.
+    pub fn placeholder(self) -> String {
+        format!("[REDACTED:{}]", self.as_str())
+    }
+}
+
+/// A kind with how many times it was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FindingCount {
+    pub kind: FindingKind,
+    pub count: usize,
+}
+
+/// The redacted text and the findings summary (kinds and counts only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redaction {
+    /// The input with every finding replaced by its placeholder.
+    pub text: String,
+    /// Per kind, in [`FindingKind`] order; empty when nothing was found.
+    pub findings: Vec<FindingCount>,
+}
+
+impl Redaction {
+    /// Whether anything was found.
+    pub fn is_clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+}
+
+#[allow(clippy::expect_used)] // constant patterns, checked by the tests
+fn re(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("constant pattern")
+}
+
+static API_KEY: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abposr]-[A-Za-z0-9\-]{10,}|AIza[0-9A-Za-z_\-]{35})",
+    )
+});
+static BEARER: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bbearer\s+[A-Za-z0-9_\-\.=~+/]{16,}"));
+static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}\b",
+    )
+});
+static IBAN: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b[A-Z]{2}[0-9]{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?\b"));
+static CARD: LazyLock<Regex> = LazyLock::new(|| re(r"\b(?:[0-9][ \-]?){12,18}[0-9]\b"));
+static PHONE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?:\+[0-9]{1,3}[ \-.]?)?(?:\([0-9]{2,4}\)[ \-.]?)?[0-9]{2,4}(?:[ \-.][0-9]{2,4}){1,4}\b|\+[0-9]{8,15}\b",
+    )
+});
+static TOKEN: LazyLock<Regex> = LazyLock::new(|| re(r"[A-Za-z0-9_\-+/]{32,}={0,2}"));
+
+fn luhn_ok(digits: &[u8]) -> bool {
+    let mut sum = 0u32;
+    for (i, d) in digits.iter().rev().enumerate() {
+        let mut v = u32::from(*d);
+        if i % 2 == 1 {
+            v *= 2;
+            if v > 9 {
+                v -= 9;
+            }
+        }
+        sum += v;
+    }
+    sum.is_multiple_of(10)
+}
+
+fn iban_ok(candidate: &str) -> bool {
+    let compact: String = candidate.chars().filter(|c| !c.is_whitespace()).collect();
+    if !(15..=34).contains(&compact.len()) {
+        return false;
+    }
+    let (head, tail) = compact.split_at(4);
+    let mut rem: u32 = 0;
+    for c in tail.chars().chain(head.chars()) {
+        let v = match c {
+            '0'..='9' => c as u32 - '0' as u32,
+            'A'..='Z' => c as u32 - 'A' as u32 + 10,
+            _ => return false,
+        };
+        rem = if v >= 10 {
+            (rem * 100 + v) % 97
+        } else {
+            (rem * 10 + v) % 97
+        };
+    }
+    rem == 1
+}
+
+/// Shannon entropy in bits per character.
+fn entropy(s: &str) -> f64 {
+    let mut counts = std::collections::HashMap::new();
+    for c in s.chars() {
+        *counts.entry(c).or_insert(0usize) += 1;
+    }
+    let n = s.chars().count() as f64;
+    counts
+        .values()
+        .map(|&c| {
+            let p = c as f64 / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+fn high_entropy_secret(s: &str) -> bool {
+    let classes = [
+        s.bytes().any(|b| b.is_ascii_lowercase()),
+        s.bytes().any(|b| b.is_ascii_uppercase()),
+        s.bytes().any(|b| b.is_ascii_digit()),
+    ];
+    classes.iter().filter(|c| **c).count() >= 2 && entropy(s) >= 4.0
+}
+
+/// Replace every match of `re` accepted by `accept` with `kind`'s
+/// placeholder, counting the replacements.
+fn replace(
+    text: &str,
+    re: &Regex,
+    kind: FindingKind,
+    accept: impl Fn(&str) -> bool,
+    counts: &mut Vec<FindingCount>,
+) -> String {
+    let mut n = 0;
+    let out = re
+        .replace_all(text, |caps: &regex::Captures<'_>| {
+            let m = &caps[0];
+            if accept(m) {
+                n += 1;
+                kind.placeholder()
+            } else {
+                m.to_owned()
+            }
+        })
+        .into_owned();
+    if n > 0 {
+        counts.push(FindingCount { kind, count: n });
+    }
+    out
+}
+
+/// Find and replace every secret and personal datum in `text`. The most
+/// specific detectors run first (known key prefixes, bearer tokens, emails,
+/// IBANs, card numbers), so a later, broader detector never sees their
+/// values; placeholders themselves are never matched again.
+pub fn redact(text: &str) -> Redaction {
+    let mut counts = Vec::new();
+    let t = replace(text, &API_KEY, FindingKind::ApiKey, |_| true, &mut counts);
+    let t = replace(&t, &BEARER, FindingKind::BearerToken, |_| true, &mut counts);
+    let t = replace(&t, &EMAIL, FindingKind::Email, |_| true, &mut counts);
+    let t = replace(&t, &IBAN, FindingKind::Iban, iban_ok, &mut counts);
+    let t = replace(
+        &t,
+        &CARD,
+        FindingKind::CreditCard,
+        |m| {
+            let digits: Vec<u8> = m
+                .bytes()
+                .filter(u8::is_ascii_digit)
+                .map(|b| b - b'0')
+                .collect();
+            (13..=19).contains(&digits.len()) && luhn_ok(&digits)
+        },
+        &mut counts,
+    );
+    let t = replace(
+        &t,
+        &PHONE,
+        FindingKind::Phone,
+        |m| {
+            let digits = m.bytes().filter(u8::is_ascii_digit).count();
+            // Dates (2024-01-15), versions and times do not reach 8 digits
+            // with separators of a phone shape; require 8–15 digits.
+            (8..=15).contains(&digits) && !looks_like_date(m)
+        },
+        &mut counts,
+    );
+    let t = replace(
+        &t,
+        &TOKEN,
+        FindingKind::Secret,
+        high_entropy_secret,
+        &mut counts,
+    );
+    counts.sort_by_key(|c| c.kind);
+    Redaction {
+        text: t,
+        findings: counts,
+    }
+}
+
+fn looks_like_date(m: &str) -> bool {
+    let parts: Vec<&str> = m.split(['-', '.', ' ']).collect();
+    parts.len() == 3 && parts[0].len() == 4 && parts[1].len() <= 2 && parts[2].len() <= 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(text: &str) -> Vec<(FindingKind, usize)> {
+        redact(text)
+            .findings
+            .iter()
+            .map(|f| (f.kind, f.count))
+            .collect()
+    }
+
+    #[test]
+    fn provider_keys_and_tokens_are_api_keys() {
+        for key in [
+            "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUv",
+            "sk-proj-abcdefghijklmnop1234",
+            "AKIAIOSFODNN7EXAMPLE",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "xoxb-123456789012-abcdefghij",
+        ] {
+            let r = redact(&format!("use {key} here"));
+            assert_eq!(r.text, "use [REDACTED:api_key] here", "{key}");
+            assert_eq!(kinds(key), [(FindingKind::ApiKey, 1)], "{key}");
+        }
+    }
+
+    #[test]
+    fn bearer_tokens_are_redacted_with_their_scheme() {
+        let r = redact("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig");
+        assert_eq!(r.text, "Authorization: [REDACTED:bearer_token]");
+        // The word alone, or a short value, is prose.
+        assert!(redact("The bearer of this note").is_clean());
+    }
+
+    #[test]
+    fn emails_are_redacted_and_at_signs_in_prose_are_not() {
+        let r = redact("Write to jane.doe+ops@example.co.uk today.");
+        assert_eq!(r.text, "Write to [REDACTED:email] today.");
+        assert!(redact("meet @ noon; tag @channel").is_clean());
+    }
+
+    #[test]
+    fn card_numbers_must_pass_luhn() {
+        let r = redact("card 4111 1111 1111 1111 exp");
+        assert_eq!(r.text, "card [REDACTED:credit_card] exp");
+        assert_eq!(kinds("4111-1111-1111-1111"), [(FindingKind::CreditCard, 1)]);
+        // One digit off fails Luhn and is not a card.
+        let off = redact("order 4111 1111 1111 1112");
+        assert!(!off.text.contains("credit_card"), "{}", off.text);
+    }
+
+    #[test]
+    fn ibans_must_pass_their_checksum() {
+        let r = redact("IBAN GB82 WEST 1234 5698 7654 32 please");
+        assert_eq!(r.text, "IBAN [REDACTED:iban] please");
+        assert_eq!(kinds("DE89370400440532013000"), [(FindingKind::Iban, 1)]);
+        // A wrong check digit is not an IBAN.
+        assert!(!redact("GB83 WEST 1234 5698 7654 32").text.contains("iban"));
+    }
+
+    #[test]
+    fn phone_numbers_are_redacted_and_dates_and_versions_are_not() {
+        assert_eq!(
+            redact("call +44 20 7946 0958").text,
+            "call [REDACTED:phone]"
+        );
+        assert_eq!(
+            redact("or (555) 123-4567 now").text,
+            "or [REDACTED:phone] now"
+        );
+        for prose in [
+            "released 2024-01-15",
+            "version 1.2.3",
+            "at 10:30",
+            "top 10 of 200",
+        ] {
+            assert!(redact(prose).is_clean(), "{prose}");
+        }
+    }
+
+    #[test]
+    fn long_high_entropy_strings_are_secrets_and_plain_words_are_not() {
+        let r = redact("token=Zx9Qw3Er7Ty1Ui5Op2As8Df4Gh6Jk0LmNb");
+        assert_eq!(r.text, "token=[REDACTED:secret]");
+        for prose in [
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "internationalizationlocalizationprocess",
+            "Answer tersely and cite the runbook section for every step.",
+        ] {
+            assert!(redact(prose).is_clean(), "{prose}");
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_per_kind_and_never_holds_a_value() {
+        let text = "a@b.io c@d.io sk-abcdefghijklmnopqrstuvwx";
+        let r = redact(text);
+        assert_eq!(
+            r.findings,
+            [
+                FindingCount {
+                    kind: FindingKind::ApiKey,
+                    count: 1
+                },
+                FindingCount {
+                    kind: FindingKind::Email,
+                    count: 2
+                },
+            ]
+        );
+        assert!(!r.text.contains("a@b.io") && !r.text.contains("sk-abc"));
+        // Redacting the redacted text finds nothing more.
+        assert!(redact(&r.text).is_clean());
+    }
+
+    #[test]
+    fn clean_text_is_returned_unchanged() {
+        let text = "You are terse. Prefer bullet lists.\n\nNever guess.";
+        let r = redact(text);
+        assert!(r.is_clean());
+        assert_eq!(r.text, text);
+    }
+}
