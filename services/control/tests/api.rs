@@ -1311,6 +1311,22 @@ async fn thousands_of_malformed_requests_get_precise_refusals_and_write_nothing(
         "llm_presets",
         "llm_pricing",
     ];
+    // The bootstrap loop seeds the tenant's Default preset on its own; let
+    // it finish so only the requests below could change a count.
+    let mut seeded = false;
+    for _ in 0..100 {
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM llm_default_seeds WHERE tenant_id = $1")
+                .bind(t)
+                .fetch_one(&pool)
+                .await?;
+        if n > 0 {
+            seeded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seeded, "the Default preset was never seeded");
     let before = row_counts(&pool, &tables).await?;
     let rpcs: Vec<String> = genesis_proto::convert::all_rpcs()
         .into_iter()
