@@ -33,6 +33,10 @@ use crate::report::{Check, LatencyFigures, Report, ThroughputRow};
 /// catch-all rule (one `phase_complete`), so a tick is the protocol's cost
 /// and not a tool's.
 const BENCH_KIND: &str = "ExternalSignalReceived";
+/// The publisher's back-pressure limit and batch in every run (the shipped
+/// defaults).
+const BACKLOG_MAX_PENDING: u64 = 100_000;
+const BACKLOG_BATCH: u64 = 256;
 
 /// Statements this process sent to the fleet database (each its own
 /// transaction), subtracted from the server's commit counts so the figures
@@ -72,6 +76,8 @@ struct Plan {
     idle_window: Duration,
     pgbench_secs: u32,
     peer_jobs: u64,
+    backlog_events: i64,
+    backlog_window: Duration,
 }
 
 impl Plan {
@@ -86,6 +92,8 @@ impl Plan {
                 idle_window: Duration::from_secs(3),
                 pgbench_secs: 1,
                 peer_jobs: 0,
+                backlog_events: 3_000,
+                backlog_window: Duration::from_secs(3),
             }
         } else {
             Plan {
@@ -97,6 +105,8 @@ impl Plan {
                 idle_window: Duration::from_secs(60),
                 pgbench_secs: 10,
                 peer_jobs: 5_000,
+                backlog_events: 1_000_000,
+                backlog_window: Duration::from_secs(60),
             }
         }
     }
@@ -169,6 +179,11 @@ async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
         // the idle figure is what a deployment pays.
         ("GENESIS_BOOTSTRAP_RESCAN_SECS".into(), "30".into()),
         ("GENESIS_OUTBOX_POLL_MS".into(), "5000".into()),
+        (
+            "GENESIS_OUTBOX_MAX_PENDING".into(),
+            BACKLOG_MAX_PENDING.to_string(),
+        ),
+        ("GENESIS_OUTBOX_BATCH".into(), BACKLOG_BATCH.to_string()),
     ];
     Fleet::start(options).await
 }
@@ -299,6 +314,28 @@ async fn run(fleet: &mut Fleet, plan: &Plan, quick: bool) -> anyhow::Result<Repo
     // Plans of the hot queries, on the populated database.
     progress("EXPLAIN (ANALYZE, BUFFERS) of the hot queries");
     report.explains = report::explains(&db).await?;
+
+    // Back-pressure: the last fleet section (its backlog is never drained).
+    progress(&format!(
+        "back-pressure: inserting {} due events",
+        plan.backlog_events
+    ));
+    let backlog = backlog_window(fleet, &db, plan).await?;
+    report.checks.push(Check::new(
+        backlog.events == plan.backlog_events,
+        format!(
+            "{} backlog events inserted of {}",
+            backlog.events, plan.backlog_events
+        ),
+    ));
+    report.checks.push(Check::new(
+        backlog.max_in_stream <= (backlog.max_pending + backlog.batch + backlog.in_flight) as i64,
+        format!(
+            "published-unconsumed stayed within the limit, a batch and the pods' slots ({} <= {} + {} + {})",
+            backlog.max_in_stream, backlog.max_pending, backlog.batch, backlog.in_flight
+        ),
+    ));
+    report.backlog = Some(backlog);
 
     // The peer queue.
     if plan.peer_jobs > 0 {
@@ -730,4 +767,96 @@ async fn idle_fleet(
         figures.core_percent, figures.commits_per_min, figures.turns, figures.llm_calls
     ));
     Ok(figures)
+}
+
+/// Insert `plan.backlog_events` due events at once (spread over the idle
+/// fleet's instances, ten deep), wake the publisher, and sample for
+/// `plan.backlog_window`: how many events sit published but unconsumed (the
+/// stream's share of the backlog, bounded by GENESIS_OUTBOX_MAX_PENDING) and
+/// each service's resident memory.
+async fn backlog_window(
+    fleet: &Fleet,
+    db: &PgPool,
+    plan: &Plan,
+) -> anyhow::Result<report::BacklogFigures> {
+    const DEPTH: i64 = 10;
+    let t0 = Instant::now();
+    counted();
+    let inserted = sqlx::query(
+        "WITH targets AS (
+            SELECT id, tenant_id, event_sequence FROM agent_instances
+             WHERE agent_type = 'MissionOperations' ORDER BY id LIMIT ($1 + $2 - 1) / $2)
+         INSERT INTO agent_event_queue (tenant_id, instance_id, sequence_number, event_kind, payload, visible_at)
+         SELECT t.tenant_id, t.id, t.event_sequence + d, $3, jsonb_build_object('benchRun', 'backlog'), now()
+           FROM targets t CROSS JOIN generate_series(1, $2) AS d
+          LIMIT $1",
+    )
+    .bind(plan.backlog_events)
+    .bind(DEPTH)
+    .bind(BENCH_KIND)
+    .execute(db)
+    .await?
+    .rows_affected() as i64;
+    counted();
+    sqlx::query(
+        "UPDATE agent_instances i SET event_sequence = m.s
+           FROM (SELECT instance_id, max(sequence_number) AS s FROM agent_event_queue
+                  WHERE payload->>'benchRun' = 'backlog' GROUP BY instance_id) m
+          WHERE i.id = m.instance_id",
+    )
+    .execute(db)
+    .await?;
+    counted();
+    sqlx::query("SELECT pg_notify('genesis_due', '')")
+        .execute(db)
+        .await?;
+    let insert_secs = t0.elapsed().as_secs_f64();
+    progress(&format!(
+        "  {inserted} events in {insert_secs:.1} s; sampling {:?}",
+        plan.backlog_window
+    ));
+    let start = Instant::now();
+    let mut max_in_stream = 0i64;
+    let mut samples = 0usize;
+    let mut rss: Vec<(String, u64, u64)> = Vec::new();
+    while start.elapsed() < plan.backlog_window {
+        counted();
+        let in_stream: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM agent_event_queue
+              WHERE published_at IS NOT NULL AND consumed_at IS NULL AND dead_lettered_at IS NULL",
+        )
+        .fetch_one(db)
+        .await?;
+        max_in_stream = max_in_stream.max(in_stream);
+        for s in procs::sample(fleet) {
+            match rss.iter_mut().find(|(n, _, _)| *n == s.name) {
+                Some(r) => r.2 = r.2.max(s.rss_kib),
+                None => rss.push((s.name, s.rss_kib, s.rss_kib)),
+            }
+        }
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    counted();
+    let consumed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM agent_event_queue WHERE payload->>'benchRun' = 'backlog' AND consumed_at IS NOT NULL",
+    )
+    .fetch_one(db)
+    .await?;
+    progress(&format!(
+        "  most published-unconsumed {max_in_stream}, {consumed} consumed, {samples} samples"
+    ));
+    Ok(report::BacklogFigures {
+        events: inserted,
+        insert_secs,
+        secs: start.elapsed().as_secs_f64(),
+        max_pending: BACKLOG_MAX_PENDING,
+        batch: BACKLOG_BATCH,
+        // Four slots per pod: the pods' GENESIS_POD_CONCURRENCY default.
+        in_flight: fleet.pod_count() as u64 * 4,
+        max_in_stream,
+        consumed,
+        samples,
+        rss_kib: rss,
+    })
 }

@@ -94,6 +94,30 @@ pub struct IdleFigures {
     pub rss_kib: Vec<(String, u64)>,
 }
 
+/// The back-pressure window: a large due backlog inserted at once.
+#[derive(Debug, Clone, Serialize)]
+pub struct BacklogFigures {
+    /// Due events inserted.
+    pub events: i64,
+    /// Seconds the insert took.
+    pub insert_secs: f64,
+    /// Window length.
+    pub secs: f64,
+    /// The publisher's limit (GENESIS_OUTBOX_MAX_PENDING) and batch.
+    pub max_pending: u64,
+    pub batch: u64,
+    /// Messages the pods may hold delivered but unacknowledged (pods × slots).
+    pub in_flight: u64,
+    /// Most events published but not yet consumed, over the samples.
+    pub max_in_stream: i64,
+    /// Backlog events consumed in the window.
+    pub consumed: i64,
+    /// Samples taken.
+    pub samples: usize,
+    /// VmRSS per service: (first sample, largest sample) in KiB.
+    pub rss_kib: Vec<(String, u64, u64)>,
+}
+
 /// One query plan.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explain {
@@ -128,6 +152,8 @@ pub struct Report {
     pub writes_per_tick: f64,
     /// Idle fleet.
     pub idle: Option<IdleFigures>,
+    /// Back-pressure under a large due backlog.
+    pub backlog: Option<BacklogFigures>,
     /// Hot query plans.
     pub explains: Vec<Explain>,
     /// The peer queue.
@@ -298,6 +324,7 @@ impl Report {
             pgbench_tps: None,
             writes_per_tick: 0.0,
             idle: None,
+            backlog: None,
             explains: Vec::new(),
             peer: None,
             checks: Vec::new(),
@@ -452,6 +479,26 @@ impl Report {
                 .find(|(n, _)| n == name)
                 .map_or("-".into(), |(_, v)| kib(*v));
             let _ = writeln!(s, "| {name} | {} | {load} |", kib(*v));
+        }
+        if let Some(b) = &self.backlog {
+            let _ = writeln!(
+                s,
+                "\n## Back-pressure ({} due events inserted in {:.1} s, {:.0} s window)\n",
+                b.events, b.insert_secs, b.secs
+            );
+            let _ = writeln!(
+                s,
+                "- published but unconsumed, most seen over {} samples: **{}** (limit {} + batch {} + {} in the pods' hands)",
+                b.samples, b.max_in_stream, b.max_pending, b.batch, b.in_flight
+            );
+            let _ = writeln!(s, "- backlog events consumed in the window: {}", b.consumed);
+            let _ = writeln!(
+                s,
+                "\n| service | VmRSS at start | largest VmRSS |\n|---|---:|---:|"
+            );
+            for (name, first, most) in &b.rss_kib {
+                let _ = writeln!(s, "| {name} | {} | {} |", kib(*first), kib(*most));
+            }
         }
         if let Some(p) = &self.peer {
             let _ = writeln!(s, "\n## Peer: {}\n", p.name);
