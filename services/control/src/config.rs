@@ -78,9 +78,10 @@ pub struct ControlConfig {
     /// How long to wait for the JetStream acks of one batch, in milliseconds.
     #[arg(long, env = "GENESIS_PUBLISH_ACK_TIMEOUT_MS", default_value_t = 5_000)]
     pub publish_ack_timeout_ms: u64,
-    /// Back-pressure: stop publishing while the agent pods' consumer has this
-    /// many messages not yet delivered (due events wait in PostgreSQL, the
-    /// durable queue, instead of piling up in the stream); 0 is unbounded.
+    /// Back-pressure: stop publishing while the agent pods' consumer holds
+    /// this many messages, undelivered or unacknowledged (due events wait in
+    /// PostgreSQL, the durable queue, instead of piling up in the stream); 0
+    /// is unbounded.
     #[arg(long, env = "GENESIS_OUTBOX_MAX_PENDING", default_value_t = 100_000)]
     pub outbox_max_pending: u64,
     /// Periodic re-scan of tenants for the bootstrap, in seconds.

@@ -301,7 +301,11 @@ impl Backlog {
     }
 }
 
-/// The consumer's undelivered count (`num_pending`), what KEDA scales on.
+/// The messages the consumer holds: undelivered (`num_pending`, what KEDA
+/// scales on) plus delivered and not yet acknowledged (`num_ack_pending`,
+/// which includes messages NAKed with a delay). On the WorkQueue stream that
+/// is every message stored, so holding at the limit bounds the stream itself;
+/// counting the undelivered alone let NAK-delayed messages pile up past it.
 async fn consumer_pending(
     js: &jetstream::Context,
     s: &PublisherSettings,
@@ -314,7 +318,9 @@ async fn consumer_pending(
         .info()
         .await
         .map_err(|e| ControlError::Nats(format!("consumer {} info: {e}", s.consumer)))?;
-    Ok(info.num_pending)
+    Ok(info
+        .num_pending
+        .saturating_add(u64::try_from(info.num_ack_pending).unwrap_or(0)))
 }
 
 /// The publisher loop, until `shutdown` (checked between batches, so the
