@@ -18,7 +18,7 @@ pub struct Metrics {
     bootstrapped: AtomicU64,
     /// Publisher rounds held back by the consumer backlog limit.
     held: AtomicU64,
-    /// The consumer's undelivered count at the last reading.
+    /// Messages the consumer held (undelivered + unacknowledged) at the last reading.
     consumer_pending: AtomicU64,
     rpcs: Mutex<BTreeMap<(String, String), u64>>,
 }
@@ -44,7 +44,7 @@ impl Metrics {
         self.held.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The consumer's undelivered count, as last read by the publisher.
+    /// Messages the consumer holds, as last read by the publisher.
     pub fn set_consumer_pending(&self, n: u64) {
         self.consumer_pending.store(n, Ordering::Relaxed);
     }
@@ -114,7 +114,7 @@ impl Metrics {
         let _ = writeln!(out, "genesis_outbox_held_total {}", self.held());
         let _ = writeln!(
             out,
-            "# HELP genesis_outbox_consumer_pending Undelivered messages of the agent pods' consumer at the publisher's last reading."
+            "# HELP genesis_outbox_consumer_pending Messages the agent pods' consumer holds (undelivered + unacknowledged) at the publisher's last reading."
         );
         let _ = writeln!(out, "# TYPE genesis_outbox_consumer_pending gauge");
         let _ = writeln!(
