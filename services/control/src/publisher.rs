@@ -1,6 +1,7 @@
 //! The outbox publisher (DESIGN §4): turns due, unpublished
 //! `agent_event_queue` rows into JetStream messages on
-//! `<prefix>.<tenant_id>` with `Nats-Msg-Id` = the event id, awaits every ack
+//! `<prefix>.<tenant_id>` with `Nats-Msg-Id` = the event id (suffixed with its
+//! publish epoch once re-armed, `EventRow::message_id`), awaits every ack
 //! of a batch concurrently, then marks the acked events `published_at` in one
 //! statement. Woken by `NOTIFY genesis_due`, by a timer set to the earliest
 //! future `visible_at`, and by a safety poll. It also creates or updates the
@@ -158,7 +159,7 @@ pub async fn publish_event(
     let mut headers = async_nats::HeaderMap::new();
     headers.insert(
         async_nats::header::NATS_MESSAGE_ID,
-        event.id.to_string().as_str(),
+        event.message_id().as_str(),
     );
     let body = serde_json::to_vec(&TickMessage {
         tenant_id: event.tenant_id,

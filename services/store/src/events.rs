@@ -30,6 +30,24 @@ pub struct EventRow {
     pub dead_lettered_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub attention_request_id: Option<Uuid>,
+    /// How many times the event was re-armed after its instance was
+    /// resumed (migration 0076); part of the outbox message id.
+    #[serde(default)]
+    pub publish_epoch: i32,
+}
+
+impl EventRow {
+    /// The JetStream `Nats-Msg-Id` of this event's publish: the event id,
+    /// suffixed with `.<epoch>` once re-armed, so a re-publish after a
+    /// resume is never dropped as a duplicate of the first publish while a
+    /// re-publish of the same epoch (a lost mark) still is.
+    pub fn message_id(&self) -> String {
+        if self.publish_epoch == 0 {
+            self.id.to_string()
+        } else {
+            format!("{}.{}", self.id, self.publish_epoch)
+        }
+    }
 }
 
 /// The result of an enqueue: the event, and whether this call created it

@@ -857,3 +857,117 @@ async fn nothing_due_seeds_one_heartbeat_and_releases_the_lease(
     assert_eq!(store.instances().get(t, inst.id).await?.lease_session, None);
     Ok(())
 }
+
+/// A paused instance's published events are claimed `not_active` and their
+/// messages acknowledged; resuming the instance must re-arm exactly its
+/// unconsumed ones (new message id, NOTIFY), or they would never tick.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn resuming_an_instance_re_arms_the_events_published_while_it_was_paused(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let other = soa(&store, t).await?;
+    let events = store.events();
+    // One event consumed while active: resuming must not touch it.
+    let done = events
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::OperatorMessage,
+            &json!({"message": "a"}),
+            None,
+        )
+        .await?;
+    let c = claim(&store, t, inst.id).await?;
+    assert_eq!(c.event.id, done.event.id);
+    complete_planned(&store, t, &c).await?;
+    store
+        .instances()
+        .set_status(t, inst.id, InstanceStatus::Paused)
+        .await?;
+    let stranded = events
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::OperatorMessage,
+            &json!({"message": "b"}),
+            None,
+        )
+        .await?;
+    let elsewhere = events
+        .enqueue(
+            t,
+            other.id,
+            AgentEventKind::OperatorMessage,
+            &json!({"message": "c"}),
+            None,
+        )
+        .await?;
+    let batch = events.begin_outbox_batch(100).await?;
+    let ids: Vec<Uuid> = batch.events.iter().map(|e| e.id).collect();
+    assert!(ids.contains(&stranded.event.id) && ids.contains(&elsewhere.event.id));
+    batch.mark_published(&ids).await?;
+    let paused = store
+        .claim_tick(t, inst.id, Uuid::new_v4(), TTL, 5)
+        .await
+        .expect_err("a paused instance is not claimed");
+    assert!(matches!(paused, StoreError::FailedPrecondition { .. }));
+
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
+    listener.listen("genesis_due").await?;
+    store
+        .instances()
+        .set_status(t, inst.id, InstanceStatus::Active)
+        .await?;
+    let note = tokio::time::timeout(Duration::from_secs(5), listener.recv()).await??;
+    assert!(
+        note.payload().contains(&inst.id.to_string()),
+        "{}",
+        note.payload()
+    );
+
+    let row = |id: Uuid| {
+        let store = &store;
+        async move {
+            Ok::<_, anyhow::Error>(
+                store
+                    .events()
+                    .list(t, inst.id)
+                    .await?
+                    .into_iter()
+                    .find(|e| e.id == id),
+            )
+        }
+    };
+    let re = row(stranded.event.id).await?.expect("still pending");
+    assert_eq!(
+        re.published_at, None,
+        "the stranded event is unpublished again"
+    );
+    assert_eq!(re.publish_epoch, 1);
+    assert_eq!(re.message_id(), format!("{}.1", re.id));
+    let batch = events.begin_outbox_batch(100).await?;
+    let again: Vec<Uuid> = batch.events.iter().map(|e| e.id).collect();
+    assert!(
+        again.contains(&stranded.event.id),
+        "the outbox publishes it again"
+    );
+    assert!(
+        !again.contains(&elsewhere.event.id),
+        "another instance's published event was re-armed"
+    );
+    drop(batch);
+    let consumed: (Option<chrono::DateTime<chrono::Utc>>, i32) =
+        sqlx::query_as("SELECT published_at, publish_epoch FROM agent_event_queue WHERE id = $1")
+            .bind(done.event.id)
+            .fetch_one(&pool)
+            .await?;
+    assert_eq!(consumed.1, 0, "a consumed event was re-armed");
+    // The resume's opener comes after the stranded event: the claim takes
+    // the stranded one first.
+    let c = claim(&store, t, inst.id).await?;
+    assert_eq!(c.event.id, stranded.event.id);
+    Ok(())
+}
