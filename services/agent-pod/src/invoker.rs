@@ -32,12 +32,6 @@ pub const PHASE_BLOCKED: &str = "phase_blocked";
 /// The real tool that ends the foundational phase; sent to the supervisor and
 /// ends the episode.
 pub const WORKSET_COMPLETE: &str = "agent_workset_complete";
-/// Tools whose success raises an escalation for the decision mapper.
-pub const ESCALATION_TOOLS: [&str; 3] = [
-    "soa_propose_decision",
-    "soa_propose_mode_change",
-    "mission_ask_user",
-];
 /// Zero-tool-call turns answered with a nudge before the episode is blocked.
 pub const MAX_NUDGES: u32 = 2;
 /// The synthetic message appended after a turn with no tool calls.
@@ -552,7 +546,7 @@ impl Invoker {
                 if ok && side_effecting {
                     report.side_effecting_actions += 1;
                 }
-                if ok && ESCALATION_TOOLS.contains(&call.name.as_str()) {
+                if ok && genesis_core::modes::raises_escalation(&call.name) {
                     report.raised_escalation = true;
                 }
                 if ok && call.name == WORKSET_COMPLETE {

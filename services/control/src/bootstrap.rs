@@ -155,6 +155,105 @@ pub async fn ensure_redactor(
     .await
 }
 
+/// The tenant feature that activates the Prompt Engineer (spec §3.9: it
+/// ships dark).
+pub const PROMPT_REDACTOR_FLAG: &str = "prompt-redactor";
+
+/// The lock that serialises the prompt-redactor feature switch with the
+/// signals that ensure-create redactors, so a redactor created while the
+/// feature is being turned on cannot stay paused.
+fn redactor_feature_lock(tenant_id: Uuid) -> String {
+    format!("redactor-feature:{tenant_id}")
+}
+
+/// Pause or activate every redactor of the tenant to match the feature.
+async fn align_redactors(
+    store: &Store,
+    tenant_id: Uuid,
+    enabled: bool,
+) -> Result<usize, ControlError> {
+    let (from, to) = if enabled {
+        (InstanceStatus::Paused, InstanceStatus::Active)
+    } else {
+        (InstanceStatus::Active, InstanceStatus::Paused)
+    };
+    let mut changed = 0;
+    for inst in store
+        .instances()
+        .list(tenant_id, Some(AgentType::PromptRedactor))
+        .await?
+    {
+        if inst.status == from {
+            store.instances().set_status(tenant_id, inst.id, to).await?;
+            changed += 1;
+        }
+    }
+    Ok(changed)
+}
+
+/// Turn the prompt-redactor feature on or off (SetFeature). On: the flag
+/// first, then every paused redactor is activated — which re-arms the
+/// signals queued while it was dark, so they are ticked now. Off: every
+/// active redactor is paused first, then the flag, so a crash in between
+/// leaves the safe state (flag on, redactors paused) that a retry of the
+/// same call completes. Returns the tenant and how many redactors changed.
+pub async fn set_redactor_feature(
+    store: &Store,
+    locks: &PgPool,
+    tenant_id: Uuid,
+    enabled: bool,
+) -> Result<(genesis_store::tenants::Tenant, usize), ControlError> {
+    with_advisory_lock(locks, &redactor_feature_lock(tenant_id), || async {
+        if enabled {
+            let tenant = store
+                .tenants()
+                .set_feature_flag(tenant_id, PROMPT_REDACTOR_FLAG, true)
+                .await?;
+            let changed = align_redactors(store, tenant_id, true).await?;
+            Ok((tenant, changed))
+        } else {
+            let changed = align_redactors(store, tenant_id, false).await?;
+            let tenant = store
+                .tenants()
+                .set_feature_flag(tenant_id, PROMPT_REDACTOR_FLAG, false)
+                .await?;
+            Ok((tenant, changed))
+        }
+    })
+    .await
+}
+
+/// RaiseRedactorSignal's instance: ensure-create the Paused redactor bound
+/// to `call_site_id`, and when the tenant's prompt-redactor feature is on,
+/// make sure it is active (a redactor created, or paused by an operator,
+/// while the feature is on runs on the next signal). Serialised with
+/// [`set_redactor_feature`]. Returns the instance and whether it was
+/// created.
+pub async fn ensure_signalled_redactor(
+    store: &Store,
+    locks: &PgPool,
+    tenant_id: Uuid,
+    call_site_id: &str,
+) -> Result<(InstanceRow, bool), ControlError> {
+    with_advisory_lock(locks, &redactor_feature_lock(tenant_id), || async {
+        let (inst, created) = ensure_redactor(store, locks, tenant_id, call_site_id).await?;
+        let on = store
+            .tenants()
+            .get(tenant_id)
+            .await?
+            .feature_enabled(PROMPT_REDACTOR_FLAG);
+        if on && inst.status == InstanceStatus::Paused {
+            let inst = store
+                .instances()
+                .set_status(tenant_id, inst.id, InstanceStatus::Active)
+                .await?;
+            return Ok((inst, created));
+        }
+        Ok((inst, created))
+    })
+    .await
+}
+
 /// The default seeder (spec §3.7 point 2): once per tenant, a preset named
 /// `Default` holding the code-default couples of `GENESIS_DEFAULT_PROVIDER`
 /// (genesis-core's one list), bound to Agent:Default and

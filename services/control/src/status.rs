@@ -9,6 +9,8 @@ use std::str::FromStr;
 use genesis_core::CoreError;
 use genesis_proto::convert::invalid_argument;
 use genesis_store::StoreError;
+
+use crate::error::ControlError;
 use tonic::Status;
 use uuid::Uuid;
 
@@ -114,6 +116,19 @@ pub fn limit(field: &str, value: i32, default: i64, max: i64) -> Result<i64, Sta
             field,
             format!("must be between 1 and {max}, got {v}"),
         )),
+    }
+}
+
+/// The one mapping of a control failure to a status: store errors keep
+/// their precise code; anything else (a broker or lock failure) is
+/// UNAVAILABLE with nothing written.
+pub fn control_status(err: ControlError) -> Status {
+    match err {
+        ControlError::Store(e) => store_status(e),
+        other => {
+            tracing::error!(error = %other, "control failure answered UNAVAILABLE");
+            Status::unavailable("a backing service is unavailable; nothing was written")
+        }
     }
 }
 

@@ -43,7 +43,19 @@ pub const TOOL_SUPERSET: &[(&str, ToolClass)] = &[
     ("agent_workset_complete", ToolClass::Control),
     ("soa_propose_task", ToolClass::SelfApplying),
     ("mission_ask_user", ToolClass::Control),
+    ("redactor_propose_overlay", ToolClass::Control),
 ];
+
+/// Tools only one agent type may ever reach (besides the self-applying
+/// deny-list, which is the SOA's): the mission HITL channel and the
+/// Prompt Engineer's typed redaction proposal.
+fn reserved_for(tool: &str) -> Option<fn(AgentType) -> bool> {
+    match tool {
+        "mission_ask_user" => Some(AgentType::is_mission),
+        "redactor_propose_overlay" => Some(|t| t == AgentType::PromptRedactor),
+        _ => None,
+    }
+}
 
 /// The machine-guarded deny-list: no Compliance or Prompt Engineer mode (nor
 /// any non-SOA superset) may ever contain these.
@@ -61,6 +73,21 @@ pub fn tool_class(tool: &str) -> Option<ToolClass> {
         .map(|(_, class)| *class)
 }
 
+/// The tools whose successful call raises an escalation to a human (the
+/// decision mapper's `Escalated`): the pod counts them, the supervisor's
+/// registry reports them; one list so the two can never disagree.
+pub const ESCALATION_TOOLS: &[&str] = &[
+    "soa_propose_decision",
+    "soa_propose_mode_change",
+    "mission_ask_user",
+    "redactor_propose_overlay",
+];
+
+/// Whether a successful call of `tool` raises an escalation.
+pub fn raises_escalation(tool: &str) -> bool {
+    ESCALATION_TOOLS.contains(&tool)
+}
+
 /// Whether a tool mutates tenant state (counts toward `ActedWithTool`):
 /// artifact records and the self-applying verb. Escalation/control verbs are
 /// counted by the caller as escalations or messages instead.
@@ -73,20 +100,24 @@ pub fn is_side_effecting(tool: &str) -> bool {
 
 /// The tools an agent type can ever reach: the SOA gets the shared set plus
 /// `soa_propose_task`; Compliance and the Prompt Engineer the shared set
-/// (read-only, artifact-record, control) without any self-applying tool;
-/// missions read-only plus `mission_ask_user`.
+/// (read-only, artifact-record, control) without any self-applying tool,
+/// the Prompt Engineer also `redactor_propose_overlay`; missions read-only
+/// plus `mission_ask_user`.
 pub fn tool_superset_for(agent_type: AgentType) -> Vec<&'static str> {
     TOOL_SUPERSET
         .iter()
-        .filter(|(name, class)| match agent_type {
-            AgentType::Soa => *name != "mission_ask_user",
-            AgentType::Compliance | AgentType::PromptRedactor => {
-                *class != ToolClass::SelfApplying && *name != "mission_ask_user"
+        .filter(|(name, class)| {
+            if let Some(owner) = reserved_for(name) {
+                return owner(agent_type);
             }
-            AgentType::MissionDevelopment
-            | AgentType::MissionResearch
-            | AgentType::MissionOperations => {
-                *class == ToolClass::ReadOnly || *name == "mission_ask_user"
+            match agent_type {
+                AgentType::Soa => true,
+                AgentType::Compliance | AgentType::PromptRedactor => {
+                    *class != ToolClass::SelfApplying
+                }
+                AgentType::MissionDevelopment
+                | AgentType::MissionResearch
+                | AgentType::MissionOperations => *class == ToolClass::ReadOnly,
             }
         })
         .map(|(name, _)| *name)
@@ -300,11 +331,14 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
         AgentType::PromptRedactor => vec![seed(
             "Redact",
             "Rework one call-site's prompt from the signal that triggered it.",
-            "Mode: Redact. Read the signal and the site's guidance, draft the redaction, \
-             and route it to the operator for review.",
+            "Mode: Redact. Read the signal and the REDACTION TARGET (the bound site's overlay \
+             with every detected secret already masked), draft the redaction, and route it to \
+             the operator for review with redactor_propose_overlay; never repeat a value the \
+             detectors masked.",
             &[
                 "agent_query_memory",
                 "intelligence_knowledge_query",
+                "redactor_propose_overlay",
                 "soa_propose_decision",
                 "soa_send_message",
             ],
@@ -660,9 +694,17 @@ mod tests {
 
     #[test]
     fn superset_shape_per_type() {
-        assert_eq!(TOOL_SUPERSET.len(), 18);
+        assert_eq!(TOOL_SUPERSET.len(), 19);
         assert_eq!(tool_superset_for(AgentType::Soa).len(), 17);
         assert_eq!(tool_superset_for(AgentType::Compliance).len(), 16);
+        assert_eq!(tool_superset_for(AgentType::PromptRedactor).len(), 17);
+        for t in AgentType::ALL {
+            assert_eq!(
+                tool_superset_for(*t).contains(&"redactor_propose_overlay"),
+                *t == AgentType::PromptRedactor,
+                "{t}"
+            );
+        }
         let m = tool_superset_for(AgentType::MissionOperations);
         assert!(m.contains(&"mission_ask_user"));
         assert!(!m.contains(&"soa_propose_decision"));
@@ -671,5 +713,11 @@ mod tests {
         assert!(is_side_effecting("soa_propose_task"));
         assert!(!is_side_effecting("soa_send_message"));
         assert!(!is_side_effecting("unknown_tool"));
+        for tool in ESCALATION_TOOLS {
+            assert_eq!(tool_class(tool), Some(ToolClass::Control), "{tool}");
+        }
+        assert!(raises_escalation("redactor_propose_overlay"));
+        assert!(!raises_escalation("soa_send_message"));
+        assert!(!raises_escalation("agent_workset_complete"));
     }
 }

@@ -13,6 +13,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use crate::error::CoreError;
+
 /// What a finding is. The placeholder spells it in snake case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FindingKind {
@@ -245,6 +247,134 @@ fn looks_like_date(m: &str) -> bool {
     parts.len() == 3 && parts[0].len() == 4 && parts[1].len() <= 2 && parts[2].len() <= 2
 }
 
+/// The largest overlay a redaction proposal may carry (bytes).
+pub const MAX_PROPOSED_OVERLAY_BYTES: usize = 64 * 1024;
+
+/// The summary line of findings (`api_key×1, email×2`): kinds and counts,
+/// never a value, for tool results, decision bodies and logs.
+pub fn findings_summary(findings: &[FindingCount]) -> String {
+    summary_line(findings.iter().map(|f| (f.kind.as_str(), f.count)))
+}
+
+/// [`findings_summary`] over `(kind, count)` pairs, for findings that
+/// travelled as text (the bundle's wire form).
+pub fn summary_line<'a>(findings: impl IntoIterator<Item = (&'a str, usize)>) -> String {
+    let parts: Vec<String> = findings
+        .into_iter()
+        .map(|(kind, count)| format!("{kind}×{count}"))
+        .collect();
+    if parts.is_empty() {
+        "nothing found".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// A finding count as stored in a proposal.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoredFinding {
+    pub kind: String,
+    pub count: usize,
+}
+
+/// The Prompt Engineer's proposal, as the `metadata` of a `redaction`
+/// attention request (spec §3.9): which site and preset, the SHA-256 of the
+/// overlay it was drafted against (so an approval can refuse a stale
+/// proposal), the redacted overlay and the findings summary. Never carries
+/// the raw overlay or a raw finding. Shared by the supervisor (which writes
+/// it) and control (which applies it on approval).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RedactionProposal {
+    /// Always `redactor`.
+    pub source: String,
+    /// The redactor instance that proposed it.
+    pub redactor_instance_id: String,
+    /// The roster key (the open-items roster and its index read
+    /// `soaInstanceId`): the same instance id, so the redactor sees its own
+    /// open proposal and does not raise it twice.
+    pub soa_instance_id: String,
+    /// The call-site the redactor is bound to.
+    pub call_site_id: String,
+    /// The preset whose overlay is to be replaced.
+    pub preset_id: String,
+    /// SHA-256 (hex) of the overlay the proposal was drafted against.
+    pub base_overlay_sha256: String,
+    /// The overlay that replaces it on approval.
+    pub redacted_overlay: String,
+    /// What the detectors found in the base overlay.
+    pub findings: Vec<StoredFinding>,
+}
+
+/// `RedactionProposal::source`.
+pub const REDACTION_SOURCE: &str = "redactor";
+
+impl RedactionProposal {
+    /// Read a proposal back from a request's metadata and check it can be
+    /// applied: the right source, a well-formed base hash, a bounded
+    /// overlay that itself holds nothing the detectors find.
+    pub fn from_metadata(metadata: &serde_json::Value) -> Result<Self, CoreError> {
+        let p: Self =
+            serde_json::from_value(metadata.clone()).map_err(|e| CoreError::InvalidArgument {
+                field: "metadata".into(),
+                reason: format!("not a redaction proposal: {e}"),
+            })?;
+        p.check()?;
+        Ok(p)
+    }
+
+    /// The checks [`RedactionProposal::from_metadata`] applies.
+    pub fn check(&self) -> Result<(), CoreError> {
+        let invalid = |field: &str, reason: String| CoreError::InvalidArgument {
+            field: field.into(),
+            reason,
+        };
+        if self.source != REDACTION_SOURCE {
+            return Err(invalid(
+                "metadata.source",
+                format!("expected {REDACTION_SOURCE:?}, got {:?}", self.source),
+            ));
+        }
+        if !crate::prompt::is_overlay_sha256(&self.base_overlay_sha256) {
+            return Err(invalid(
+                "metadata.baseOverlaySha256",
+                "not a SHA-256 hex digest".into(),
+            ));
+        }
+        if self.redacted_overlay.len() > MAX_PROPOSED_OVERLAY_BYTES {
+            return Err(invalid(
+                "metadata.redactedOverlay",
+                format!(
+                    "{} bytes exceeds the {MAX_PROPOSED_OVERLAY_BYTES}-byte limit",
+                    self.redacted_overlay.len()
+                ),
+            ));
+        }
+        let left = redact(&self.redacted_overlay);
+        if !left.is_clean() {
+            return Err(invalid(
+                "metadata.redactedOverlay",
+                format!(
+                    "still holds what the detectors find: {}",
+                    findings_summary(&left.findings)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The stored form of a findings summary.
+pub fn stored_findings(findings: &[FindingCount]) -> Vec<StoredFinding> {
+    findings
+        .iter()
+        .map(|f| StoredFinding {
+            kind: f.kind.as_str().to_owned(),
+            count: f.count,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,5 +497,60 @@ mod tests {
         let r = redact(text);
         assert!(r.is_clean());
         assert_eq!(r.text, text);
+    }
+
+    fn proposal(overlay: &str) -> serde_json::Value {
+        serde_json::json!({
+            "source": "redactor",
+            "redactorInstanceId": "i", "soaInstanceId": "i",
+            "callSiteId": "Agent:Default", "presetId": "p",
+            "baseOverlaySha256": crate::prompt::overlay_sha256("x").unwrap_or_default(),
+            "redactedOverlay": overlay,
+            "findings": [{"kind": "api_key", "count": 1}],
+        })
+    }
+
+    #[test]
+    fn a_clean_proposal_reads_back_and_a_dirty_or_foreign_one_is_refused() {
+        let p = RedactionProposal::from_metadata(&proposal("Use key [REDACTED:api_key]."))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.call_site_id, "Agent:Default");
+        assert_eq!(p.findings[0].kind, "api_key");
+
+        let dirty =
+            RedactionProposal::from_metadata(&proposal("Use key sk-ant-abcdefghijklmnopqrstuvwx."))
+                .unwrap_err()
+                .to_string();
+        assert!(dirty.contains("api_key×1"), "{dirty}");
+        assert!(
+            !dirty.contains("sk-ant"),
+            "the error must not echo the secret: {dirty}"
+        );
+
+        let mut soa = proposal("fine");
+        soa["source"] = "soa".into();
+        assert!(RedactionProposal::from_metadata(&soa).is_err());
+        let mut bad_hash = proposal("fine");
+        bad_hash["baseOverlaySha256"] = "abc".into();
+        assert!(RedactionProposal::from_metadata(&bad_hash).is_err());
+        let huge = "a ".repeat(MAX_PROPOSED_OVERLAY_BYTES);
+        assert!(RedactionProposal::from_metadata(&proposal(&huge)).is_err());
+        assert!(RedactionProposal::from_metadata(&serde_json::json!({"source": "soa"})).is_err());
+    }
+
+    #[test]
+    fn the_findings_summary_names_kinds_and_counts_only() {
+        let r = redact("mail a@b.example and c@d.example, key sk-proj-abcdefghijklmnopqrstu");
+        assert_eq!(findings_summary(&r.findings), "api_key×1, email×2");
+        assert_eq!(findings_summary(&[]), "nothing found");
+        let stored = stored_findings(&r.findings);
+        assert_eq!(stored.len(), 2);
+        assert_eq!(
+            stored[1],
+            StoredFinding {
+                kind: "email".into(),
+                count: 2
+            }
+        );
     }
 }

@@ -130,7 +130,9 @@ impl Script {
     /// mission (objective line `MODE: Mission`) told to "ask" something
     /// asks the operator with `mission_ask_user` (spec §2.4 Mission HITL)
     /// and resumes from the answer's `REFINEMENT GUIDANCE:` line without
-    /// messaging.
+    /// messaging. The Prompt Engineer (objective line `MODE: Redact`)
+    /// answers a signal with `redactor_propose_overlay` and otherwise only
+    /// completes: it never greets or chats.
     pub fn default_script() -> Self {
         let call = |name: &str, arguments: Value| ScriptedToolCall {
             name: name.to_string(),
@@ -155,8 +157,29 @@ impl Script {
             text: Some("The operator asked for a human decision; escalating.".into()),
         };
         let mission = "MODE: Mission";
+        let redact = "MODE: Redact";
         Script {
             rules: vec![
+                ScriptRule {
+                    event: Some("ExternalSignalReceived".into()),
+                    contains: None,
+                    objective_contains: Some(redact.into()),
+                    turns: vec![
+                        vec![call(
+                            "redactor_propose_overlay",
+                            json!({"rationale": "Masked every secret and personal datum the detectors found in the call-site's overlay."}),
+                        )],
+                        complete("Routed the redaction to the operator for review."),
+                    ],
+                    text: Some("Review the call-site's overlay and propose the redaction.".into()),
+                },
+                ScriptRule {
+                    event: None,
+                    contains: None,
+                    objective_contains: Some(redact.into()),
+                    turns: vec![complete("Nothing for the Prompt Engineer to act on.")],
+                    text: None,
+                },
                 ScriptRule {
                     event: Some("OperatorMessage".into()),
                     contains: Some("ask".into()),

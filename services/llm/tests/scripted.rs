@@ -355,3 +355,41 @@ async fn a_mission_told_to_ask_asks_the_operator_and_resumes_without_messaging()
         ["soa_send_message"]
     );
 }
+
+#[tokio::test]
+async fn the_prompt_engineer_proposes_on_a_signal_and_never_greets_or_chats() {
+    let p = ScriptedProvider::new();
+    let signal = request("EVENT: ExternalSignalReceived\nMODE: Redact");
+    let turn1 = p.chat(signal.clone()).await.expect("turn 1");
+    assert_eq!(names(&turn1), ["redactor_propose_overlay"]);
+    assert!(
+        turn1.tool_calls[0]
+            .arguments
+            .get("redactedOverlay")
+            .is_none(),
+        "the scripted redactor proposes the detector-masked overlay as it is"
+    );
+    let turn2 = p
+        .chat(continue_with(signal, &turn1, r#"{"status":"open"}"#))
+        .await
+        .expect("turn 2");
+    assert_eq!(names(&turn2), ["phase_complete"]);
+
+    for event in [
+        "AgentInitialized",
+        "OperatorAnsweredEscalation\nRESOLUTION: approved",
+        "AgentTick",
+    ] {
+        let turn = p
+            .chat(request(&format!("EVENT: {event}\nMODE: Redact")))
+            .await
+            .expect("turn");
+        assert_eq!(names(&turn), ["phase_complete"], "{event}");
+    }
+    // The same signal to the SOA is not a redaction.
+    let soa = p
+        .chat(request("EVENT: ExternalSignalReceived\nMODE: Strategic"))
+        .await
+        .expect("soa");
+    assert_eq!(names(&soa), ["phase_complete"]);
+}

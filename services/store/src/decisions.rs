@@ -4,7 +4,9 @@
 //! audit row, source `approval`) and enqueues the idempotent
 //! `OperatorAnsweredEscalation` resume, all in ONE tenant transaction, so a
 //! crash can never leave a request approved with its mode unapplied or its
-//! resume missing. Owns only the sequencing; the statements are those of
+//! resume missing. An approved Prompt Engineer proposal replaces the
+//! preset's prompt overlay in the same transaction, refused (and nothing
+//! resolved) when the overlay changed since the proposal was drafted. Owns only the sequencing; the statements are those of
 //! [`crate::attention`], [`crate::modes`] and [`crate::events`]. Must never
 //! apply a mode the call did not resolve itself, nor decide which mode a
 //! request proposes or what the resume carries (the caller passes both).
@@ -15,6 +17,7 @@ use uuid::Uuid;
 use crate::attention::{AttentionRequest, ResolveOutcome, check_resolution, resolve_in};
 use crate::error::StoreError;
 use crate::events::{EnqueueOutcome, enqueue_in};
+use crate::llm::replace_prompt_overlay_in;
 use crate::modes::{ModeChange, set_active_mode_in};
 use crate::store::Store;
 
@@ -27,6 +30,19 @@ pub struct DecisionAnswer<'a> {
     /// The mode to apply to the request's instance when this call resolves
     /// it (an approved `mode_change`); `None` for every other answer.
     pub approved_mode: Option<&'a str>,
+    /// The overlay to install when this call resolves the request (an
+    /// approved `redaction`); `None` for every other answer.
+    pub approved_overlay: Option<OverlayReplacement<'a>>,
+}
+
+/// An approved Prompt Engineer proposal: replace `preset_id`'s prompt
+/// overlay with `overlay`, provided the overlay is still the one the
+/// proposal was drafted against (`base_sha256`).
+#[derive(Debug, Clone, Copy)]
+pub struct OverlayReplacement<'a> {
+    pub preset_id: Uuid,
+    pub base_sha256: &'a str,
+    pub overlay: &'a str,
 }
 
 /// What [`Decisions::respond`] did.
@@ -106,6 +122,11 @@ impl Decisions<'_> {
             }
             _ => None,
         };
+        if let Some(replace) = answer.approved_overlay
+            && resolve.resolved_now
+        {
+            replace_prompt_overlay_in(tx.conn(), replace).await?;
+        }
         let resume = match request.instance_id {
             Some(instance_id) => Some(
                 enqueue_in(

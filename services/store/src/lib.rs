@@ -33,7 +33,7 @@ pub mod tokens;
 pub mod tool_invocations;
 
 pub use attention::{AttentionRequest, NewAttentionRequest, ResolveOutcome};
-pub use decisions::{DecisionAnswer, DecisionOutcome};
+pub use decisions::{DecisionAnswer, DecisionOutcome, OverlayReplacement};
 pub use error::StoreError;
 pub use events::{EnqueueOutcome, EventRow, OutboxBatch};
 pub use instances::{InstanceRow, NewInstance};

@@ -675,3 +675,39 @@ pub async fn bindings_for_in(
         .map(|(site, p)| Ok((site, decode(p)?)))
         .collect()
 }
+
+/// Replace a preset's prompt overlay on the caller's tenant transaction
+/// (the decision transaction of an approved redaction): lock the preset,
+/// check its current overlay still hashes to `base_sha256`, write the new
+/// one. A deleted preset is `NotFound`; a changed overlay is
+/// `FailedPrecondition` — the proposal is stale and applying it would undo
+/// an operator's later edit.
+pub(crate) async fn replace_prompt_overlay_in(
+    conn: &mut sqlx::PgConnection,
+    replace: crate::decisions::OverlayReplacement<'_>,
+) -> Result<(), StoreError> {
+    let current: Option<Option<String>> = sqlx::query_scalar(
+        "SELECT overlays->>'prompt_overlay' FROM llm_presets WHERE id = $1 FOR UPDATE",
+    )
+    .bind(replace.preset_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let current = current.ok_or_else(|| StoreError::not_found("preset"))?;
+    let current_sha = genesis_core::prompt::overlay_sha256(current.as_deref().unwrap_or_default());
+    if current_sha.as_deref() != Some(replace.base_sha256) {
+        return Err(StoreError::precondition(
+            "the preset's prompt overlay changed since the redaction was proposed; reject this \
+             proposal and raise the signal again",
+        ));
+    }
+    sqlx::query(
+        "UPDATE llm_presets SET overlays = jsonb_set(overlays, '{prompt_overlay}', to_jsonb($2::text)),
+                updated_at = now()
+          WHERE id = $1",
+    )
+    .bind(replace.preset_id)
+    .bind(replace.overlay)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}

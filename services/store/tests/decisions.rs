@@ -32,6 +32,7 @@ fn approve<'a>(mode: &'a str, actor: &'a str) -> DecisionAnswer<'a> {
         resolution_notes: Some("go ahead"),
         resolved_by: actor,
         approved_mode: Some(mode),
+        approved_overlay: None,
     }
 }
 
@@ -294,5 +295,139 @@ async fn a_retry_heals_a_resume_lost_by_an_earlier_answer(pool: PgPool) -> anyho
     assert_eq!(out.mode_change, None, "a retry never applies the mode");
     assert!(out.resume.expect("the resume is healed").created);
     assert_eq!(effects(&pool, ar.id).await?, (0, 1));
+    Ok(())
+}
+
+fn overlay_answer<'a>(preset: Uuid, base: &'a str, overlay: &'a str) -> DecisionAnswer<'a> {
+    DecisionAnswer {
+        resolution: "approved",
+        resolution_notes: None,
+        resolved_by: "op",
+        approved_mode: None,
+        approved_overlay: Some(genesis_store::OverlayReplacement {
+            preset_id: preset,
+            base_sha256: base,
+            overlay,
+        }),
+    }
+}
+
+async fn overlay_of(store: &Store, t: Uuid, preset: Uuid) -> anyhow::Result<Option<String>> {
+    Ok(store
+        .llm()
+        .list_presets(t)
+        .await?
+        .into_iter()
+        .find(|p| p.id == preset)
+        .and_then(|p| p.overlays["prompt_overlay"].as_str().map(str::to_owned)))
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_approved_redaction_replaces_the_overlay_unless_it_changed_since(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    use genesis_store::llm::{NewPreset, PresetCouple};
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let new_preset = |overlay: &str| NewPreset {
+        name: "ops".into(),
+        primary: PresetCouple {
+            model: "m".into(),
+            provider: "scripted".into(),
+            backend: String::new(),
+            credentials: vec![],
+        },
+        fallback: vec![],
+        overlays: json!({"prompt_overlay": overlay, "routing_chain_id": "rc-1"}),
+    };
+    let preset = store
+        .llm()
+        .create_preset(t, new_preset("key sk-ant-abcdefghijklmnopqrstuvwx"))
+        .await?
+        .id;
+    let base = genesis_core::prompt::overlay_sha256("key sk-ant-abcdefghijklmnopqrstuvwx")
+        .unwrap_or_default();
+    let redaction = || NewAttentionRequest {
+        kind: AttentionKind::Redaction,
+        ..mode_change(inst.id, "unused")
+    };
+    let answer = |base| overlay_answer(preset, base, "key [REDACTED:api_key]");
+
+    // Stale: the overlay was edited after the proposal. Nothing resolves.
+    let stale = store.attention().create(t, redaction()).await?;
+    store
+        .llm()
+        .update_preset(t, preset, new_preset("key sk-ant-zzzzzzzzzzzzzzzzzzzzzzzz"))
+        .await?;
+    let err = store
+        .decisions()
+        .respond(t, stale.id, answer(&base), resume)
+        .await
+        .expect_err("a stale proposal is refused");
+    assert!(
+        matches!(err, StoreError::FailedPrecondition { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        store.attention().get(t, stale.id).await?.status,
+        AttentionStatus::Open
+    );
+    assert_eq!(
+        effects(&pool, stale.id).await?.1,
+        0,
+        "no resume for a refused answer"
+    );
+    assert_eq!(
+        overlay_of(&store, t, preset).await?.as_deref(),
+        Some("key sk-ant-zzzzzzzzzzzzzzzzzzzzzzzz")
+    );
+
+    // Current: applied with the resume, other overlays kept; a retry of the
+    // resolved request does not write it again.
+    store
+        .llm()
+        .update_preset(t, preset, new_preset("key sk-ant-abcdefghijklmnopqrstuvwx"))
+        .await?;
+    let out = store
+        .decisions()
+        .respond(t, stale.id, answer(&base), resume)
+        .await?;
+    assert!(out.resolve.resolved_now);
+    assert_eq!(
+        overlay_of(&store, t, preset).await?.as_deref(),
+        Some("key [REDACTED:api_key]")
+    );
+    let row = store.llm().list_presets(t).await?;
+    assert_eq!(row[0].overlays["routing_chain_id"], "rc-1");
+    assert_eq!(effects(&pool, stale.id).await?.1, 1);
+    store
+        .llm()
+        .update_preset(t, preset, new_preset("operator edit"))
+        .await?;
+    let again = store
+        .decisions()
+        .respond(t, stale.id, answer(&base), resume)
+        .await?;
+    assert!(!again.resolve.resolved_now);
+    assert_eq!(
+        overlay_of(&store, t, preset).await?.as_deref(),
+        Some("operator edit"),
+        "a retry re-applied the overlay over a later edit"
+    );
+
+    // A deleted preset: NotFound, the request stays open.
+    let gone = store.attention().create(t, redaction()).await?;
+    let missing = overlay_answer(Uuid::new_v4(), &base, "x");
+    let err = store
+        .decisions()
+        .respond(t, gone.id, missing, resume)
+        .await
+        .expect_err("a missing preset is refused");
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    assert_eq!(
+        store.attention().get(t, gone.id).await?.status,
+        AttentionStatus::Open
+    );
     Ok(())
 }

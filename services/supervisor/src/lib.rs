@@ -17,6 +17,7 @@ pub mod http;
 pub mod metrics;
 pub mod ops;
 pub mod presets;
+pub mod redaction;
 pub mod service;
 pub mod tools;
 

@@ -83,6 +83,20 @@ fn from_preset(requested: &str, resolved: &str, preset: &PresetRow) -> pb::Resol
     }
 }
 
+/// The first binding on `site_chain(site_id)`: the site that holds it and
+/// its preset; `None` when the chain has no binding (the code default).
+pub fn bound_preset<'s, 'a>(
+    site_id: &'s str,
+    bindings: &'a [Binding],
+) -> Option<(&'s str, &'a PresetRow)> {
+    site_chain(site_id).into_iter().find_map(|site| {
+        bindings
+            .iter()
+            .find(|b| b.site_id == site)
+            .map(|b| (site, &b.preset))
+    })
+}
+
 /// Resolve the site chain alone (no mode preset): the first binding on
 /// `site_chain(site_id)`, else the code default.
 pub fn resolve_site_chain(
@@ -90,10 +104,8 @@ pub fn resolve_site_chain(
     bindings: &[Binding],
     default: DefaultProvider,
 ) -> pb::ResolvedPresetChain {
-    for site in site_chain(site_id) {
-        if let Some(b) = bindings.iter().find(|b| b.site_id == site) {
-            return from_preset(site_id, site, &b.preset);
-        }
+    if let Some((site, preset)) = bound_preset(site_id, bindings) {
+        return from_preset(site_id, site, preset);
     }
     let resolved = site_chain(site_id)
         .last()

@@ -299,10 +299,23 @@ impl AgentPodService {
         let instance = &claim.instance;
         let now = Utc::now();
         let site = policy_site_for(instance.agent_type);
-        let sites: Vec<String> = genesis_core::sites::site_chain(site)
+        // A redactor also reads its bound call-site's chain: the overlay it
+        // reviews (spec §3.9).
+        let redaction_site = instance
+            .call_site_id
+            .as_deref()
+            .filter(|_| instance.agent_type == AgentType::PromptRedactor);
+        let mut sites: Vec<String> = genesis_core::sites::site_chain(site)
             .into_iter()
             .map(str::to_owned)
             .collect();
+        if let Some(target) = redaction_site {
+            for s in genesis_core::sites::site_chain(target) {
+                if !sites.iter().any(|have| have == s) {
+                    sites.push(s.to_owned());
+                }
+            }
+        }
         let week_start = week_start_for(now);
         let tail = i64::from(self.settings.options.ledger_tail.max(1));
         let read = read_bundle(
@@ -438,6 +451,8 @@ impl AgentPodService {
             ),
             tools: self.registry.schemas_for(&mode.toolset),
             compliance_corpus: read.corpus.as_ref().map(corpus_to_proto),
+            redaction_target: redaction_site
+                .map(|target| crate::redaction::Review::of(target, &read.bindings).to_proto()),
         };
         self.metrics.claim("bundle");
         Ok(pb::ClaimTickResponse {

@@ -1046,3 +1046,159 @@ async fn an_action_limit_blocks_the_call_past_its_per_tick_count(pool: PgPool) {
         .await;
     assert!(!other.blocked, "{other:?}");
 }
+
+const SECRET: &str = "sk-ant-REDACTME0123456789abcdefXYZ";
+
+/// A tenant whose Agent:Default preset carries `overlay`; returns the
+/// tenant and the preset id.
+async fn preset_with_overlay(store: &Store, overlay: &str) -> (Uuid, Uuid) {
+    use genesis_store::llm::{NewPreset, PresetCouple};
+    let t = store.tenants().create("acme").await.unwrap().id;
+    let p = store
+        .llm()
+        .create_preset(
+            t,
+            NewPreset {
+                name: "ops".into(),
+                primary: PresetCouple {
+                    model: "scripted-1".into(),
+                    provider: "scripted".into(),
+                    backend: "api".into(),
+                    credentials: vec![],
+                },
+                fallback: vec![],
+                overlays: json!({"prompt_overlay": overlay}),
+            },
+        )
+        .await
+        .unwrap()
+        .id;
+    store.llm().bind_site(t, "Agent:Default", p).await.unwrap();
+    (t, p)
+}
+
+async fn redactor(store: &Store, tenant: Uuid, site: &str) -> Uuid {
+    let new = NewInstance {
+        agent_type: AgentType::PromptRedactor,
+        status: InstanceStatus::Active,
+        call_site_id: Some(site.into()),
+        workset_deadline: None,
+        seed_initialized: false,
+    };
+    store.instances().create(tenant, new).await.unwrap().id
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn redactor_propose_overlay_raises_one_masked_proposal_and_refuses_what_still_leaks(
+    pool: PgPool,
+) {
+    let store = Store::from_pool(&pool);
+    let overlay = format!("Use {SECRET} for the API; escalate to ops@example.com.");
+    let (t, preset) = preset_with_overlay(&store, &overlay).await;
+    // Bound to Agent:Planning: the overlay is the parent's (Agent:Default).
+    let r = redactor(&store, t, "Agent:Planning").await;
+
+    // Bad arguments and a proposal that still holds a secret write nothing.
+    invalid(
+        call(
+            &store,
+            t,
+            r,
+            "redactor_propose_overlay",
+            json!({"redactedOverlay": 7}),
+        )
+        .await,
+        "redactedOverlay",
+    );
+    invalid(
+        call(
+            &store,
+            t,
+            r,
+            "redactor_propose_overlay",
+            json!({"extra": true}),
+        )
+        .await,
+        "extra",
+    );
+    let leak = call(
+        &store,
+        t,
+        r,
+        "redactor_propose_overlay",
+        json!({"redactedOverlay": format!("Use {SECRET} for the API.")}),
+    )
+    .await
+    .expect_err("a proposal that still leaks is refused");
+    assert_eq!(leak.code, "INVALID_ARGUMENTS");
+    assert!(leak.message.contains("api_key×1"), "{}", leak.message);
+    assert!(
+        !leak.message.contains(SECRET),
+        "the error echoes the secret"
+    );
+    // Not a redactor: refused.
+    let soa = instance(&store, t, AgentType::Soa, None).await;
+    let e = call(&store, t, soa, "redactor_propose_overlay", json!({}))
+        .await
+        .expect_err("only the Prompt Engineer proposes overlays");
+    assert_eq!(e.code, "NOT_APPLICABLE");
+    assert_eq!(count(&pool, "attention_requests").await, 0);
+
+    // The detector-masked overlay is proposed as it is.
+    let ok = call(
+        &store,
+        t,
+        r,
+        "redactor_propose_overlay",
+        json!({"rationale": "keys"}),
+    )
+    .await
+    .unwrap();
+    assert!(!ok.to_string().contains(SECRET), "{ok}");
+    assert_eq!(ok["findings"], "api_key×1, email×1");
+    let (kind, md, body): (String, Value, String) =
+        sqlx::query_as("SELECT kind, metadata, body FROM attention_requests")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(kind, "redaction");
+    assert_eq!(md["source"], "redactor");
+    assert_eq!(md["soaInstanceId"], r.to_string());
+    assert_eq!(md["callSiteId"], "Agent:Planning");
+    assert_eq!(md["presetId"], preset.to_string());
+    assert_eq!(
+        md["redactedOverlay"],
+        "Use [REDACTED:api_key] for the API; escalate to [REDACTED:email]."
+    );
+    assert_eq!(
+        md["baseOverlaySha256"],
+        genesis_core::prompt::overlay_sha256(&overlay).unwrap()
+    );
+    assert!(!md.to_string().contains(SECRET) && !body.contains(SECRET));
+    assert!(!md.to_string().contains("ops@example.com"));
+
+    // A repeat points at the open proposal instead of queueing another.
+    let again = call(&store, t, r, "redactor_propose_overlay", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(again["alreadyOpen"], true, "{again}");
+    assert_eq!(count(&pool, "attention_requests").await, 1);
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn redactor_propose_overlay_has_nothing_to_do_without_a_dirty_overlay(pool: PgPool) {
+    let store = Store::from_pool(&pool);
+    let (t, _) = preset_with_overlay(&store, "Answer tersely.").await;
+    let clean = redactor(&store, t, "Agent:Default").await;
+    let e = call(&store, t, clean, "redactor_propose_overlay", json!({}))
+        .await
+        .expect_err("a clean overlay raises nothing");
+    assert_eq!(e.code, "NOTHING_TO_REDACT");
+    // A site with no binding resolves to the code default: nothing to redact.
+    let unbound = redactor(&store, t, "PromptRedactor:Redact").await;
+    let e = call(&store, t, unbound, "redactor_propose_overlay", json!({}))
+        .await
+        .expect_err("no preset, no overlay");
+    assert_eq!(e.code, "NOTHING_TO_REDACT");
+    assert_eq!(count(&pool, "attention_requests").await, 0);
+}

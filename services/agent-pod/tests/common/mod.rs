@@ -292,6 +292,7 @@ pub fn bundle(kind: &str, payload_json: &str) -> pb::TickBundle {
         forced_replan_due: false,
         tools: toolset.iter().map(|n| schema(n)).collect(),
         compliance_corpus: None,
+        redaction_target: None,
     }
 }
 

@@ -19,12 +19,11 @@ use uuid::Uuid;
 
 use super::{observe, record_ids};
 use crate::auth::{Caller, caller};
-use crate::bootstrap::{ensure_compliance, ensure_redactor};
+use crate::bootstrap::{ensure_compliance, ensure_signalled_redactor};
 use crate::convert;
-use crate::error::ControlError;
 use crate::state::AppState;
 use crate::status::{
-    field_status, limit, opt_text, parse_enum, parse_opt_enum, store_status, uuid,
+    control_status, field_status, limit, opt_text, parse_enum, parse_opt_enum, store_status, uuid,
 };
 use crate::watch::{HubEvent, HubKind};
 
@@ -53,16 +52,6 @@ impl Agents {
             Err(Status::failed_precondition(
                 "standing agents are off for this tenant (deploy or tenant level)",
             ))
-        }
-    }
-}
-
-fn control_status(err: ControlError) -> Status {
-    match err {
-        ControlError::Store(e) => store_status(e),
-        other => {
-            tracing::error!(error = %other, "control failure answered UNAVAILABLE");
-            Status::unavailable("a backing service is unavailable; nothing was written")
         }
     }
 }
@@ -529,10 +518,14 @@ impl AgentService for Agents {
                 let kind: AgentSignalKind = parse_enum("signal_kind", &req.signal_kind)?;
                 opt_text("note", &req.note, MAX_MESSAGE_BYTES)?;
                 record_ids(t, None);
-                let (inst, created) =
-                    ensure_redactor(&self.state.store, &self.state.locks, t, &req.call_site_id)
-                        .await
-                        .map_err(control_status)?;
+                let (inst, created) = ensure_signalled_redactor(
+                    &self.state.store,
+                    &self.state.locks,
+                    t,
+                    &req.call_site_id,
+                )
+                .await
+                .map_err(control_status)?;
                 let payload = json!({
                     "signalKind": kind.as_str(),
                     "callSiteId": req.call_site_id,

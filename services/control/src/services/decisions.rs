@@ -4,16 +4,22 @@
 //! exactly once, applies the approved mode through the mode chokepoint's
 //! statements with source `approval`, and enqueues the idempotent
 //! `OperatorAnsweredEscalation` to the originating instance carrying
-//! `{resolution, resolutionNotes, attentionRequestId}`. Must never enqueue a
-//! second resume for one request, nor apply a mode the call did not resolve.
+//! `{resolution, resolutionNotes, attentionRequestId}`. An approved
+//! `redaction` (the Prompt Engineer's proposal) replaces the preset's
+//! prompt overlay in that same transaction; a stale proposal (the overlay
+//! changed since) is FAILED_PRECONDITION with nothing resolved. Must never
+//! enqueue a second resume for one request, nor apply a mode or an overlay
+//! the call did not resolve.
 
+use genesis_core::redact::RedactionProposal;
 use genesis_core::validate::validate_mode_name;
 use genesis_core::{AttentionKind, AttentionStatus};
 use genesis_proto::convert::invalid_argument;
 use genesis_proto::v1::{self, decision_service_server::DecisionService};
-use genesis_store::{AttentionRequest, DecisionAnswer};
+use genesis_store::{AttentionRequest, DecisionAnswer, OverlayReplacement};
 use serde_json::json;
 use tonic::{Request, Response, Status};
+use uuid::Uuid;
 
 use super::{observe, record_ids};
 use crate::auth::caller;
@@ -25,7 +31,7 @@ use crate::status::{opt_text, parse_opt_enum, store_status, text, uuid};
 const MAX_RESOLUTION_BYTES: usize = 200;
 /// Longest resolution notes accepted.
 const MAX_NOTES_BYTES: usize = 64 * 1024;
-/// The resolution that applies a `mode_change` request.
+/// The resolution that applies a `mode_change` or `redaction` request.
 pub const APPROVED: &str = "approved";
 
 /// The service.
@@ -161,6 +167,21 @@ impl DecisionService for Decisions {
                 } else {
                     None
                 };
+                // An approved redaction must carry an applicable proposal;
+                // checked before anything is resolved.
+                let proposal = if before.kind == AttentionKind::Redaction
+                    && req.resolution == APPROVED
+                    && before.status == AttentionStatus::Open
+                {
+                    let p = RedactionProposal::from_metadata(&before.metadata)
+                        .map_err(|e| Status::failed_precondition(e.to_string()))?;
+                    let preset_id = p.preset_id.parse::<Uuid>().map_err(|_| {
+                        Status::failed_precondition("the redaction names no valid preset id")
+                    })?;
+                    Some((p, preset_id))
+                } else {
+                    None
+                };
                 let notes = (!req.notes.is_empty()).then_some(req.notes.as_str());
                 let actor = caller.actor();
                 // One transaction: resolve, the approved mode (with its
@@ -177,6 +198,13 @@ impl DecisionService for Decisions {
                             resolution_notes: notes,
                             resolved_by: &actor,
                             approved_mode: mode.as_deref(),
+                            approved_overlay: proposal.as_ref().map(|(p, preset_id)| {
+                                OverlayReplacement {
+                                    preset_id: *preset_id,
+                                    base_sha256: &p.base_overlay_sha256,
+                                    overlay: &p.redacted_overlay,
+                                }
+                            }),
                         },
                         |resolved| {
                             json!({

@@ -11,9 +11,10 @@ use tonic::{Request, Response, Status};
 
 use super::{observe, record_ids};
 use crate::auth::caller;
+use crate::bootstrap::{PROMPT_REDACTOR_FLAG, set_redactor_feature};
 use crate::convert;
 use crate::state::AppState;
-use crate::status::{field_status, store_status};
+use crate::status::{control_status, field_status, store_status};
 
 /// The service.
 #[derive(Clone)]
@@ -162,13 +163,21 @@ impl TenantService for Tenants {
                 ));
             }
             record_ids(t, None);
-            let row = self
-                .state
-                .store
-                .tenants()
-                .set_feature_flag(t, &req.name, req.enabled)
-                .await
-                .map_err(store_status)?;
+            let row = if req.name == PROMPT_REDACTOR_FLAG {
+                let (row, changed) =
+                    set_redactor_feature(&self.state.store, &self.state.locks, t, req.enabled)
+                        .await
+                        .map_err(control_status)?;
+                tracing::info!(tenant = %t, enabled = req.enabled, redactors = changed, "prompt-redactor feature set");
+                row
+            } else {
+                self.state
+                    .store
+                    .tenants()
+                    .set_feature_flag(t, &req.name, req.enabled)
+                    .await
+                    .map_err(store_status)?
+            };
             Ok(convert::tenant(&row))
         })
         .await

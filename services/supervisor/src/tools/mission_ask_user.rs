@@ -42,10 +42,6 @@ impl Tool for MissionAskUser {
         })
     }
 
-    fn raises_escalation(&self) -> bool {
-        true
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let question = required_str(args, "question")?;
         let context = optional_str(args, "context")?.unwrap_or_default();

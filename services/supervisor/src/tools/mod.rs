@@ -24,6 +24,7 @@ pub mod intelligence_knowledge_query;
 pub mod mission_ask_user;
 pub mod orchestrator_research_create;
 pub mod orchestrator_research_get;
+pub mod redactor_propose_overlay;
 pub mod schema;
 pub mod soa_propose_decision;
 pub mod soa_propose_mode_change;
@@ -104,9 +105,10 @@ pub trait Tool: Send + Sync {
     fn side_effecting(&self) -> bool {
         genesis_core::modes::is_side_effecting(self.name())
     }
-    /// A successful call raises an escalation (counts for the mapper).
+    /// A successful call raises an escalation (counts for the mapper);
+    /// genesis-core's list, as the pod reads it.
     fn raises_escalation(&self) -> bool {
-        false
+        genesis_core::modes::raises_escalation(self.name())
     }
     /// Run the call in `ctx`'s transaction; `args` already passed the schema
     /// and the governance gate. Returns the result JSON for the model.
@@ -218,6 +220,7 @@ impl ToolRegistry {
         r.register(Arc::new(soa_propose_mode_change::SoaProposeModeChange));
         r.register(Arc::new(soa_propose_task::SoaProposeTask));
         r.register(Arc::new(mission_ask_user::MissionAskUser));
+        r.register(Arc::new(redactor_propose_overlay::RedactorProposeOverlay));
         r
     }
 

@@ -41,10 +41,6 @@ impl Tool for SoaProposeDecision {
         })
     }
 
-    fn raises_escalation(&self) -> bool {
-        true
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let title = args
             .get("title")

@@ -41,10 +41,6 @@ impl Tool for SoaProposeModeChange {
         })
     }
 
-    fn raises_escalation(&self) -> bool {
-        true
-    }
-
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let target = required_str(args, "targetMode")?;
         let reason = optional_str(args, "reason")?.unwrap_or_default();
