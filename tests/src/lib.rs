@@ -866,6 +866,32 @@ impl Fleet {
             .collect()
     }
 
+    /// The value of one series on the `/metrics` page of the first process
+    /// whose name starts with `process` (`control`, `supervisor`,
+    /// `agent-pod`), e.g. `genesis_outbox_held_total` or
+    /// `genesis_supervisor_claims_total{outcome="not_active"}`; 0 when the
+    /// series is not (yet) exported.
+    pub async fn counter(&self, process: &str, series: &str) -> anyhow::Result<f64> {
+        let p = self
+            .processes()
+            .into_iter()
+            .find(|p| p.name.starts_with(process))
+            .ok_or_else(|| anyhow::anyhow!("no {process} process in this fleet"))?;
+        let text = reqwest::get(format!("http://{}/metrics", p.http))
+            .await?
+            .error_for_status()?
+            .text()
+            .await?;
+        Ok(text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(series)
+                    .and_then(|rest| rest.strip_prefix(' '))
+            })
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0))
+    }
+
     /// Number of pods (running or not).
     pub fn pod_count(&self) -> usize {
         self.pods.len()

@@ -100,19 +100,9 @@ async fn the_publisher_holds_at_the_backlog_limit_and_loses_nothing() -> anyhow:
             fleet.send(&t, &soa, &format!("queued {i}")).await?;
         }
         // The publisher reaches the limit and holds there.
-        let control = fleet
-            .processes()
-            .into_iter()
-            .find(|p| p.name == "control")
-            .ok_or_else(|| anyhow::anyhow!("no control process"))?;
         let held = wait_for("the publisher to hold", Duration::from_secs(30), || async {
-            let text = reqwest::get(format!("http://{}/metrics", control.http)).await?.text().await?;
-            let held = text
-                .lines()
-                .find_map(|l| l.strip_prefix("genesis_outbox_held_total "))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(0);
-            Ok((held >= 3).then_some(held))
+            let held = fleet.counter("control", "genesis_outbox_held_total").await?;
+            Ok((held >= 3.0).then_some(held))
         })
         .await?;
         let pending = nats.consumer_pending(&stream, &consumer).await?.unwrap_or(0);
