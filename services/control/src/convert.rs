@@ -10,35 +10,10 @@ use genesis_store::{
     ApiToken, AttentionRequest, InstanceRow, LedgerTurn, MessageRow, ModeRow, Tenant,
 };
 
-/// `agent_instances` row → `AgentInstance`.
+/// `agent_instances` row → `AgentInstance` (the store's one wire form,
+/// shared with the supervisor's bundle).
 pub fn instance(i: &InstanceRow) -> v1::AgentInstance {
-    v1::AgentInstance {
-        id: i.id.to_string(),
-        tenant_id: i.tenant_id.to_string(),
-        agent_type: i.agent_type.as_str().to_owned(),
-        status: i.status.as_str().to_owned(),
-        active_mode: i
-            .active_mode
-            .clone()
-            .or_else(|| genesis_core::default_mode(i.agent_type).map(str::to_owned))
-            .unwrap_or_default(),
-        phase: i.phase.clone(),
-        next_tick_at: optional_timestamp(i.next_tick_at),
-        consecutive_idle_ticks: i.consecutive_idle_ticks,
-        consecutive_blocked_turns: i.consecutive_blocked_turns,
-        idle_ticks_since_replan: i.idle_ticks_since_replan,
-        plan_input_hash: i.plan_input_hash.clone().unwrap_or_default(),
-        last_decision_kind: i
-            .last_decision_kind
-            .as_ref()
-            .map(|k| k.as_str().to_owned())
-            .unwrap_or_default(),
-        is_building_starting_workset: i.is_building_starting_workset,
-        workset_deadline_utc: optional_timestamp(i.workset_deadline_utc),
-        call_site_id: i.call_site_id.clone(),
-        created_at: Some(timestamp_from_chrono(i.created_at)),
-        updated_at: Some(timestamp_from_chrono(i.updated_at)),
-    }
+    genesis_store::wire::instance(i)
 }
 
 /// `tenants` row → `Tenant`.
@@ -85,47 +60,10 @@ pub fn decision(a: &AttentionRequest) -> v1::Decision {
     }
 }
 
-fn active_mode_of(payload: &serde_json::Value) -> String {
-    payload
-        .get("activeMode")
-        .and_then(|m| m.as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// Ledger turn (+ its action rows) → `LedgerTurn`.
+/// Ledger turn (+ its action rows) → `LedgerTurn` (the store's one wire
+/// form, shared with the supervisor's bundle).
 pub fn ledger_turn(t: &LedgerTurn, actions: &[genesis_store::LedgerActionRow]) -> v1::LedgerTurn {
-    v1::LedgerTurn {
-        id: t.id.to_string(),
-        instance_id: t.instance_id.to_string(),
-        turn_number: t.turn_number,
-        event_kind: t.event_kind.as_str().to_owned(),
-        event_payload_json: t.event_payload.to_string(),
-        decision_kind: t.decision_kind.as_str().to_owned(),
-        active_mode: active_mode_of(&t.decision_payload),
-        phase: t.phase.clone(),
-        reasoning_summary: t.reasoning_summary.clone().unwrap_or_default(),
-        wait_condition: t.wait_condition.clone().unwrap_or_default(),
-        actions: actions
-            .iter()
-            .map(|a| v1::ActionRecord {
-                tool_name: a.tool_name.clone(),
-                arguments_json: a.arguments.to_string(),
-                result_json: a.result.as_ref().map(|r| r.to_string()).unwrap_or_default(),
-                side_effecting: a.side_effecting,
-                blocked: a.blocked,
-            })
-            .collect(),
-        plan_input_hash: t.plan_input_hash.clone().unwrap_or_default(),
-        snapshot_id: t.llm_call_snapshot_id.map(|s| s.to_string()),
-        served_model: t.served_model.clone().unwrap_or_default(),
-        cost_usd: t.cost_usd.unwrap_or(0.0),
-        input_tokens: t.input_tokens.unwrap_or(0),
-        output_tokens: t.output_tokens.unwrap_or(0),
-        created_at: Some(timestamp_from_chrono(t.created_at)),
-        event_id: t.event_id.map(|e| e.to_string()).unwrap_or_default(),
-        requested_model: t.requested_model.clone().unwrap_or_default(),
-    }
+    genesis_store::wire::ledger_turn(t, actions)
 }
 
 /// Ledger turn → the live `TurnEvent`.
@@ -137,7 +75,7 @@ pub fn turn_event(t: &LedgerTurn) -> v1::TurnEvent {
         turn_number: t.turn_number,
         event_kind: t.event_kind.as_str().to_owned(),
         decision_kind: t.decision_kind.as_str().to_owned(),
-        mode: active_mode_of(&t.decision_payload),
+        mode: genesis_store::wire::active_mode_of(&t.decision_payload),
         phase: t.phase.clone(),
         reasoning_summary: t.reasoning_summary.clone().unwrap_or_default(),
         served_model: t.served_model.clone().unwrap_or_default(),

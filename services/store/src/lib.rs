@@ -31,6 +31,7 @@ pub mod tenants;
 pub mod tick;
 pub mod tokens;
 pub mod tool_invocations;
+pub mod wire;
 
 pub use attention::{AttentionRequest, NewAttentionRequest, ResolveOutcome};
 pub use decisions::{DecisionAnswer, DecisionOutcome, OverlayReplacement};

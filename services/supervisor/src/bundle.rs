@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use genesis_core::{AgentDispatcherOptions, AgentType};
-use genesis_proto::convert::{optional_timestamp, timestamp_from_chrono};
 use genesis_proto::v1 as pb;
 use genesis_store::knowledge::{self, ComplianceCorpus};
 use genesis_store::llm::PresetRow;
@@ -163,77 +162,12 @@ pub fn effective_options(
     opts
 }
 
-/// The wire form of an instance snapshot.
+/// The wire form of an instance snapshot (the store's one conversion).
 pub fn instance_to_proto(i: &InstanceRow) -> pb::AgentInstance {
-    pb::AgentInstance {
-        id: i.id.to_string(),
-        tenant_id: i.tenant_id.to_string(),
-        agent_type: i.agent_type.as_str().to_owned(),
-        status: i.status.as_str().to_owned(),
-        active_mode: i.active_mode.clone().unwrap_or_default(),
-        phase: i.phase.clone(),
-        next_tick_at: optional_timestamp(i.next_tick_at),
-        consecutive_idle_ticks: i.consecutive_idle_ticks,
-        consecutive_blocked_turns: i.consecutive_blocked_turns,
-        idle_ticks_since_replan: i.idle_ticks_since_replan,
-        plan_input_hash: i.plan_input_hash.clone().unwrap_or_default(),
-        last_decision_kind: i
-            .last_decision_kind
-            .as_ref()
-            .map(|k| k.as_str().to_owned())
-            .unwrap_or_default(),
-        is_building_starting_workset: i.is_building_starting_workset,
-        workset_deadline_utc: optional_timestamp(i.workset_deadline_utc),
-        call_site_id: i.call_site_id.clone(),
-        created_at: Some(timestamp_from_chrono(i.created_at)),
-        updated_at: Some(timestamp_from_chrono(i.updated_at)),
-    }
+    genesis_store::wire::instance(i)
 }
 
-fn json_text(v: &Option<serde_json::Value>) -> String {
-    v.as_ref()
-        .map(|v| v.to_string())
-        .unwrap_or_else(|| "{}".to_owned())
-}
-
-/// The wire form of a ledger turn.
+/// The wire form of a ledger turn (the store's one conversion).
 pub fn turn_to_proto(t: &TurnWithActions) -> pb::LedgerTurn {
-    let turn = &t.turn;
-    pb::LedgerTurn {
-        id: turn.id.to_string(),
-        instance_id: turn.instance_id.to_string(),
-        turn_number: turn.turn_number,
-        event_kind: turn.event_kind.as_str().to_owned(),
-        event_payload_json: turn.event_payload.to_string(),
-        decision_kind: turn.decision_kind.as_str().to_owned(),
-        active_mode: turn
-            .decision_payload
-            .get("activeMode")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_owned(),
-        phase: turn.phase.clone(),
-        reasoning_summary: turn.reasoning_summary.clone().unwrap_or_default(),
-        wait_condition: turn.wait_condition.clone().unwrap_or_default(),
-        actions: t
-            .actions
-            .iter()
-            .map(|a| pb::ActionRecord {
-                tool_name: a.tool_name.clone(),
-                arguments_json: a.arguments.to_string(),
-                result_json: json_text(&a.result),
-                side_effecting: a.side_effecting,
-                blocked: a.blocked,
-            })
-            .collect(),
-        plan_input_hash: turn.plan_input_hash.clone().unwrap_or_default(),
-        snapshot_id: turn.llm_call_snapshot_id.map(|s| s.to_string()),
-        served_model: turn.served_model.clone().unwrap_or_default(),
-        cost_usd: turn.cost_usd.unwrap_or(0.0),
-        input_tokens: turn.input_tokens.unwrap_or(0),
-        output_tokens: turn.output_tokens.unwrap_or(0),
-        created_at: Some(timestamp_from_chrono(turn.created_at)),
-        event_id: turn.event_id.map(|e| e.to_string()).unwrap_or_default(),
-        requested_model: turn.requested_model.clone().unwrap_or_default(),
-    }
+    genesis_store::wire::ledger_turn(&t.turn, &t.actions)
 }
