@@ -6,6 +6,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use genesis_telemetry::prometheus::{Exposition, Kind};
+
 /// Process-local totals; one instance is shared by the worker and the HTTP
 /// endpoint, tests give each pod its own.
 #[derive(Debug, Default)]
@@ -85,7 +87,7 @@ impl PodMetrics {
     /// genesis-llm's process-wide counters.
     pub fn render_prometheus(&self) -> String {
         let s = self.snapshot();
-        let mut out = String::new();
+        let mut e = Exposition::new();
         for (name, help, value) in [
             (
                 "genesis_pod_ticks_run_total",
@@ -123,11 +125,9 @@ impl PodMetrics {
                 s.tenant_deferrals,
             ),
         ] {
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
-            ));
+            e.single(name, help, Kind::Counter, value);
         }
-        out.push_str(&genesis_llm::metrics_text());
-        out
+        e.raw(&genesis_llm::metrics_text());
+        e.finish()
     }
 }

@@ -4,9 +4,10 @@
 //! short uncontended lock, and nothing here does I/O.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use genesis_telemetry::prometheus::{Exposition, Kind};
 
 /// Shared by every task of the process.
 #[derive(Debug, Default)]
@@ -79,73 +80,57 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP genesis_outbox_published_total Events published to JetStream and marked."
+        let mut e = Exposition::new();
+        e.single(
+            "genesis_outbox_published_total",
+            "Events published to JetStream and marked.",
+            Kind::Counter,
+            self.published(),
+        )
+        .single(
+            "genesis_outbox_publish_errors_total",
+            "Failed publishes or acks.",
+            Kind::Counter,
+            self.publish_errors(),
+        )
+        .single(
+            "genesis_outbox_lag_seconds",
+            "Age of the oldest due unpublished event.",
+            Kind::Gauge,
+            format!(
+                "{:.3}",
+                self.outbox_lag_ms.load(Ordering::Relaxed) as f64 / 1000.0
+            ),
+        )
+        .single(
+            "genesis_outbox_held_total",
+            "Publisher rounds held back because the consumer backlog reached GENESIS_OUTBOX_MAX_PENDING.",
+            Kind::Counter,
+            self.held(),
+        )
+        .single(
+            "genesis_outbox_consumer_pending",
+            "Messages the agent pods' consumer holds (undelivered + unacknowledged) at the publisher's last reading.",
+            Kind::Gauge,
+            self.consumer_pending.load(Ordering::Relaxed),
+        )
+        .single(
+            "genesis_bootstrap_created_total",
+            "SOA instances created by the bootstrap.",
+            Kind::Counter,
+            self.bootstrapped.load(Ordering::Relaxed),
         );
-        let _ = writeln!(out, "# TYPE genesis_outbox_published_total counter");
-        let _ = writeln!(out, "genesis_outbox_published_total {}", self.published());
-        let _ = writeln!(
-            out,
-            "# HELP genesis_outbox_publish_errors_total Failed publishes or acks."
-        );
-        let _ = writeln!(out, "# TYPE genesis_outbox_publish_errors_total counter");
-        let _ = writeln!(
-            out,
-            "genesis_outbox_publish_errors_total {}",
-            self.publish_errors()
-        );
-        let _ = writeln!(
-            out,
-            "# HELP genesis_outbox_lag_seconds Age of the oldest due unpublished event."
-        );
-        let _ = writeln!(out, "# TYPE genesis_outbox_lag_seconds gauge");
-        let _ = writeln!(
-            out,
-            "genesis_outbox_lag_seconds {:.3}",
-            self.outbox_lag_ms.load(Ordering::Relaxed) as f64 / 1000.0
-        );
-        let _ = writeln!(
-            out,
-            "# HELP genesis_outbox_held_total Publisher rounds held back because the consumer backlog reached GENESIS_OUTBOX_MAX_PENDING."
-        );
-        let _ = writeln!(out, "# TYPE genesis_outbox_held_total counter");
-        let _ = writeln!(out, "genesis_outbox_held_total {}", self.held());
-        let _ = writeln!(
-            out,
-            "# HELP genesis_outbox_consumer_pending Messages the agent pods' consumer holds (undelivered + unacknowledged) at the publisher's last reading."
-        );
-        let _ = writeln!(out, "# TYPE genesis_outbox_consumer_pending gauge");
-        let _ = writeln!(
-            out,
-            "genesis_outbox_consumer_pending {}",
-            self.consumer_pending.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP genesis_bootstrap_created_total SOA instances created by the bootstrap."
-        );
-        let _ = writeln!(out, "# TYPE genesis_bootstrap_created_total counter");
-        let _ = writeln!(
-            out,
-            "genesis_bootstrap_created_total {}",
-            self.bootstrapped.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP genesis_rpc_total Admin RPCs answered, by method and code."
-        );
-        let _ = writeln!(out, "# TYPE genesis_rpc_total counter");
         if let Ok(map) = self.rpcs.lock() {
-            for ((method, code), n) in map.iter() {
-                let _ = writeln!(
-                    out,
-                    "genesis_rpc_total{{method=\"{method}\",code=\"{code}\"}} {n}"
-                );
-            }
+            e.labelled(
+                "genesis_rpc_total",
+                "Admin RPCs answered, by method and code.",
+                Kind::Counter,
+                map.iter().map(|((method, code), n)| {
+                    ([("method", method.as_str()), ("code", code.as_str())], *n)
+                }),
+            );
         }
-        out
+        e.finish()
     }
 }
 

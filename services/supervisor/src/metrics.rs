@@ -4,9 +4,10 @@
 //! counting; must never block a request path (atomics and a short mutex).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use genesis_telemetry::prometheus::{Exposition, Kind};
 
 /// The supervisor's counters. Shared behind an `Arc`.
 #[derive(Debug, Default)]
@@ -89,79 +90,67 @@ impl Metrics {
 
     /// Prometheus text exposition format.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP genesis_supervisor_claims_total ClaimTick answers by outcome."
-        );
-        let _ = writeln!(out, "# TYPE genesis_supervisor_claims_total counter");
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut e = Exposition::new();
         if let Ok(m) = self.claims.lock() {
-            for (k, v) in m.iter() {
-                let _ = writeln!(
-                    out,
-                    "genesis_supervisor_claims_total{{outcome=\"{k}\"}} {v}"
-                );
-            }
+            e.labelled(
+                "genesis_supervisor_claims_total",
+                "ClaimTick answers by outcome.",
+                Kind::Counter,
+                m.iter().map(|(k, v)| ([("outcome", *k)], *v)),
+            );
         }
-        let mut counter = |name: &str, help: &str, v: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {v}");
-        };
-        counter(
-            "genesis_supervisor_completes_total",
-            "CompleteTick passivation writes.",
-            self.completes.load(Ordering::Relaxed),
+        for (name, help, v) in [
+            (
+                "genesis_supervisor_completes_total",
+                "CompleteTick passivation writes.",
+                &self.completes,
+            ),
+            (
+                "genesis_supervisor_stuck_halts_total",
+                "Ticks the STUCK guard halted.",
+                &self.halts,
+            ),
+            (
+                "genesis_supervisor_lease_lost_total",
+                "Session-guarded calls answered LEASE_LOST.",
+                &self.lease_lost,
+            ),
+            (
+                "genesis_supervisor_constitution_blocks_total",
+                "Tool calls blocked by the governance gate.",
+                &self.constitution_blocks,
+            ),
+            (
+                "genesis_supervisor_call_attempts_total",
+                "LLM call attempts recorded.",
+                &self.call_attempts,
+            ),
+            (
+                "genesis_supervisor_unpriced_model_attempts_total",
+                "Attempts whose model had no price (cost 0).",
+                &self.unpriced_models,
+            ),
+        ] {
+            e.single(name, help, Kind::Counter, load(v));
+        }
+        e.single(
+            "genesis_supervisor_cost_usd_total",
+            "Cost computed server-side from usage and pricing.",
+            Kind::Counter,
+            format!("{:.6}", load(&self.cost_micro_usd) as f64 / 1_000_000.0),
         );
-        counter(
-            "genesis_supervisor_stuck_halts_total",
-            "Ticks the STUCK guard halted.",
-            self.halts.load(Ordering::Relaxed),
-        );
-        counter(
-            "genesis_supervisor_lease_lost_total",
-            "Session-guarded calls answered LEASE_LOST.",
-            self.lease_lost.load(Ordering::Relaxed),
-        );
-        counter(
-            "genesis_supervisor_constitution_blocks_total",
-            "Tool calls blocked by the governance gate.",
-            self.constitution_blocks.load(Ordering::Relaxed),
-        );
-        counter(
-            "genesis_supervisor_call_attempts_total",
-            "LLM call attempts recorded.",
-            self.call_attempts.load(Ordering::Relaxed),
-        );
-        counter(
-            "genesis_supervisor_unpriced_model_attempts_total",
-            "Attempts whose model had no price (cost 0).",
-            self.unpriced_models.load(Ordering::Relaxed),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP genesis_supervisor_cost_usd_total Cost computed server-side from usage and pricing."
-        );
-        let _ = writeln!(out, "# TYPE genesis_supervisor_cost_usd_total counter");
-        let _ = writeln!(
-            out,
-            "genesis_supervisor_cost_usd_total {:.6}",
-            self.cost_micro_usd.load(Ordering::Relaxed) as f64 / 1_000_000.0
-        );
-        let _ = writeln!(
-            out,
-            "# HELP genesis_supervisor_tool_calls_total InvokeTool answers by tool and outcome."
-        );
-        let _ = writeln!(out, "# TYPE genesis_supervisor_tool_calls_total counter");
         if let Ok(m) = self.tool_calls.lock() {
-            for ((tool, outcome), v) in m.iter() {
-                let _ = writeln!(
-                    out,
-                    "genesis_supervisor_tool_calls_total{{tool=\"{tool}\",outcome=\"{outcome}\"}} {v}"
-                );
-            }
+            e.labelled(
+                "genesis_supervisor_tool_calls_total",
+                "InvokeTool answers by tool and outcome.",
+                Kind::Counter,
+                m.iter().map(|((tool, outcome), v)| {
+                    ([("tool", tool.as_str()), ("outcome", outcome.as_str())], *v)
+                }),
+            );
         }
-        out
+        e.finish()
     }
 }
 

@@ -5,7 +5,8 @@
 //! of spans (every `tracing` span, bridged by tracing-opentelemetry, batched)
 //! and of metrics (a periodic reader behind the global meter provider, so
 //! genesis-llm's `subagent.llm_call.*` counters leave the process). Prometheus
-//! `/metrics` is served by each bin regardless of this crate.
+//! `/metrics` is served by each bin regardless of OTLP; its text is written
+//! with this crate's [`prometheus::Exposition`], the one formatter.
 //!
 //! Versions: the workspace uses opentelemetry / opentelemetry_sdk 0.33 so the
 //! providers built here are the ones opentelemetry-otlp 0.33 and
@@ -25,6 +26,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod config;
+pub mod prometheus;
 
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
