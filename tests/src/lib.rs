@@ -259,6 +259,32 @@ impl Admin {
             self.bearer.clone(),
         )
     }
+
+    /// Create (or, with `id`, update) a preset of `tenant` with no fallback.
+    pub async fn upsert_preset(
+        &self,
+        tenant: &str,
+        id: Option<&str>,
+        name: &str,
+        primary: pb::PresetCouple,
+        overlays: serde_json::Value,
+    ) -> anyhow::Result<pb::Preset> {
+        Ok(self
+            .llm()
+            .upsert_preset(pb::UpsertPresetRequest {
+                tenant_id: tenant.to_owned(),
+                preset: Some(pb::Preset {
+                    id: id.unwrap_or_default().to_owned(),
+                    tenant_id: tenant.to_owned(),
+                    name: name.to_owned(),
+                    primary: Some(primary),
+                    overlays_json: overlays.to_string(),
+                    ..Default::default()
+                }),
+            })
+            .await?
+            .into_inner())
+    }
 }
 
 /// A private `nats-server` with JetStream, for tests that stop and start the
@@ -997,13 +1023,23 @@ impl Fleet {
 
     /// Create a tenant with standing agents on; returns its id.
     pub async fn create_tenant(&self, name: &str) -> anyhow::Result<String> {
+        self.create_tenant_with(name, true).await
+    }
+
+    /// Create a tenant with the standing-agents gate as given (`false`: no
+    /// SOA is bootstrapped, so only the agents a test makes itself tick).
+    pub async fn create_tenant_with(
+        &self,
+        name: &str,
+        standing_agents: bool,
+    ) -> anyhow::Result<String> {
         let t = self
             .admin()
             .await?
             .tenants()
             .create_tenant(pb::CreateTenantRequest {
                 name: name.to_owned(),
-                standing_agents_enabled: true,
+                standing_agents_enabled: standing_agents,
             })
             .await?
             .into_inner();

@@ -91,24 +91,15 @@ async fn a_tenant_whose_provider_hangs_holds_only_its_share_while_others_tick() 
         fleet
             .wait_decision(&stuck_soa, 0, "Initialized", Duration::from_secs(30))
             .await?;
+        let hangs = pb::PresetCouple {
+            model: "gpt-4o".into(),
+            provider: "openai".into(),
+            backend: "openai".into(),
+            credential_names: vec!["OPENAI_API_KEY".into()],
+        };
         let preset = admin
-            .llm()
-            .upsert_preset(pb::UpsertPresetRequest {
-                tenant_id: stuck.clone(),
-                preset: Some(pb::Preset {
-                    name: "hangs".into(),
-                    primary: Some(pb::PresetCouple {
-                        model: "gpt-4o".into(),
-                        provider: "openai".into(),
-                        backend: "openai".into(),
-                        credential_names: vec!["OPENAI_API_KEY".into()],
-                    }),
-                    overlays_json: "{}".into(),
-                    ..Default::default()
-                }),
-            })
-            .await?
-            .into_inner();
+            .upsert_preset(&stuck, None, "hangs", hangs, serde_json::json!({}))
+            .await?;
         admin
             .llm()
             .attach_preset(pb::AttachPresetRequest {

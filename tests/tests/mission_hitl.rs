@@ -49,15 +49,7 @@ async fn a_mission_question_round_trips_through_the_operator_exactly_once() -> a
     bounded(Duration::from_secs(150), async {
         let fleet = Fleet::start(FleetOptions::new("mission-hitl", 1)).await?;
         let admin = fleet.admin().await?;
-        let tenant = admin
-            .tenants()
-            .create_tenant(pb::CreateTenantRequest {
-                name: "acme".into(),
-                standing_agents_enabled: false,
-            })
-            .await?
-            .into_inner()
-            .id;
+        let tenant = fleet.create_tenant_with("acme", false).await?;
         // The mission instance, created directly through the store (the
         // mission pump's side is outside this subsystem).
         let store = Store::connect(&fleet.db_url, StoreOptions::default()).await?;
@@ -105,12 +97,7 @@ async fn a_mission_question_round_trips_through_the_operator_exactly_once() -> a
             matches!(&unknown, Err(s) if s.code() == Code::NotFound),
             format!("an unknown decision id: {unknown:?}"),
         );
-        let other = admin
-            .tenants()
-            .create_tenant(pb::CreateTenantRequest { name: "other".into(), standing_agents_enabled: false })
-            .await?
-            .into_inner()
-            .id;
+        let other = fleet.create_tenant_with("other", false).await?;
         let other_token = admin
             .tokens()
             .create_token(pb::CreateTokenRequest {

@@ -28,8 +28,8 @@ fn dirty() -> String {
     format!("Authenticate with {SECRET}. Page {EMAIL} when the deploy fails.")
 }
 
-fn overlays(overlay: &str) -> String {
-    serde_json::json!({ "prompt_overlay": overlay }).to_string()
+fn overlays(overlay: &str) -> serde_json::Value {
+    serde_json::json!({ "prompt_overlay": overlay })
 }
 
 async fn set_overlay(
@@ -37,15 +37,18 @@ async fn set_overlay(
     preset: &pb::Preset,
     overlay: &str,
 ) -> anyhow::Result<()> {
+    let primary = preset
+        .primary
+        .clone()
+        .context("the preset has no primary")?;
     admin
-        .llm()
-        .upsert_preset(pb::UpsertPresetRequest {
-            tenant_id: preset.tenant_id.clone(),
-            preset: Some(pb::Preset {
-                overlays_json: overlays(overlay),
-                ..preset.clone()
-            }),
-        })
+        .upsert_preset(
+            &preset.tenant_id,
+            Some(&preset.id),
+            &preset.name,
+            primary,
+            overlays(overlay),
+        )
         .await?;
     Ok(())
 }
@@ -138,15 +141,7 @@ async fn the_prompt_engineer_ships_dark_then_proposes_a_redaction_the_operator_d
     bounded(Duration::from_secs(240), async {
         let fleet = Fleet::start(FleetOptions::new("redactor", 1)).await?;
         let admin = fleet.admin().await?;
-        let tenant = admin
-            .tenants()
-            .create_tenant(pb::CreateTenantRequest {
-                name: "acme".into(),
-                standing_agents_enabled: false,
-            })
-            .await?
-            .into_inner()
-            .id;
+        let tenant = fleet.create_tenant_with("acme", false).await?;
         let mut f = Findings::default();
 
         // The call-site's preset carries a secret and an email address.
@@ -161,19 +156,8 @@ async fn the_prompt_engineer_ships_dark_then_proposes_a_redaction_the_operator_d
                 .find(|p| p.name == "Default"))
         })
         .await?;
-        let ops = admin
-            .llm()
-            .upsert_preset(pb::UpsertPresetRequest {
-                tenant_id: tenant.clone(),
-                preset: Some(pb::Preset {
-                    name: "ops".into(),
-                    primary: default.primary.clone(),
-                    overlays_json: overlays(&dirty()),
-                    ..Default::default()
-                }),
-            })
-            .await?
-            .into_inner();
+        let primary = default.primary.clone().context("the Default preset has no primary")?;
+        let ops = admin.upsert_preset(&tenant, None, "ops", primary, overlays(&dirty())).await?;
         admin
             .llm()
             .attach_preset(pb::AttachPresetRequest {
