@@ -94,6 +94,15 @@ fn pool_with_role(
     PgPoolOptions::new()
         .max_connections(size)
         .acquire_timeout(acquire_timeout)
+        // sqlx pings every connection when it is returned to the pool (a
+        // round trip, unconditionally) and, by default, again when it is
+        // checked out: two extra round trips around every statement or
+        // transaction. The release ping already proves an idle connection
+        // healthy, so the checkout ping is dropped; a backend terminated
+        // while idle fails its next statement, which the callers' retries
+        // (a NAKed tick, a retried RPC) absorb — the fault suite's
+        // terminate-backends case covers it.
+        .test_before_acquire(false)
         .after_connect(move |conn, _meta| {
             Box::pin(async move {
                 conn.execute(set_role).await?;
