@@ -318,6 +318,49 @@ impl Store {
         }
     }
 
+    /// The claim's bundle read (DESIGN §4 claim step 4) as the raw JSON of
+    /// migration 0077's `genesis_read_bundle`: one autocommit round trip
+    /// (the function sets the tenant itself). A Compliance instance's read
+    /// runs in one tenant transaction with the cold-sweep corpus discovery
+    /// (spec §3.4 step 8), which it also returns.
+    pub async fn read_tick_bundle(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        tail: i64,
+        agent_type: genesis_core::AgentType,
+        sites: &[String],
+        week_start: chrono::DateTime<chrono::Utc>,
+    ) -> Result<
+        (
+            serde_json::Value,
+            Option<crate::knowledge::ComplianceCorpus>,
+        ),
+        StoreError,
+    > {
+        let query = || {
+            sqlx::query_scalar::<_, serde_json::Value>(
+                "SELECT genesis_read_bundle($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(tenant_id)
+            .bind(instance_id)
+            .bind(tail)
+            .bind(agent_type.as_str())
+            .bind(sites)
+            .bind(week_start)
+        };
+        if agent_type != genesis_core::AgentType::Compliance {
+            return Ok((query().fetch_one(self.tenant_pool()).await?, None));
+        }
+        let mut tx = self.tenant_tx(tenant_id).await?;
+        let raw = query().fetch_one(tx.conn()).await?;
+        let corpus =
+            crate::knowledge::compliance_corpus(tx.conn(), crate::knowledge::MAX_CORPUS_PROJECTS)
+                .await?;
+        tx.commit().await?;
+        Ok((raw, Some(corpus)))
+    }
+
     /// RenewLease: extend the lease held by `session` by `ttl` from now.
     /// Not held by this session → [`StoreError::LeaseLost`].
     pub async fn renew_lease(

@@ -2,9 +2,10 @@
 //! beyond the claim itself — DB-first config, ledger tail with actions, the
 //! open-items roster, the mode catalogue rows, the site bindings of the
 //! policy site's chain, the presets the type's modes name and the week's
-//! credit spend — read in ONE statement inside a tenant transaction, plus,
-//! for a Compliance instance, the cold-sweep corpus discovery (spec §3.4
-//! step 8) in the same transaction, and the conversions of store rows to
+//! credit spend — read in ONE autocommit call of `genesis_read_bundle`
+//! (migration 0077: one round trip), plus, for a Compliance instance, the
+//! cold-sweep corpus discovery (spec §3.4 step 8) in one tenant transaction
+//! with it, and the conversions of store rows to
 //! wire messages. Must never write. (PostgreSQL's own statistics are sampled
 //! in the background by `ops`, never read per claim.)
 
@@ -13,7 +14,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use genesis_core::{AgentDispatcherOptions, AgentType};
 use genesis_proto::v1 as pb;
-use genesis_store::knowledge::{self, ComplianceCorpus};
+use genesis_store::knowledge::ComplianceCorpus;
 use genesis_store::llm::PresetRow;
 use genesis_store::{InstanceRow, LedgerActionRow, LedgerTurn, ModeRow, Store, StoreError};
 use serde::Deserialize;
@@ -71,34 +72,6 @@ pub struct BundleRead {
     pub corpus: Option<ComplianceCorpus>,
 }
 
-const BUNDLE_SQL: &str = r#"
-SELECT jsonb_build_object(
-  'configs', (SELECT coalesce(jsonb_object_agg(c.key, c.value), '{}'::jsonb) FROM (
-      SELECT DISTINCT ON (key) key, value FROM system_configs
-       WHERE tenant_id IS NULL OR tenant_id = $1 ORDER BY key, tenant_id NULLS LAST) c),
-  'ledger', (SELECT coalesce(jsonb_agg(t.j ORDER BY t.turn_number), '[]'::jsonb) FROM (
-      SELECT l.turn_number, to_jsonb(l) || jsonb_build_object('actions',
-          (SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.ordinal), '[]'::jsonb)
-             FROM agent_state_ledger_actions a WHERE a.ledger_id = l.id)) AS j
-        FROM agent_state_ledger l WHERE l.instance_id = $2
-       ORDER BY l.turn_number DESC LIMIT $3) t),
-  'missions', (SELECT coalesce(jsonb_agg(jsonb_build_object('id', m.id, 'title', m.title,
-        'status', m.status, 'created_at', m.created_at) ORDER BY m.created_at, m.id), '[]'::jsonb)
-      FROM missions m WHERE m.metadata->>'soaInstanceId' = ($2::uuid)::text
-       AND m.status NOT IN ('completed', 'cancelled')),
-  'escalations', (SELECT coalesce(jsonb_agg(jsonb_build_object('id', r.id, 'kind', r.kind,
-        'title', r.title, 'created_at', r.created_at) ORDER BY r.created_at, r.id), '[]'::jsonb)
-      FROM attention_requests r WHERE r.metadata->>'soaInstanceId' = ($2::uuid)::text AND r.status = 'open'),
-  'modes', (SELECT coalesce(jsonb_agg(to_jsonb(md) ORDER BY md.name), '[]'::jsonb)
-      FROM agent_modes md WHERE md.agent_type = $4),
-  'bindings', (SELECT coalesce(jsonb_agg(jsonb_build_object('site_id', b.site_id, 'preset', to_jsonb(p))), '[]'::jsonb)
-      FROM llm_site_bindings b JOIN llm_presets p ON p.id = b.preset_id WHERE b.site_id = ANY($5)),
-  'mode_presets', (SELECT coalesce(jsonb_agg(to_jsonb(p) ORDER BY p.name), '[]'::jsonb)
-      FROM llm_presets p WHERE EXISTS (SELECT 1 FROM agent_modes md WHERE md.agent_type = $4
-        AND (md.preset_id = p.id::text OR md.preset_id = p.name))),
-  'credit_spent', (SELECT w.spent_usd FROM credit_windows w WHERE w.tenant_id = $1 AND w.week_start = $6)
-)"#;
-
 /// Read the bundle's inputs in one statement.
 pub async fn read_bundle(
     store: &Store,
@@ -109,22 +82,11 @@ pub async fn read_bundle(
     sites: &[String],
     week_start: DateTime<Utc>,
 ) -> Result<BundleRead, StoreError> {
-    let mut tx = store.tenant_tx(tenant_id).await?;
-    let raw: serde_json::Value = sqlx::query_scalar(BUNDLE_SQL)
-        .bind(tenant_id)
-        .bind(instance_id)
-        .bind(tail)
-        .bind(agent_type.as_str())
-        .bind(sites)
-        .bind(week_start)
-        .fetch_one(tx.conn())
+    let (raw, corpus) = store
+        .read_tick_bundle(tenant_id, instance_id, tail, agent_type, sites, week_start)
         .await?;
     let mut read: BundleRead = serde_json::from_value(raw).map_err(StoreError::from)?;
-    if agent_type == AgentType::Compliance {
-        read.corpus =
-            Some(knowledge::compliance_corpus(tx.conn(), knowledge::MAX_CORPUS_PROJECTS).await?);
-    }
-    tx.commit().await?;
+    read.corpus = corpus;
     Ok(read)
 }
 
