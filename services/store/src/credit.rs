@@ -45,7 +45,7 @@ pub fn week_start(now: DateTime<Utc>) -> DateTime<Utc> {
     Utc.from_utc_datetime(&date.and_hms_opt(0, 0, 0).unwrap_or_default())
 }
 
-fn check_amount(field: &str, v: f64) -> Result<(), StoreError> {
+pub(crate) fn check_amount(field: &str, v: f64) -> Result<(), StoreError> {
     if !v.is_finite() || v < 0.0 {
         return Err(StoreError::invalid(
             field,

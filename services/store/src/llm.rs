@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::credit::{CreditWindow, draw_down_in};
+use crate::credit::CreditWindow;
 use crate::error::StoreError;
 use crate::rows::{check_text, decode, decode_all};
 use crate::store::Store;
@@ -161,6 +161,16 @@ pub struct NewCallAttempt {
     /// SHA-256 (64 lowercase hex) of the applied prompt overlay, if any;
     /// kept from the first attempt that reports one.
     pub prompt_overlay_sha256: Option<String>,
+}
+
+/// What [`Llm::record_context`] returns.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RecordContext {
+    pub agent_type: genesis_core::AgentType,
+    /// `system_configs`, the tenant's rows over the global ones.
+    pub configs: std::collections::BTreeMap<String, String>,
+    pub served_price: Option<PricingRow>,
+    pub requested_price: Option<PricingRow>,
 }
 
 /// Where an attempt's cost is drawn from.
@@ -551,82 +561,84 @@ impl Llm<'_> {
                 "must be 64 lowercase hex digits (SHA-256)",
             ));
         }
-        let mut tx = self.store.tenant_tx(tenant_id).await?;
-        if !crate::tool_invocations::lease_held_in(tx.conn(), attempt.instance_id, attempt.session)
-            .await?
-        {
-            return Err(StoreError::LeaseLost);
-        }
+        crate::credit::check_amount("limit_usd", credit.limit_usd)?;
         let served = (!attempt.served_model.is_empty()).then_some(attempt.served_model.as_str());
-        let snapshot: serde_json::Value = sqlx::query_scalar(
-            "INSERT INTO llm_call_snapshots
-                 (tenant_id, instance_id, invocation_id, site_id, requested_model, served_model,
-                  input_tokens, output_tokens, cost_usd, prompt_overlay_sha256)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-             ON CONFLICT (tenant_id, instance_id, invocation_id) DO UPDATE SET
-                 served_model = coalesce(EXCLUDED.served_model, llm_call_snapshots.served_model),
-                 prompt_overlay_sha256 = coalesce(llm_call_snapshots.prompt_overlay_sha256,
-                                                  EXCLUDED.prompt_overlay_sha256),
-                 input_tokens = llm_call_snapshots.input_tokens + EXCLUDED.input_tokens,
-                 output_tokens = llm_call_snapshots.output_tokens + EXCLUDED.output_tokens,
-                 cost_usd = llm_call_snapshots.cost_usd + EXCLUDED.cost_usd,
-                 updated_at = now()
-             RETURNING to_jsonb(llm_call_snapshots.*)",
-        )
-        .bind(tenant_id)
-        .bind(attempt.instance_id)
-        .bind(&attempt.invocation_id)
-        .bind(&attempt.site_id)
-        .bind(&attempt.requested_model)
-        .bind(served)
-        .bind(attempt.input_tokens)
-        .bind(attempt.output_tokens)
-        .bind(attempt.cost_usd)
-        .bind(attempt.prompt_overlay_sha256.as_deref())
-        .fetch_one(tx.conn())
-        .await?;
-        let snapshot: CallSnapshotRow = decode(snapshot)?;
         let usage = serde_json::json!({
             "input_tokens": attempt.input_tokens,
             "output_tokens": attempt.output_tokens,
             "cache_read_tokens": attempt.cache_read_tokens,
         });
-        let ordinal: i32 = sqlx::query_scalar(
-            "INSERT INTO llm_call_attempts
-                 (tenant_id, snapshot_id, ordinal, provider, credential_name, requested_model, served_model,
-                  outcome, usage, latency_ms, cost_usd, error_message)
-             SELECT $1, $2, coalesce(max(ordinal) + 1, 0), $3, $4, $5, $6, $7, $8, $9, $10, $11
-               FROM llm_call_attempts WHERE snapshot_id = $2
-             RETURNING ordinal",
+        // One round trip (migration 0078): the session guard, the snapshot
+        // upsert, the attempt with the next ordinal and the credit
+        // draw-down, in one transaction, as before.
+        let raw: serde_json::Value = sqlx::query_scalar(
+            "SELECT genesis_record_call_attempt($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                                                $11, $12, $13, $14, $15, $16, $17, $18, $19)",
         )
         .bind(tenant_id)
-        .bind(snapshot.id)
+        .bind(attempt.instance_id)
+        .bind(attempt.session)
+        .bind(&attempt.invocation_id)
+        .bind(&attempt.site_id)
+        .bind(&attempt.requested_model)
+        .bind(served)
         .bind(&attempt.provider)
         .bind(&attempt.credential_name)
-        .bind(&attempt.requested_model)
-        .bind(&attempt.served_model)
         .bind(&attempt.outcome)
+        .bind(attempt.input_tokens)
+        .bind(attempt.output_tokens)
         .bind(&usage)
         .bind(attempt.latency_ms)
         .bind(attempt.cost_usd)
         .bind(&error_message)
-        .fetch_one(tx.conn())
+        .bind(attempt.prompt_overlay_sha256.as_deref())
+        .bind(credit.week_start)
+        .bind(credit.limit_usd)
+        .fetch_one(self.store.tenant_pool())
         .await?;
-        let credit = draw_down_in(
-            tx.conn(),
-            tenant_id,
-            credit.week_start,
-            credit.limit_usd,
-            attempt.cost_usd,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(RecordedAttempt {
-            snapshot,
-            ordinal,
-            cost_usd: attempt.cost_usd,
-            credit,
-        })
+        #[derive(serde::Deserialize)]
+        struct Raw {
+            outcome: String,
+            snapshot: Option<CallSnapshotRow>,
+            ordinal: Option<i32>,
+            credit: Option<CreditWindow>,
+        }
+        let raw: Raw = decode(raw)?;
+        match (raw.outcome.as_str(), raw.snapshot, raw.ordinal, raw.credit) {
+            ("recorded", Some(snapshot), Some(ordinal), Some(credit)) => Ok(RecordedAttempt {
+                snapshot,
+                ordinal,
+                cost_usd: attempt.cost_usd,
+                credit,
+            }),
+            ("lease_lost", ..) => Err(StoreError::LeaseLost),
+            ("not_found", ..) => Err(StoreError::not_found("agent instance")),
+            (other, ..) => Err(StoreError::Database(format!(
+                "unexpected record outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// What RecordCallAttempt prices an attempt with (migration 0078's
+    /// `genesis_record_context`, one round trip): the instance's type, the
+    /// DB-first configuration and the prices of the served and requested
+    /// models. `NotFound` when the instance is not the tenant's.
+    pub async fn record_context(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        served_model: &str,
+        requested_model: &str,
+    ) -> Result<RecordContext, StoreError> {
+        let raw: Option<serde_json::Value> =
+            sqlx::query_scalar("SELECT genesis_record_context($1, $2, $3, $4)")
+                .bind(tenant_id)
+                .bind(instance_id)
+                .bind(served_model)
+                .bind(requested_model)
+                .fetch_one(self.store.tenant_pool())
+                .await?;
+        decode(raw.ok_or_else(|| StoreError::not_found("agent instance"))?)
     }
 
     /// One snapshot.

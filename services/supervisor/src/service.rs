@@ -704,41 +704,17 @@ impl AgentPodService {
         // (`gpt-4o-2024-08-06` for `gpt-4o`); an unpriced served id is priced
         // as the requested model rather than at zero, so the credit window
         // still draws down.
-        let mut tx = self
+        let ctx = self
             .store
-            .tenant_tx(tenant_id)
+            .llm()
+            .record_context(tenant_id, instance_id, priced_model, &a.requested_model)
             .await
             .map_err(|e| status_of(e, metrics))?;
-        let pre: Option<(String, Value, Option<Value>, Option<Value>)> = sqlx::query_as(
-            "SELECT i.agent_type,
-                    (SELECT coalesce(jsonb_object_agg(c.key, c.value), '{}'::jsonb) FROM (
-                        SELECT DISTINCT ON (key) key, value FROM system_configs
-                         WHERE tenant_id IS NULL OR tenant_id = $2 ORDER BY key, tenant_id NULLS LAST) c),
-                    (SELECT to_jsonb(p) FROM llm_pricing p WHERE p.model = $3),
-                    (SELECT to_jsonb(p) FROM llm_pricing p WHERE p.model = $4)
-               FROM agent_instances i WHERE i.id = $1",
-        )
-        .bind(instance_id)
-        .bind(tenant_id)
-        .bind(priced_model)
-        .bind(&a.requested_model)
-        .fetch_optional(tx.conn())
-        .await
-        .map_err(|e| status_of(e.into(), metrics))?;
-        tx.commit().await.map_err(|e| status_of(e, metrics))?;
-        let (agent_type, configs, served_price, requested_price) =
-            pre.ok_or_else(|| Status::not_found("agent instance not found"))?;
-        let agent_type: AgentType = agent_type
-            .parse()
-            .map_err(|e: genesis_core::CoreError| Status::internal(e.to_string()))?;
-        let configs: std::collections::BTreeMap<String, String> =
-            serde_json::from_value(configs).map_err(|e| status_of(e.into(), metrics))?;
-        let opts = effective_options(&self.settings.options, &configs);
-        let pricing: Option<genesis_store::llm::PricingRow> = served_price
-            .or(requested_price.filter(|_| !a.requested_model.is_empty()))
-            .map(serde_json::from_value)
-            .transpose()
-            .map_err(|e| status_of(e.into(), metrics))?;
+        let agent_type = ctx.agent_type;
+        let opts = effective_options(&self.settings.options, &ctx.configs);
+        let pricing = ctx.served_price.or(ctx
+            .requested_price
+            .filter(|_| !a.requested_model.is_empty()));
         let cost = match &pricing {
             Some(p) => attempt_cost(p, a.input_tokens, a.output_tokens, a.cache_read_tokens),
             None => {
