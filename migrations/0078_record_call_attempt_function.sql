@@ -10,6 +10,22 @@
 -- Returns {"outcome": "not_found"}, {"outcome": "lease_lost"} (nothing
 -- written), or {"outcome": "recorded", "snapshot": …, "ordinal": n,
 -- "credit": …}.
+-- Draw an amount from the tenant's weekly credit window (created at the
+-- first draw), on the caller's tenant-scoped transaction. The one
+-- statement of the draw-down, for the record below and for
+-- genesis_store::credit::draw_down_in.
+CREATE FUNCTION genesis_credit_draw_down(p_tenant uuid, p_week_start timestamptz,
+                                         p_limit_usd double precision, p_amount double precision)
+RETURNS credit_windows
+LANGUAGE sql AS $$
+    INSERT INTO credit_windows (tenant_id, week_start, limit_usd, spent_usd)
+    VALUES (p_tenant, p_week_start, p_limit_usd, p_amount)
+    ON CONFLICT (tenant_id, week_start) DO UPDATE
+       SET spent_usd = credit_windows.spent_usd + EXCLUDED.spent_usd,
+           limit_usd = EXCLUDED.limit_usd, updated_at = now()
+    RETURNING *;
+$$;
+
 CREATE FUNCTION genesis_record_call_attempt(
     p_tenant uuid, p_instance uuid, p_session uuid, p_invocation text, p_site text,
     p_requested text, p_served text, p_provider text, p_credential text, p_outcome text,
@@ -54,12 +70,7 @@ BEGIN
            coalesce(p_served, ''), p_outcome, p_usage, p_latency_ms, p_cost, p_error
       FROM llm_call_attempts WHERE snapshot_id = snap.id
     RETURNING ordinal INTO ord;
-    INSERT INTO credit_windows (tenant_id, week_start, limit_usd, spent_usd)
-    VALUES (p_tenant, p_week_start, p_limit_usd, p_cost)
-    ON CONFLICT (tenant_id, week_start) DO UPDATE
-       SET spent_usd = credit_windows.spent_usd + EXCLUDED.spent_usd,
-           limit_usd = EXCLUDED.limit_usd, updated_at = now()
-    RETURNING * INTO win;
+    win := genesis_credit_draw_down(p_tenant, p_week_start, p_limit_usd, p_cost);
     RETURN jsonb_build_object('outcome', 'recorded', 'snapshot', to_jsonb(snap),
                               'ordinal', ord, 'credit', to_jsonb(win));
 END

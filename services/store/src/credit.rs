@@ -68,19 +68,14 @@ pub async fn draw_down_in(
 ) -> Result<CreditWindow, StoreError> {
     check_amount("limit_usd", limit_usd)?;
     check_amount("amount", amount)?;
-    let row: serde_json::Value = sqlx::query_scalar(
-        "INSERT INTO credit_windows (tenant_id, week_start, limit_usd, spent_usd) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (tenant_id, week_start) DO UPDATE
-            SET spent_usd = credit_windows.spent_usd + EXCLUDED.spent_usd,
-                limit_usd = EXCLUDED.limit_usd, updated_at = now()
-         RETURNING to_jsonb(credit_windows.*)",
-    )
-    .bind(tenant_id)
-    .bind(week_start)
-    .bind(limit_usd)
-    .bind(amount)
-    .fetch_one(conn)
-    .await?;
+    let row: serde_json::Value =
+        sqlx::query_scalar("SELECT to_jsonb(genesis_credit_draw_down($1, $2, $3, $4))")
+            .bind(tenant_id)
+            .bind(week_start)
+            .bind(limit_usd)
+            .bind(amount)
+            .fetch_one(conn)
+            .await?;
     decode(row)
 }
 
