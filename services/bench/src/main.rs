@@ -185,6 +185,13 @@ async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
         ),
         ("GENESIS_OUTBOX_BATCH".into(), BACKLOG_BATCH.to_string()),
     ];
+    // The pods' slots, when the caller sets them (the harness clears the
+    // children's environment, so it is passed on explicitly).
+    if let Ok(slots) = std::env::var("GENESIS_POD_CONCURRENCY") {
+        options
+            .extra_env
+            .push(("GENESIS_POD_CONCURRENCY".into(), slots));
+    }
     Fleet::start(options).await
 }
 
