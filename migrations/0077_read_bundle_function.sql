@@ -6,6 +6,20 @@
 -- the caller (SECURITY INVOKER), so row-level security applies exactly as
 -- to the plain statement. A Compliance claim calls it inside its tenant
 -- transaction, beside the corpus discovery.
+-- The DB-first configuration a tenant's tick reads (spec §3.6): every
+-- system_configs key, the tenant's row over the global one, as a JSON
+-- object of text values. The one statement of that rule, for the bundle,
+-- the record and complete contexts and genesis_store::config. With a NULL
+-- tenant, the global rows only. Row-level security applies (the caller's
+-- role and tenant).
+CREATE FUNCTION genesis_effective_configs(p_tenant uuid)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_object_agg(c.key, c.value), '{}'::jsonb) FROM (
+        SELECT DISTINCT ON (key) key, value FROM system_configs
+         WHERE tenant_id IS NULL OR tenant_id = p_tenant ORDER BY key, tenant_id NULLS LAST) c;
+$$;
+
 CREATE FUNCTION genesis_read_bundle(p_tenant uuid, p_instance uuid, p_tail bigint, p_agent_type text,
                                     p_sites text[], p_week_start timestamptz)
 RETURNS jsonb
@@ -14,9 +28,7 @@ BEGIN
     PERFORM genesis_set_tenant(p_tenant);
     RETURN (
 SELECT jsonb_build_object(
-  'configs', (SELECT coalesce(jsonb_object_agg(c.key, c.value), '{}'::jsonb) FROM (
-      SELECT DISTINCT ON (key) key, value FROM system_configs
-       WHERE tenant_id IS NULL OR tenant_id = p_tenant ORDER BY key, tenant_id NULLS LAST) c),
+  'configs', genesis_effective_configs(p_tenant),
   'ledger', (SELECT coalesce(jsonb_agg(t.j ORDER BY t.turn_number), '[]'::jsonb) FROM (
       SELECT l.turn_number, to_jsonb(l) || jsonb_build_object('actions',
           (SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.ordinal), '[]'::jsonb)

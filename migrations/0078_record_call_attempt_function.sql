@@ -1,5 +1,6 @@
--- RecordCallAttempt's write as one server-side call (DESIGN §4: one round
--- trip per transaction). It was a tenant transaction of seven round trips:
+-- RecordCallAttempt's read and write, and CompleteTick's read, as one
+-- server-side call each (DESIGN §4: one round trip per transaction). The
+-- record's write was a tenant transaction of seven round trips:
 -- BEGIN, set_config, the session guard, the snapshot upsert, the attempt
 -- insert, the credit draw-down, COMMIT. The statements are the same, in
 -- the same order and the same transaction; the function sets the tenant
@@ -88,11 +89,29 @@ BEGIN
     RETURN (
         SELECT jsonb_build_object(
             'agent_type', i.agent_type,
-            'configs', (SELECT coalesce(jsonb_object_agg(c.key, c.value), '{}'::jsonb) FROM (
-                SELECT DISTINCT ON (key) key, value FROM system_configs
-                 WHERE tenant_id IS NULL OR tenant_id = p_tenant ORDER BY key, tenant_id NULLS LAST) c),
+            'configs', genesis_effective_configs(p_tenant),
             'served_price', (SELECT to_jsonb(p) FROM llm_pricing p WHERE p.model = p_served),
             'requested_price', (SELECT to_jsonb(p) FROM llm_pricing p WHERE p.model = p_requested))
           FROM agent_instances i WHERE i.id = p_instance);
+END
+$$;
+
+-- What CompleteTick reads before the mapper runs, as one autocommit call:
+-- the event's kind (NULL when it is not this instance's), the instance's
+-- active mode and type, the back-linked call snapshot (NULL when absent or
+-- another instance's) and the DB-first configuration.
+CREATE FUNCTION genesis_complete_context(p_tenant uuid, p_event uuid, p_instance uuid, p_snapshot uuid)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM genesis_set_tenant(p_tenant);
+    RETURN jsonb_build_object(
+        'event_kind', (SELECT e.event_kind FROM agent_event_queue e
+                        WHERE e.id = p_event AND e.instance_id = p_instance),
+        'active_mode', (SELECT i.active_mode FROM agent_instances i WHERE i.id = p_instance),
+        'snapshot', (SELECT to_jsonb(s) FROM llm_call_snapshots s
+                      WHERE s.id = p_snapshot AND s.instance_id = p_instance),
+        'configs', genesis_effective_configs(p_tenant),
+        'agent_type', (SELECT i.agent_type FROM agent_instances i WHERE i.id = p_instance));
 END
 $$;

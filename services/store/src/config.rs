@@ -61,23 +61,22 @@ impl Config<'_> {
         &self,
         tenant_id: Option<Uuid>,
     ) -> Result<BTreeMap<String, String>, StoreError> {
-        let sql = "SELECT DISTINCT ON (key) key, value FROM system_configs
-                   WHERE tenant_id IS NULL OR tenant_id = $1 ORDER BY key, tenant_id NULLS LAST";
-        let rows: Vec<(String, String)> = match tenant_id {
+        let sql = "SELECT genesis_effective_configs($1)";
+        let raw: serde_json::Value = match tenant_id {
             Some(t) => {
                 let mut tx = self.store.tenant_tx(t).await?;
-                let rows = sqlx::query_as(sql).bind(t).fetch_all(tx.conn()).await?;
+                let raw = sqlx::query_scalar(sql).bind(t).fetch_one(tx.conn()).await?;
                 tx.commit().await?;
-                rows
+                raw
             }
             None => {
-                sqlx::query_as(sql)
+                sqlx::query_scalar(sql)
                     .bind(None::<Uuid>)
-                    .fetch_all(self.store.system_pool())
+                    .fetch_one(self.store.system_pool())
                     .await?
             }
         };
-        Ok(rows.into_iter().collect())
+        Ok(serde_json::from_value(raw)?)
     }
 
     /// Write a value: `tenant_id` `None` writes the global layer (system

@@ -46,8 +46,8 @@ pub use sessions::DashboardSession;
 pub use store::{DatabaseStats, Store, StoreOptions, TenantTx};
 pub use tenants::Tenant;
 pub use tick::{
-    ClaimOutcome, CompletedTurn, LedgerAction, ResetOutcome, TickClaim, TickCompletion,
-    TickDecision,
+    ClaimOutcome, CompleteContext, CompletedTurn, LedgerAction, ResetOutcome, TickClaim,
+    TickCompletion, TickDecision,
 };
 pub use tokens::ApiToken;
 

@@ -252,6 +252,19 @@ struct RawReset {
     event_id: Option<Uuid>,
 }
 
+/// What [`Store::complete_context`] returns; each part `None` when absent
+/// (an unknown event, another instance's snapshot), for the caller to
+/// answer as it sees fit.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CompleteContext {
+    pub event_kind: Option<String>,
+    pub active_mode: Option<String>,
+    pub snapshot: Option<serde_json::Value>,
+    /// `system_configs`, the tenant's rows over the global ones.
+    pub configs: std::collections::BTreeMap<String, String>,
+    pub agent_type: Option<String>,
+}
+
 impl Store {
     /// ClaimTick: take the instance's CAS lease for `session` (a live lease
     /// of another session → [`ClaimOutcome::LeaseHeld`]; an expired one is
@@ -359,6 +372,26 @@ impl Store {
                 .await?;
         tx.commit().await?;
         Ok((raw, Some(corpus)))
+    }
+
+    /// What CompleteTick reads before the mapper runs (migration 0078's
+    /// `genesis_complete_context`, one autocommit round trip).
+    pub async fn complete_context(
+        &self,
+        tenant_id: Uuid,
+        event_id: Uuid,
+        instance_id: Uuid,
+        snapshot_id: Option<Uuid>,
+    ) -> Result<CompleteContext, StoreError> {
+        let raw: serde_json::Value =
+            sqlx::query_scalar("SELECT genesis_complete_context($1, $2, $3, $4)")
+                .bind(tenant_id)
+                .bind(event_id)
+                .bind(instance_id)
+                .bind(snapshot_id)
+                .fetch_one(self.tenant_pool())
+                .await?;
+        decode(raw)
     }
 
     /// RenewLease: extend the lease held by `session` by `ttl` from now.

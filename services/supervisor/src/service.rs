@@ -835,52 +835,27 @@ impl AgentPodService {
         }
         let metrics = &self.metrics;
         // One read: the claimed event's kind, the mode, the snapshot and config.
-        let mut tx = self
+        let pre = self
             .store
-            .tenant_tx(tenant_id)
+            .complete_context(tenant_id, event_id, instance_id, snapshot_id)
             .await
             .map_err(|e| status_of(e, metrics))?;
-        #[allow(clippy::type_complexity)]
-        let pre: (
-            Option<String>,
-            Option<String>,
-            Option<Value>,
-            Value,
-            Option<String>,
-        ) = sqlx::query_as(
-            "SELECT (SELECT e.event_kind FROM agent_event_queue e WHERE e.id = $1 AND e.instance_id = $2),
-                    (SELECT i.active_mode FROM agent_instances i WHERE i.id = $2),
-                    (SELECT to_jsonb(s) FROM llm_call_snapshots s WHERE s.id = $3 AND s.instance_id = $2),
-                    (SELECT coalesce(jsonb_object_agg(c.key, c.value), '{}'::jsonb) FROM (
-                        SELECT DISTINCT ON (key) key, value FROM system_configs
-                         WHERE tenant_id IS NULL OR tenant_id = $4 ORDER BY key, tenant_id NULLS LAST) c),
-                    (SELECT i.agent_type FROM agent_instances i WHERE i.id = $2)",
-        )
-        .bind(event_id)
-        .bind(instance_id)
-        .bind(snapshot_id)
-        .bind(tenant_id)
-        .fetch_one(tx.conn())
-        .await
-        .map_err(|e| status_of(e.into(), metrics))?;
-        tx.commit().await.map_err(|e| status_of(e, metrics))?;
         // An unknown event still goes to the store, whose session guard and
         // event check answer LEASE_LOST or INVALID_ARGUMENT with nothing written.
         let event_kind = pre
-            .0
+            .event_kind
             .as_deref()
             .and_then(|k| k.parse::<AgentEventKind>().ok())
             .unwrap_or(AgentEventKind::AgentTick);
-        let snapshot: Option<genesis_store::llm::CallSnapshotRow> = match (snapshot_id, pre.2) {
-            (Some(_), Some(v)) => {
-                Some(serde_json::from_value(v).map_err(|e| status_of(e.into(), metrics))?)
-            }
-            (Some(_), None) => return Err(Status::not_found("llm call snapshot not found")),
-            _ => None,
-        };
-        let configs: std::collections::BTreeMap<String, String> =
-            serde_json::from_value(pre.3).map_err(|e| status_of(e.into(), metrics))?;
-        let opts = effective_options(&self.settings.options, &configs);
+        let snapshot: Option<genesis_store::llm::CallSnapshotRow> =
+            match (snapshot_id, pre.snapshot) {
+                (Some(_), Some(v)) => {
+                    Some(serde_json::from_value(v).map_err(|e| status_of(e.into(), metrics))?)
+                }
+                (Some(_), None) => return Err(Status::not_found("llm call snapshot not found")),
+                _ => None,
+            };
+        let opts = effective_options(&self.settings.options, &pre.configs);
         let was_idle = matches!(
             completion,
             Completion::ShortCircuited | Completion::CreditExhausted
@@ -896,7 +871,7 @@ impl AgentPodService {
             "actions": actions,
             "waitCondition": req.wait_condition,
             "reasoningSummary": req.reasoning_summary,
-            "activeMode": recorded_mode(pre.1.as_deref(), pre.4.as_deref()),
+            "activeMode": recorded_mode(pre.active_mode.as_deref(), pre.agent_type.as_deref()),
             // How the episode ended and what it spent, so a budget cut or a
             // failure is visible on the turn (spec §3.5: the axis is recorded).
             "completion": completion_name,
