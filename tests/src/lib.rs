@@ -1103,6 +1103,17 @@ impl Fleet {
         Ok(r.event_id.parse()?)
     }
 
+    /// How many of `instance`'s operator messages have their ledger turn.
+    pub async fn answered_messages(&self, instance: &str) -> anyhow::Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT count(*) FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
+              WHERE e.instance_id = $1::uuid AND e.event_kind = 'OperatorMessage'",
+        )
+        .bind(instance)
+        .fetch_one(&self.db)
+        .await?)
+    }
+
     /// Every ledger turn of `instance`, oldest first, straight from the
     /// database.
     pub async fn turns(&self, instance: &str) -> anyhow::Result<Vec<Turn>> {

@@ -393,19 +393,9 @@ async fn a_poison_event_is_dead_lettered_while_the_tenants_other_agents_keep_tic
         .await?;
         ensure!(attention == 1, "{attention} dead-letter attention requests");
         // The other agent acknowledged every one of its messages.
-        wait_for("the healthy agent's messages", Duration::from_secs(60), || {
-            let db = fleet.db.clone();
-            let comp = comp.clone();
-            async move {
-                let acked: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
-                      WHERE e.instance_id = $1::uuid AND e.event_kind = 'OperatorMessage'",
-                )
-                .bind(&comp)
-                .fetch_one(&db)
-                .await?;
-                Ok((acked == 5).then_some(()))
-            }
+        wait_for("the healthy agent's messages", Duration::from_secs(60), || async {
+            let acked = fleet.answered_messages(&comp).await?;
+            Ok((acked == 5).then_some(()))
         })
         .await?;
         fleet.wait_quiescent(SETTLE).await?;

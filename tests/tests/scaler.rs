@@ -124,19 +124,9 @@ async fn the_publisher_holds_at_the_backlog_limit_and_loses_nothing() -> anyhow:
         // Pods start: everything is delivered, each message answered once.
         fleet.add_pod().await?;
         fleet.add_pod().await?;
-        wait_for("every message answered", Duration::from_secs(90), || {
-            let db = fleet.db.clone();
-            let soa = soa.clone();
-            async move {
-                let n: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
-                      WHERE e.instance_id = $1::uuid AND e.event_kind = 'OperatorMessage'",
-                )
-                .bind(&soa)
-                .fetch_one(&db)
-                .await?;
-                Ok((n == MESSAGES as i64).then_some(()))
-            }
+        wait_for("every message answered", Duration::from_secs(90), || async {
+            let n = fleet.answered_messages(&soa).await?;
+            Ok((n == MESSAGES as i64).then_some(()))
         })
         .await?;
         fleet.wait_quiescent(Duration::from_secs(60)).await?;
