@@ -79,7 +79,8 @@ $$;
 
 -- What RecordCallAttempt reads before pricing an attempt, as one
 -- autocommit call: the instance's type, the DB-first configuration (tenant
--- row over global) and the prices of the served and the requested model.
+-- row over global) and the price of the served model, else of the requested
+-- one (providers report dated or suffixed ids for the model they served).
 -- NULL when the instance is not the tenant's.
 CREATE FUNCTION genesis_record_context(p_tenant uuid, p_instance uuid, p_served text, p_requested text)
 RETURNS jsonb
@@ -90,8 +91,9 @@ BEGIN
         SELECT jsonb_build_object(
             'agent_type', i.agent_type,
             'configs', genesis_effective_configs(p_tenant),
-            'served_price', (SELECT to_jsonb(p) FROM llm_pricing p WHERE p.model = p_served),
-            'requested_price', (SELECT to_jsonb(p) FROM llm_pricing p WHERE p.model = p_requested))
+            'price', coalesce(
+                (SELECT to_jsonb(p) FROM llm_pricing p WHERE p.model = p_served),
+                (SELECT to_jsonb(p) FROM llm_pricing p WHERE p.model = nullif(p_requested, ''))))
           FROM agent_instances i WHERE i.id = p_instance);
 END
 $$;
@@ -105,13 +107,15 @@ RETURNS jsonb
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM genesis_set_tenant(p_tenant);
-    RETURN jsonb_build_object(
-        'event_kind', (SELECT e.event_kind FROM agent_event_queue e
-                        WHERE e.id = p_event AND e.instance_id = p_instance),
-        'active_mode', (SELECT i.active_mode FROM agent_instances i WHERE i.id = p_instance),
-        'snapshot', (SELECT to_jsonb(s) FROM llm_call_snapshots s
-                      WHERE s.id = p_snapshot AND s.instance_id = p_instance),
-        'configs', genesis_effective_configs(p_tenant),
-        'agent_type', (SELECT i.agent_type FROM agent_instances i WHERE i.id = p_instance));
+    RETURN (
+        SELECT jsonb_build_object(
+            'event_kind', (SELECT e.event_kind FROM agent_event_queue e
+                            WHERE e.id = p_event AND e.instance_id = p_instance),
+            'active_mode', i.active_mode,
+            'snapshot', (SELECT to_jsonb(s) FROM llm_call_snapshots s
+                          WHERE s.id = p_snapshot AND s.instance_id = p_instance),
+            'configs', genesis_effective_configs(p_tenant),
+            'agent_type', i.agent_type)
+          FROM (SELECT 1) one LEFT JOIN agent_instances i ON i.id = p_instance);
 END
 $$;

@@ -169,8 +169,8 @@ pub struct RecordContext {
     pub agent_type: genesis_core::AgentType,
     /// `system_configs`, the tenant's rows over the global ones.
     pub configs: std::collections::BTreeMap<String, String>,
-    pub served_price: Option<PricingRow>,
-    pub requested_price: Option<PricingRow>,
+    /// The served model's price, else the requested model's.
+    pub price: Option<PricingRow>,
 }
 
 /// Where an attempt's cost is drawn from.
@@ -538,12 +538,7 @@ impl Llm<'_> {
         check_count("attempt.output_tokens", attempt.output_tokens)?;
         check_count("attempt.cache_read_tokens", attempt.cache_read_tokens)?;
         check_count("attempt.latency_ms", attempt.latency_ms)?;
-        if !attempt.cost_usd.is_finite() || attempt.cost_usd < 0.0 {
-            return Err(StoreError::invalid(
-                "cost_usd",
-                "must be a finite, non-negative amount",
-            ));
-        }
+        crate::credit::check_amount("cost_usd", attempt.cost_usd)?;
         let mut error_message = attempt.error_message.clone();
         if error_message.len() > 4096 {
             let mut end = 4096;
@@ -621,8 +616,8 @@ impl Llm<'_> {
 
     /// What RecordCallAttempt prices an attempt with (migration 0078's
     /// `genesis_record_context`, one round trip): the instance's type, the
-    /// DB-first configuration and the prices of the served and requested
-    /// models. `NotFound` when the instance is not the tenant's.
+    /// DB-first configuration and the price of the served model, else of
+    /// the requested one. `NotFound` when the instance is not the tenant's.
     pub async fn record_context(
         &self,
         tenant_id: Uuid,

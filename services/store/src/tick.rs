@@ -259,7 +259,7 @@ struct RawReset {
 pub struct CompleteContext {
     pub event_kind: Option<String>,
     pub active_mode: Option<String>,
-    pub snapshot: Option<serde_json::Value>,
+    pub snapshot: Option<crate::llm::CallSnapshotRow>,
     /// `system_configs`, the tenant's rows over the global ones.
     pub configs: std::collections::BTreeMap<String, String>,
     pub agent_type: Option<String>,

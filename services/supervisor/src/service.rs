@@ -712,10 +712,7 @@ impl AgentPodService {
             .map_err(|e| status_of(e, metrics))?;
         let agent_type = ctx.agent_type;
         let opts = effective_options(&self.settings.options, &ctx.configs);
-        let pricing = ctx.served_price.or(ctx
-            .requested_price
-            .filter(|_| !a.requested_model.is_empty()));
-        let cost = match &pricing {
+        let cost = match &ctx.price {
             Some(p) => attempt_cost(p, a.input_tokens, a.output_tokens, a.cache_read_tokens),
             None => {
                 metrics.unpriced_model();
@@ -849,9 +846,7 @@ impl AgentPodService {
             .unwrap_or(AgentEventKind::AgentTick);
         let snapshot: Option<genesis_store::llm::CallSnapshotRow> =
             match (snapshot_id, pre.snapshot) {
-                (Some(_), Some(v)) => {
-                    Some(serde_json::from_value(v).map_err(|e| status_of(e.into(), metrics))?)
-                }
+                (Some(_), Some(row)) => Some(row),
                 (Some(_), None) => return Err(Status::not_found("llm call snapshot not found")),
                 _ => None,
             };
