@@ -189,7 +189,7 @@ impl Instances<'_> {
             .execute(tx.conn())
             .await?;
         if status == InstanceStatus::Active && before.status != InstanceStatus::Active {
-            rearm_stranded_in(tx.conn(), tenant_id, instance_id).await?;
+            rearm_stranded_in(tx.conn(), instance_id).await?;
             sqlx::query(
                 "SELECT genesis_insert_event($1, $2, 'AgentInitialized', '{}'::jsonb, now(), NULL)",
             )
@@ -240,13 +240,14 @@ pub(crate) async fn lock_in(
 /// acknowledged, so its unconsumed event keeps `published_at` with no
 /// message left on the stream. Clearing the mark and bumping
 /// `publish_epoch` (a fresh `Nats-Msg-Id`, see `EventRow::message_id`) makes
-/// the outbox publish it again; the NOTIFY wakes the publisher now. An event
+/// the outbox publish it again; the `AgentInitialized` opener `set_status`
+/// inserts next notifies `genesis_due` in the same transaction, which wakes
+/// the publisher for both. An event
 /// whose message is in fact still on the stream gets a second message,
 /// which claims nothing (`nothing_due`) — an extra claim, never a lost event.
 /// Returns how many events were re-armed.
 pub(crate) async fn rearm_stranded_in(
     conn: &mut sqlx::PgConnection,
-    tenant_id: Uuid,
     instance_id: Uuid,
 ) -> Result<u64, StoreError> {
     let rearmed = sqlx::query(
@@ -258,16 +259,5 @@ pub(crate) async fn rearm_stranded_in(
     .execute(&mut *conn)
     .await?
     .rows_affected();
-    if rearmed > 0 {
-        sqlx::query(
-            "SELECT pg_notify('genesis_due', json_build_object('tenant_id', $1::uuid,
-                    'instance_id', $2::uuid, 'rearmed', $3::bigint)::text)",
-        )
-        .bind(tenant_id)
-        .bind(instance_id)
-        .bind(i64::try_from(rearmed).unwrap_or(i64::MAX))
-        .execute(&mut *conn)
-        .await?;
-    }
     Ok(rearmed)
 }
