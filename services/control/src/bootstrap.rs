@@ -75,14 +75,26 @@ pub async fn ensure_singleton(
     matches: impl Fn(&InstanceRow) -> bool,
 ) -> Result<(InstanceRow, bool), ControlError> {
     let name = format!("singleton:{tenant_id}:{agent_type}:{key}");
-    with_advisory_lock(locks, &name, || async {
-        let existing = store.instances().list(tenant_id, Some(agent_type)).await?;
-        if let Some(found) = existing.into_iter().find(|i| matches(i)) {
-            return Ok((found, false));
-        }
-        Ok((store.instances().create(tenant_id, new).await?, true))
+    with_advisory_lock(locks, &name, || {
+        find_or_create(store, tenant_id, agent_type, new, matches)
     })
     .await
+}
+
+/// The find-or-create of [`ensure_singleton`], for a caller that already
+/// holds a lock serialising it.
+async fn find_or_create(
+    store: &Store,
+    tenant_id: Uuid,
+    agent_type: AgentType,
+    new: NewInstance,
+    matches: impl Fn(&InstanceRow) -> bool,
+) -> Result<(InstanceRow, bool), ControlError> {
+    let existing = store.instances().list(tenant_id, Some(agent_type)).await?;
+    if let Some(found) = existing.into_iter().find(|i| matches(i)) {
+        return Ok((found, false));
+    }
+    Ok((store.instances().create(tenant_id, new).await?, true))
 }
 
 /// Ensure the tenant's one SOA (spec §3.2 step 2).
@@ -124,33 +136,6 @@ pub async fn ensure_compliance(
         "",
         NewInstance::foundational(AgentType::Compliance, InstanceStatus::Paused),
         |_| true,
-    )
-    .await
-}
-
-/// Ensure the Paused PromptRedactor bound to `call_site_id` (bursty: never
-/// bootstrapped, created on a signal, outside the foundational phase).
-pub async fn ensure_redactor(
-    store: &Store,
-    locks: &PgPool,
-    tenant_id: Uuid,
-    call_site_id: &str,
-) -> Result<(InstanceRow, bool), ControlError> {
-    let new = NewInstance {
-        agent_type: AgentType::PromptRedactor,
-        status: InstanceStatus::Paused,
-        call_site_id: Some(call_site_id.to_owned()),
-        workset_deadline: None,
-        seed_initialized: false,
-    };
-    ensure_singleton(
-        store,
-        locks,
-        tenant_id,
-        AgentType::PromptRedactor,
-        call_site_id,
-        new,
-        |i| i.call_site_id.as_deref() == Some(call_site_id),
     )
     .await
 }
@@ -224,7 +209,8 @@ pub async fn set_redactor_feature(
 }
 
 /// RaiseRedactorSignal's instance: ensure-create the Paused redactor bound
-/// to `call_site_id`, and when the tenant's prompt-redactor feature is on,
+/// to `call_site_id` (bursty: never bootstrapped, created on a signal,
+/// outside the foundational phase), and when the tenant's prompt-redactor feature is on,
 /// make sure it is active (a redactor created, or paused by an operator,
 /// while the feature is on runs on the next signal). Serialised with
 /// [`set_redactor_feature`]. Returns the instance and whether it was
@@ -235,20 +221,35 @@ pub async fn ensure_signalled_redactor(
     tenant_id: Uuid,
     call_site_id: &str,
 ) -> Result<(InstanceRow, bool), ControlError> {
+    // The feature lock serialises every redactor creation of the tenant, so
+    // the find-or-create runs under it directly (a nested singleton lock
+    // would hold a second lock connection per waiting caller).
     with_advisory_lock(locks, &redactor_feature_lock(tenant_id), || async {
-        let (inst, created) = ensure_redactor(store, locks, tenant_id, call_site_id).await?;
+        let new = NewInstance {
+            agent_type: AgentType::PromptRedactor,
+            status: InstanceStatus::Paused,
+            call_site_id: Some(call_site_id.to_owned()),
+            workset_deadline: None,
+            seed_initialized: false,
+        };
+        let (inst, created) =
+            find_or_create(store, tenant_id, AgentType::PromptRedactor, new, |i| {
+                i.call_site_id.as_deref() == Some(call_site_id)
+            })
+            .await?;
         let on = store
             .tenants()
             .get(tenant_id)
             .await?
             .feature_enabled(PROMPT_REDACTOR_FLAG);
-        if on && inst.status == InstanceStatus::Paused {
-            let inst = store
+        let inst = if on && inst.status == InstanceStatus::Paused {
+            store
                 .instances()
                 .set_status(tenant_id, inst.id, InstanceStatus::Active)
-                .await?;
-            return Ok((inst, created));
-        }
+                .await?
+        } else {
+            inst
+        };
         Ok((inst, created))
     })
     .await
