@@ -311,14 +311,13 @@ async fn consumer_pending(
     js: &jetstream::Context,
     s: &PublisherSettings,
 ) -> Result<u64, ControlError> {
-    let mut consumer: consumer::PullConsumer = js
+    // Binding the consumer is itself a CONSUMER.INFO request; its answer is
+    // the reading (asking `info()` again would be a second round trip).
+    let consumer: consumer::PullConsumer = js
         .get_consumer_from_stream(&s.consumer, &s.stream)
         .await
         .map_err(|e| ControlError::Nats(format!("consumer {}: {e}", s.consumer)))?;
-    let info = consumer
-        .info()
-        .await
-        .map_err(|e| ControlError::Nats(format!("consumer {} info: {e}", s.consumer)))?;
+    let info = consumer.cached_info();
     Ok(info
         .num_pending
         .saturating_add(u64::try_from(info.num_ack_pending).unwrap_or(0)))
