@@ -56,6 +56,7 @@ impl TenantSlots {
     }
 
     /// Slots `tenant` holds now.
+    #[cfg(test)]
     pub fn held(&self, tenant: Uuid) -> usize {
         let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         held.get(&tenant).copied().unwrap_or(0)

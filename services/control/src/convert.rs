@@ -6,15 +6,12 @@ use genesis_core::BudgetOverride;
 use genesis_core::modes::seed_catalogue;
 use genesis_proto::convert::{optional_timestamp, timestamp_from_chrono};
 use genesis_proto::v1;
-use genesis_store::{
-    ApiToken, AttentionRequest, InstanceRow, LedgerTurn, MessageRow, ModeRow, Tenant,
-};
+use genesis_store::{ApiToken, AttentionRequest, LedgerTurn, MessageRow, ModeRow, Tenant};
 
-/// `agent_instances` row → `AgentInstance` (the store's one wire form,
-/// shared with the supervisor's bundle).
-pub fn instance(i: &InstanceRow) -> v1::AgentInstance {
-    genesis_store::wire::instance(i)
-}
+/// `agent_instances` row → `AgentInstance` and ledger turn (+ its action
+/// rows) → `LedgerTurn`: the store's one wire form, shared with the
+/// supervisor's bundle.
+pub use genesis_store::wire::{instance, ledger_turn};
 
 /// `tenants` row → `Tenant`.
 pub fn tenant(t: &Tenant) -> v1::Tenant {
@@ -58,12 +55,6 @@ pub fn decision(a: &AttentionRequest) -> v1::Decision {
         resolved_at: optional_timestamp(a.resolved_at),
         resolved_by: a.resolved_by.clone().unwrap_or_default(),
     }
-}
-
-/// Ledger turn (+ its action rows) → `LedgerTurn` (the store's one wire
-/// form, shared with the supervisor's bundle).
-pub fn ledger_turn(t: &LedgerTurn, actions: &[genesis_store::LedgerActionRow]) -> v1::LedgerTurn {
-    genesis_store::wire::ledger_turn(t, actions)
 }
 
 /// Ledger turn → the live `TurnEvent`.

@@ -47,10 +47,10 @@ pub struct SupervisorConfig {
     #[arg(long, env = "GENESIS_ALERTMANAGER_URL")]
     pub alertmanager_url: Option<String>,
     /// Seconds between ops-digest samples (database counters, Alertmanager).
-    #[arg(long, env = "GENESIS_OPS_SAMPLE_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    #[arg(long, env = "GENESIS_OPS_SAMPLE_SECS", default_value_t = crate::ops::DEFAULT_SAMPLE_INTERVAL.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub ops_sample_secs: u64,
     /// Seconds the ops digest's deltas span (deadlocks, rollbacks, tool errors).
-    #[arg(long, env = "GENESIS_OPS_WINDOW_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, env = "GENESIS_OPS_WINDOW_SECS", default_value_t = crate::ops::DEFAULT_WINDOW.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub ops_window_secs: u64,
     /// Log format.
     #[arg(long, env = "GENESIS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]

@@ -26,9 +26,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 
-/// Default spacing of samples.
+/// Default spacing of samples (`GENESIS_OPS_SAMPLE_SECS`).
 pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(15);
-/// Default span the deltas are taken over.
+/// Default span the deltas are taken over (`GENESIS_OPS_WINDOW_SECS`).
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(300);
 
 /// One reading of every source.
@@ -69,6 +69,11 @@ pub struct OpsReading {
 }
 
 impl OpsProbe {
+    /// The span deltas are taken over.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
     /// A probe; `alertmanager_url` is the base URL (`GENESIS_ALERTMANAGER_URL`),
     /// `window` the span deltas are taken over (`GENESIS_OPS_WINDOW_SECS`).
     pub fn new(alertmanager_url: Option<String>, window: Duration) -> Self {
@@ -238,13 +243,6 @@ impl OpsReading {
             ),
             bucket: ops_bucket(d),
         }
-    }
-}
-
-impl OpsProbe {
-    /// The span deltas are taken over.
-    pub fn window(&self) -> Duration {
-        self.window
     }
 }
 

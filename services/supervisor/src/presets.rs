@@ -117,13 +117,9 @@ pub fn resolve_site_chain(
         resolved_site_id: resolved,
         preset_name: CODE_DEFAULT_PRESET_NAME.into(),
         couples: code_default(default)
-            .into_iter()
-            .map(|c| pb::PresetCouple {
-                model: c.model.into(),
-                provider: c.provider.into(),
-                backend: c.backend.into(),
-                credential_names: c.credentials.iter().map(|n| (*n).to_owned()).collect(),
-            })
+            .iter()
+            .map(PresetCouple::from)
+            .map(to_pb)
             .collect(),
         ..Default::default()
     }

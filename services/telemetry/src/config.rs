@@ -124,16 +124,6 @@ pub struct TelemetryConfig {
 }
 
 impl TelemetryConfig {
-    /// A configuration without OTLP export: logs only.
-    pub fn logs_only(service_name: &str, log_format: LogFormat) -> Self {
-        TelemetryConfig {
-            service_name: service_name.to_owned(),
-            resource_attributes: Vec::new(),
-            log_format,
-            otlp: None,
-        }
-    }
-
     /// Read the `OTEL_*` variables of the process environment.
     /// `default_service_name` is the bin's own name (`genesis-agent-pod`, …).
     pub fn from_env(

@@ -10,11 +10,11 @@
 //! approval does, in control's decision transaction), and never put the raw
 //! overlay or a raw finding into its result, the request or an error.
 
+use genesis_core::AttentionKind;
 use genesis_core::redact::{
     MAX_PROPOSED_OVERLAY_BYTES, REDACTION_SOURCE, RedactionProposal, findings_summary, redact,
     stored_findings,
 };
-use genesis_core::{AgentType, AttentionKind};
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolError};
@@ -48,19 +48,19 @@ impl Tool for RedactorProposeOverlay {
     }
 
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
-        let (agent_type, call_site): (String, Option<String>) =
-            sqlx::query_as("SELECT agent_type, call_site_id FROM agent_instances WHERE id = $1")
+        // Only the Prompt Engineer reaches this tool (genesis-core's
+        // superset, checked by InvokeTool's gate); its call-site is the one
+        // thing to read.
+        let call_site: Option<String> =
+            sqlx::query_scalar("SELECT call_site_id FROM agent_instances WHERE id = $1")
                 .bind(ctx.instance_id)
                 .fetch_one(&mut *ctx.conn)
                 .await?;
-        let call_site = match call_site {
-            Some(site) if agent_type == AgentType::PromptRedactor.as_str() => site,
-            _ => {
-                return Err(ToolError::new(
-                    "NOT_APPLICABLE",
-                    "only a call-site-bound Prompt Engineer proposes overlays",
-                ));
-            }
+        let Some(call_site) = call_site else {
+            return Err(ToolError::new(
+                "NOT_APPLICABLE",
+                "only a call-site-bound Prompt Engineer proposes overlays",
+            ));
         };
         let bindings = bindings_for(ctx.conn, &call_site).await?;
         let review = Review::of(&call_site, &bindings);
