@@ -86,21 +86,9 @@ impl Attention<'_> {
         if let Some(instance_id) = new.instance_id {
             crate::instances::get_in(tx.conn(), instance_id).await?;
         }
-        let row: serde_json::Value = sqlx::query_scalar(
-            "INSERT INTO attention_requests (tenant_id, instance_id, kind, title, body, options, metadata)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING to_jsonb(attention_requests.*)",
-        )
-        .bind(tenant_id)
-        .bind(new.instance_id)
-        .bind(new.kind.as_str())
-        .bind(&new.title)
-        .bind(&new.body)
-        .bind(&new.options)
-        .bind(&new.metadata)
-        .fetch_one(tx.conn())
-        .await?;
+        let row = insert_in(tx.conn(), tenant_id, &new).await?;
         tx.commit().await?;
-        decode(row)
+        Ok(row)
     }
 
     /// Read one request.
@@ -226,4 +214,28 @@ pub(crate) async fn resolve_in(
         request: decode(row.ok_or_else(|| StoreError::not_found("attention request"))?)?,
         resolved_now: false,
     })
+}
+
+/// Insert an open request on the caller's tenant transaction (a governed
+/// tool's handler, [`Attention::create`]); the caller has checked its
+/// fields.
+pub async fn insert_in(
+    conn: &mut sqlx::PgConnection,
+    tenant_id: Uuid,
+    new: &NewAttentionRequest,
+) -> Result<AttentionRequest, StoreError> {
+    let row: serde_json::Value = sqlx::query_scalar(
+        "INSERT INTO attention_requests (tenant_id, instance_id, kind, title, body, options, metadata)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING to_jsonb(attention_requests.*)",
+    )
+    .bind(tenant_id)
+    .bind(new.instance_id)
+    .bind(new.kind.as_str())
+    .bind(&new.title)
+    .bind(&new.body)
+    .bind(&new.options)
+    .bind(&new.metadata)
+    .fetch_one(conn)
+    .await?;
+    decode(row)
 }

@@ -53,18 +53,20 @@ impl Tool for MissionAskUser {
             "question": question,
             "context": context,
         });
-        let (id, created_at): (uuid::Uuid, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
-            "INSERT INTO attention_requests (tenant_id, instance_id, kind, title, body, options, metadata)
-             VALUES ($1, $2, 'mission_question', $3, $4, $5, $6) RETURNING id, created_at",
+        let row = genesis_store::attention::insert_in(
+            ctx.conn,
+            ctx.tenant_id,
+            &genesis_store::NewAttentionRequest {
+                instance_id: Some(ctx.instance_id),
+                kind: genesis_core::AttentionKind::MissionQuestion,
+                title: title.to_owned(),
+                body: context.to_owned(),
+                options: json!(options),
+                metadata,
+            },
         )
-        .bind(ctx.tenant_id)
-        .bind(ctx.instance_id)
-        .bind(title)
-        .bind(context)
-        .bind(json!(options))
-        .bind(&metadata)
-        .fetch_one(&mut *ctx.conn)
         .await?;
+        let (id, created_at) = (row.id, row.created_at);
         Ok(json!({"attentionRequestId": id, "status": "open", "createdAt": created_at}))
     }
 }

@@ -148,19 +148,23 @@ impl Tool for RedactorProposeOverlay {
         );
         let metadata = serde_json::to_value(&proposal)
             .map_err(|e| ToolError::new("HANDLER_FAILED", e.to_string()))?;
-        let (id, created_at): (uuid::Uuid, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
-            "INSERT INTO attention_requests (tenant_id, instance_id, kind, title, body, options, metadata)
-             VALUES ($1, $2, $3, $4, $5, '[\"approved\", \"rejected\"]'::jsonb, $6)
-             RETURNING id, created_at",
+        let row = genesis_store::attention::insert_in(
+            ctx.conn,
+            ctx.tenant_id,
+            &genesis_store::NewAttentionRequest {
+                instance_id: Some(ctx.instance_id),
+                kind: genesis_core::AttentionKind::Redaction,
+                title: format!(
+                    "Redact the prompt overlay of {call_site} (preset {})",
+                    preset.name
+                ),
+                body,
+                options: json!(["approved", "rejected"]),
+                metadata,
+            },
         )
-        .bind(ctx.tenant_id)
-        .bind(ctx.instance_id)
-        .bind(AttentionKind::Redaction.as_str())
-        .bind(format!("Redact the prompt overlay of {call_site} (preset {})", preset.name))
-        .bind(&body)
-        .bind(&metadata)
-        .fetch_one(&mut *ctx.conn)
         .await?;
+        let (id, created_at) = (row.id, row.created_at);
         Ok(json!({
             "attentionRequestId": id, "status": "open", "createdAt": created_at,
             "presetId": preset.id, "findings": summary,

@@ -55,18 +55,20 @@ impl Tool for SoaProposeDecision {
         let body = args.get("body").and_then(Value::as_str).unwrap_or_default();
         let options = args.get("options").cloned().unwrap_or_else(|| json!([]));
         let metadata = json!({"source": "soa", "soaInstanceId": ctx.instance_id.to_string()});
-        let (id, created_at): (uuid::Uuid, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
-            "INSERT INTO attention_requests (tenant_id, instance_id, kind, title, body, options, metadata)
-             VALUES ($1, $2, 'decision', $3, $4, $5, $6) RETURNING id, created_at",
+        let row = genesis_store::attention::insert_in(
+            ctx.conn,
+            ctx.tenant_id,
+            &genesis_store::NewAttentionRequest {
+                instance_id: Some(ctx.instance_id),
+                kind: genesis_core::AttentionKind::Decision,
+                title: title.to_owned(),
+                body: body.to_owned(),
+                options,
+                metadata,
+            },
         )
-        .bind(ctx.tenant_id)
-        .bind(ctx.instance_id)
-        .bind(title)
-        .bind(body)
-        .bind(&options)
-        .bind(&metadata)
-        .fetch_one(&mut *ctx.conn)
         .await?;
+        let (id, created_at) = (row.id, row.created_at);
         Ok(json!({"attentionRequestId": id, "status": "open", "createdAt": created_at}))
     }
 }

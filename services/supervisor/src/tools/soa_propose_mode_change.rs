@@ -90,18 +90,20 @@ impl Tool for SoaProposeModeChange {
             "targetMode": target,
             "fromMode": current,
         });
-        let (id, created_at): (uuid::Uuid, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
-            "INSERT INTO attention_requests (tenant_id, instance_id, kind, title, body, options, metadata)
-             VALUES ($1, $2, 'mode_change', $3, $4, '[\"approve\", \"reject\"]'::jsonb, $5)
-             RETURNING id, created_at",
+        let row = genesis_store::attention::insert_in(
+            ctx.conn,
+            ctx.tenant_id,
+            &genesis_store::NewAttentionRequest {
+                instance_id: Some(ctx.instance_id),
+                kind: genesis_core::AttentionKind::ModeChange,
+                title: format!("Switch mode to {target}"),
+                body: reason.to_owned(),
+                options: json!(["approve", "reject"]),
+                metadata,
+            },
         )
-        .bind(ctx.tenant_id)
-        .bind(ctx.instance_id)
-        .bind(format!("Switch mode to {target}"))
-        .bind(reason)
-        .bind(&metadata)
-        .fetch_one(&mut *ctx.conn)
         .await?;
+        let (id, created_at) = (row.id, row.created_at);
         Ok(
             json!({"attentionRequestId": id, "status": "open", "targetMode": target,
                   "createdAt": created_at, "note": "the mode is unchanged until an operator approves"}),
