@@ -288,10 +288,13 @@ pub async fn seed_default_preset(
 /// its gates), then its SOA if both gate levels are on; returns whether a
 /// SOA was created. A failed seed is logged and never stops the SOA.
 pub async fn bootstrap_tenant(state: &AppState, tenant_id: Uuid) -> Result<bool, ControlError> {
-    if let Err(e) =
-        seed_default_preset(&state.store, tenant_id, state.config.default_provider).await
-    {
-        tracing::warn!(tenant = %tenant_id, error = %e, "bootstrap: default preset seeding failed");
+    if !state.seeded(tenant_id) {
+        match seed_default_preset(&state.store, tenant_id, state.config.default_provider).await {
+            Ok(_) => state.mark_seeded(tenant_id),
+            Err(e) => {
+                tracing::warn!(tenant = %tenant_id, error = %e, "bootstrap: default preset seeding failed")
+            }
+        }
     }
     if !state.config.standing_agents_enabled || !state.config.auto_bootstrap {
         return Ok(false);
@@ -344,8 +347,9 @@ fn tenant_of(payload: &str) -> Option<Uuid> {
 }
 
 /// The bootstrap loop: a full scan at start and every `rescan`, and one
-/// tenant at a time as `genesis_tenants` notifies. Not started at all when
-/// the deploy level or AutoBootstrap is off.
+/// tenant at a time as `genesis_tenants` notifies. It always runs (every
+/// tenant gets the default preset, seeded once per process and tenant);
+/// the SOA part is skipped when the deploy level or AutoBootstrap is off.
 pub async fn run_bootstrap(state: AppState, rescan: Duration, shutdown: CancellationToken) {
     if !state.config.standing_agents_enabled || !state.config.auto_bootstrap {
         // The SOA bootstrap is off; the loop still runs for the default

@@ -36,6 +36,10 @@ pub struct AppState {
     /// Per-tenant rate limits of the admin surface.
     pub limits: Arc<crate::limits::RateLimits>,
     nats_ready: Arc<AtomicBool>,
+    /// Tenants whose default preset this process has seen seeded (the
+    /// store's once-per-tenant row is the truth; this only spares the
+    /// bootstrap rescan a write transaction per tenant).
+    seeded: Arc<std::sync::Mutex<std::collections::HashSet<uuid::Uuid>>>,
 }
 
 impl AppState {
@@ -56,6 +60,19 @@ impl AppState {
             shutdown,
             lanes: Arc::new(crate::services::lanes::Lanes::default()),
             nats_ready: Arc::new(AtomicBool::new(false)),
+            seeded: Arc::default(),
+        }
+    }
+
+    /// Whether this process already saw `tenant`'s default preset seeded.
+    pub fn seeded(&self, tenant: uuid::Uuid) -> bool {
+        self.seeded.lock().is_ok_and(|s| s.contains(&tenant))
+    }
+
+    /// Remember that `tenant`'s default preset is seeded.
+    pub fn mark_seeded(&self, tenant: uuid::Uuid) {
+        if let Ok(mut s) = self.seeded.lock() {
+            s.insert(tenant);
         }
     }
 
