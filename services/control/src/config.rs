@@ -67,7 +67,7 @@ pub struct ControlConfig {
     /// new tenant's `Default` preset (bound to Agent:Default and
     /// PromptRedactor:Default): `anthropic`, `openai` or `scripted`. Set it
     /// to the supervisor's value.
-    #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", default_value_t = genesis_core::presets::DefaultProvider::Scripted, value_parser = parse_default_provider)]
+    #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", default_value_t = genesis_core::presets::DefaultProvider::Scripted, value_parser = genesis_core::presets::DefaultProvider::parse_arg)]
     pub default_provider: genesis_core::presets::DefaultProvider,
     /// Events per outbox batch.
     #[arg(long, env = "GENESIS_OUTBOX_BATCH", default_value_t = 256)]
@@ -154,12 +154,6 @@ fn redact_url(url: &str) -> String {
         }
         _ => url.to_owned(),
     }
-}
-
-/// `GENESIS_DEFAULT_PROVIDER` through genesis-core's one spelling.
-fn parse_default_provider(s: &str) -> Result<genesis_core::presets::DefaultProvider, String> {
-    s.parse()
-        .map_err(|e: genesis_core::CoreError| e.to_string())
 }
 
 impl ControlConfig {

@@ -74,6 +74,14 @@ impl FromStr for DefaultProvider {
     }
 }
 
+impl DefaultProvider {
+    /// `GENESIS_DEFAULT_PROVIDER` as clap's value parser wants it (control
+    /// and the supervisor read the same variable).
+    pub fn parse_arg(s: &str) -> Result<DefaultProvider, String> {
+        s.parse().map_err(|e: CoreError| e.to_string())
+    }
+}
+
 /// One couple of the code default: model, provider, backend and the
 /// credential names it uses in priority order.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -58,7 +58,7 @@ pub struct SupervisorConfig {
     /// Provider of the code-default preset when a tenant bound none:
     /// `anthropic` (`claude-opus-4-8`, then scripted), `openai` (`gpt-4o`,
     /// then scripted) or `scripted` (`scripted-1` only: demo and tests).
-    #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", default_value_t = DefaultProvider::Scripted, value_parser = parse_default_provider)]
+    #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", default_value_t = DefaultProvider::Scripted, value_parser = genesis_core::presets::DefaultProvider::parse_arg)]
     pub default_provider: DefaultProvider,
     /// Seconds in-flight calls get to finish after a shutdown signal.
     #[arg(long, env = "GENESIS_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
@@ -123,12 +123,6 @@ impl SupervisorConfig {
     pub fn dump(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
-}
-
-/// `GENESIS_DEFAULT_PROVIDER` through genesis-core's one spelling.
-pub fn parse_default_provider(s: &str) -> Result<DefaultProvider, String> {
-    s.parse()
-        .map_err(|e: genesis_core::CoreError| e.to_string())
 }
 
 #[cfg(test)]
