@@ -159,7 +159,7 @@ pub async fn run(
         .layer(AuthLayer::new(state.clone()))
         .add_routes(builder.routes())
         .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(grpc),
+            tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
             async move { grpc_shutdown.cancelled().await },
         );
 

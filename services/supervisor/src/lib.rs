@@ -123,7 +123,7 @@ pub async fn serve(
         .add_service(health_service)
         .add_service(AgentPodServer::new(service))
         .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(grpc_listener),
+            tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
             grpc_shutdown.cancelled_owned(),
         );
     let http_shutdown = shutdown.clone();
