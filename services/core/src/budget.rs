@@ -301,7 +301,8 @@ pub fn policy_default(agent_type: AgentType, opts: &AgentDispatcherOptions) -> B
 /// 3. the policy default.
 ///
 /// The weekly dollar ceiling is not part of this envelope: see
-/// [`credit_status`], which applies in every phase.
+/// [`credit_status`] (the gate) and [`cap_to_credit`] (the dollar cap), which
+/// apply in every phase.
 pub fn resolve_tick_budget(
     policy_default: &BudgetEnvelope,
     mode_override: Option<&BudgetOverride>,
@@ -376,6 +377,32 @@ pub fn credit_status(window: &CreditWindow, enforcement: bool) -> CreditStatus {
     CreditStatus {
         remaining,
         exhausted: enforcement && remaining <= 0.0,
+    }
+}
+
+/// The tick's envelope with its dollar axis capped at what the weekly credit
+/// window has left (spec §3.4 step 9, §3.6): the smaller of the axis and the
+/// remaining credit, in every phase. The pod enforces only the envelope it is
+/// handed and never re-reads the window mid-episode, so without this cap an
+/// unlimited foundational episode could spend far past the weekly ceiling.
+/// With enforcement off the window is only metered and the envelope is
+/// returned unchanged.
+pub fn cap_to_credit(
+    envelope: &BudgetEnvelope,
+    window: &CreditWindow,
+    enforcement: bool,
+) -> BudgetEnvelope {
+    if !enforcement {
+        return *envelope;
+    }
+    let remaining = credit_status(window, enforcement).remaining;
+    let max_dollars = match envelope.max_dollars {
+        Limit::Limited(axis) if axis <= remaining => Limit::Limited(axis),
+        _ => Limit::Limited(remaining),
+    };
+    BudgetEnvelope {
+        max_dollars,
+        ..*envelope
     }
 }
 
@@ -638,6 +665,98 @@ mod tests {
             ..CreditWindow::fresh(now, &o)
         };
         assert!(credit_status(&window, o.credit_enforcement_enabled).exhausted);
+    }
+
+    fn window_with_left(left: f64) -> CreditWindow {
+        CreditWindow {
+            week_start: ts("2029-12-31T00:00:00Z"),
+            limit_usd: 60.0,
+            spent_usd: 60.0 - left,
+        }
+    }
+
+    #[test]
+    fn enforced_credit_caps_the_foundational_dollar_axis_at_what_is_left() {
+        let o = AgentDispatcherOptions::default();
+        let now = ts("2030-01-01T00:00:00Z");
+        let f = FoundationalState {
+            deadline: workset_deadline_from(now, &o),
+            now,
+        };
+        let env = resolve_tick_budget(&o.tick_budget, None, Some(f), &o);
+        let capped = cap_to_credit(&env, &window_with_left(1.5), true);
+        assert_eq!(capped.max_dollars, Limit::Limited(1.5));
+        // Only the dollar axis changes; the rest stays foundational.
+        assert_eq!(
+            capped,
+            BudgetEnvelope {
+                max_dollars: Limit::Limited(1.5),
+                ..env
+            }
+        );
+        // The capped episode stops once it has spent what was left.
+        let spent = Consumption {
+            dollars: 1.5,
+            ..Consumption::default()
+        };
+        assert_eq!(check(&capped, &spent), Err(BudgetAxis::Dollars));
+        assert_eq!(check(&env, &spent), Ok(()));
+    }
+
+    #[test]
+    fn the_smaller_of_the_axis_and_the_remaining_credit_wins_in_every_phase() {
+        let env = BudgetEnvelope::STANDING_DEFAULT;
+        // Plenty left: the policy's own $1.50 stands.
+        assert_eq!(
+            cap_to_credit(&env, &window_with_left(59.0), true).max_dollars,
+            Limit::Limited(1.50)
+        );
+        // Less left than the axis: the window wins.
+        assert_eq!(
+            cap_to_credit(&env, &window_with_left(0.25), true).max_dollars,
+            Limit::Limited(0.25)
+        );
+        // Equal: unchanged.
+        assert_eq!(
+            cap_to_credit(&env, &window_with_left(1.5), true).max_dollars,
+            Limit::Limited(1.50)
+        );
+    }
+
+    #[test]
+    fn a_spent_or_overdrawn_window_caps_the_axis_at_zero_so_no_turn_starts() {
+        let o = AgentDispatcherOptions::default();
+        let f = FoundationalState {
+            deadline: ts("2030-01-02T00:00:00Z"),
+            now: ts("2030-01-01T00:00:00Z"),
+        };
+        let env = resolve_tick_budget(&o.tick_budget, None, Some(f), &o);
+        for spent in [60.0, 75.5, f64::NAN] {
+            let window = CreditWindow {
+                spent_usd: spent,
+                ..window_with_left(0.0)
+            };
+            let capped = cap_to_credit(&env, &window, true);
+            assert_eq!(capped.max_dollars, Limit::Limited(0.0), "spent {spent}");
+            assert_eq!(
+                check(&capped, &Consumption::default()),
+                Err(BudgetAxis::Dollars)
+            );
+        }
+    }
+
+    #[test]
+    fn without_enforcement_the_envelope_is_left_alone() {
+        let o = AgentDispatcherOptions::default();
+        let f = FoundationalState {
+            deadline: ts("2030-01-02T00:00:00Z"),
+            now: ts("2030-01-01T00:00:00Z"),
+        };
+        let foundational = resolve_tick_budget(&o.tick_budget, None, Some(f), &o);
+        for env in [foundational, BudgetEnvelope::STANDING_DEFAULT] {
+            assert_eq!(cap_to_credit(&env, &window_with_left(0.25), false), env);
+            assert_eq!(cap_to_credit(&env, &window_with_left(0.0), false), env);
+        }
     }
 
     #[test]

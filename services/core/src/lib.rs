@@ -26,7 +26,8 @@ pub mod validate;
 
 pub use budget::{
     BudgetAxis, BudgetEnvelope, BudgetOverride, Consumption, CreditStatus, CreditWindow,
-    FoundationalState, Limit, check, credit_status, policy_default, resolve_tick_budget,
+    FoundationalState, Limit, cap_to_credit, check, credit_status, policy_default,
+    resolve_tick_budget,
 };
 pub use cadence::{compute_next_heartbeat_delay, compute_tick_delay};
 pub use enums::{
