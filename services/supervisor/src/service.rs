@@ -355,20 +355,25 @@ impl AgentPodService {
             .then_some(instance.workset_deadline_utc)
             .flatten()
             .map(|deadline| FoundationalState { deadline, now });
-        let budget = genesis_core::resolve_tick_budget(
-            &genesis_core::policy_default(instance.agent_type, &opts),
-            mode.budget_override.as_ref(),
-            foundational,
-            &opts,
-        );
         let limit = opts.weekly_credit_usd;
         let spent = read.credit_spent.unwrap_or(0.0);
-        let status = genesis_core::credit_status(
-            &genesis_core::CreditWindow {
-                week_start,
-                limit_usd: limit,
-                spent_usd: spent,
-            },
+        let window = genesis_core::CreditWindow {
+            week_start,
+            limit_usd: limit,
+            spent_usd: spent,
+        };
+        let status = genesis_core::credit_status(&window, opts.credit_enforcement_enabled);
+        // The pod enforces only this envelope and never re-reads the window,
+        // so the dollar axis is capped at what the window has left, in every
+        // phase (the foundational envelope is otherwise unlimited).
+        let budget = genesis_core::cap_to_credit(
+            &genesis_core::resolve_tick_budget(
+                &genesis_core::policy_default(instance.agent_type, &opts),
+                mode.budget_override.as_ref(),
+                foundational,
+                &opts,
+            ),
+            &window,
             opts.credit_enforcement_enabled,
         );
         let credit = pb::CreditStatus {

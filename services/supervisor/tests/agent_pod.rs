@@ -250,6 +250,83 @@ async fn the_weekly_ceiling_is_reported_exhausted_in_the_foundational_phase(pool
     assert!(credit.enforcement_enabled);
 }
 
+/// A second foundational instance of the harness's tenant, for a claim that
+/// does not wait on the first instance's lease.
+async fn another_foundational(h: &Harness) -> Uuid {
+    h.store
+        .instances()
+        .create(
+            h.tenant,
+            NewInstance::foundational(AgentType::Soa, InstanceStatus::Active),
+        )
+        .await
+        .unwrap()
+        .id
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_foundational_claim_caps_the_dollar_axis_at_the_credit_left(pool: PgPool) {
+    let mut h = start(pool).await;
+    let week = genesis_store::credit::week_start(chrono::Utc::now());
+    h.store
+        .credit()
+        .draw_down(h.tenant, week, 60.0, 58.5)
+        .await
+        .unwrap();
+    let b = h.claim().await;
+    assert!(b.instance.unwrap().is_building_starting_workset);
+    let budget = b.budget.unwrap();
+    assert_eq!(budget.max_cost_usd, Some(1.50), "{budget:?}");
+    // Every other axis keeps the foundational exemption.
+    assert_eq!(budget.max_tokens, None);
+    assert_eq!(budget.max_turns, None);
+    assert_eq!(budget.max_tool_calls, None);
+    assert_eq!(budget.max_wall_ms, None);
+    assert_eq!(budget.max_output_tokens_per_turn, Some(16_384));
+    assert_eq!(b.credit.unwrap().remaining_usd, 1.50);
+
+    // With enforcement off the window is only metered: no dollar ceiling.
+    h.store
+        .config()
+        .set(
+            Some(h.tenant),
+            "AgentDispatcher:CreditEnforcementEnabled",
+            "false",
+        )
+        .await
+        .unwrap();
+    let other = another_foundational(&h).await;
+    let b = h.claim_instance(other).await;
+    assert!(b.instance.unwrap().is_building_starting_workset);
+    assert_eq!(b.budget.unwrap().max_cost_usd, None);
+    assert!(!b.credit.unwrap().enforcement_enabled);
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_standing_claim_takes_the_smaller_of_its_dollar_axis_and_the_credit_left(pool: PgPool) {
+    let mut h = start(pool).await;
+    let other = another_foundational(&h).await;
+    for i in [h.instance, other] {
+        h.store
+            .instances()
+            .complete_workset(h.tenant, i)
+            .await
+            .unwrap();
+    }
+    // Plenty left: the policy's own $1.50 stands.
+    assert_eq!(h.claim().await.budget.unwrap().max_cost_usd, Some(1.50));
+    let week = genesis_store::credit::week_start(chrono::Utc::now());
+    h.store
+        .credit()
+        .draw_down(h.tenant, week, 60.0, 59.75)
+        .await
+        .unwrap();
+    assert_eq!(
+        h.claim_instance(other).await.budget.unwrap().max_cost_usd,
+        Some(0.25)
+    );
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_config_write_changes_the_next_claims_budget(pool: PgPool) {
     let mut h = start(pool).await;
