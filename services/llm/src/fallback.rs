@@ -1,19 +1,23 @@
 //! The fallback chain: drive a preset's couples in order and, within each,
 //! its credentials in priority order — credential failover on a failover
 //! error first, then provider advance — recording one [`CallAttempt`] per
-//! try and counting advances and exhaustion.
+//! try and counting advances and exhaustion. A 429's `Retry-After` rests
+//! the credential for later calls (see [`crate::cooldown`]) and, when the
+//! whole chain is rate limited, the call waits a bounded time and walks it
+//! once more.
 //!
 //! This module must never price a call or persist anything: the attempts go
 //! back to the caller, who sends them to the supervisor to record and cost.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::anthropic::{ANTHROPIC_DEFAULT_BASE_URL, AnthropicProvider};
+use crate::cooldown::{CooldownKey, Cooldowns};
 use crate::error::LlmError;
 use crate::http::{HttpTimeouts, build_client};
 use crate::metrics::{AdvanceKind, LlmMetrics};
@@ -43,7 +47,9 @@ pub struct CallAttempt {
     pub backend: String,
     /// The credential's name (never its value), or `none`.
     pub credential_name: String,
-    /// `ok`, `no_credential`, or the [`LlmError::code`] of the failure.
+    /// `ok`, `no_credential`, or the [`LlmError::code`] of the failure. A
+    /// credential skipped while it cools down after a 429 is `rate_limited`
+    /// with a zero latency and an error saying the request was not sent.
     pub outcome: String,
     /// The error's message when it failed.
     pub error: Option<String>,
@@ -212,25 +218,63 @@ impl ProviderFactory for HttpProviderFactory {
     }
 }
 
+/// The default of [`FallbackInvoker::with_max_retry_wait`]: long enough to
+/// ride out a provider's per-minute window, short against a tick's lease.
+pub const DEFAULT_MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
+
 /// Drives a preset's chain for one chat call.
 #[derive(Clone)]
 pub struct FallbackInvoker {
     factory: Arc<dyn ProviderFactory>,
     metrics: Arc<LlmMetrics>,
+    cooldowns: Arc<Cooldowns>,
+    max_retry_wait: Duration,
 }
 
 impl std::fmt::Debug for FallbackInvoker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FallbackInvoker").finish_non_exhaustive()
+        f.debug_struct("FallbackInvoker")
+            .field("max_retry_wait", &self.max_retry_wait)
+            .finish_non_exhaustive()
     }
 }
 
+/// One (couple, credential) the chain may try, in order.
+struct Candidate<'a> {
+    couple: &'a ModelCouple,
+    /// `None` with `usable` for providers that need no credential.
+    credential: Option<&'a CredentialRef>,
+    /// False for a couple that has no credential at all: it is recorded as
+    /// `no_credential` and never called.
+    usable: bool,
+}
+
+/// How one walk over the chain ended.
+enum Pass {
+    /// A candidate answered.
+    Answered(Box<(ChatResponse, ModelCouple, String)>),
+    /// A non-failover error: the invocation ends with it.
+    Stopped(LlmError),
+    /// Every candidate failed over. `rate_limited_only` is true when each
+    /// usable candidate was rate limited or cooling down (and there was at
+    /// least one); `soonest` is the earliest instant one of them may be used
+    /// again, when some `Retry-After` told us.
+    Exhausted {
+        rate_limited_only: bool,
+        soonest: Option<Instant>,
+    },
+}
+
 impl FallbackInvoker {
-    /// An invoker counting into the process-wide [`LlmMetrics::global`].
+    /// An invoker counting into the process-wide [`LlmMetrics::global`] and
+    /// sharing the process-wide [`Cooldowns::global`], waiting at most
+    /// [`DEFAULT_MAX_RETRY_WAIT`] for a `Retry-After`.
     pub fn new(factory: Arc<dyn ProviderFactory>) -> Self {
         FallbackInvoker {
             factory,
             metrics: LlmMetrics::global(),
+            cooldowns: Cooldowns::global(),
+            max_retry_wait: DEFAULT_MAX_RETRY_WAIT,
         }
     }
 
@@ -240,20 +284,58 @@ impl FallbackInvoker {
         self
     }
 
+    /// Keep credential cool-downs in `cooldowns` instead of the global table.
+    pub fn with_cooldowns(mut self, cooldowns: Arc<Cooldowns>) -> Self {
+        self.cooldowns = cooldowns;
+        self
+    }
+
+    /// The longest an invocation waits for a `Retry-After` when every
+    /// candidate is rate limited (`Duration::ZERO`: never wait). A longer
+    /// hint ends the invocation as exhausted at once.
+    pub fn with_max_retry_wait(mut self, max: Duration) -> Self {
+        self.max_retry_wait = max;
+        self
+    }
+
     /// The counters this invoker writes.
     pub fn metrics(&self) -> &Arc<LlmMetrics> {
         &self.metrics
     }
 
-    /// Run `request` through `preset`'s chain. The request's `model` is
-    /// replaced by each couple's model. A bad preset or request is refused
-    /// with [`LlmError::InvalidRequest`] before any attempt; a non-failover
-    /// error stops the chain at once; when every attempt fails over the
-    /// result is [`LlmError::Exhausted`].
+    /// The cool-down table this invoker reads and writes.
+    pub fn cooldowns(&self) -> &Arc<Cooldowns> {
+        &self.cooldowns
+    }
+
+    /// [`FallbackInvoker::invoke_until`] with no deadline.
     pub async fn invoke(
         &self,
         preset: &Preset,
         request: ChatRequest,
+    ) -> Result<Invocation, InvocationError> {
+        self.invoke_until(preset, request, None).await
+    }
+
+    /// Run `request` through `preset`'s chain. The request's `model` is
+    /// replaced by each couple's model. A bad preset or request is refused
+    /// with [`LlmError::InvalidRequest`] before any attempt; a non-failover
+    /// error stops the chain at once.
+    ///
+    /// A credential that got a 429 with a `Retry-After` is skipped (recorded
+    /// as a `rate_limited` attempt that sent nothing) by every call of this
+    /// process until that instant passes. When every usable candidate is
+    /// rate limited or cooling down, the call waits for the soonest of those
+    /// instants and walks the chain once more — but only if that wait is
+    /// within the maximum ([`FallbackInvoker::with_max_retry_wait`]) and ends
+    /// before `deadline` (the caller's remaining time budget, when it has
+    /// one). Otherwise, and when the chain fails over again, the result is
+    /// [`LlmError::Exhausted`].
+    pub async fn invoke_until(
+        &self,
+        preset: &Preset,
+        request: ChatRequest,
+        deadline: Option<Instant>,
     ) -> Result<Invocation, InvocationError> {
         let refuse = |error: LlmError| InvocationError {
             error,
@@ -270,126 +352,64 @@ impl FallbackInvoker {
         .map_err(refuse)?;
 
         let chain = preset.chain();
-        let mut attempts: Vec<CallAttempt> = Vec::new();
-        for (couple_index, couple) in chain.iter().enumerate() {
-            let credentials: Vec<Option<&CredentialRef>> = if couple.provider.needs_credential() {
-                preset
-                    .credentials_for(couple)
-                    .into_iter()
-                    .map(Some)
-                    .collect()
-            } else {
-                vec![None]
-            };
-            if credentials.is_empty() {
-                attempts.push(CallAttempt {
-                    requested_model: couple.model.clone(),
-                    served_model: None,
-                    provider: couple.provider,
-                    backend: couple.backend.clone(),
-                    credential_name: NO_CREDENTIAL_NAME.into(),
-                    outcome: OUTCOME_NO_CREDENTIAL.into(),
-                    error: Some(format!("no credential for provider {}", couple.provider)),
-                    usage: Usage::default(),
-                    latency_ms: 0,
-                    started_at: Utc::now(),
+        let mut candidates: Vec<Candidate<'_>> = Vec::new();
+        for couple in &chain {
+            if !couple.provider.needs_credential() {
+                candidates.push(Candidate {
+                    couple,
+                    credential: None,
+                    usable: true,
                 });
-                self.metrics
-                    .record_attempt(couple.provider.as_str(), OUTCOME_NO_CREDENTIAL, None);
+                continue;
             }
-            for (cred_index, credential) in credentials.iter().enumerate() {
-                let credential_name = credential
-                    .map(|c| c.name.clone())
-                    .unwrap_or_else(|| NO_CREDENTIAL_NAME.to_string());
-                let started_at = Utc::now();
-                let clock = Instant::now();
-                let result = match self.factory.client(couple, *credential) {
-                    Ok(client) => {
-                        client
-                            .chat(ChatRequest {
-                                model: couple.model.clone(),
-                                ..request.clone()
-                            })
-                            .await
-                    }
-                    Err(e) => Err(e),
-                };
-                let latency_ms = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
-                let mut attempt = CallAttempt {
-                    requested_model: couple.model.clone(),
-                    served_model: None,
-                    provider: couple.provider,
-                    backend: couple.backend.clone(),
-                    credential_name: credential_name.clone(),
-                    outcome: OUTCOME_OK.into(),
-                    error: None,
-                    usage: Usage::default(),
-                    latency_ms,
-                    started_at,
-                };
-                match result {
-                    Ok(response) => {
-                        attempt.served_model = Some(response.served_model.clone());
-                        attempt.usage = response.usage;
-                        self.metrics.record_attempt(
-                            couple.provider.as_str(),
-                            OUTCOME_OK,
-                            Some(response.usage),
-                        );
-                        tracing::debug!(
-                            provider = couple.provider.as_str(),
-                            requested_model = %couple.model,
-                            served_model = %response.served_model,
-                            credential = %credential_name,
-                            latency_ms,
-                            "llm call succeeded"
-                        );
-                        attempts.push(attempt);
-                        return Ok(Invocation {
-                            response,
-                            couple: couple.clone(),
-                            credential_name,
-                            attempts,
-                        });
-                    }
-                    Err(error) => {
-                        attempt.outcome = error.code().into();
-                        attempt.error = Some(error.to_string());
-                        self.metrics
-                            .record_attempt(couple.provider.as_str(), error.code(), None);
-                        attempts.push(attempt);
-                        if !error.is_failover() {
-                            tracing::warn!(
-                                provider = couple.provider.as_str(),
-                                model = %couple.model,
-                                credential = %credential_name,
-                                error = %error,
-                                "llm call failed without failover"
-                            );
-                            return Err(InvocationError { error, attempts });
-                        }
-                        let last_credential = cred_index + 1 == credentials.len();
-                        let last_couple = couple_index + 1 == chain.len();
-                        if !last_credential {
-                            self.metrics
-                                .record_advance(AdvanceKind::Credential, error.code());
-                        } else if !last_couple {
-                            self.metrics
-                                .record_advance(AdvanceKind::Provider, error.code());
-                        }
-                        tracing::warn!(
-                            provider = couple.provider.as_str(),
-                            model = %couple.model,
-                            credential = %credential_name,
-                            error = %error,
-                            "llm call failed; advancing the fallback chain"
-                        );
-                    }
+            let credentials = preset.credentials_for(couple);
+            if credentials.is_empty() {
+                candidates.push(Candidate {
+                    couple,
+                    credential: None,
+                    usable: false,
+                });
+            }
+            candidates.extend(credentials.into_iter().map(|c| Candidate {
+                couple,
+                credential: Some(c),
+                usable: true,
+            }));
+        }
+
+        let mut attempts: Vec<CallAttempt> = Vec::new();
+        let mut waited = false;
+        loop {
+            match self.pass(&candidates, &request, &mut attempts).await {
+                Pass::Answered(answer) => {
+                    let (response, couple, credential_name) = *answer;
+                    return Ok(Invocation {
+                        response,
+                        couple,
+                        credential_name,
+                        attempts,
+                    });
                 }
-            }
-            if credentials.is_empty() && couple_index + 1 < chain.len() {
-                self.metrics
-                    .record_advance(AdvanceKind::Provider, OUTCOME_NO_CREDENTIAL);
+                Pass::Stopped(error) => return Err(InvocationError { error, attempts }),
+                Pass::Exhausted {
+                    rate_limited_only,
+                    soonest,
+                } => {
+                    let wait = if rate_limited_only && !waited {
+                        soonest.and_then(|at| self.retry_wait(at, deadline))
+                    } else {
+                        None
+                    };
+                    let Some(wait) = wait else { break };
+                    waited = true;
+                    self.metrics.record_retry_after_wait();
+                    tracing::info!(
+                        preset = %preset.id,
+                        wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                        "every llm credential is rate limited; waiting for the provider's Retry-After"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
             }
         }
         self.metrics.record_exhausted();
@@ -404,5 +424,177 @@ impl FallbackInvoker {
             },
             attempts,
         })
+    }
+
+    /// How long to wait for `at`, or `None` when that is beyond the maximum
+    /// wait or would not end before `deadline`.
+    fn retry_wait(&self, at: Instant, deadline: Option<Instant>) -> Option<Duration> {
+        let now = Instant::now();
+        let wait = at.saturating_duration_since(now);
+        if wait > self.max_retry_wait {
+            return None;
+        }
+        if deadline.is_some_and(|d| now + wait >= d) {
+            return None;
+        }
+        Some(wait)
+    }
+
+    /// Walk `candidates` once, appending one attempt per candidate tried or
+    /// skipped.
+    async fn pass(
+        &self,
+        candidates: &[Candidate<'_>],
+        request: &ChatRequest,
+        attempts: &mut Vec<CallAttempt>,
+    ) -> Pass {
+        let mut rate_limited_only = true;
+        let mut any_usable = false;
+        let mut soonest: Option<Instant> = None;
+        for (index, candidate) in candidates.iter().enumerate() {
+            let couple = candidate.couple;
+            let credential_name = candidate
+                .credential
+                .map(|c| c.name.clone())
+                .unwrap_or_else(|| NO_CREDENTIAL_NAME.to_string());
+            let mut attempt = CallAttempt {
+                requested_model: couple.model.clone(),
+                served_model: None,
+                provider: couple.provider,
+                backend: couple.backend.clone(),
+                credential_name: credential_name.clone(),
+                outcome: OUTCOME_OK.into(),
+                error: None,
+                usage: Usage::default(),
+                latency_ms: 0,
+                started_at: Utc::now(),
+            };
+            // What moved the chain on from this candidate (the advance reason).
+            let reason: &'static str;
+            if !candidate.usable {
+                reason = OUTCOME_NO_CREDENTIAL;
+                attempt.outcome = OUTCOME_NO_CREDENTIAL.into();
+                attempt.error = Some(format!("no credential for provider {}", couple.provider));
+                self.metrics
+                    .record_attempt(couple.provider.as_str(), OUTCOME_NO_CREDENTIAL, None);
+                attempts.push(attempt);
+            } else {
+                any_usable = true;
+                let key = CooldownKey::new(couple, candidate.credential);
+                let now = Instant::now();
+                if let Some(until) = self.cooldowns.cooling_until(&key, now) {
+                    soonest = Some(soonest.map_or(until, |s| s.min(until)));
+                    let skipped = LlmError::RateLimited {
+                        retry_after: Some(until.saturating_duration_since(now)),
+                    };
+                    reason = skipped.code();
+                    attempt.outcome = skipped.code().into();
+                    attempt.error = Some(format!(
+                        "not sent: the credential is cooling down for {:.1}s after a 429 with Retry-After",
+                        until.saturating_duration_since(now).as_secs_f64()
+                    ));
+                    self.metrics
+                        .record_attempt(couple.provider.as_str(), skipped.code(), None);
+                    tracing::debug!(
+                        provider = couple.provider.as_str(),
+                        credential = %credential_name,
+                        "llm credential cooling down; skipped"
+                    );
+                    attempts.push(attempt);
+                } else {
+                    let clock = Instant::now();
+                    let result = match self.factory.client(couple, candidate.credential) {
+                        Ok(client) => {
+                            client
+                                .chat(ChatRequest {
+                                    model: couple.model.clone(),
+                                    ..request.clone()
+                                })
+                                .await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    attempt.latency_ms =
+                        u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    match result {
+                        Ok(response) => {
+                            attempt.served_model = Some(response.served_model.clone());
+                            attempt.usage = response.usage;
+                            self.metrics.record_attempt(
+                                couple.provider.as_str(),
+                                OUTCOME_OK,
+                                Some(response.usage),
+                            );
+                            tracing::debug!(
+                                provider = couple.provider.as_str(),
+                                requested_model = %couple.model,
+                                served_model = %response.served_model,
+                                credential = %credential_name,
+                                latency_ms = attempt.latency_ms,
+                                "llm call succeeded"
+                            );
+                            attempts.push(attempt);
+                            return Pass::Answered(Box::new((
+                                response,
+                                couple.clone(),
+                                credential_name,
+                            )));
+                        }
+                        Err(error) => {
+                            attempt.outcome = error.code().into();
+                            attempt.error = Some(error.to_string());
+                            self.metrics.record_attempt(
+                                couple.provider.as_str(),
+                                error.code(),
+                                None,
+                            );
+                            attempts.push(attempt);
+                            if !error.is_failover() {
+                                tracing::warn!(
+                                    provider = couple.provider.as_str(),
+                                    model = %couple.model,
+                                    credential = %credential_name,
+                                    error = %error,
+                                    "llm call failed without failover"
+                                );
+                                return Pass::Stopped(error);
+                            }
+                            match &error {
+                                LlmError::RateLimited {
+                                    retry_after: Some(after),
+                                } => {
+                                    let until =
+                                        self.cooldowns.cool_down(key, *after, Instant::now());
+                                    soonest = Some(soonest.map_or(until, |s| s.min(until)));
+                                }
+                                // No hint: nothing to cool down for or wait on.
+                                LlmError::RateLimited { retry_after: None } => {}
+                                _ => rate_limited_only = false,
+                            }
+                            reason = error.code();
+                            tracing::warn!(
+                                provider = couple.provider.as_str(),
+                                model = %couple.model,
+                                credential = %credential_name,
+                                error = %error,
+                                "llm call failed; advancing the fallback chain"
+                            );
+                        }
+                    }
+                }
+            }
+            if let Some(next) = candidates.get(index + 1) {
+                let kind = if std::ptr::eq(next.couple, couple) {
+                    AdvanceKind::Credential
+                } else {
+                    AdvanceKind::Provider
+                };
+                self.metrics.record_advance(kind, reason);
+            }
+        }
+        Pass::Exhausted {
+            rate_limited_only: rate_limited_only && any_usable,
+            soonest,
+        }
     }
 }

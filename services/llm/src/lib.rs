@@ -10,6 +10,7 @@
 //! list, and the supervisor prices and records them.
 
 pub mod anthropic;
+pub mod cooldown;
 pub mod error;
 pub mod fallback;
 pub mod http;
@@ -21,9 +22,11 @@ pub mod secret;
 pub mod types;
 
 pub use anthropic::{AnthropicProvider, parse_anthropic_response};
+pub use cooldown::Cooldowns;
 pub use error::LlmError;
 pub use fallback::{
-    CallAttempt, FallbackInvoker, HttpProviderFactory, Invocation, InvocationError, ProviderFactory,
+    CallAttempt, DEFAULT_MAX_RETRY_WAIT, FallbackInvoker, HttpProviderFactory, Invocation,
+    InvocationError, ProviderFactory,
 };
 pub use http::{HttpTimeouts, parse_retry_after};
 pub use metrics::{LlmMetrics, MetricsSnapshot, metrics_text};

@@ -17,6 +17,9 @@ pub const ATTEMPTS: &str = "subagent.llm_call.attempts";
 pub const FALLBACK_ADVANCE: &str = "subagent.llm_call.fallback_advance";
 /// OpenTelemetry name: every couple and credential failed.
 pub const ALL_PROVIDERS_EXHAUSTED: &str = "subagent.llm_call.all_providers_exhausted";
+/// OpenTelemetry name: an invocation found every credential rate limited and
+/// waited for the soonest `Retry-After` before walking the chain again.
+pub const RETRY_AFTER_WAIT: &str = "subagent.llm_call.retry_after_wait";
 /// OpenTelemetry name: provider-reported tokens (label `direction`).
 pub const TOKENS: &str = "subagent.llm_call.tokens";
 
@@ -48,6 +51,7 @@ pub struct LlmMetrics {
     advance_credential: AtomicU64,
     advance_provider: AtomicU64,
     exhausted: AtomicU64,
+    retry_after_waits: AtomicU64,
     input_tokens: AtomicU64,
     output_tokens: AtomicU64,
     cache_read_tokens: AtomicU64,
@@ -66,6 +70,8 @@ pub struct MetricsSnapshot {
     pub advance_provider: u64,
     /// Invocations where the whole chain failed.
     pub exhausted: u64,
+    /// Invocations that waited for a `Retry-After` and retried the chain.
+    pub retry_after_waits: u64,
     /// Provider-reported input tokens.
     pub input_tokens: u64,
     /// Provider-reported output tokens.
@@ -109,6 +115,7 @@ impl LlmMetrics {
             advance_credential: r(&self.advance_credential),
             advance_provider: r(&self.advance_provider),
             exhausted: r(&self.exhausted),
+            retry_after_waits: r(&self.retry_after_waits),
             input_tokens: r(&self.input_tokens),
             output_tokens: r(&self.output_tokens),
             cache_read_tokens: r(&self.cache_read_tokens),
@@ -185,6 +192,12 @@ impl LlmMetrics {
             .add(1, &[]);
     }
 
+    /// Count one wait for a `Retry-After`.
+    pub(crate) fn record_retry_after_wait(&self) {
+        self.retry_after_waits.fetch_add(1, Ordering::Relaxed);
+        meter().u64_counter(RETRY_AFTER_WAIT).build().add(1, &[]);
+    }
+
     /// These counters in the Prometheus text exposition format (dots in the
     /// OpenTelemetry names become underscores, counters end in `_total`).
     pub fn render_prometheus(&self) -> String {
@@ -220,6 +233,11 @@ impl LlmMetrics {
             "subagent_llm_call_all_providers_exhausted_total",
             "Invocations where every provider and credential failed.",
             &[("", s.exhausted)],
+        );
+        family(
+            "subagent_llm_call_retry_after_wait_total",
+            "Invocations that waited for a provider's Retry-After and retried the chain.",
+            &[("", s.retry_after_waits)],
         );
         family(
             "subagent_llm_call_tokens_total",

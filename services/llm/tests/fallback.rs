@@ -24,7 +24,9 @@ fn invoker(server: &TestServer) -> (FallbackInvoker, Arc<LlmMetrics>) {
     .with_openai_base_url(&server.base_url);
     let metrics = Arc::new(LlmMetrics::default());
     (
-        FallbackInvoker::new(Arc::new(factory)).with_metrics(metrics.clone()),
+        FallbackInvoker::new(Arc::new(factory))
+            .with_metrics(metrics.clone())
+            .with_cooldowns(Arc::default()),
         metrics,
     )
 }

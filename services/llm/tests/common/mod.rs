@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,9 +60,30 @@ pub struct Recorded {
     pub body: serde_json::Value,
 }
 
+impl Recorded {
+    /// The credential the request carried (x-api-key or Bearer).
+    pub fn credential(&self) -> String {
+        credential_of(&self.headers)
+    }
+}
+
+fn credential_of(header_map: &HashMap<String, String>) -> String {
+    header_map
+        .get("x-api-key")
+        .cloned()
+        .or_else(|| {
+            header_map
+                .get("authorization")
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
 #[derive(Default)]
 struct Inner {
     by_credential: HashMap<String, Canned>,
+    queued: HashMap<String, VecDeque<Canned>>,
     recorded: Vec<Recorded>,
 }
 
@@ -100,6 +121,24 @@ impl TestServer {
             .insert(credential.to_string(), canned);
     }
 
+    /// Answer the next requests carrying `credential` with `first`, in
+    /// order, before falling back to what [`TestServer::answer`] set.
+    pub fn answer_first(&self, credential: &str, first: Vec<Canned>) {
+        self.inner
+            .lock()
+            .expect("lock")
+            .queued
+            .insert(credential.to_string(), first.into());
+    }
+
+    /// How many requests carried `credential`.
+    pub fn requests_with(&self, credential: &str) -> usize {
+        self.recorded()
+            .iter()
+            .filter(|r| r.credential() == credential)
+            .count()
+    }
+
     pub fn recorded(&self) -> Vec<Recorded> {
         self.inner.lock().expect("lock").recorded.clone()
     }
@@ -115,16 +154,7 @@ async fn handle(
         .iter()
         .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
         .collect();
-    let credential = header_map
-        .get("x-api-key")
-        .cloned()
-        .or_else(|| {
-            header_map
-                .get("authorization")
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .map(str::to_string)
-        })
-        .unwrap_or_default();
+    let credential = credential_of(&header_map);
     let canned = {
         let mut inner = inner.lock().expect("lock");
         inner.recorded.push(Recorded {
@@ -132,7 +162,14 @@ async fn handle(
             headers: header_map,
             body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
         });
-        inner.by_credential.get(&credential).cloned()
+        match inner
+            .queued
+            .get_mut(&credential)
+            .and_then(VecDeque::pop_front)
+        {
+            Some(next) => Some(next),
+            None => inner.by_credential.get(&credential).cloned(),
+        }
     };
     let Some(canned) = canned else {
         return (StatusCode::UNAUTHORIZED, "unknown credential").into_response();
