@@ -10,9 +10,15 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
-use genesis_agent_pod::{Disposition, TickMessage, WorkerSettings, process_message, run_tick};
+use genesis_agent_pod::{
+    Disposition, Invoker, PodContext, PodMetrics, Supervisor, TickMessage, WorkerSettings,
+    process_message, run_tick,
+};
 use genesis_core::{AgentEventKind, PlanInputHash};
-use genesis_llm::{Script, ScriptRule, ScriptedProvider};
+use genesis_llm::{
+    FallbackInvoker, HttpProviderFactory, HttpTimeouts, LlmMetrics, Script, ScriptRule,
+    ScriptedProvider, ScriptedToolCall,
+};
 use genesis_proto::v1 as pb;
 use pb::TickCompletion;
 use tokio_util::sync::CancellationToken;
@@ -254,6 +260,265 @@ async fn every_provider_failing_blocks_the_tick_instead_of_crashing() {
     let attempts = fake.state.attempts();
     assert_eq!(attempts.len(), 1, "the failed attempt is recorded too");
     assert_eq!(attempts[0].attempt.clone().unwrap().outcome, "server_error");
+}
+
+/// As [`context`], but the invoker's LLM counters are handed back so a test
+/// reads exact deltas of its own calls only.
+fn context_with_llm_metrics(
+    fake: &FakeSupervisor,
+    scripted: Arc<ScriptedProvider>,
+) -> (PodContext, Arc<LlmMetrics>) {
+    let metrics = Arc::new(LlmMetrics::default());
+    let factory = HttpProviderFactory::new(HttpTimeouts::default())
+        .unwrap()
+        .with_scripted(scripted);
+    let llm = FallbackInvoker::new(Arc::new(factory)).with_metrics(metrics.clone());
+    let credentials: std::collections::HashMap<String, String> = Default::default();
+    let ctx = PodContext {
+        supervisor: Supervisor::connect_lazy(&fake.url(), TOKEN).unwrap(),
+        invoker: Invoker::new(llm, Arc::new(credentials)),
+        metrics: Arc::new(PodMetrics::default()),
+    };
+    (ctx, metrics)
+}
+
+#[tokio::test]
+async fn each_exhausted_call_counts_all_providers_exhausted_exactly_once() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new().fail_always(true));
+    let (ctx, llm_metrics) = context_with_llm_metrics(&fake, scripted.clone());
+    assert_eq!(llm_metrics.snapshot().exhausted, 0);
+    for tick in 1..=2u64 {
+        let b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
+        let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+        assert_eq!(result.completion, TickCompletion::Blocked);
+        assert_eq!(scripted.calls(), tick, "one failed call per tick");
+        let s = llm_metrics.snapshot();
+        assert_eq!(
+            s.exhausted, tick,
+            "subagent.llm_call.all_providers_exhausted after {tick} exhausted calls"
+        );
+        assert_eq!(s.attempts_failed, tick);
+        assert_eq!(s.attempts_ok, 0);
+    }
+
+    // A call some provider answers never counts as exhausted.
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let (ctx, llm_metrics) = context_with_llm_metrics(&fake, scripted.clone());
+    let b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert_eq!(result.completion, TickCompletion::Complete);
+    let s = llm_metrics.snapshot();
+    assert!(s.attempts_ok >= 1);
+    assert_eq!(s.exhausted, 0);
+}
+
+/// A foundational-phase bundle: every axis unlimited except the ones given,
+/// the per-turn cap raised, and `agent_workset_complete` in the toolset.
+fn foundational_bundle(max_cost_usd: Option<f64>) -> pb::TickBundle {
+    let mut b = bundle("AgentTick", "{}");
+    b.instance.as_mut().unwrap().is_building_starting_workset = true;
+    b.budget = Some(pb::BudgetEnvelope {
+        max_cost_usd,
+        max_output_tokens_per_turn: Some(16_384),
+        ..Default::default()
+    });
+    b.mode
+        .as_mut()
+        .unwrap()
+        .toolset
+        .push("agent_workset_complete".into());
+    b.tools.push(pb::ToolSchema {
+        name: "agent_workset_complete".into(),
+        description: "the starting workset is complete".into(),
+        json_schema: r#"{"type":"object"}"#.into(),
+    });
+    b
+}
+
+fn call(name: &str, arguments: serde_json::Value) -> ScriptedToolCall {
+    ScriptedToolCall {
+        name: name.into(),
+        arguments,
+    }
+}
+
+/// A script whose every rule answers with `turns`, whatever the event.
+fn script_of(turns: Vec<Vec<ScriptedToolCall>>) -> Arc<ScriptedProvider> {
+    Arc::new(ScriptedProvider::with_script(Script {
+        rules: vec![ScriptRule {
+            event: None,
+            contains: None,
+            objective_contains: None,
+            turns,
+            text: None,
+        }],
+    }))
+}
+
+/// Ten turns of research that never terminate on their own.
+fn endless_research() -> Arc<ScriptedProvider> {
+    script_of(
+        (0..10)
+            .map(|_| {
+                vec![call(
+                    "agent_query_memory",
+                    serde_json::json!({"query": "q"}),
+                )]
+            })
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn a_foundational_episode_stops_at_the_credit_capped_cost_and_records_the_axis() {
+    let fake = start_fake().await;
+    *fake.state.cost_per_attempt.lock().unwrap() = 1.0;
+    let scripted = endless_research();
+    let ctx = context(&fake, scripted.clone());
+    // The supervisor capped the otherwise unlimited envelope at the $1.50
+    // of weekly credit left.
+    let b = foundational_bundle(Some(1.50));
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+
+    assert_eq!(result.completion, TickCompletion::BudgetExhausted);
+    assert_eq!(
+        scripted.calls(),
+        2,
+        "$1 after turn one is under the cap, $2 after turn two is past it"
+    );
+    let c = &fake.state.completes()[0];
+    let o = outcome(c);
+    assert_eq!(o.completion, TickCompletion::BudgetExhausted as i32);
+    assert_eq!(o.budget_axis.as_deref(), Some("cost_usd"));
+    assert!(o.reason.contains("cost_usd"), "{}", o.reason);
+    assert_eq!(c.consumption.unwrap().turns, 2);
+    assert_eq!(fake.state.attempts().len(), 2);
+}
+
+#[tokio::test]
+async fn an_uncapped_foundational_episode_runs_until_it_terminates() {
+    // The same episode without a dollar cap: nothing stops it early, which
+    // is why the claim must cap the axis at the credit left.
+    let fake = start_fake().await;
+    *fake.state.cost_per_attempt.lock().unwrap() = 1.0;
+    let scripted = endless_research();
+    let ctx = context(&fake, scripted.clone());
+    let b = foundational_bundle(None);
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert_eq!(result.completion, TickCompletion::Complete);
+    assert_eq!(
+        scripted.calls(),
+        11,
+        "ten research turns, then phase_complete"
+    );
+    assert_eq!(outcome(&fake.state.completes()[0]).budget_axis, None);
+}
+
+/// Turn one does research and declares the workset complete; turn two would
+/// send a message.
+fn workset_script() -> Arc<ScriptedProvider> {
+    script_of(vec![
+        vec![
+            call("agent_query_memory", serde_json::json!({"query": "scope"})),
+            call(
+                "agent_workset_complete",
+                serde_json::json!({"summary": "three missions seeded"}),
+            ),
+        ],
+        vec![call(
+            "soa_send_message",
+            serde_json::json!({"body": "must never be sent"}),
+        )],
+    ])
+}
+
+#[tokio::test]
+async fn agent_workset_complete_ends_the_foundational_episode_after_its_turn() {
+    let fake = start_fake().await;
+    let scripted = workset_script();
+    let ctx = context(&fake, scripted.clone());
+    let b = foundational_bundle(Some(60.0));
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+
+    assert_eq!(result.completion, TickCompletion::Complete);
+    assert_eq!(
+        scripted.calls(),
+        1,
+        "no LLM turn after agent_workset_complete"
+    );
+    let names: Vec<String> = fake
+        .state
+        .invokes()
+        .into_iter()
+        .map(|i| i.tool_name)
+        .collect();
+    assert_eq!(names, ["agent_query_memory", "agent_workset_complete"]);
+    let c = &fake.state.completes()[0];
+    let o = outcome(c);
+    assert_eq!(o.completion, TickCompletion::Complete as i32);
+    assert_eq!(o.budget_axis, None);
+    assert!(o.reason.is_empty(), "{}", o.reason);
+    assert!(
+        c.reasoning_summary.contains("starting workset"),
+        "{}",
+        c.reasoning_summary
+    );
+    let actions: Vec<&str> = c.actions.iter().map(|a| a.tool_name.as_str()).collect();
+    assert_eq!(actions, ["agent_query_memory", "agent_workset_complete"]);
+    assert_eq!(c.consumption.unwrap().turns, 1);
+    assert_eq!(fake.state.attempts().len(), 1);
+}
+
+#[tokio::test]
+async fn a_refused_agent_workset_complete_does_not_end_the_episode() {
+    let fake = start_fake().await;
+    fake.state.tool_overrides.lock().unwrap().insert(
+        "agent_workset_complete".into(),
+        pb::InvokeToolResponse {
+            result_json: "{}".into(),
+            blocked: false,
+            error: Some(pb::ToolError {
+                code: "FAILED_PRECONDITION".into(),
+                message: "the foundational phase has already ended".into(),
+            }),
+            side_effecting: false,
+            replayed: false,
+        },
+    );
+    let scripted = workset_script();
+    let ctx = context(&fake, scripted.clone());
+    let b = foundational_bundle(Some(60.0));
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+
+    assert_eq!(result.completion, TickCompletion::Complete);
+    assert_eq!(
+        scripted.calls(),
+        3,
+        "the episode went on: the message turn, then phase_complete"
+    );
+    let names: Vec<String> = fake
+        .state
+        .invokes()
+        .into_iter()
+        .map(|i| i.tool_name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "agent_query_memory",
+            "agent_workset_complete",
+            "soa_send_message"
+        ]
+    );
+    let c = &fake.state.completes()[0];
+    assert!(c.actions[1].result_json.contains("FAILED_PRECONDITION"));
+    assert!(
+        !c.reasoning_summary.contains("starting workset"),
+        "{}",
+        c.reasoning_summary
+    );
 }
 
 #[tokio::test]
