@@ -35,6 +35,28 @@ pub use presets::DefaultProvider;
 pub use service::{AgentPodService, ServiceSettings};
 pub use tools::{AllowAll, Governance, Tool, ToolRegistry};
 
+/// Largest request message the gRPC server decodes, in bytes. The largest
+/// legitimate request is a `CompleteTick`, whose turn JSON (actions,
+/// decision payload, summaries) the store caps at
+/// `genesis_store::tick::MAX_COMPLETION_BYTES` (1 MiB); one `InvokeTool`
+/// carries at most `service::MAX_TOOL_ARGUMENTS_BYTES` (256 KiB). Twice the
+/// completion ceiling leaves room for the protobuf framing, so an oversized
+/// completion is still refused by the store with a precise error, while a
+/// bigger body is refused from its frame header (tonic answers
+/// `OUT_OF_RANGE`) before it is buffered, instead of tonic's unconfigured
+/// 4 MiB default.
+pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
+
+/// Largest response message encoded, in bytes: the decoding limit of a
+/// default tonic client (the agent pod configures none), so an oversized
+/// bundle fails here with a status instead of inside the pod's decoder.
+pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+const _: () = assert!(
+    MAX_REQUEST_BYTES >= 2 * genesis_store::tick::MAX_COMPLETION_BYTES
+        && MAX_REQUEST_BYTES > 4 * service::MAX_TOOL_ARGUMENTS_BYTES
+);
+
 /// What [`serve`] runs with besides its listeners.
 pub struct Parts {
     pub store: Store,
@@ -120,8 +142,16 @@ pub async fn serve(
     let grpc_shutdown = shutdown.clone();
     let grpc = tonic::transport::Server::builder()
         .layer(auth::AuthLayer::new(parts.store.clone()))
-        .add_service(health_service)
-        .add_service(AgentPodServer::new(service))
+        .add_service(
+            health_service
+                .max_decoding_message_size(MAX_REQUEST_BYTES)
+                .max_encoding_message_size(MAX_RESPONSE_BYTES),
+        )
+        .add_service(
+            AgentPodServer::new(service)
+                .max_decoding_message_size(MAX_REQUEST_BYTES)
+                .max_encoding_message_size(MAX_RESPONSE_BYTES),
+        )
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
             grpc_shutdown.cancelled_owned(),
