@@ -7,6 +7,46 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// Env name of [`PodConfig::llm_connect_timeout_secs`].
+pub const LLM_CONNECT_TIMEOUT_ENV: &str = "GENESIS_LLM_CONNECT_TIMEOUT_SECS";
+/// Env name of [`PodConfig::llm_request_timeout_secs`].
+pub const LLM_REQUEST_TIMEOUT_ENV: &str = "GENESIS_LLM_REQUEST_TIMEOUT_SECS";
+/// Env name of [`PodConfig::llm_max_retry_after_secs`].
+pub const LLM_MAX_RETRY_AFTER_ENV: &str = "GENESIS_LLM_MAX_RETRY_AFTER_SECS";
+/// The longest provider timeout accepted: a day is already far beyond any
+/// completion, and a bound keeps the deadline arithmetic far from overflow.
+pub const MAX_LLM_TIMEOUT_SECS: u64 = 86_400;
+/// The longest Retry-After wait accepted: a tick holding its slot for more
+/// than an hour waiting on one provider is a misconfiguration.
+pub const MAX_LLM_RETRY_AFTER_SECS: u64 = 3_600;
+
+/// Read a whole number of seconds in `min..=max` for the setting `var`. The
+/// error names the variable, because clap's own message names only the flag
+/// and an operator sets these through the environment.
+fn seconds_in(var: &str, raw: &str, min: u64, max: u64) -> Result<u64, String> {
+    let value: u64 = raw.trim().parse().map_err(|_| {
+        format!("{var} must be a whole number of seconds in {min}..={max}, not {raw:?}")
+    })?;
+    if !(min..=max).contains(&value) {
+        return Err(format!(
+            "{var} must be a whole number of seconds in {min}..={max}, not {value}"
+        ));
+    }
+    Ok(value)
+}
+
+fn parse_llm_connect_timeout(raw: &str) -> Result<u64, String> {
+    seconds_in(LLM_CONNECT_TIMEOUT_ENV, raw, 1, MAX_LLM_TIMEOUT_SECS)
+}
+
+fn parse_llm_request_timeout(raw: &str) -> Result<u64, String> {
+    seconds_in(LLM_REQUEST_TIMEOUT_ENV, raw, 1, MAX_LLM_TIMEOUT_SECS)
+}
+
+fn parse_llm_max_retry_after(raw: &str) -> Result<u64, String> {
+    seconds_in(LLM_MAX_RETRY_AFTER_ENV, raw, 0, MAX_LLM_RETRY_AFTER_SECS)
+}
+
 /// Everything `run` needs.
 #[derive(Clone, clap::Parser)]
 #[command(
@@ -63,6 +103,33 @@ pub struct PodConfig {
     /// pod, in milliseconds.
     #[arg(long, env = "GENESIS_TENANT_BUSY_NAK_MS", default_value_t = 250)]
     pub tenant_busy_nak_ms: u64,
+    /// TCP connect timeout of LLM provider requests, in seconds (1..=86400).
+    #[arg(
+        long,
+        env = LLM_CONNECT_TIMEOUT_ENV,
+        default_value_t = genesis_llm::http::DEFAULT_CONNECT_TIMEOUT.as_secs(),
+        value_parser = parse_llm_connect_timeout
+    )]
+    pub llm_connect_timeout_secs: u64,
+    /// Whole-request timeout of LLM provider requests (connect, send, full
+    /// answer), in seconds (1..=86400).
+    #[arg(
+        long,
+        env = LLM_REQUEST_TIMEOUT_ENV,
+        default_value_t = genesis_llm::http::DEFAULT_REQUEST_TIMEOUT.as_secs(),
+        value_parser = parse_llm_request_timeout
+    )]
+    pub llm_request_timeout_secs: u64,
+    /// The longest an LLM call waits for a provider's Retry-After when every
+    /// credential of the chain is rate limited, in seconds (0..=3600; 0
+    /// never waits). A longer hint ends the call as exhausted at once.
+    #[arg(
+        long,
+        env = LLM_MAX_RETRY_AFTER_ENV,
+        default_value_t = genesis_llm::DEFAULT_MAX_RETRY_WAIT.as_secs(),
+        value_parser = parse_llm_max_retry_after
+    )]
+    pub llm_max_retry_after_secs: u64,
     /// OpenAI-compatible base URL override.
     #[arg(long, env = "OPENAI_BASE_URL")]
     pub openai_base_url: Option<String>,
@@ -98,6 +165,9 @@ impl PodConfig {
             lease_held_nak_ms: 1_000,
             retry_nak_ms: 5_000,
             tenant_busy_nak_ms: 250,
+            llm_connect_timeout_secs: genesis_llm::http::DEFAULT_CONNECT_TIMEOUT.as_secs(),
+            llm_request_timeout_secs: genesis_llm::http::DEFAULT_REQUEST_TIMEOUT.as_secs(),
+            llm_max_retry_after_secs: genesis_llm::DEFAULT_MAX_RETRY_WAIT.as_secs(),
             openai_base_url: None,
             log_format: "text".into(),
             dump_config: false,
@@ -112,6 +182,19 @@ impl PodConfig {
     /// The lease renewal interval: a third of the TTL, at least 100 ms.
     pub fn renew_interval(&self) -> Duration {
         (self.lease_ttl() / 3).max(Duration::from_millis(100))
+    }
+
+    /// The provider HTTP timeouts.
+    pub fn llm_timeouts(&self) -> genesis_llm::HttpTimeouts {
+        genesis_llm::HttpTimeouts {
+            request: Duration::from_secs(self.llm_request_timeout_secs),
+            connect: Duration::from_secs(self.llm_connect_timeout_secs),
+        }
+    }
+
+    /// The longest an LLM call waits for a Retry-After.
+    pub fn llm_max_retry_wait(&self) -> Duration {
+        Duration::from_secs(self.llm_max_retry_after_secs)
     }
 
     /// Ticks one tenant may run at once on this pod.
@@ -138,6 +221,17 @@ impl PodConfig {
         if self.lease_ttl_secs == 0 {
             return Err(Config("GENESIS_LEASE_TTL_SECS must be at least 1".into()));
         }
+        // A config built in code skips clap's value parsers: the same checks.
+        for (value, parse) in [
+            (
+                self.llm_connect_timeout_secs,
+                parse_llm_connect_timeout as fn(&str) -> Result<u64, String>,
+            ),
+            (self.llm_request_timeout_secs, parse_llm_request_timeout),
+            (self.llm_max_retry_after_secs, parse_llm_max_retry_after),
+        ] {
+            parse(&value.to_string()).map_err(Config)?;
+        }
         if self
             .agent_token
             .as_deref()
@@ -162,7 +256,7 @@ impl PodConfig {
     /// The effective configuration as `key = value` lines, token redacted.
     pub fn dump(&self) -> String {
         format!(
-            "nats_url = {:?}\nstream = {:?}\nconsumer = {:?}\nsupervisor_url = {:?}\nagent_token = {}\nconcurrency = {}\ntenant_concurrency = {}\nhttp_addr = {:?}\nlease_ttl_secs = {}\nshutdown_deadline_secs = {}\nlease_held_nak_ms = {}\nretry_nak_ms = {}\ntenant_busy_nak_ms = {}\nopenai_base_url = {:?}\nlog_format = {:?}\n",
+            "nats_url = {:?}\nstream = {:?}\nconsumer = {:?}\nsupervisor_url = {:?}\nagent_token = {}\nconcurrency = {}\ntenant_concurrency = {}\nhttp_addr = {:?}\nlease_ttl_secs = {}\nshutdown_deadline_secs = {}\nlease_held_nak_ms = {}\nretry_nak_ms = {}\ntenant_busy_nak_ms = {}\nllm_connect_timeout_secs = {}\nllm_request_timeout_secs = {}\nllm_max_retry_after_secs = {}\nopenai_base_url = {:?}\nlog_format = {:?}\n",
             self.nats_url,
             self.stream,
             self.consumer,
@@ -180,6 +274,9 @@ impl PodConfig {
             self.lease_held_nak_ms,
             self.retry_nak_ms,
             self.tenant_busy_nak_ms,
+            self.llm_connect_timeout_secs,
+            self.llm_request_timeout_secs,
+            self.llm_max_retry_after_secs,
             self.openai_base_url,
             self.log_format,
         )
@@ -232,5 +329,100 @@ mod tests {
         );
         let c = config();
         assert!(!c.dump().contains("tok\""), "{}", c.dump());
+    }
+
+    fn parse(args: &[&str]) -> Result<PodConfig, clap::Error> {
+        use clap::Parser;
+        PodConfig::try_parse_from(std::iter::once("genesis-agent-pod").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn llm_timeouts_default_to_the_provider_defaults_and_are_read() {
+        let c = parse(&[]).expect("defaults parse");
+        assert_eq!(c.llm_timeouts(), genesis_llm::HttpTimeouts::default());
+        assert_eq!(c.llm_max_retry_wait(), genesis_llm::DEFAULT_MAX_RETRY_WAIT);
+        assert_eq!(
+            config().llm_timeouts(),
+            genesis_llm::HttpTimeouts::default()
+        );
+
+        let c = parse(&[
+            "--llm-connect-timeout-secs",
+            "3",
+            "--llm-request-timeout-secs",
+            " 45 ",
+            "--llm-max-retry-after-secs",
+            "0",
+        ])
+        .expect("valid values");
+        assert_eq!(
+            c.llm_timeouts(),
+            genesis_llm::HttpTimeouts {
+                request: Duration::from_secs(45),
+                connect: Duration::from_secs(3),
+            }
+        );
+        assert_eq!(c.llm_max_retry_wait(), Duration::ZERO);
+        let dump = c.dump();
+        for line in [
+            "llm_connect_timeout_secs = 3",
+            "llm_request_timeout_secs = 45",
+            "llm_max_retry_after_secs = 0",
+        ] {
+            assert!(dump.contains(line), "{dump}");
+        }
+    }
+
+    #[test]
+    fn bad_llm_timeouts_are_refused_naming_the_variable() {
+        for (flag, value, var) in [
+            ("--llm-connect-timeout-secs", "0", LLM_CONNECT_TIMEOUT_ENV),
+            ("--llm-connect-timeout-secs", "ten", LLM_CONNECT_TIMEOUT_ENV),
+            ("--llm-request-timeout-secs", "0", LLM_REQUEST_TIMEOUT_ENV),
+            ("--llm-request-timeout-secs", "-5", LLM_REQUEST_TIMEOUT_ENV),
+            (
+                "--llm-request-timeout-secs",
+                "86401",
+                LLM_REQUEST_TIMEOUT_ENV,
+            ),
+            ("--llm-max-retry-after-secs", "1.5", LLM_MAX_RETRY_AFTER_ENV),
+            (
+                "--llm-max-retry-after-secs",
+                "3601",
+                LLM_MAX_RETRY_AFTER_ENV,
+            ),
+        ] {
+            let arg = format!("{flag}={value}");
+            let err = match parse(&[arg.as_str()]) {
+                Ok(_) => panic!("{flag} {value} was accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(err.contains(var), "{flag} {value}: {err}");
+        }
+        // The same parser reads the environment value, so its message is
+        // what an operator sees for a bad env setting.
+        assert_eq!(
+            parse_llm_connect_timeout("abc"),
+            Err("GENESIS_LLM_CONNECT_TIMEOUT_SECS must be a whole number of seconds in 1..=86400, not \"abc\"".into())
+        );
+    }
+
+    #[test]
+    fn a_config_built_in_code_gets_the_same_llm_checks() {
+        let mut c = config();
+        c.llm_connect_timeout_secs = 0;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains(LLM_CONNECT_TIMEOUT_ENV), "{err}");
+        let mut c = config();
+        c.llm_request_timeout_secs = 0;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains(LLM_REQUEST_TIMEOUT_ENV), "{err}");
+        let mut c = config();
+        c.llm_max_retry_after_secs = MAX_LLM_RETRY_AFTER_SECS + 1;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains(LLM_MAX_RETRY_AFTER_ENV), "{err}");
+        let mut c = config();
+        c.llm_max_retry_after_secs = 0;
+        assert!(c.validate().is_ok(), "0 means never wait");
     }
 }

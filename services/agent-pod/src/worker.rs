@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
 use futures::StreamExt;
-use genesis_llm::{FallbackInvoker, HttpProviderFactory, HttpTimeouts, ProviderFactory};
+use genesis_llm::{FallbackInvoker, HttpProviderFactory, ProviderFactory};
 use genesis_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -305,7 +305,7 @@ impl PodDeps {
     /// Production collaborators: HTTP providers (with `OPENAI_BASE_URL`),
     /// credentials from the environment, fresh counters.
     pub fn from_config(config: &PodConfig) -> Result<Self, PodError> {
-        let mut factory = HttpProviderFactory::new(HttpTimeouts::default())
+        let mut factory = HttpProviderFactory::new(config.llm_timeouts())
             .map_err(|e| PodError::Config(format!("LLM HTTP client: {e}")))?;
         if let Some(url) = &config.openai_base_url {
             factory = factory.with_openai_base_url(url.clone());
@@ -387,7 +387,8 @@ pub async fn run_with(
     let token = config.agent_token.clone().unwrap_or_default();
     let supervisor = Supervisor::connect_lazy(&config.supervisor_url, &token)?;
     let invoker = Invoker::new(
-        FallbackInvoker::new(deps.provider_factory.clone()),
+        FallbackInvoker::new(deps.provider_factory.clone())
+            .with_max_retry_wait(config.llm_max_retry_wait()),
         deps.credentials.clone(),
     );
     let ctx = PodContext {
