@@ -495,3 +495,132 @@ async fn the_ledger_cannot_be_updated_or_deleted_by_either_service_role(
     );
     Ok(())
 }
+
+/// One row for `t` in each tenant table [`seed_tenant`] leaves empty,
+/// written as the superuser: the unfiltered-read test needs rows of both
+/// tenants everywhere, or a leak on an empty table would go unseen.
+async fn seed_the_other_tables(store: &Store, pool: &PgPool, t: Uuid) -> anyhow::Result<()> {
+    let inst = store.instances().list(t, None).await?[0].id;
+    let mut tx = pool.begin().await?;
+    for stmt in [
+        "INSERT INTO coding_tasks (tenant_id, title, instructions, model, provider)
+         VALUES ($1, 'task', 'do it', 'm', 'p')",
+        "INSERT INTO constitution_rules (tenant_id, name, kind, params)
+         VALUES ($1, 'rule', 'ForbiddenTerm', '{}')",
+        "INSERT INTO credit_windows (tenant_id, week_start, limit_usd) VALUES ($1, now(), 10)",
+        "INSERT INTO knowledge_documents (tenant_id, kind, title, body)
+         VALUES ($1, 'intelligence', 'doc', 'body')",
+        "INSERT INTO llm_default_seeds (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING",
+        "INSERT INTO source_files (tenant_id, project_id, path, content)
+         VALUES ($1, gen_random_uuid(), 'src/lib.rs', 'fn main() {}')",
+        "WITH d AS (INSERT INTO compliance_dossiers (tenant_id, framework, control_id, title, body, status)
+                    VALUES ($1, 'soc2', 'CC1.1', 'dossier', 'body', 'gap') RETURNING id)
+         INSERT INTO compliance_dossier_translations (tenant_id, dossier_id, language, title, body, source_version)
+         SELECT $1, id, 'fr', 'dossier', 'corps', 1 FROM d",
+        "WITH p AS (INSERT INTO llm_presets (tenant_id, name, model, provider)
+                    VALUES ($1, 'rls-probe', 'm', 'p') RETURNING id)
+         INSERT INTO llm_site_bindings (tenant_id, site_id, preset_id)
+         SELECT $1, 'Agent:RlsProbe', id FROM p",
+    ] {
+        sqlx::query(stmt).bind(t).execute(&mut *tx).await?;
+    }
+    for stmt in [
+        "INSERT INTO research_records (tenant_id, instance_id, title, findings)
+         VALUES ($1, $2, 'question', 'findings')",
+        "INSERT INTO tool_invocations (tenant_id, instance_id, session, call_id, tool_name, arguments, result)
+         VALUES ($1, $2, gen_random_uuid(), 'call-1', 'agent_query_memory', '{}', '{}')",
+        "WITH s AS (INSERT INTO llm_call_snapshots (tenant_id, instance_id, invocation_id, site_id, call_tag, requested_model)
+                    VALUES ($1, $2, 'rls-probe', 'Agent:Default', 'AgentPlanning', 'm') RETURNING id)
+         INSERT INTO llm_call_attempts (tenant_id, snapshot_id, ordinal, provider, requested_model, outcome)
+         SELECT $1, id, 0, 'p', 'm', 'success' FROM s",
+    ] {
+        sqlx::query(stmt).bind(t).bind(inst).execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// A query written with no tenant filter at all — `SELECT count(*) FROM t`,
+/// the shape a forgotten `WHERE tenant_id = …` takes — returns only the
+/// transaction's tenant's rows, on every tenant table and on `tenants`.
+/// Both tenants are seeded, so a missing or permissive policy shows as a
+/// count that includes B's rows.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_unfiltered_count_in_a_tenant_transaction_counts_only_that_tenants_rows(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = tenant(&store, "a").await?;
+    let b = tenant(&store, "b").await?;
+    for (t, name) in [(a, "a"), (b, "b")] {
+        seed_tenant(&store, &pool, t, name).await?;
+        seed_the_other_tables(&store, &pool, t).await?;
+    }
+    store
+        .config()
+        .set(None, "AgentDispatcher:TickMaxTurns", "9")
+        .await?;
+
+    let tables = tenant_tables(&pool).await?;
+    assert!(
+        tables.len() >= 11,
+        "only {} tenant tables found: {tables:?}",
+        tables.len()
+    );
+    for (table, ..) in &tables {
+        // What the superuser (no RLS) counts: A's own rows and B's.
+        let (own, of_b, global): (i64, i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FILTER (WHERE tenant_id = $1),
+                    count(*) FILTER (WHERE tenant_id = $2),
+                    count(*) FILTER (WHERE tenant_id IS NULL)
+               FROM {table}"
+        )))
+        .bind(a)
+        .bind(b)
+        .fetch_one(&pool)
+        .await?;
+        assert!(own > 0, "{table}: the fixture must give tenant A rows");
+        assert!(of_b > 0, "{table}: the fixture must give tenant B rows");
+        // Global configuration (tenant_id NULL) is readable by every tenant
+        // by design; every other table has no tenant-less rows to show.
+        let expected = if table == "system_configs" {
+            assert!(
+                global > 0,
+                "system_configs: the fixture must hold a global row"
+            );
+            own + global
+        } else {
+            own
+        };
+        let mut tx = store.tenant_tx(a).await?;
+        let seen: i64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+                .fetch_one(tx.conn())
+                .await?;
+        // Equal counts could hide a swap (B's rows instead of A's): the
+        // owners of what the unfiltered read returns are checked too.
+        let owners: Vec<Option<Uuid>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT DISTINCT tenant_id FROM {table}"
+        )))
+        .fetch_all(tx.conn())
+        .await?;
+        tx.rollback().await?;
+        assert_eq!(
+            seen, expected,
+            "{table}: an unfiltered count in A's transaction saw {seen} rows; A has {own} (B {of_b}, global {global})"
+        );
+        assert!(
+            owners
+                .iter()
+                .all(|o| *o == Some(a) || (table == "system_configs" && o.is_none())),
+            "{table}: an unfiltered read in A's transaction returned rows of {owners:?}"
+        );
+    }
+    let mut tx = store.tenant_tx(a).await?;
+    let tenants: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM tenants")
+        .fetch_all(tx.conn())
+        .await?;
+    tx.rollback().await?;
+    assert_eq!(tenants, vec![a], "an unfiltered read of tenants");
+    Ok(())
+}
