@@ -43,54 +43,86 @@ pub const SERVED_SERVICES: &[&str] = &[
     "genesis.v1.KnowledgeService",
 ];
 
-/// Every admin service, registered in one place.
+/// Largest request message any gRPC service of control decodes, in bytes.
+/// The largest legitimate request is `IngestSourceFile` carrying a file at
+/// the store's ceiling (`genesis_store::knowledge::MAX_FILE_BYTES`, 1 MiB)
+/// plus its path; twice that leaves room for the other fields while a
+/// bigger body is refused from its 5-byte frame header (tonic answers
+/// `OUT_OF_RANGE`), before it is buffered, instead of tonic's unconfigured
+/// 4 MiB default.
+pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
+
+/// Largest response message encoded, in bytes: the decoding limit of a
+/// default tonic client (genesisctl and the e2e harness configure none), so
+/// an oversized answer fails here with a status instead of in the client.
+pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+const _: () = assert!(MAX_REQUEST_BYTES >= 2 * genesis_store::knowledge::MAX_FILE_BYTES);
+
+/// Applies [`MAX_REQUEST_BYTES`] and [`MAX_RESPONSE_BYTES`] to one generated
+/// server (the limits are per service in tonic; there is no server-wide knob).
+macro_rules! limited {
+    ($server:expr) => {
+        $server
+            .max_decoding_message_size(MAX_REQUEST_BYTES)
+            .max_encoding_message_size(MAX_RESPONSE_BYTES)
+    };
+}
+
+/// Every admin service, registered in one place, each with the message
+/// size limits.
 pub fn routes(state: &AppState) -> tonic::service::RoutesBuilder {
+    use v1::{
+        agent_service_server::AgentServiceServer, coder_service_server::CoderServiceServer,
+        coding_task_service_server::CodingTaskServiceServer,
+        config_service_server::ConfigServiceServer,
+        constitution_service_server::ConstitutionServiceServer,
+        decision_service_server::DecisionServiceServer,
+        knowledge_service_server::KnowledgeServiceServer, llm_service_server::LlmServiceServer,
+        mission_service_server::MissionServiceServer,
+        registry_service_server::RegistryServiceServer, tenant_service_server::TenantServiceServer,
+        token_service_server::TokenServiceServer,
+        windows_lane_service_server::WindowsLaneServiceServer,
+    };
+    let s = state;
     let mut b = tonic::service::Routes::builder();
-    b.add_service(v1::tenant_service_server::TenantServiceServer::new(
-        tenants::Tenants::new(state.clone()),
-    ))
-    .add_service(v1::agent_service_server::AgentServiceServer::new(
-        agents::Agents::new(state.clone()),
-    ))
-    .add_service(v1::decision_service_server::DecisionServiceServer::new(
-        decisions::Decisions::new(state.clone()),
-    ))
-    .add_service(v1::config_service_server::ConfigServiceServer::new(
-        config::Configs::new(state.clone()),
-    ))
-    .add_service(v1::token_service_server::TokenServiceServer::new(
-        tokens::Tokens::new(state.clone()),
-    ));
-    b.add_service(v1::llm_service_server::LlmServiceServer::new(
-        llm::Llms::new(state.clone()),
-    ))
-    .add_service(v1::registry_service_server::RegistryServiceServer::new(
-        registry::Registries::new(state.clone()),
-    ))
-    .add_service(v1::coder_service_server::CoderServiceServer::new(
-        coders::Coders::new(state.clone()),
-    ))
-    .add_service(
-        v1::coding_task_service_server::CodingTaskServiceServer::new(
-            coding_tasks::CodingTasks::new(state.clone()),
-        ),
-    )
-    .add_service(
-        v1::windows_lane_service_server::WindowsLaneServiceServer::new(windows::WindowsLanes::new(
-            state.clone(),
-        )),
-    );
-    b.add_service(v1::mission_service_server::MissionServiceServer::new(
-        missions::Missions::new(state.clone()),
-    ));
-    b.add_service(
-        v1::constitution_service_server::ConstitutionServiceServer::new(
-            constitution::Constitutions::new(state.clone()),
-        ),
-    );
-    b.add_service(v1::knowledge_service_server::KnowledgeServiceServer::new(
-        knowledge::Knowledge::new(state.clone()),
-    ));
+    b.add_service(limited!(TenantServiceServer::new(tenants::Tenants::new(
+        s.clone()
+    ))))
+    .add_service(limited!(AgentServiceServer::new(agents::Agents::new(
+        s.clone()
+    ))))
+    .add_service(limited!(DecisionServiceServer::new(
+        decisions::Decisions::new(s.clone())
+    )))
+    .add_service(limited!(ConfigServiceServer::new(config::Configs::new(
+        s.clone()
+    ))))
+    .add_service(limited!(TokenServiceServer::new(tokens::Tokens::new(
+        s.clone()
+    ))))
+    .add_service(limited!(LlmServiceServer::new(llm::Llms::new(s.clone()))))
+    .add_service(limited!(RegistryServiceServer::new(
+        registry::Registries::new(s.clone())
+    )))
+    .add_service(limited!(CoderServiceServer::new(coders::Coders::new(
+        s.clone()
+    ))))
+    .add_service(limited!(CodingTaskServiceServer::new(
+        coding_tasks::CodingTasks::new(s.clone())
+    )))
+    .add_service(limited!(WindowsLaneServiceServer::new(
+        windows::WindowsLanes::new(s.clone())
+    )))
+    .add_service(limited!(MissionServiceServer::new(
+        missions::Missions::new(s.clone())
+    )))
+    .add_service(limited!(ConstitutionServiceServer::new(
+        constitution::Constitutions::new(s.clone())
+    )))
+    .add_service(limited!(KnowledgeServiceServer::new(
+        knowledge::Knowledge::new(s.clone())
+    )));
     b
 }
 
@@ -121,6 +153,10 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), ControlError> {
     let state = state(config, shutdown.clone()).await?;
+    genesis_telemetry::export_metrics("genesis-control", {
+        let metrics = state.metrics.clone();
+        move || metrics.families()
+    });
     let deadline = Duration::from_secs(state.config.shutdown_deadline_secs);
     let tracker = TaskTracker::new();
     let loops = shutdown.child_token();
@@ -139,6 +175,7 @@ pub async fn run(
     ));
 
     let (health, health_service) = tonic_health::server::health_reporter();
+    let health_service = limited!(health_service);
     for name in SERVED_SERVICES {
         health
             .set_service_status(*name, tonic_health::ServingStatus::Serving)
@@ -151,6 +188,7 @@ pub async fn run(
         .register_encoded_file_descriptor_set(genesis_proto::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| ControlError::Transport(format!("reflection: {e}")))?;
+    let reflection = limited!(reflection);
 
     let mut builder = routes(&state);
     builder.add_service(health_service).add_service(reflection);
