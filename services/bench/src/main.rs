@@ -9,7 +9,8 @@
 //!
 //! It must never touch what it did not create: only its own fleet database,
 //! its scratch pgbench database and its own children. `--quick` asserts that
-//! the run completed and its counts add up, never a speed.
+//! the run completed, its counts add up and the services' memory stayed
+//! bounded under the backlog, never a speed.
 
 mod peer;
 mod procs;
@@ -139,7 +140,7 @@ async fn main() -> anyhow::Result<()> {
         for c in &failed {
             eprintln!("CHECK FAILED: {}", c.what);
         }
-        bail!("{} count check(s) failed", failed.len());
+        bail!("{} check(s) failed", failed.len());
     }
     progress(&format!(
         "done in {:.1} s; report in {}",
@@ -342,6 +343,16 @@ async fn run(fleet: &mut Fleet, plan: &Plan, quick: bool) -> anyhow::Result<Repo
             backlog.max_in_stream, backlog.max_pending, backlog.batch, backlog.in_flight
         ),
     ));
+    // Memory during the backlog, against the same services' idle reading
+    // taken before the backlog was inserted.
+    let idle_rss = report
+        .idle
+        .as_ref()
+        .map(|i| i.rss_kib.clone())
+        .unwrap_or_default();
+    report
+        .checks
+        .extend(report::backlog_memory_checks(&idle_rss, &backlog.rss_kib));
     report.backlog = Some(backlog);
 
     // The peer queue.

@@ -2,7 +2,8 @@
 //! the `pgbench` and `EXPLAIN` probes, and the report rendered as Markdown
 //! and JSON.
 //!
-//! It must never judge a speed as a failure: checks here are counts only.
+//! It must never judge a speed as a failure: checks here are counts, and
+//! bounds that hold on any machine (the backlog's memory), never a rate.
 
 use std::fmt::Write as _;
 use std::process::Command;
@@ -547,6 +548,59 @@ impl Report {
     }
 }
 
+/// How far a service's resident memory may rise above its idle reading
+/// while the back-pressure backlog is due. The publisher (in control) reads
+/// due events in batches of `GENESIS_OUTBOX_BATCH` and holds at
+/// `GENESIS_OUTBOX_MAX_PENDING` without reading further, and the pods fetch no
+/// more messages than their free slots, so nothing in any service grows with
+/// the backlog: the measured growth at 1,000,000 events is under 1 MiB
+/// (BENCHMARKS.md §9). Holding even a 64-byte record per due event would take
+/// 61 MiB at that size, so 64 MiB tells a bounded service from one that
+/// loads the backlog, with room for allocator noise on any machine.
+pub const BACKLOG_RSS_GROWTH_BOUND_KIB: u64 = 64 * 1024;
+
+/// One check per service read while idle: its largest VmRSS during the
+/// back-pressure window stays within its idle VmRSS plus
+/// [`BACKLOG_RSS_GROWTH_BOUND_KIB`]. A service with no idle or no backlog
+/// reading fails (nothing was measured), as does an empty idle reading.
+pub fn backlog_memory_checks(idle: &[(String, u64)], backlog: &[(String, u64, u64)]) -> Vec<Check> {
+    if idle.is_empty() {
+        return vec![Check::new(
+            false,
+            "back-pressure memory: no idle VmRSS reading to compare with",
+        )];
+    }
+    idle.iter()
+        .map(|(name, at_idle)| {
+            let most = backlog
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .map(|(_, _, most)| *most);
+            match most {
+                Some(most) if *at_idle > 0 && most > 0 => {
+                    let limit = at_idle + BACKLOG_RSS_GROWTH_BOUND_KIB;
+                    Check::new(
+                        most <= limit,
+                        format!(
+                            "back-pressure memory: {name}'s largest VmRSS {} <= idle {} + {} ({})",
+                            kib(most),
+                            kib(*at_idle),
+                            kib(BACKLOG_RSS_GROWTH_BOUND_KIB),
+                            kib(limit)
+                        ),
+                    )
+                }
+                _ => Check::new(
+                    false,
+                    format!(
+                        "back-pressure memory: {name} has no VmRSS reading (idle {at_idle} KiB, backlog {most:?})"
+                    ),
+                ),
+            }
+        })
+        .collect()
+}
+
 fn cpu_summary(cpu: &[(String, f64)]) -> String {
     let get = |p: &str| {
         cpu.iter()
@@ -572,6 +626,50 @@ mod tests {
         assert_eq!(parse_tps(out), Some(830.25));
         assert_eq!(parse_tps("tps = 99.0\n"), Some(99.0));
         assert_eq!(parse_tps("nothing"), None);
+    }
+
+    #[test]
+    fn backlog_memory_is_bounded_by_the_idle_reading_per_service() {
+        let idle = vec![
+            ("control".to_owned(), 20_000),
+            ("agent-pod-0".to_owned(), 14_000),
+        ];
+        let within = vec![
+            (
+                "control".to_owned(),
+                21_000,
+                20_000 + BACKLOG_RSS_GROWTH_BOUND_KIB,
+            ),
+            ("agent-pod-0".to_owned(), 14_000, 15_000),
+        ];
+        let checks = backlog_memory_checks(&idle, &within);
+        assert_eq!(checks.len(), 2);
+        assert!(checks.iter().all(|c| c.ok), "{checks:?}");
+
+        let over = vec![
+            (
+                "control".to_owned(),
+                21_000,
+                20_001 + BACKLOG_RSS_GROWTH_BOUND_KIB,
+            ),
+            ("agent-pod-0".to_owned(), 14_000, 15_000),
+        ];
+        let checks = backlog_memory_checks(&idle, &over);
+        assert!(!checks[0].ok && checks[0].what.contains("control"));
+        assert!(checks[1].ok);
+
+        // A service missing from the window, or read as 0, is a failure.
+        let missing = vec![("control".to_owned(), 21_000, 21_000)];
+        assert!(!backlog_memory_checks(&idle, &missing)[1].ok);
+        let unread = vec![
+            ("control".to_owned(), 0, 0),
+            ("agent-pod-0".to_owned(), 1, 1),
+        ];
+        assert!(!backlog_memory_checks(&idle, &unread)[0].ok);
+        // Nothing read while idle: one failed check, not an empty pass.
+        let none = backlog_memory_checks(&[], &within);
+        assert_eq!(none.len(), 1);
+        assert!(!none[0].ok);
     }
 
     #[test]
