@@ -110,6 +110,19 @@ pub async fn authenticate_token(state: &AppState, token: &str) -> Result<Caller,
         }
         Err(other) => return Err(crate::status::store_status(other)),
     };
+    admit(token, row)
+}
+
+/// Turn the usable row the index lookup found into a [`Caller`]. The row's
+/// stored hash is compared with the presented token's hash in constant time
+/// before anything else: the lookup's equality ran inside PostgreSQL, and
+/// this keeps the one comparison of secrets on the request path free of a
+/// timing signal whatever index or collation served it. A row whose hash
+/// does not match is refused exactly like an unknown token.
+fn admit(token: &str, row: genesis_store::tokens::ApiToken) -> Result<Caller, Status> {
+    if !genesis_proto::auth::token_matches_hash(token, &row.token_sha256) {
+        return Err(Status::unauthenticated("unknown, expired or revoked token"));
+    }
     if row.scope != TokenScope::Operator {
         return Err(Status::permission_denied(
             "an agent-pod token may only call the AgentPod service",
@@ -241,6 +254,58 @@ mod tests {
         let c = caller(None);
         assert!(c.authorize_tenant(Uuid::new_v4()).is_ok());
         assert!(c.require_platform().is_ok());
+    }
+
+    fn row(token: &str, scope: TokenScope) -> genesis_store::tokens::ApiToken {
+        genesis_store::tokens::ApiToken {
+            id: Uuid::new_v4(),
+            tenant_id: None,
+            scope,
+            token_sha256: hash_token(token),
+            label: "ops".into(),
+            expires_at: None,
+            revoked_at: None,
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_row_is_admitted_only_when_its_stored_hash_matches_the_presented_token() {
+        let token = genesis_proto::auth::generate_token();
+        let found = row(&token, TokenScope::Operator);
+        let id = found.id;
+        assert_eq!(admit(&token, found).expect("matching hash").token_id, id);
+
+        // A row whose stored hash is another token's: refused, as unknown.
+        let other = row(&genesis_proto::auth::generate_token(), TokenScope::Operator);
+        let refused = admit(&token, other).expect_err("mismatching hash");
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+        assert_eq!(refused.message(), "unknown, expired or revoked token");
+
+        // One flipped hex digit is enough to refuse.
+        let mut tampered = row(&token, TokenScope::Operator);
+        let last = if tampered.token_sha256.ends_with('0') {
+            "1"
+        } else {
+            "0"
+        };
+        tampered.token_sha256.pop();
+        tampered.token_sha256.push_str(last);
+        assert_eq!(
+            admit(&token, tampered).expect_err("one digit off").code(),
+            tonic::Code::Unauthenticated
+        );
+    }
+
+    #[test]
+    fn a_matching_agent_pod_row_is_denied_not_admitted() {
+        let token = genesis_proto::auth::generate_token();
+        assert_eq!(
+            admit(&token, row(&token, TokenScope::AgentPod))
+                .expect_err("agent-pod scope")
+                .code(),
+            tonic::Code::PermissionDenied
+        );
     }
 
     #[test]

@@ -9,10 +9,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use genesis_core::TokenScope;
-use genesis_proto::auth::{bearer_token, is_well_formed_token, token_sha256};
+use genesis_proto::auth::{bearer_token, is_well_formed_token, token_matches_hash, token_sha256};
 use genesis_store::Store;
+use genesis_store::tokens::ApiToken;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
@@ -37,8 +38,18 @@ pub async fn authorize(store: &Store, path: &str, headers: &http::HeaderMap) -> 
             tracing::error!(error = %e, "token lookup failed");
             Status::unavailable("token lookup unavailable")
         })?;
+    admit(token, found, Utc::now())
+}
+
+/// Decide on the row the index lookup found (if any) for `token` at `now`.
+/// The stored hash is compared with the presented token's hash in constant
+/// time first: the lookup's equality ran inside PostgreSQL, and this keeps
+/// the comparison of secrets on the request path free of a timing signal
+/// whatever served the lookup. A row whose hash does not match is refused
+/// exactly like no row at all.
+fn admit(token: &str, found: Option<ApiToken>, now: DateTime<Utc>) -> Result<(), Status> {
     match found {
-        Some(t) if t.is_usable(Utc::now()) => {
+        Some(t) if token_matches_hash(token, &t.token_sha256) && t.is_usable(now) => {
             if t.scope == TokenScope::AgentPod {
                 Ok(())
             } else {
@@ -113,5 +124,84 @@ where
                 Err(status) => Ok(status.into_http()),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(token: &str, scope: TokenScope) -> ApiToken {
+        ApiToken {
+            id: uuid::Uuid::new_v4(),
+            tenant_id: None,
+            scope,
+            token_sha256: token_sha256(token),
+            label: "pods".into(),
+            expires_at: None,
+            revoked_at: None,
+            created_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_row_is_admitted_only_when_its_stored_hash_matches_the_presented_token() {
+        let token = genesis_proto::auth::generate_token();
+        let now = Utc::now();
+        assert!(admit(&token, Some(row(&token, TokenScope::AgentPod)), now).is_ok());
+
+        // The row of another token (a stored hash that is not this one's).
+        let other = row(&genesis_proto::auth::generate_token(), TokenScope::AgentPod);
+        let refused = admit(&token, Some(other), now).expect_err("mismatching hash");
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+        assert_eq!(refused.message(), "unknown, expired or revoked token");
+
+        // One hex digit off is enough.
+        let mut tampered = row(&token, TokenScope::AgentPod);
+        let last = if tampered.token_sha256.ends_with('0') {
+            "1"
+        } else {
+            "0"
+        };
+        tampered.token_sha256.pop();
+        tampered.token_sha256.push_str(last);
+        assert_eq!(
+            admit(&token, Some(tampered), now)
+                .expect_err("one digit off")
+                .code(),
+            tonic::Code::Unauthenticated
+        );
+        assert_eq!(
+            admit(&token, None, now).expect_err("no row").code(),
+            tonic::Code::Unauthenticated
+        );
+    }
+
+    #[test]
+    fn matching_rows_of_the_wrong_scope_or_past_their_life_are_refused() {
+        let token = genesis_proto::auth::generate_token();
+        let now = Utc::now();
+        assert_eq!(
+            admit(&token, Some(row(&token, TokenScope::Operator)), now)
+                .expect_err("operator scope")
+                .code(),
+            tonic::Code::PermissionDenied
+        );
+        let mut expired = row(&token, TokenScope::AgentPod);
+        expired.expires_at = Some(now - chrono::Duration::seconds(1));
+        assert_eq!(
+            admit(&token, Some(expired), now)
+                .expect_err("expired")
+                .code(),
+            tonic::Code::Unauthenticated
+        );
+        let mut revoked = row(&token, TokenScope::AgentPod);
+        revoked.revoked_at = Some(now);
+        assert_eq!(
+            admit(&token, Some(revoked), now)
+                .expect_err("revoked")
+                .code(),
+            tonic::Code::Unauthenticated
+        );
     }
 }
