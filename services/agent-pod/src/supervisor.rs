@@ -109,6 +109,7 @@ impl Supervisor {
         &self,
         request: pb::ClaimTickRequest,
     ) -> Result<pb::ClaimTickResponse, PodError> {
+        crate::fault::hit("before_claim");
         let r = self
             .client
             .clone()
