@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use genesis_llm::{
-    CallAttempt, ChatMessage, ChatRequest, CredentialRef, FallbackInvoker, LlmError, ModelCouple,
-    Preset, ProviderKind, ToolSpec,
+    ChatMessage, ChatRequest, CredentialRef, FallbackInvoker, LlmError, ModelCouple, Preset,
+    ProviderKind, ToolSpec,
 };
 use genesis_proto::v1 as pb;
 use serde_json::{Value, json};
@@ -313,17 +313,6 @@ impl std::fmt::Debug for Invoker {
     }
 }
 
-fn attempt_outcome(attempt: &CallAttempt) -> &'static str {
-    match attempt.outcome.as_str() {
-        genesis_llm::fallback::OUTCOME_OK => "success",
-        "rate_limited" => "rate_limited",
-        "unauthorized" => "unauthorized",
-        "server_error" => "server_error",
-        "timeout" => "timeout",
-        _ => "error",
-    }
-}
-
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -401,7 +390,14 @@ impl Invoker {
             };
             report.used.turns += 1;
             report.llm_calls += 1;
-            let result = self.llm.invoke(&preset, request).await;
+            // A rate-limited chain may wait out a Retry-After, but never past
+            // the episode's wall budget.
+            let deadline = spec
+                .budget
+                .max_wall_ms
+                .and_then(|ms| u64::try_from(ms).ok())
+                .map(|ms| started + std::time::Duration::from_millis(ms));
+            let result = self.llm.invoke_until(&preset, request, deadline).await;
             let attempts = match &result {
                 Ok(inv) => inv.attempts.as_slice(),
                 Err(e) => e.attempts.as_slice(),
@@ -419,7 +415,7 @@ impl Invoker {
                             served_model: attempt.served_model.clone().unwrap_or_default(),
                             provider: attempt.provider.as_str().to_string(),
                             credential_name: attempt.credential_name.clone(),
-                            outcome: attempt_outcome(attempt).to_string(),
+                            outcome: attempt.stored_outcome().to_string(),
                             input_tokens: to_i64(attempt.usage.input_tokens),
                             output_tokens: to_i64(attempt.usage.output_tokens),
                             cache_read_tokens: to_i64(attempt.usage.cache_read_tokens),

@@ -16,7 +16,7 @@ use genesis_agent_pod::{
 };
 use genesis_core::{AgentEventKind, PlanInputHash};
 use genesis_llm::{
-    FallbackInvoker, HttpProviderFactory, HttpTimeouts, LlmMetrics, Script, ScriptRule,
+    FallbackInvoker, HttpProviderFactory, HttpTimeouts, LlmError, LlmMetrics, Script, ScriptRule,
     ScriptedProvider, ScriptedToolCall,
 };
 use genesis_proto::v1 as pb;
@@ -280,6 +280,46 @@ fn context_with_llm_metrics(
         metrics: Arc::new(PodMetrics::default()),
     };
     (ctx, metrics)
+}
+
+/// A provider that always answers 429 with a 1.5 s Retry-After.
+fn rate_limited_provider() -> Arc<ScriptedProvider> {
+    Arc::new(ScriptedProvider::new().fail_with(LlmError::RateLimited {
+        retry_after: Some(Duration::from_millis(1500)),
+    }))
+}
+
+// The cool-down table is per process, so the two Retry-After cases are two
+// tests (nextest runs each in its own process).
+
+/// Without a wall budget, a rate-limited chain waits out the provider's
+/// Retry-After and walks once more.
+#[tokio::test]
+async fn a_retry_after_within_the_wall_budget_is_waited_out_once() {
+    let fake = start_fake().await;
+    let scripted = rate_limited_provider();
+    let ctx = context(&fake, scripted.clone());
+    let mut b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
+    b.budget.as_mut().unwrap().max_wall_ms = None;
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert_eq!(result.completion, TickCompletion::Blocked);
+    assert_eq!(scripted.calls(), 2, "the hint was waited out once");
+}
+
+/// The invoker hands the episode's wall budget to the chain as its deadline:
+/// a Retry-After past it is not waited for.
+#[tokio::test]
+async fn a_retry_after_past_the_wall_budget_is_not_waited_for() {
+    let fake = start_fake().await;
+    let scripted = rate_limited_provider();
+    let ctx = context(&fake, scripted.clone());
+    let mut b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
+    b.budget.as_mut().unwrap().max_wall_ms = Some(200);
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert_eq!(result.completion, TickCompletion::Blocked);
+    assert_eq!(scripted.calls(), 1, "no wait past the wall budget");
+    let o = outcome(&fake.state.completes()[0]);
+    assert!(o.reason.contains("exhausted"), "{}", o.reason);
 }
 
 #[tokio::test]

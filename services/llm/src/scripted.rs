@@ -391,7 +391,7 @@ impl ScriptContext {
 #[derive(Debug)]
 pub struct ScriptedProvider {
     script: Script,
-    fail_always: bool,
+    failure: Option<LlmError>,
     latency: Duration,
     calls: AtomicU64,
 }
@@ -413,7 +413,7 @@ impl ScriptedProvider {
     pub fn with_script(script: Script) -> Self {
         ScriptedProvider {
             script,
-            fail_always: false,
+            failure: None,
             latency: Duration::ZERO,
             calls: AtomicU64::new(0),
         }
@@ -422,7 +422,15 @@ impl ScriptedProvider {
     /// When set, every call fails with `Server { status: 503 }` (a failover
     /// error), for exercising the fallback chain and blocked ticks.
     pub fn fail_always(mut self, fail: bool) -> Self {
-        self.fail_always = fail;
+        self.failure = fail.then_some(LlmError::Server { status: 503 });
+        self
+    }
+
+    /// When set, every call fails with `error` (e.g. a rate limit carrying a
+    /// Retry-After), so a caller's handling of that answer can be exercised
+    /// offline.
+    pub fn fail_with(mut self, error: LlmError) -> Self {
+        self.failure = Some(error);
         self
     }
 
@@ -548,8 +556,8 @@ impl ChatClient for ScriptedProvider {
         if !self.latency.is_zero() {
             tokio::time::sleep(self.latency).await;
         }
-        if self.fail_always {
-            return Err(LlmError::Server { status: 503 });
+        if let Some(error) = &self.failure {
+            return Err(error.clone());
         }
         Ok(self.respond(&request))
     }
