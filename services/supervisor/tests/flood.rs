@@ -123,7 +123,7 @@ fn baseline(rpc: &str, live: &Live) -> Vec<F> {
             f.extend([
                 s(4, "call-1"),
                 s(5, "soa_send_message"),
-                s(6, r#"{"message":"hello"}"#),
+                s(6, r#"{"body":"hello"}"#),
             ]);
             f
         }
@@ -256,22 +256,23 @@ fn break_field(rng: &mut Rng, rpc: &str, f: &mut Vec<F>) -> &'static str {
             "a session that holds no lease"
         }
         "InvokeTool" => {
-            let cases: [(&str, u32, String); 13] = [
+            let cases: [(&str, u32, String); 14] = [
                 ("empty call_id", 4, String::new()),
                 ("blank call_id", 4, "   ".into()),
                 ("201-byte call_id", 4, "c".repeat(201)),
                 ("empty tool_name", 5, String::new()),
                 ("201-byte tool_name", 5, "t".repeat(201)),
                 ("unknown tool", 5, rng.junk(30)),
-                ("arguments not JSON", 6, r#"{"message": "hel"#.into()),
+                ("arguments not JSON", 6, r#"{"body": "hel"#.into()),
                 ("arguments an array", 6, "[1, 2]".into()),
-                ("message not a string", 6, r#"{"message": 5}"#.into()),
-                ("message missing", 6, "{}".into()),
+                ("body not a string", 6, r#"{"body": 5}"#.into()),
+                ("body missing", 6, "{}".into()),
+                ("an unknown property", 6, r#"{"body": "hi", "to": "x"}"#.into()),
                 (
                     "arguments over 256 KiB",
                     6,
                     format!(
-                        r#"{{"message":"{}"}}"#,
+                        r#"{{"body":"{}"}}"#,
                         "x".repeat(genesis_supervisor::service::MAX_TOOL_ARGUMENTS_BYTES)
                     ),
                 ),
@@ -280,7 +281,7 @@ fn break_field(rng: &mut Rng, rpc: &str, f: &mut Vec<F>) -> &'static str {
                     6,
                     format!("{}{}", "[".repeat(300), "]".repeat(300)),
                 ),
-                ("a lone surrogate", 6, r#"{"message": "\udc00"}"#.into()),
+                ("a lone surrogate", 6, r#"{"body": "\udc00"}"#.into()),
             ];
             let (what, n, value) = &cases[rng.below(cases.len())];
             set(f, s(*n, value));
