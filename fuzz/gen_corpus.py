@@ -2,8 +2,9 @@
 """Writes the committed seed corpus under corpus/<target>/: a few dozen small
 inputs per target, including truncated, oversized, deeply nested and
 non-UTF-8 ones. Deterministic; re-run after changing it and commit the
-result. The regular tests (tests/fuzz_corpus.rs in core, llm and proto) run
-every file here through the same bodies the fuzz targets use."""
+result. The regular tests (tests/fuzz_corpus.rs in core, llm, proto,
+supervisor and telemetry) run every file here through the same bodies the
+fuzz targets use."""
 import json, os, random
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -237,3 +238,83 @@ config = [
     ("unicode-digits", "AgentDispatcher:MaxAttempts=\u0663"),
 ]
 write("config", config)
+
+# Supervisor tool-call arguments (the `arguments_json` of an InvokeTool).
+MAX_TOOL_ARGS = 256 * 1024
+UUID_TEXT = UUID.decode()
+def padded_body(total):
+    head, tail = '{"body":"', '"}'
+    return head + "p" * (total - len(head) - len(tail)) + tail
+supervisor_args = [
+    ("send-message-ok", json.dumps({"body": "hello"})),
+    ("decision-ok", json.dumps({"title": "Ship it", "options": ["yes", "no"]})),
+    ("blank", "  \n\t "),
+    ("empty", b""),
+    ("empty-object", "{}"),
+    ("decision-11-options", json.dumps({"title": "t", "options": [str(i) for i in range(11)]})),
+    ("body-too-long", json.dumps({"body": "x" * 16385})),
+    ("body-empty", json.dumps({"body": ""})),
+    ("body-number", json.dumps({"body": 5})),
+    ("extra-property", json.dumps({"body": "hi", "to": "x"})),
+    ("blank-strings", json.dumps({"title": "   ", "body": "  "})),
+    ("array", "[1, 2]"),
+    ("string", '"just text"'),
+    ("null", "null"),
+    ("number", "42"),
+    ("deep-array-300", deep_array(300)),
+    ("deep-object-120", deep_object(120)),
+    ("not-json", '{"body": "hel'),
+    ("trailing", '{"body": "a"} x'),
+    ("non-utf8", b'{"body": "\xff"}'),
+    ("lone-surrogate", '{"body": "\\udc00"}'),
+    ("nul-in-body", '{"body": "a\\u0000b"}'),
+    ("oversized", padded_body(MAX_TOOL_ARGS + 1)),
+    ("at-limit", padded_body(MAX_TOOL_ARGS)),
+    ("reader-fields", json.dumps({"id": UUID_TEXT, "instanceId": "not-a-uuid", "limit": 51, "tags": ["a", 1], "query": " "})),
+    ("reader-fields-ok", json.dumps({"id": UUID_TEXT, "limit": 50, "tags": ["a", "b"], "query": "q"})),
+    ("limit-float", json.dumps({"limit": 1.5})),
+    ("limit-huge", '{"limit": 18446744073709551616, "maxResults": -1e308}'),
+    ("unicode-body", json.dumps({"body": "\U0001F600" * 100}, ensure_ascii=False)),
+    ("duplicate-keys", '{"body": "a", "body": 5}'),
+    ("many-keys", json.dumps({f"k{i}": i for i in range(2000)})),
+]
+for i in range(8):
+    n = rng.randrange(1, 64)
+    supervisor_args.append((f"random-{i}", "".join(rng.choice('{}[]":,0123456789abcdeftruny ') for _ in range(n))))
+write("supervisor_tool_args", supervisor_args)
+
+# OTEL_* environments (`#N` = the Nth variable telemetry_env.rs reads:
+# endpoint, protocol, service name, resource attributes, export interval).
+telemetry = [
+    ("empty", b""),
+    ("protocol-without-endpoint", "#1=http/protobuf"),
+    ("grpc-ok", "#0=http://collector:4317"),
+    ("http-ok", "#0=https://collector:4318/\n#1=http/protobuf\n#4=15000"),
+    ("https-grpc", "#0=https://collector:4317"),
+    ("no-scheme", "#0=collector:4317"),
+    ("ftp-scheme", "#0=ftp://collector"),
+    ("no-host", "#0=http://"),
+    ("bad-protocol", "#0=http://collector:4317\n#1=http/json"),
+    ("protocol-padded", "#0=http://collector:4317\n#1=  grpc  "),
+    ("interval-zero", "#0=http://collector:4317\n#4=0"),
+    ("interval-negative", "#0=http://collector:4317\n#4=-5"),
+    ("interval-float", "#0=http://collector:4317\n#4=1.5"),
+    ("interval-overflow", "#0=http://collector:4317\n#4=18446744073709551616"),
+    ("interval-padded", "#0=http://collector:4317\n#4= 500 "),
+    ("service-name", "#2=  my-service  "),
+    ("resource-attributes", "#3=service.name=from-attrs,team=ops, =x,novalue,k = v ,"),
+    ("service-name-wins", "#2=explicit\n#3=service.name=from-attrs"),
+    ("service-name-empty-attribute", "#3=service.name="),
+    ("blank-values", "#0=   \n#2=  \n#4=\t"),
+    ("non-utf8", b"#0=http://\xff\xfe:4317/"),
+    ("huge-endpoint", "#0=http://" + "a" * 70000),
+    ("ipv6", "#0=http://[::1]:4317"),
+    ("userinfo", "#0=http://user:secret@collector:4317"),
+    ("path-query-fragment", "#0=http://collector:4318/base/?q=1#frag\n#1=http/protobuf"),
+    ("control-chars", "#0=http://coll\tector:4317"),
+    ("unknown-keys", "OTEL_OTHER=1\nPATH=/bin\nno equals sign"),
+    ("later-line-wins", "#0=ftp://bad\n#0=http://collector:4317"),
+    ("huge-index", "#99999999999999999999=http://x\n#18446744073709551615=grpc"),
+    ("log-formats", "#2=json\n#3=text"),
+]
+write("telemetry_env", telemetry)
