@@ -80,7 +80,9 @@ KNOWN = [
     ("hanging-provider", "one tenant's LLM provider hangs",
      "its preset points at a loopback OpenAI-compatible server that holds every request open; 5 due ticks on a 4-slot pod, then another tenant starts and sends 3 messages"),
     ("failing-provider", "one tenant's LLM provider always fails fast",
-     "its preset points at a loopback server answering 500 at once; 4 of its agents get 16 messages/s while another tenant's enqueue→answered latency is measured against a baseline from the same run; then its STUCK guard is set back to 3"),
+     "its preset points at a loopback server answering 500 at once; 4 of its agents get 12 messages/s while another tenant's enqueue→answered latency is measured against a baseline from the same run; then its STUCK guard is set back to 3"),
+    ("checker", "the invariant checker itself",
+     "each invariant the checker names broken by hand in a settled fleet's database (a dead letter covered only by another event's request, an operator message pending beside the heartbeat, a lease just past its expiry), undone before the next"),
     ("backpressure", "publisher at its back-pressure limit",
      "`GENESIS_OUTBOX_MAX_PENDING=10`, batch 4, 40 messages with no pods, then two pods"),
 ]
@@ -93,6 +95,7 @@ MEANING = {
     "poison": "dead-lettered with one `dead_letter` attention request; the other agent answered every message",
     "hanging-provider": "the stuck tenant held only its share of the slots (`GENESIS_POD_TENANT_CONCURRENCY`); the other tenant answered every message while the requests hung; once the provider failed fast the ticks ended `WaitingForEvent / idle:blocked`",
     "failing-provider": "the other tenant answered every message within 3 × its baseline p95 + 2 s; every failing message got one `WaitingForEvent / idle:blocked` turn (none dead-lettered), every provider request is a recorded `server_error` attempt; with the guard at 3 each failing agent halted (`halted:stuck`, closed, one `stuck_halt` attention request)",
+    "checker": "the checker refused every breakage and accepted the repaired fleet",
     "backpressure": "the stream held at the limit, the rest stayed in PostgreSQL; all 40 answered once",
 }
 COLUMNS = ("rounds", "events", "consumed", "dead_lettered")
@@ -102,7 +105,7 @@ order = []
 test = None
 secrets = None
 shutdown = None
-start_re = re.compile(r"^\s*START\s+(?:\[[^\]]*\]\s+)?(?:\(\d+/\d+\)\s+)?(\S+)\s+(\S+)")
+start_re = re.compile(r"^\s*START\s+(?:\[[^\]]*\]\s+)?(?:\(\s*\d+/\d+\)\s+)?(\S+)\s+(\S+)")
 with open(log_path, encoding="utf-8", errors="replace") as f:
     for raw in f:
         line = raw.rstrip("\n")
@@ -126,15 +129,18 @@ with open(log_path, encoding="utf-8", errors="replace") as f:
         entry = faults[name]
         ok = re.search(r"(^|\s)ok(;|$)", rest) is not None
         entry["ok"] = entry["ok"] or ok
-        # key=value figures up to "ok"; whatever follows "ok;" is a note.
+        # The table's columns are summed over a fault's lines (a soaked
+        # crash point prints one line per round, each its own fleet); every
+        # other figure and whatever follows "ok;" is kept as a note.
         head, _, tail = rest.partition(" ok;") if " ok;" in rest else (rest, "", "")
-        pairs = re.findall(r"(?<![\w-])([A-Za-z_][A-Za-z0-9_]*)=(\S+)", head)
-        for k, v in pairs:
-            entry["kv"][k] = v
-        if not pairs:
-            entry["notes"].append(head.strip())
-        if tail.strip():
-            entry["notes"].append(tail.strip())
+        head = re.sub(r"\s+ok$", "", head.strip())
+        for k, v in re.findall(r"(?<![\w-])([A-Za-z_][A-Za-z0-9_]*)=(\S+)", head):
+            if k in COLUMNS and v.isdigit():
+                entry["kv"][k] = str(int(entry["kv"].get(k, "0")) + int(v))
+        note = re.sub(r"(?<![\w-])(" + "|".join(COLUMNS) + r")=\d+\s*", "", head).strip()
+        for n in (note, tail.strip()):
+            if n and n != "ok":
+                entry["notes"].append(n)
 
 problems = []
 if status != 0:
@@ -159,9 +165,11 @@ def row(title, how, test, kv, result):
     rows.append(f"| {title} | {how} | `{test or '?'}` | " + " | ".join(vals) + f" | {result} |")
 
 def result_of(name, entry, meaning):
-    extra = [f"{k}={v}" for k, v in entry["kv"].items() if k not in COLUMNS]
     parts = ["ok" if entry["ok"] else "**FAILED**"]
-    detail = "; ".join(x for x in [" ".join(extra)] + entry["notes"] if x)
+    notes = entry["notes"]
+    if len(notes) > 3:
+        notes = notes[:3] + [f"… {len(notes) - 3} more in target/reliability/run.log"]
+    detail = "; ".join(cell(n) for n in notes)
     if detail:
         parts.append(detail)
     if meaning:
@@ -174,7 +182,7 @@ for name in order:
         point = name[len("crash-"):].replace("-", "_")
         e = faults[name]
         row(f"agent pod crashes at `{point}`",
-            f"`GENESIS_FAULT_EXIT_AT={point}` aborts the pod (no shutdown path) on its first claimed tick; the harness restarts it",
+            f"`GENESIS_FAULT_EXIT_AT={point}` aborts the pod (no shutdown path) at that point of its first tick; the harness restarts it",
             e["test"], e["kv"],
             result_of(name, e, "the opener completed exactly once (one turn); the greeting count shows its tool is at-least-once across the crash (see below)"))
 known_names = {k for k, _, _ in KNOWN}
