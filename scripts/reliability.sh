@@ -59,7 +59,12 @@ status=${PIPESTATUS[0]}
 set -e
 secs=$(( $(date -u +%s) - started ))
 
-python3 - "$log" RELIABILITY.md "$status" "$soak" "$secs" "$write" "$(git rev-parse --short HEAD)" <<'PY'
+# The commit the binaries were built from; "-dirty" when the tested sources
+# had changes not yet committed.
+commit=$(git rev-parse --short HEAD)
+git diff --quiet HEAD -- services tests migrations Cargo.toml Cargo.lock || commit="$commit-dirty"
+
+python3 - "$log" RELIABILITY.md "$status" "$soak" "$secs" "$write" "$commit" <<'PY'
 import datetime, re, sys
 
 log_path, doc_path, status, soak, secs, write, commit = sys.argv[1:8]
