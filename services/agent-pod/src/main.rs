@@ -1,12 +1,14 @@
 //! The `genesis-agent-pod` bin: parse the configuration (flags and
 //! `GENESIS_*` env), install logging and OTLP export (genesis-telemetry), wire
 //! SIGTERM/SIGINT to a cancellation token (a second signal exits at once),
-//! call the library's `run` and flush the telemetry once it returns.
+//! build the production collaborators (their counters exported over OTLP when
+//! configured), call the library's `run_with` and flush the telemetry once
+//! it returns.
 //!
 //! Logic must stay in the library so tests drive the same entry point.
 
 use clap::Parser;
-use genesis_agent_pod::{PodConfig, run};
+use genesis_agent_pod::{PodConfig, PodDeps, run_with};
 use genesis_telemetry::TelemetryConfig;
 use tokio_util::sync::CancellationToken;
 
@@ -55,7 +57,12 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(130);
         });
     }
-    let result = run(config, shutdown).await;
+    let deps = PodDeps::from_config(&config)?;
+    genesis_telemetry::export_metrics("genesis-agent-pod", {
+        let metrics = deps.metrics.clone();
+        move || metrics.families()
+    });
+    let result = run_with(config, deps, shutdown).await;
     telemetry.shutdown().await;
     result
 }

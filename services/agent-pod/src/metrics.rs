@@ -1,11 +1,14 @@
-//! The pod's Prometheus counters (ticks run, short-circuits, LLM calls,
-//! failures), rendered with genesis-llm's own counters on `/metrics`.
+//! The pod's counters (ticks run, short-circuits, LLM calls, failures),
+//! listed once as [`Family`] values: rendered with genesis-llm's own
+//! counters on `/metrics` and, when OTLP is configured, exported through the
+//! OpenTelemetry meter from the same list.
 //!
 //! This module must never label a series with tenant data, prompts or
 //! secrets: the counters are plain totals.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use genesis_telemetry::metrics::Family;
 use genesis_telemetry::prometheus::{Exposition, Kind};
 
 /// Process-local totals; one instance is shared by the worker and the HTTP
@@ -83,51 +86,104 @@ impl PodMetrics {
         }
     }
 
-    /// Prometheus text exposition of the pod counters followed by
-    /// genesis-llm's process-wide counters.
-    pub fn render_prometheus(&self) -> String {
+    /// Every pod counter with its current value, named once for both
+    /// exports: `/metrics` ([`PodMetrics::render_prometheus`]) and, when OTLP
+    /// is configured, the observable instruments `genesis_telemetry`
+    /// registers from this list. genesis-llm's counters are not here: they
+    /// record to OpenTelemetry themselves.
+    pub fn families(&self) -> Vec<Family> {
         let s = self.snapshot();
-        let mut e = Exposition::new();
-        for (name, help, value) in [
+        [
             (
-                "genesis_pod_ticks_run_total",
+                "genesis.pod.ticks_run",
                 "Ticks completed by this pod.",
                 s.ticks_run,
             ),
             (
-                "genesis_pod_short_circuits_total",
+                "genesis.pod.short_circuits",
                 "Ticks short-circuited without an LLM call (B1).",
                 s.short_circuits,
             ),
             (
-                "genesis_pod_credit_idles_total",
+                "genesis.pod.credit_idles",
                 "Ticks idled by the weekly credit gate.",
                 s.credit_idles,
             ),
             (
-                "genesis_pod_llm_calls_total",
+                "genesis.pod.llm_calls",
                 "LLM invocations made by planning episodes.",
                 s.llm_calls,
             ),
             (
-                "genesis_pod_failures_total",
+                "genesis.pod.failures",
                 "Ticks that failed or were retried.",
                 s.failures,
             ),
             (
-                "genesis_pod_lease_lost_total",
+                "genesis.pod.lease_lost",
                 "Ticks dropped because the lease was lost.",
                 s.lease_lost,
             ),
             (
-                "genesis_pod_tenant_deferrals_total",
+                "genesis.pod.tenant_deferrals",
                 "Messages handed back unclaimed because their tenant held its share of this pod.",
                 s.tenant_deferrals,
             ),
-        ] {
-            e.single(name, help, Kind::Counter, value);
-        }
-        e.raw(&genesis_llm::metrics_text());
-        e.finish()
+        ]
+        .into_iter()
+        .map(|(name, help, value)| Family::single(name, help, Kind::Counter, value))
+        .collect()
+    }
+
+    /// Prometheus text exposition of the pod counters followed by
+    /// genesis-llm's process-wide counters.
+    pub fn render_prometheus(&self) -> String {
+        Exposition::new()
+            .families(&self.families())
+            .raw(&genesis_llm::metrics_text())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pod's part of `/metrics`, byte for byte: the families are only a
+    /// second reader of it, never a change of its names or formats.
+    #[test]
+    fn render_keeps_the_pod_counters_unchanged() {
+        let m = PodMetrics::default();
+        m.tick_run();
+        m.tick_run();
+        m.short_circuit();
+        m.llm_calls(3);
+        let text = m.render_prometheus();
+        let expected = "# HELP genesis_pod_ticks_run_total Ticks completed by this pod.\n\
+             # TYPE genesis_pod_ticks_run_total counter\n\
+             genesis_pod_ticks_run_total 2\n\
+             # HELP genesis_pod_short_circuits_total Ticks short-circuited without an LLM call (B1).\n\
+             # TYPE genesis_pod_short_circuits_total counter\n\
+             genesis_pod_short_circuits_total 1\n\
+             # HELP genesis_pod_credit_idles_total Ticks idled by the weekly credit gate.\n\
+             # TYPE genesis_pod_credit_idles_total counter\n\
+             genesis_pod_credit_idles_total 0\n\
+             # HELP genesis_pod_llm_calls_total LLM invocations made by planning episodes.\n\
+             # TYPE genesis_pod_llm_calls_total counter\n\
+             genesis_pod_llm_calls_total 3\n\
+             # HELP genesis_pod_failures_total Ticks that failed or were retried.\n\
+             # TYPE genesis_pod_failures_total counter\n\
+             genesis_pod_failures_total 0\n\
+             # HELP genesis_pod_lease_lost_total Ticks dropped because the lease was lost.\n\
+             # TYPE genesis_pod_lease_lost_total counter\n\
+             genesis_pod_lease_lost_total 0\n\
+             # HELP genesis_pod_tenant_deferrals_total Messages handed back unclaimed because their tenant held its share of this pod.\n\
+             # TYPE genesis_pod_tenant_deferrals_total counter\n\
+             genesis_pod_tenant_deferrals_total 0\n";
+        assert!(text.starts_with(expected), "{text}");
+        assert!(
+            text[expected.len()..].starts_with("# HELP subagent_llm_call_attempts_total"),
+            "genesis-llm's counters follow: {text}"
+        );
     }
 }

@@ -1,12 +1,15 @@
 //! The process's Prometheus counters and gauges (published events, publish
-//! errors, outbox lag, RPCs by method and code) and their text rendering for
-//! `/metrics`. Must never block a caller: every update is an atomic or a
-//! short uncontended lock, and nothing here does I/O.
+//! errors, outbox lag, RPCs by method and code), listed once as
+//! [`Family`] values that both the text rendering for `/metrics` and, when
+//! OTLP is configured, the OpenTelemetry export read. Must never block a
+//! caller: every update is an atomic or a short uncontended lock, and
+//! nothing here does I/O.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+use genesis_telemetry::metrics::Family;
 use genesis_telemetry::prometheus::{Exposition, Kind};
 
 /// Shared by every task of the process.
@@ -78,59 +81,71 @@ impl Metrics {
         self.publish_errors.load(Ordering::Relaxed)
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
-        let mut e = Exposition::new();
-        e.single(
-            "genesis_outbox_published_total",
-            "Events published to JetStream and marked.",
-            Kind::Counter,
-            self.published(),
-        )
-        .single(
-            "genesis_outbox_publish_errors_total",
-            "Failed publishes or acks.",
-            Kind::Counter,
-            self.publish_errors(),
-        )
-        .single(
-            "genesis_outbox_lag_seconds",
-            "Age of the oldest due unpublished event.",
-            Kind::Gauge,
-            format!(
-                "{:.3}",
-                self.outbox_lag_ms.load(Ordering::Relaxed) as f64 / 1000.0
+    /// Every metric with its current value, named once for both exports:
+    /// `/metrics` ([`Metrics::render`]) and, when OTLP is configured, the
+    /// observable instruments `genesis_telemetry` registers from this list.
+    pub fn families(&self) -> Vec<Family> {
+        let rpcs = self
+            .rpcs
+            .lock()
+            .map(|map| {
+                map.iter()
+                    .map(|((method, code), n)| {
+                        (vec![("method", method.clone()), ("code", code.clone())], *n)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        vec![
+            Family::single(
+                "genesis.outbox.published",
+                "Events published to JetStream and marked.",
+                Kind::Counter,
+                self.published(),
             ),
-        )
-        .single(
-            "genesis_outbox_held_total",
-            "Publisher rounds held back because the consumer backlog reached GENESIS_OUTBOX_MAX_PENDING.",
-            Kind::Counter,
-            self.held(),
-        )
-        .single(
-            "genesis_outbox_consumer_pending",
-            "Messages the agent pods' consumer holds (undelivered + unacknowledged) at the publisher's last reading.",
-            Kind::Gauge,
-            self.consumer_pending.load(Ordering::Relaxed),
-        )
-        .single(
-            "genesis_bootstrap_created_total",
-            "SOA instances created by the bootstrap.",
-            Kind::Counter,
-            self.bootstrapped.load(Ordering::Relaxed),
-        );
-        if let Ok(map) = self.rpcs.lock() {
-            e.labelled(
-                "genesis_rpc_total",
+            Family::single(
+                "genesis.outbox.publish_errors",
+                "Failed publishes or acks.",
+                Kind::Counter,
+                self.publish_errors(),
+            ),
+            Family::decimal(
+                "genesis.outbox.lag_seconds",
+                "Age of the oldest due unpublished event.",
+                Kind::Gauge,
+                3,
+                self.outbox_lag_ms.load(Ordering::Relaxed) as f64 / 1000.0,
+            ),
+            Family::single(
+                "genesis.outbox.held",
+                "Publisher rounds held back because the consumer backlog reached GENESIS_OUTBOX_MAX_PENDING.",
+                Kind::Counter,
+                self.held(),
+            ),
+            Family::single(
+                "genesis.outbox.consumer_pending",
+                "Messages the agent pods' consumer holds (undelivered + unacknowledged) at the publisher's last reading.",
+                Kind::Gauge,
+                self.consumer_pending.load(Ordering::Relaxed),
+            ),
+            Family::single(
+                "genesis.bootstrap.created",
+                "SOA instances created by the bootstrap.",
+                Kind::Counter,
+                self.bootstrapped.load(Ordering::Relaxed),
+            ),
+            Family::labelled(
+                "genesis.rpc",
                 "Admin RPCs answered, by method and code.",
                 Kind::Counter,
-                map.iter().map(|((method, code), n)| {
-                    ([("method", method.as_str()), ("code", code.as_str())], *n)
-                }),
-            );
-        }
-        e.finish()
+                rpcs,
+            ),
+        ]
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        Exposition::new().families(&self.families()).finish()
     }
 }
 
@@ -152,5 +167,42 @@ mod tests {
         assert!(text.contains(
             "genesis_rpc_total{method=\"/genesis.v1.TenantService/GetTenant\",code=\"NotFound\"} 1"
         ));
+    }
+
+    /// The page `/metrics` serves, byte for byte: the families are only a
+    /// second reader of it, never a change of its names or formats.
+    #[test]
+    fn render_keeps_the_exposition_unchanged() {
+        let m = Metrics::default();
+        m.add_published(2);
+        m.set_outbox_lag_ms(250);
+        m.add_held();
+        m.set_consumer_pending(4);
+        m.add_bootstrapped();
+        m.record_rpc("/genesis.v1.TenantService/CreateTenant", tonic::Code::Ok);
+        assert_eq!(
+            m.render(),
+            "# HELP genesis_outbox_published_total Events published to JetStream and marked.\n\
+             # TYPE genesis_outbox_published_total counter\n\
+             genesis_outbox_published_total 2\n\
+             # HELP genesis_outbox_publish_errors_total Failed publishes or acks.\n\
+             # TYPE genesis_outbox_publish_errors_total counter\n\
+             genesis_outbox_publish_errors_total 0\n\
+             # HELP genesis_outbox_lag_seconds Age of the oldest due unpublished event.\n\
+             # TYPE genesis_outbox_lag_seconds gauge\n\
+             genesis_outbox_lag_seconds 0.250\n\
+             # HELP genesis_outbox_held_total Publisher rounds held back because the consumer backlog reached GENESIS_OUTBOX_MAX_PENDING.\n\
+             # TYPE genesis_outbox_held_total counter\n\
+             genesis_outbox_held_total 1\n\
+             # HELP genesis_outbox_consumer_pending Messages the agent pods' consumer holds (undelivered + unacknowledged) at the publisher's last reading.\n\
+             # TYPE genesis_outbox_consumer_pending gauge\n\
+             genesis_outbox_consumer_pending 4\n\
+             # HELP genesis_bootstrap_created_total SOA instances created by the bootstrap.\n\
+             # TYPE genesis_bootstrap_created_total counter\n\
+             genesis_bootstrap_created_total 1\n\
+             # HELP genesis_rpc_total Admin RPCs answered, by method and code.\n\
+             # TYPE genesis_rpc_total counter\n\
+             genesis_rpc_total{method=\"/genesis.v1.TenantService/CreateTenant\",code=\"Ok\"} 1\n"
+        );
     }
 }

@@ -100,6 +100,10 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let metrics = Arc::new(metrics::Metrics::default());
+    genesis_telemetry::export_metrics("genesis-supervisor", {
+        let metrics = metrics.clone();
+        move || metrics.families()
+    });
     let ops = Arc::new(ops::OpsProbe::new(
         config.alertmanager_url.clone(),
         Duration::from_secs(config.ops_window_secs),

@@ -1,12 +1,15 @@
-//! In-process counters of the supervisor, rendered as Prometheus text on
-//! `/metrics`: claims, completes, lease losses, tool calls by tool and
-//! outcome, governance blocks, computed cost and unpriced models. Owns only
-//! counting; must never block a request path (atomics and a short mutex).
+//! In-process counters of the supervisor: claims, completes, lease losses,
+//! tool calls by tool and outcome, governance blocks, computed cost and
+//! unpriced models. They are listed once as [`Family`] values, which both
+//! the Prometheus text on `/metrics` and, when OTLP is configured, the
+//! OpenTelemetry export read. Owns only counting; must never block a request
+//! path (atomics and a short mutex).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use genesis_telemetry::metrics::Family;
 use genesis_telemetry::prometheus::{Exposition, Kind};
 
 /// The supervisor's counters. Shared behind an `Arc`.
@@ -88,69 +91,93 @@ impl Metrics {
         )
     }
 
-    /// Prometheus text exposition format.
-    pub fn render(&self) -> String {
+    /// Every counter with its current value, named once for both exports:
+    /// `/metrics` ([`Metrics::render`]) and, when OTLP is configured, the
+    /// observable instruments `genesis_telemetry` registers from this list.
+    pub fn families(&self) -> Vec<Family> {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let mut e = Exposition::new();
-        if let Ok(m) = self.claims.lock() {
-            e.labelled(
-                "genesis_supervisor_claims_total",
-                "ClaimTick answers by outcome.",
-                Kind::Counter,
-                m.iter().map(|(k, v)| ([("outcome", *k)], *v)),
-            );
-        }
+        let claims = self
+            .claims
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (vec![("outcome", (*k).to_owned())], *v))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let tool_calls = self
+            .tool_calls
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .map(|((tool, outcome), v)| {
+                        (
+                            vec![("tool", tool.clone()), ("outcome", outcome.clone())],
+                            *v,
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let mut families = vec![Family::labelled(
+            "genesis.supervisor.claims",
+            "ClaimTick answers by outcome.",
+            Kind::Counter,
+            claims,
+        )];
         for (name, help, v) in [
             (
-                "genesis_supervisor_completes_total",
+                "genesis.supervisor.completes",
                 "CompleteTick passivation writes.",
                 &self.completes,
             ),
             (
-                "genesis_supervisor_stuck_halts_total",
+                "genesis.supervisor.stuck_halts",
                 "Ticks the STUCK guard halted.",
                 &self.halts,
             ),
             (
-                "genesis_supervisor_lease_lost_total",
+                "genesis.supervisor.lease_lost",
                 "Session-guarded calls answered LEASE_LOST.",
                 &self.lease_lost,
             ),
             (
-                "genesis_supervisor_constitution_blocks_total",
+                "genesis.supervisor.constitution_blocks",
                 "Tool calls blocked by the governance gate.",
                 &self.constitution_blocks,
             ),
             (
-                "genesis_supervisor_call_attempts_total",
+                "genesis.supervisor.call_attempts",
                 "LLM call attempts recorded.",
                 &self.call_attempts,
             ),
             (
-                "genesis_supervisor_unpriced_model_attempts_total",
+                "genesis.supervisor.unpriced_model_attempts",
                 "Attempts whose model had no price (cost 0).",
                 &self.unpriced_models,
             ),
         ] {
-            e.single(name, help, Kind::Counter, load(v));
+            families.push(Family::single(name, help, Kind::Counter, load(v)));
         }
-        e.single(
-            "genesis_supervisor_cost_usd_total",
+        families.push(Family::decimal(
+            "genesis.supervisor.cost_usd",
             "Cost computed server-side from usage and pricing.",
             Kind::Counter,
-            format!("{:.6}", load(&self.cost_micro_usd) as f64 / 1_000_000.0),
-        );
-        if let Ok(m) = self.tool_calls.lock() {
-            e.labelled(
-                "genesis_supervisor_tool_calls_total",
-                "InvokeTool answers by tool and outcome.",
-                Kind::Counter,
-                m.iter().map(|((tool, outcome), v)| {
-                    ([("tool", tool.as_str()), ("outcome", outcome.as_str())], *v)
-                }),
-            );
-        }
-        e.finish()
+            6,
+            load(&self.cost_micro_usd) as f64 / 1_000_000.0,
+        ));
+        families.push(Family::labelled(
+            "genesis.supervisor.tool_calls",
+            "InvokeTool answers by tool and outcome.",
+            Kind::Counter,
+            tool_calls,
+        ));
+        families
+    }
+
+    /// Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        Exposition::new().families(&self.families()).finish()
     }
 }
 
@@ -175,5 +202,48 @@ mod tests {
         assert!(text.contains("genesis_supervisor_constitution_blocks_total 1"));
         assert!(text.contains("genesis_supervisor_cost_usd_total 0.250000"));
         assert_eq!(m.tool_totals(), (3, 1));
+    }
+
+    /// The page `/metrics` serves, byte for byte: the families are only a
+    /// second reader of it, never a change of its names or formats.
+    #[test]
+    fn render_keeps_the_exposition_unchanged() {
+        let m = Metrics::default();
+        m.claim("bundle");
+        m.claim("nothing_due");
+        m.complete(true);
+        m.cost(0.5);
+        m.tool_call("soa_send_message", "ok");
+        assert_eq!(
+            m.render(),
+            "# HELP genesis_supervisor_claims_total ClaimTick answers by outcome.\n\
+             # TYPE genesis_supervisor_claims_total counter\n\
+             genesis_supervisor_claims_total{outcome=\"bundle\"} 1\n\
+             genesis_supervisor_claims_total{outcome=\"nothing_due\"} 1\n\
+             # HELP genesis_supervisor_completes_total CompleteTick passivation writes.\n\
+             # TYPE genesis_supervisor_completes_total counter\n\
+             genesis_supervisor_completes_total 1\n\
+             # HELP genesis_supervisor_stuck_halts_total Ticks the STUCK guard halted.\n\
+             # TYPE genesis_supervisor_stuck_halts_total counter\n\
+             genesis_supervisor_stuck_halts_total 1\n\
+             # HELP genesis_supervisor_lease_lost_total Session-guarded calls answered LEASE_LOST.\n\
+             # TYPE genesis_supervisor_lease_lost_total counter\n\
+             genesis_supervisor_lease_lost_total 0\n\
+             # HELP genesis_supervisor_constitution_blocks_total Tool calls blocked by the governance gate.\n\
+             # TYPE genesis_supervisor_constitution_blocks_total counter\n\
+             genesis_supervisor_constitution_blocks_total 0\n\
+             # HELP genesis_supervisor_call_attempts_total LLM call attempts recorded.\n\
+             # TYPE genesis_supervisor_call_attempts_total counter\n\
+             genesis_supervisor_call_attempts_total 1\n\
+             # HELP genesis_supervisor_unpriced_model_attempts_total Attempts whose model had no price (cost 0).\n\
+             # TYPE genesis_supervisor_unpriced_model_attempts_total counter\n\
+             genesis_supervisor_unpriced_model_attempts_total 0\n\
+             # HELP genesis_supervisor_cost_usd_total Cost computed server-side from usage and pricing.\n\
+             # TYPE genesis_supervisor_cost_usd_total counter\n\
+             genesis_supervisor_cost_usd_total 0.500000\n\
+             # HELP genesis_supervisor_tool_calls_total InvokeTool answers by tool and outcome.\n\
+             # TYPE genesis_supervisor_tool_calls_total counter\n\
+             genesis_supervisor_tool_calls_total{tool=\"soa_send_message\",outcome=\"ok\"} 1\n"
+        );
     }
 }

@@ -4,9 +4,12 @@
 //! default `info`) and, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, OTLP export
 //! of spans (every `tracing` span, bridged by tracing-opentelemetry, batched)
 //! and of metrics (a periodic reader behind the global meter provider, so
-//! genesis-llm's `subagent.llm_call.*` counters leave the process). Prometheus
-//! `/metrics` is served by each bin regardless of OTLP; its text is written
-//! with this crate's [`prometheus::Exposition`], the one formatter.
+//! genesis-llm's `subagent.llm_call.*` counters leave the process). Each
+//! service's own counters and gauges are listed once as [`metrics::Family`]
+//! values: Prometheus `/metrics` (served by each bin regardless of OTLP)
+//! writes them with this crate's [`prometheus::Exposition`], the one
+//! formatter, and [`export_metrics`] exports the same
+//! families over OTLP as observable instruments.
 //!
 //! Versions: the workspace uses opentelemetry / opentelemetry_sdk 0.33 so the
 //! providers built here are the ones opentelemetry-otlp 0.33 and
@@ -18,14 +21,17 @@
 //! that runtime, and [`TelemetryGuard::shutdown`] must run on the graceful
 //! shutdown path so the last batch is flushed.
 //!
-//! This crate must never be used from library code paths that tests drive
-//! (the subscriber and the meter provider are process-global), never fall
+//! [`init`] must never be called from library code paths that tests drive
+//! (the subscriber and the meter provider are process-global; only
+//! [`export_metrics`], which registers on whatever provider is global, may
+//! be called there). This crate must never fall
 //! back silently when an `OTEL_*` value is unusable, and never log
 //! configuration values that may be secrets (headers, tokens).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod config;
+pub mod metrics;
 pub mod prometheus;
 
 use opentelemetry::KeyValue;
@@ -131,6 +137,25 @@ impl TelemetryGuard {
             Err(e) => tracing::warn!(error = %e, "OTLP shutdown task failed"),
         }
     }
+}
+
+/// Export the families `source` lists over OTLP, under the instrumentation
+/// scope `scope` (the bin's name), as observable instruments of the global
+/// meter provider that [`init`] installed, read at every collection: the
+/// values are the ones `/metrics` renders from the same `source`, with no
+/// second set of counters to keep in step.
+///
+/// Called where a service builds its metrics, after [`init`]. Without OTLP
+/// export (or before [`init`], as in tests that start a service in-process)
+/// the global provider is OpenTelemetry's no-op one, which drops the
+/// callbacks: nothing is retained and nothing is read. Call it once per
+/// source: a second call for the same scope would register the instruments
+/// again.
+pub fn export_metrics<F>(scope: &'static str, source: F)
+where
+    F: Fn() -> Vec<metrics::Family> + Send + Sync + 'static,
+{
+    metrics::observe(&opentelemetry::global::meter(scope), source);
 }
 
 /// Crates whose own spans and events are never exported: they are the

@@ -68,6 +68,36 @@ impl Exposition {
         self
     }
 
+    /// Every family, in order, under its Prometheus name; decimal samples
+    /// with the family's number of places.
+    pub fn families(&mut self, families: &[crate::metrics::Family]) -> &mut Self {
+        use crate::metrics::Samples;
+        for f in families {
+            let name = f.prometheus_name();
+            match &f.samples {
+                Samples::Integer(samples) => {
+                    self.labelled(
+                        &name,
+                        f.help,
+                        f.kind,
+                        samples.iter().map(|(l, v)| (pairs(l), *v)),
+                    );
+                }
+                Samples::Decimal { places, samples } => {
+                    self.labelled(
+                        &name,
+                        f.help,
+                        f.kind,
+                        samples
+                            .iter()
+                            .map(|(l, v)| (pairs(l), format!("{v:.places$}"))),
+                    );
+                }
+            }
+        }
+        self
+    }
+
     /// Append text another library rendered (genesis-llm's counters).
     pub fn raw(&mut self, text: &str) -> &mut Self {
         self.out.push_str(text);
@@ -78,6 +108,10 @@ impl Exposition {
     pub fn finish(&mut self) -> String {
         std::mem::take(&mut self.out)
     }
+}
+
+fn pairs(labels: &crate::metrics::Labels) -> impl Iterator<Item = (&str, &str)> {
+    labels.iter().map(|(k, v)| (*k, v.as_str()))
 }
 
 fn escape(v: &str) -> String {
@@ -112,6 +146,31 @@ mod tests {
              # HELP b_total B by outcome.\n# TYPE b_total counter\nb_total{outcome=\"ok\"} 1\n\
              b_total{outcome=\"say \\\"hi\\\"\\n\"} 2\n\
              # HELP c Empty.\n# TYPE c gauge\n"
+        );
+    }
+
+    #[test]
+    fn families_write_their_prometheus_names_and_decimal_places() {
+        use crate::metrics::Family;
+        let mut e = Exposition::new();
+        e.families(&[
+            Family::labelled(
+                "genesis.rpc",
+                "RPCs.",
+                Kind::Counter,
+                [(
+                    vec![("method", "/a".to_owned()), ("code", "Ok".to_owned())],
+                    2,
+                )],
+            ),
+            Family::decimal("genesis.outbox.lag_seconds", "Lag.", Kind::Gauge, 3, 1.5),
+        ]);
+        assert_eq!(
+            e.finish(),
+            "# HELP genesis_rpc_total RPCs.\n# TYPE genesis_rpc_total counter\n\
+             genesis_rpc_total{method=\"/a\",code=\"Ok\"} 2\n\
+             # HELP genesis_outbox_lag_seconds Lag.\n# TYPE genesis_outbox_lag_seconds gauge\n\
+             genesis_outbox_lag_seconds 1.500\n"
         );
     }
 }

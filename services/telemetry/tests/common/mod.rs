@@ -44,6 +44,15 @@ pub struct SeenPoint {
     pub attributes: Vec<(String, String)>,
 }
 
+/// One data point of a gauge as exported (integer gauges as `f64`).
+#[derive(Debug, Clone)]
+pub struct SeenGauge {
+    pub service_name: Option<String>,
+    pub metric: String,
+    pub attributes: Vec<(String, String)>,
+    pub value: f64,
+}
+
 fn strings(attrs: &[KeyValue]) -> Vec<(String, String)> {
     attrs
         .iter()
@@ -108,6 +117,38 @@ impl Received {
                                 metric: m.name.clone(),
                                 value,
                                 attributes: strings(&p.attributes),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every gauge point, in export order (the last one of a series is its
+    /// latest value).
+    pub fn gauge_points(&self) -> Vec<SeenGauge> {
+        let metrics = self.metrics.lock().unwrap();
+        let mut out = Vec::new();
+        for request in metrics.iter() {
+            for rm in &request.resource_metrics {
+                for sm in &rm.scope_metrics {
+                    for m in &sm.metrics {
+                        let Some(metric::Data::Gauge(gauge)) = &m.data else {
+                            continue;
+                        };
+                        for p in &gauge.data_points {
+                            let value = match p.value {
+                                Some(number_data_point::Value::AsInt(v)) => v as f64,
+                                Some(number_data_point::Value::AsDouble(v)) => v,
+                                None => continue,
+                            };
+                            out.push(SeenGauge {
+                                service_name: service_name(rm.resource.as_ref()),
+                                metric: m.name.clone(),
+                                attributes: strings(&p.attributes),
+                                value,
                             });
                         }
                     }
