@@ -501,9 +501,18 @@ pub struct QueueStats {
     pub turns_of_consumed: i64,
     /// Attention requests of kind dead_letter.
     pub dead_letter_requests: i64,
+    /// Dead-lettered events with a number of `dead_letter` attention
+    /// requests naming them (`metadata.eventId`, same tenant and instance)
+    /// other than one: (event, requests).
+    pub unmatched_dead_letters: Vec<(Uuid, i64)>,
+    /// `dead_letter` attention requests naming no dead-lettered event.
+    pub orphan_dead_letter_requests: Vec<Uuid>,
     /// Active instances with a pending-heartbeat count other than one.
     pub bad_heartbeats: Vec<(Uuid, i64)>,
-    /// Leases still held past their expiry.
+    /// Unconsumed, un-dead-lettered events of active instances that are not
+    /// their heartbeat: (instance, event kind).
+    pub stray_pending: Vec<(Uuid, String)>,
+    /// Leases still held (a session set) whose expiry has passed.
     pub stale_leases: i64,
 }
 
@@ -1249,10 +1258,32 @@ impl Fleet {
                  WHERE e.consumed_at IS NOT NULL) AS turns_of_consumed,
                (SELECT count(*) FROM attention_requests WHERE kind = 'dead_letter') AS dl_requests,
                (SELECT count(*) FROM agent_instances
-                 WHERE lease_session IS NOT NULL AND lease_expires_at < now() - make_interval(secs => $1)) AS stale",
+                 WHERE lease_session IS NOT NULL AND lease_expires_at < now()) AS stale",
         )
-        .bind(self.options.lease_ttl_secs as f64)
         .fetch_one(&self.db)
+        .await?;
+        // Each dead letter joined to its own request, not only counted: a
+        // request for one event must not stand in for another's.
+        let unmatched: Vec<(Uuid, i64)> = sqlx::query_as(
+            "SELECT e.id, (SELECT count(*) FROM attention_requests a
+                            WHERE a.kind = 'dead_letter' AND a.tenant_id = e.tenant_id
+                              AND a.instance_id = e.instance_id
+                              AND a.metadata->>'eventId' = e.id::text)
+               FROM agent_event_queue e WHERE e.dead_lettered_at IS NOT NULL",
+        )
+        .fetch_all(&self.db)
+        .await?
+        .into_iter()
+        .filter(|(_, n)| *n != 1)
+        .collect();
+        let orphan_requests: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT a.id FROM attention_requests a
+              WHERE a.kind = 'dead_letter'
+                AND NOT EXISTS (SELECT 1 FROM agent_event_queue e
+                                 WHERE e.dead_lettered_at IS NOT NULL
+                                   AND e.id::text = a.metadata->>'eventId')",
+        )
+        .fetch_all(&self.db)
         .await?;
         let hb = sqlx::query(
             "SELECT i.id, (SELECT count(*) FROM agent_event_queue e
@@ -1269,6 +1300,15 @@ impl Fleet {
                 bad.push((row.try_get("id")?, n));
             }
         }
+        let stray: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT e.instance_id, e.event_kind FROM agent_event_queue e
+               JOIN agent_instances i ON i.id = e.instance_id
+              WHERE i.status = 'active' AND e.event_kind <> 'AgentTick'
+                AND e.consumed_at IS NULL AND e.dead_lettered_at IS NULL
+              ORDER BY e.instance_id, e.sequence_number",
+        )
+        .fetch_all(&self.db)
+        .await?;
         Ok(QueueStats {
             events: r.try_get("events")?,
             consumed: r.try_get("consumed")?,
@@ -1276,15 +1316,27 @@ impl Fleet {
             turns: r.try_get("turns")?,
             turns_of_consumed: r.try_get("turns_of_consumed")?,
             dead_letter_requests: r.try_get("dl_requests")?,
+            unmatched_dead_letters: unmatched,
+            orphan_dead_letter_requests: orphan_requests,
             bad_heartbeats: bad,
+            stray_pending: stray,
             stale_leases: r.try_get("stale")?,
         })
     }
 
-    /// Check the fault invariants: every consumed event has exactly one
-    /// turn and every turn a consumed event; every dead letter an attention
-    /// request; exactly one pending heartbeat per active instance; no lease
-    /// past its TTL.
+    /// Check the fault invariants on a quiescent fleet (after
+    /// [`Fleet::wait_quiescent`]): every consumed event has exactly one turn
+    /// and every turn a consumed event; every dead letter exactly one
+    /// attention request of its own and every such request a dead letter;
+    /// every unconsumed event of an active instance is its one pending
+    /// heartbeat; no lease is held past its expiry.
+    ///
+    /// The lease check has no grace period: quiescence means no lease is
+    /// live and nothing is due, and a lease is only taken for a due event
+    /// (claiming nothing clears it in the same transaction) and is cleared
+    /// by the completion that consumes the event or overwritten by the
+    /// claim that takes the event over. A session still set with its expiry
+    /// passed is therefore one nothing will ever clean up.
     pub async fn check_invariants(&self) -> anyhow::Result<QueueStats> {
         let s = self.stats().await?;
         let mut problems = Vec::new();
@@ -1300,10 +1352,16 @@ impl Fleet {
                 s.turns - s.turns_of_consumed
             ));
         }
-        if s.dead_letter_requests < s.dead_lettered {
+        if !s.unmatched_dead_letters.is_empty() {
             problems.push(format!(
-                "{} dead-lettered events but only {} dead_letter attention requests",
-                s.dead_lettered, s.dead_letter_requests
+                "dead-lettered events without exactly one dead_letter attention request of their own (event, requests): {:?}",
+                s.unmatched_dead_letters
+            ));
+        }
+        if !s.orphan_dead_letter_requests.is_empty() {
+            problems.push(format!(
+                "dead_letter attention requests naming no dead-lettered event: {:?}",
+                s.orphan_dead_letter_requests
             ));
         }
         if !s.bad_heartbeats.is_empty() {
@@ -1312,8 +1370,14 @@ impl Fleet {
                 s.bad_heartbeats
             ));
         }
+        if !s.stray_pending.is_empty() {
+            problems.push(format!(
+                "unconsumed events of active instances other than their heartbeat (instance, kind): {:?}",
+                s.stray_pending
+            ));
+        }
         if s.stale_leases > 0 {
-            problems.push(format!("{} leases held past their TTL", s.stale_leases));
+            problems.push(format!("{} leases held past their expiry", s.stale_leases));
         }
         if problems.is_empty() {
             Ok(s)
