@@ -2,9 +2,9 @@
 //! pods at random points, restarts of the supervisor and of control, NATS
 //! unreachable then back, PostgreSQL backends terminated. After each, the
 //! fleet must settle by itself and the invariants hold: every event consumed
-//! exactly once or dead-lettered with an attention request, ledger turns ==
-//! consumed events, exactly one pending heartbeat per active instance, no
-//! lease held past its TTL. Each test prints one
+//! exactly once or dead-lettered with an attention request of its own,
+//! ledger turns == consumed events, nothing pending for an active instance
+//! but its one heartbeat, no lease held past its expiry. Each test prints one
 //! `FAULT <name>: rounds=<n> events=<n> consumed=<n> dead_lettered=<n> ok` line.
 //! `GENESIS_FAULT_SOAK=N` turns the suite into a soak: N times the rounds.
 
@@ -123,6 +123,54 @@ async fn settle(
     Ok(s)
 }
 
+/// Events claimed more than once: each is a tick a kill interrupted between
+/// its claim and its completion, taken over by a later claim.
+async fn reclaimed_events(fleet: &Fleet) -> anyhow::Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT count(*) FROM agent_event_queue WHERE attempts > 1")
+            .fetch_one(&fleet.db)
+            .await?,
+    )
+}
+
+/// Send a burst, wait until a tick holds a live lease, and SIGKILL every pod
+/// at once; whether a lease was left behind (a tick in flight died with its
+/// pod: only a pod's claim takes a lease, and one that claims nothing clears
+/// it in the same transaction). The pods are restarted either way.
+async fn kill_mid_tick(
+    fleet: &mut Fleet,
+    agents: &[(String, String)],
+    round: usize,
+) -> anyhow::Result<(usize, bool)> {
+    let sent = burst(fleet, agents, round).await?;
+    // Poll tightly: a scripted tick lasts only tens of milliseconds.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while tokio::time::Instant::now() < deadline {
+        let live: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM agent_instances WHERE lease_session IS NOT NULL AND lease_expires_at > now()",
+        )
+        .fetch_one(&fleet.db)
+        .await?;
+        if live > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for i in 0..fleet.pod_count() {
+        fleet.kill_pod(i);
+    }
+    // A ClaimTick already at the supervisor still commits: let it land.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let orphaned: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM agent_instances WHERE lease_session IS NOT NULL")
+            .fetch_one(&fleet.db)
+            .await?;
+    for i in 0..fleet.pod_count() {
+        fleet.start_pod(i).await?;
+    }
+    Ok((sent, orphaned > 0))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_killed_at_random_points_lose_and_duplicate_nothing() -> anyhow::Result<()> {
     if skipped() {
@@ -144,7 +192,30 @@ async fn pods_killed_at_random_points_lose_and_duplicate_nothing() -> anyhow::Re
             tokio::time::sleep(Duration::from_millis(300)).await;
             fleet.start_pod(victim).await?;
         }
-        settle(&mut fleet, "pod-kill", rounds, sent).await?;
+        // Random moments may all find the pods idle. Kill mid-tick on
+        // purpose until one kill is seen to leave a tick's lease behind, so
+        // the run always includes an interrupted tick to recover from.
+        let mut targeted = 0;
+        let mut hit = false;
+        while !hit && targeted < 8 {
+            let (n, orphaned) = kill_mid_tick(&mut fleet, &agents, 1_000 + targeted).await?;
+            sent += n;
+            hit = orphaned;
+            targeted += 1;
+        }
+        ensure!(
+            hit,
+            "pod-kill: {targeted} kills of every pod while a tick held a lease left no lease behind"
+        );
+        settle(&mut fleet, "pod-kill", rounds + targeted, sent).await?;
+        // The interrupted ticks were taken over by a later claim and
+        // consumed once (settle checked the turns): their events show it.
+        let reclaimed = reclaimed_events(&fleet).await?;
+        ensure!(
+            reclaimed >= 1,
+            "pod-kill: no event was claimed twice: no kill interrupted a tick in flight"
+        );
+        println!("FAULT pod-kill: targeted_kills={targeted} reclaimed_events={reclaimed}");
         Ok(())
     })
     .await
@@ -246,79 +317,115 @@ fn pod_died(fleet: &mut Fleet) -> bool {
     fleet.all_alive().is_err()
 }
 
+/// The crash points of a tick, in order (agent-pod's `fault::POINTS`).
+const CRASH_POINTS: [&str; 5] = [
+    "before_claim",
+    "after_claim",
+    "after_tool",
+    "before_complete",
+    "after_complete",
+];
+
+/// Whether a crash at `point` leaves a claimed, uncompleted event behind
+/// (taken over later, so claimed twice). Before the claim nothing was
+/// claimed; after the completion the event was already consumed.
+fn crash_interrupts_a_claim(point: &str) -> bool {
+    !matches!(point, "before_claim" | "after_complete")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_crashing_at_each_point_of_a_tick_loses_and_duplicates_nothing() -> anyhow::Result<()>
 {
     if skipped() {
         return Ok(());
     }
-    bounded(limit(240), async {
-        for point in [
-            "after_claim",
-            "after_tool",
-            "before_complete",
-            "after_complete",
-        ] {
-            let name = format!("crash-{}", point.replace('_', "-"));
-            let logs = log_dir(&format!("faults-{name}"))?;
-            let marker = logs.join(format!("{point}.fired"));
-            let _ = std::fs::remove_file(&marker);
-            let mut opts = FleetOptions::new(&format!("faults-{name}-fleet"), 1);
-            opts.lease_ttl_secs = 3;
-            opts.extra_env.push((
-                "GENESIS_FAULT_EXIT_AT".into(),
-                format!("{point}:{}", marker.display()),
-            ));
-            let mut fleet = Fleet::start(opts).await?;
-            // The SOA's opener is the first tick: the pod aborts at `point`.
-            let tenant = fleet.create_tenant("crash").await?;
-            let soa = fleet.wait_soa(&tenant, Duration::from_secs(30)).await?;
-            let died = wait_for(
-                &format!("the pod to abort at {point}"),
-                Duration::from_secs(30),
-                || {
-                    let gone = pod_died(&mut fleet);
-                    async move { Ok(gone.then_some(())) }
-                },
-            )
-            .await;
-            ensure!(died.is_ok(), "{name}: the pod never reached {point}");
-            ensure!(marker.is_file(), "{name}: aborted without its marker");
-            // Restart it (the marker disarms it) and let the fleet recover.
-            fleet.kill_pod(0);
-            fleet.start_pod(0).await?;
-            fleet
-                .wait_decision(&soa, 0, "Initialized", SETTLE)
-                .await
-                .with_context(|| format!("{name}: the opener was never completed"))?;
-            let sent = burst(&fleet, &[(tenant.clone(), soa.clone())], 0).await?;
-            let s = settle(&mut fleet, &name, 1, sent).await?;
-            let turns: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM agent_state_ledger l
-                   JOIN agent_event_queue e ON e.id = l.event_id
-                  WHERE e.event_kind = 'AgentInitialized'",
-            )
-            .fetch_one(&fleet.db)
-            .await?;
-            ensure!(turns == 1, "{name}: {turns} turns for the one opener");
-            // Tool side effects are at-least-once across a crash: a greeting
-            // sent before the abort is sent again by the reclaimed tick.
-            let greetings: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM agent_messages WHERE direction = 'agent_to_operator'
-                   AND body LIKE 'Hello, I am your%'",
-            )
-            .fetch_one(&fleet.db)
-            .await?;
-            println!("FAULT {name}: greetings sent for the one opener: {greetings}");
-            ensure!(
-                s.dead_lettered == 0,
-                "{name}: {} dead-lettered",
-                s.dead_lettered
-            );
+    bounded(limit(300), async {
+        for point in CRASH_POINTS {
+            for round in 0..soak() {
+                crash_at(point, round).await?;
+            }
         }
         Ok(())
     })
     .await
+}
+
+/// One round of one crash point: a fresh one-pod fleet whose pod aborts at
+/// `point` of its first tick, restarted by hand, then checked.
+async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
+    let name = format!("crash-{}", point.replace('_', "-"));
+    let logs = log_dir(&format!("faults-{name}-{round}"))?;
+    let marker = logs.join(format!("{point}.fired"));
+    let _ = std::fs::remove_file(&marker);
+    let mut opts = FleetOptions::new(&format!("faults-{name}-{round}-fleet"), 1);
+    opts.lease_ttl_secs = 3;
+    opts.extra_env.push((
+        "GENESIS_FAULT_EXIT_AT".into(),
+        format!("{point}:{}", marker.display()),
+    ));
+    let mut fleet = Fleet::start(opts).await?;
+    // The SOA's opener is the first tick: the pod aborts at `point`.
+    let tenant = fleet.create_tenant("crash").await?;
+    let soa = fleet.wait_soa(&tenant, Duration::from_secs(30)).await?;
+    let died = wait_for(
+        &format!("the pod to abort at {point}"),
+        Duration::from_secs(30),
+        || {
+            let gone = pod_died(&mut fleet);
+            async move { Ok(gone.then_some(())) }
+        },
+    )
+    .await;
+    ensure!(died.is_ok(), "{name}: the pod never reached {point}");
+    ensure!(marker.is_file(), "{name}: aborted without its marker");
+    // Restart it (the marker disarms it) and let the fleet recover.
+    fleet.kill_pod(0);
+    fleet.start_pod(0).await?;
+    fleet
+        .wait_decision(&soa, 0, "Initialized", SETTLE)
+        .await
+        .with_context(|| format!("{name}: the opener was never completed"))?;
+    let sent = burst(&fleet, &[(tenant.clone(), soa.clone())], 0).await?;
+    let s = settle(&mut fleet, &name, round + 1, sent).await?;
+    let turns: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM agent_state_ledger l
+           JOIN agent_event_queue e ON e.id = l.event_id
+          WHERE e.event_kind = 'AgentInitialized'",
+    )
+    .fetch_one(&fleet.db)
+    .await?;
+    ensure!(turns == 1, "{name}: {turns} turns for the one opener");
+    // The crash happened where it was named: only a crash between a claim
+    // and its completion leaves an event to be claimed a second time.
+    let reclaimed = reclaimed_events(&fleet).await?;
+    if crash_interrupts_a_claim(point) {
+        ensure!(
+            reclaimed >= 1,
+            "{name}: no event was claimed twice, yet the pod died holding a claim"
+        );
+    } else {
+        ensure!(
+            reclaimed == 0,
+            "{name}: {reclaimed} events claimed twice, yet the pod died holding no claim"
+        );
+    }
+    // Tool side effects are at-least-once across a crash: a greeting
+    // sent before the abort is sent again by the reclaimed tick.
+    let greetings: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM agent_messages WHERE direction = 'agent_to_operator'
+           AND body LIKE 'Hello, I am your%'",
+    )
+    .fetch_one(&fleet.db)
+    .await?;
+    println!(
+        "FAULT {name}: round {round}: reclaimed_events={reclaimed} greetings sent for the one opener: {greetings}"
+    );
+    ensure!(
+        s.dead_lettered == 0,
+        "{name}: {} dead-lettered",
+        s.dead_lettered
+    );
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -404,6 +511,134 @@ async fn a_poison_event_is_dead_lettered_while_the_tenants_other_agents_keep_tic
             "FAULT poison: attempts={attempts} events={} consumed={} dead_lettered={} ok; the other agent acknowledged {healthy_sent} messages",
             s.events, s.consumed, s.dead_lettered
         );
+        Ok(())
+    })
+    .await
+}
+
+/// Assert `check_invariants` refuses the fleet's current state, naming
+/// `what` in its message.
+async fn refused(fleet: &Fleet, case: &str, what: &str) -> anyhow::Result<()> {
+    match fleet.check_invariants().await {
+        Ok(s) => anyhow::bail!("checker: {case} passed the invariants ({s:?})"),
+        Err(e) => {
+            let msg = format!("{e:#}");
+            ensure!(
+                msg.contains(what),
+                "checker: {case} refused for another reason: {msg}"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// The checker the fault tests rely on fails on each broken invariant it
+/// names, including the ones a count comparison or a TTL grace let through:
+/// a dead letter covered only by another event's request, an operator
+/// message left pending beside the heartbeat, and a lease just past its
+/// expiry. Each breakage is written into a quiescent fleet's database (its
+/// pod stopped, so nothing repairs it) and undone before the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_invariant_checker_refuses_each_broken_invariant() -> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    bounded(limit(90), async {
+        let mut opts = FleetOptions::new("faults-checker", 1);
+        opts.lease_ttl_secs = 3;
+        let mut fleet = Fleet::start(opts).await?;
+        let tenant = fleet.create_tenant("checked").await?;
+        let soa = fleet.wait_soa(&tenant, Duration::from_secs(30)).await?;
+        fleet
+            .wait_decision(&soa, 0, "Initialized", Duration::from_secs(30))
+            .await?;
+        fleet.wait_quiescent(SETTLE).await?;
+        fleet.kill_pod(0);
+        fleet.check_invariants().await.context("the untouched fleet")?;
+        let soa_id: uuid::Uuid = soa.parse()?;
+        let tenant_id: uuid::Uuid = tenant.parse()?;
+        let db = &fleet.db;
+
+        // A dead letter whose only dead_letter request names another event:
+        // the counts agree (one and one), the join does not.
+        let insert_event = "INSERT INTO agent_event_queue
+              (tenant_id, instance_id, sequence_number, event_kind, payload, visible_at, published_at, dead_lettered_at)
+            SELECT $1, $2, max(sequence_number) + 1000, $3, '{}', $4, now(), $5
+              FROM agent_event_queue WHERE instance_id = $2
+            RETURNING id";
+        let dead: uuid::Uuid = sqlx::query_scalar(insert_event)
+            .bind(tenant_id)
+            .bind(soa_id)
+            .bind("OperatorMessage")
+            .bind(chrono::Utc::now())
+            .bind(Some(chrono::Utc::now()))
+            .fetch_one(db)
+            .await?;
+        let insert_request = "INSERT INTO attention_requests (tenant_id, instance_id, kind, title, body, metadata)
+            VALUES ($1, $2, 'dead_letter', 'dead letter', '', jsonb_build_object('eventId', $3::text))
+            RETURNING id";
+        let elsewhere: uuid::Uuid = sqlx::query_scalar(insert_request)
+            .bind(tenant_id)
+            .bind(soa_id)
+            .bind(uuid::Uuid::new_v4().to_string())
+            .fetch_one(db)
+            .await?;
+        refused(&fleet, "a dead letter with another event's request", "without exactly one dead_letter attention request").await?;
+        sqlx::query("DELETE FROM attention_requests WHERE id = $1")
+            .bind(elsewhere)
+            .execute(db)
+            .await?;
+        let own: uuid::Uuid = sqlx::query_scalar(insert_request)
+            .bind(tenant_id)
+            .bind(soa_id)
+            .bind(dead.to_string())
+            .fetch_one(db)
+            .await?;
+        fleet
+            .check_invariants()
+            .await
+            .context("a dead letter with its own request")?;
+        sqlx::query("DELETE FROM attention_requests WHERE id = $1")
+            .bind(own)
+            .execute(db)
+            .await?;
+        sqlx::query("DELETE FROM agent_event_queue WHERE id = $1")
+            .bind(dead)
+            .execute(db)
+            .await?;
+
+        // An operator message pending beside the heartbeat (not yet due, so
+        // quiescence alone would not notice it).
+        let stray: uuid::Uuid = sqlx::query_scalar(insert_event)
+            .bind(tenant_id)
+            .bind(soa_id)
+            .bind("OperatorMessage")
+            .bind(chrono::Utc::now() + chrono::Duration::hours(1))
+            .bind(None::<chrono::DateTime<chrono::Utc>>)
+            .fetch_one(db)
+            .await?;
+        refused(&fleet, "a pending operator message", "other than their heartbeat").await?;
+        sqlx::query("DELETE FROM agent_event_queue WHERE id = $1")
+            .bind(stray)
+            .execute(db)
+            .await?;
+
+        // A lease one second past its expiry, within the old TTL grace.
+        sqlx::query(
+            "UPDATE agent_instances SET lease_session = gen_random_uuid(),
+                    lease_expires_at = now() - interval '1 second' WHERE id = $1",
+        )
+        .bind(soa_id)
+        .execute(db)
+        .await?;
+        refused(&fleet, "an expired lease", "leases held past their expiry").await?;
+        sqlx::query("UPDATE agent_instances SET lease_session = NULL, lease_expires_at = NULL WHERE id = $1")
+            .bind(soa_id)
+            .execute(db)
+            .await?;
+
+        fleet.check_invariants().await.context("every breakage undone")?;
+        println!("FAULT checker: 3 breakages refused, the repaired fleet accepted ok");
         Ok(())
     })
     .await
