@@ -83,7 +83,7 @@ async fn no_token_key_or_session_secret_appears_in_any_log() -> anyhow::Result<(
         opts.extra_env.extend([
             ("ANTHROPIC_API_KEY".to_owned(), anthropic.clone()),
             ("OPENAI_API_KEY".to_owned(), openai.clone()),
-            ("OPENAI_BASE_URL".to_owned(), provider_url),
+            ("OPENAI_BASE_URL".to_owned(), provider_url.clone()),
             // Everything every service and library can say.
             ("RUST_LOG".to_owned(), "trace".to_owned()),
         ]);
@@ -166,6 +166,10 @@ async fn no_token_key_or_session_secret_appears_in_any_log() -> anyhow::Result<(
         let logs = fleet.logs.clone();
         drop(fleet); // every child stopped; each wrote its log file directly.
 
+        // The address the pod's HTTP client logs when it connects, at trace:
+        // proof the searched logs cover the calls that carried the key.
+        let provider_addr = provider_url.trim_start_matches("http://").to_owned();
+        let mut logged_provider_calls = false;
         let mut files = 0;
         let mut bytes = 0;
         let mut leaks = Vec::new();
@@ -177,6 +181,7 @@ async fn no_token_key_or_session_secret_appears_in_any_log() -> anyhow::Result<(
             let text = String::from_utf8_lossy(&std::fs::read(&path)?).into_owned();
             files += 1;
             bytes += text.len();
+            logged_provider_calls |= text.contains(&provider_addr);
             for (what, secret) in &secrets {
                 if text.contains(secret.as_str()) {
                     leaks.push(format!("{what} in {}", path.display()));
@@ -190,6 +195,10 @@ async fn no_token_key_or_session_secret_appears_in_any_log() -> anyhow::Result<(
         ensure!(
             bytes > 10_000,
             "debug logging produced only {bytes} bytes: nothing was checked"
+        );
+        ensure!(
+            logged_provider_calls,
+            "no log names the provider's address {provider_addr}: the calls that carried the key were not traced"
         );
         ensure!(leaks.is_empty(), "secrets in logs: {leaks:?}");
         println!(
