@@ -323,11 +323,13 @@ pub enum PricingCmd {
     Set {
         /// Model name.
         model: String,
-        /// Input price, dollars per million tokens.
-        #[arg(value_name = "IN")]
+        /// Input price, dollars per million tokens. Negative numbers are
+        /// taken as values (not flags) so `-1` reaches the price check and
+        /// its precise refusal instead of a generic unknown-flag error.
+        #[arg(value_name = "IN", allow_negative_numbers = true)]
         input_per_mtok: f64,
         /// Output price, dollars per million tokens.
-        #[arg(value_name = "OUT")]
+        #[arg(value_name = "OUT", allow_negative_numbers = true)]
         output_per_mtok: f64,
     },
 }
@@ -925,6 +927,22 @@ mod tests {
                 assert_eq!(model, "claude-opus-4-8");
                 assert_eq!((input_per_mtok, output_per_mtok), (15.0, 75.0));
             }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn negative_prices_parse_as_values_for_the_price_check() {
+        let cli = parse(&["llm", "pricing", "set", "m", "-1", "-0.5"]).expect("parses");
+        match cli.command {
+            Command::Llm(LlmCmd::Pricing {
+                action:
+                    Some(PricingCmd::Set {
+                        input_per_mtok,
+                        output_per_mtok,
+                        ..
+                    }),
+            }) => assert_eq!((input_per_mtok, output_per_mtok), (-1.0, -0.5)),
             other => panic!("unexpected {other:?}"),
         }
     }
