@@ -386,7 +386,8 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("{name}: the opener was never completed"))?;
     let sent = burst(&fleet, &[(tenant.clone(), soa.clone())], 0).await?;
-    let s = settle(&mut fleet, &name, round + 1, sent).await?;
+    // One round per fleet: the reliability script sums `rounds=` over lines.
+    let s = settle(&mut fleet, &name, 1, sent).await?;
     let turns: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM agent_state_ledger l
            JOIN agent_event_queue e ON e.id = l.event_id
@@ -418,7 +419,7 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
     .fetch_one(&fleet.db)
     .await?;
     println!(
-        "FAULT {name}: round {round}: reclaimed_events={reclaimed} greetings sent for the one opener: {greetings}"
+        "FAULT {name}: round={round} reclaimed_events={reclaimed} greetings_for_the_opener={greetings}"
     );
     ensure!(
         s.dead_lettered == 0,
