@@ -267,7 +267,11 @@ fn break_field(rng: &mut Rng, rpc: &str, f: &mut Vec<F>) -> &'static str {
                 ("arguments an array", 6, "[1, 2]".into()),
                 ("body not a string", 6, r#"{"body": 5}"#.into()),
                 ("body missing", 6, "{}".into()),
-                ("an unknown property", 6, r#"{"body": "hi", "to": "x"}"#.into()),
+                (
+                    "an unknown property",
+                    6,
+                    r#"{"body": "hi", "to": "x"}"#.into(),
+                ),
                 (
                     "arguments over 256 KiB",
                     6,
