@@ -73,7 +73,7 @@ status, write = int(status), write == "1"
 # What each fault is and how it is injected; the figures come from the run.
 KNOWN = [
     ("pod-kill", "agent pods SIGKILLed at random moments",
-     "`kill -9` of a random pod 0–400 ms into a burst, restart 300 ms later"),
+     "`kill -9` of a random pod 0–400 ms into a burst, restart 300 ms later; then every pod at once while a tick holds a lease, until a kill leaves a lease behind"),
     ("supervisor-and-control-restart", "supervisor and control restarted under load",
      "SIGKILL + restart of the supervisor, then of control, between bursts"),
     ("nats-outage", "NATS unreachable, then back",
@@ -93,7 +93,7 @@ KNOWN = [
 ]
 # What a passing line means, beyond its figures.
 MEANING = {
-    "pod-kill": "every message has its turn, nothing duplicated",
+    "pod-kill": "every message has its turn; the events claimed twice (ticks interrupted in flight and taken over) were each consumed once",
     "supervisor-and-control-restart": "the fleet settled with no restart by hand",
     "nats-outage": "enqueues landed in PostgreSQL; the outbox republished, nothing lost",
     "pg-terminate": "every pool reconnected; nothing lost",
@@ -102,6 +102,20 @@ MEANING = {
     "failing-provider": "the other tenant answered every message within 3 × its baseline p95 + 2 s; every failing message got one `WaitingForEvent / idle:blocked` turn (none dead-lettered), every provider request is a recorded `server_error` attempt; with the guard at 3 each failing agent halted (`halted:stuck`, closed, one `stuck_halt` attention request)",
     "checker": "the checker refused every breakage and accepted the repaired fleet",
     "backpressure": "the stream held at the limit, the rest stayed in PostgreSQL; all 40 answered once",
+}
+# The crash points of GENESIS_FAULT_EXIT_AT: where the pod aborts, and what
+# recovery means there. A point missing here still gets a row.
+CRASH = {
+    "before_claim": ("after receiving a tick message, before ClaimTick",
+                     "the unacked message is redelivered; nothing was claimed before the crash"),
+    "after_claim": ("right after claiming",
+                    "the lease expires and the event is reclaimed"),
+    "after_tool": ("after a tool call",
+                   "the reclaimed tick runs the tool again (its greeting is sent twice, see below)"),
+    "before_complete": ("before CompleteTick",
+                        "the reclaimed tick runs the tool again (its greeting is sent twice, see below)"),
+    "after_complete": ("after CompleteTick, before the JetStream ack",
+                       "the redelivered message finds the event consumed"),
 }
 COLUMNS = ("rounds", "events", "consumed", "dead_lettered")
 
@@ -185,11 +199,12 @@ def result_of(name, entry, meaning):
 for name in order:
     if name.startswith("crash-"):
         point = name[len("crash-"):].replace("-", "_")
+        where, meaning = CRASH.get(point, (f"at `{point}`", ""))
         e = faults[name]
-        row(f"agent pod crashes at `{point}`",
-            f"`GENESIS_FAULT_EXIT_AT={point}` aborts the pod (no shutdown path) at that point of its first tick; the harness restarts it",
+        row(f"agent pod crashes {where}",
+            f"`GENESIS_FAULT_EXIT_AT={point}` aborts the pod (no shutdown path) on its first tick; the harness restarts it",
             e["test"], e["kv"],
-            result_of(name, e, "the opener completed exactly once (one turn); the greeting count shows its tool is at-least-once across the crash (see below)"))
+            result_of(name, e, "; ".join(x for x in [meaning, "the opener completed exactly once (one turn)"] if x)))
 known_names = {k for k, _, _ in KNOWN}
 for name, title, how in KNOWN:
     if name in faults:
