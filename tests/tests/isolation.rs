@@ -560,7 +560,11 @@ async fn a_tenant_whose_provider_always_fails_does_not_slow_the_others() -> anyh
             s.consumed
         );
         ensure!(
-            s.dead_lettered == 0 && s.bad_heartbeats.is_empty() && s.stale_leases == 0,
+            s.dead_lettered == 0
+                && s.orphan_dead_letter_requests.is_empty()
+                && s.bad_heartbeats.is_empty()
+                && s.stray_pending.is_empty()
+                && s.stale_leases == 0,
             "invariants broken: {s:?}"
         );
         let deferrals = fleet
