@@ -736,6 +736,12 @@ impl Fleet {
          -> anyhow::Result<Proc> {
             let http: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
             let mut env = common.clone();
+            if name.starts_with("agent-pod") {
+                // A pod holds no database credentials (DESIGN §2: an
+                // agent-pod token and LLM credentials only), so one that
+                // reached for PostgreSQL would fail every e2e test.
+                env.retain(|(k, _)| k != "GENESIS_DATABASE_URL");
+            }
             if let Some(g) = grpc {
                 env.push(("GENESIS_GRPC_ADDR".into(), g.to_string()));
             }
@@ -865,7 +871,9 @@ impl Fleet {
             .control
             .env
             .iter()
-            .filter(|(k, _)| k != "GENESIS_GRPC_ADDR" && k != "GENESIS_HTTP_ADDR")
+            .filter(|(k, _)| {
+                k != "GENESIS_GRPC_ADDR" && k != "GENESIS_HTTP_ADDR" && k != "GENESIS_DATABASE_URL"
+            })
             .cloned();
         let mut env: Vec<(String, String)> = template.collect();
         env.push(("GENESIS_HTTP_ADDR".into(), http.to_string()));
