@@ -560,6 +560,73 @@ async fn idle_ticks_count_up_and_a_real_plan_restarts_the_forced_replan_count(
     Ok(())
 }
 
+/// The shipped ForcedReplanEveryNIdleTicks (20): nineteen unchanged
+/// heartbeats short-circuit with no forced re-plan due, the twentieth idle
+/// tick is the forced one, and a plan restarts the count.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_shipped_default_forces_a_replan_on_the_twentieth_idle_tick(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let opts = AgentDispatcherOptions {
+        standing_agent_heartbeat_interval: Duration::from_millis(1),
+        ..AgentDispatcherOptions::default()
+    };
+    assert_eq!(opts.forced_replan_every_n_idle_ticks, 20);
+    let hash = PlanInputHash::compute(AgentEventKind::AgentTick, None, "ok");
+    store
+        .events()
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::AgentInitialized,
+            &json!({}),
+            None,
+        )
+        .await?;
+    let mut forced_at = Vec::new();
+    // The initialization, 19 short-circuits, the forced plan, one more idle.
+    for tick in 0..=21u32 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let c = claim(&store, t, inst.id).await?;
+        let completion = if tick == 0 || tick == 20 {
+            Completion::Complete
+        } else {
+            Completion::ShortCircuited
+        };
+        let mut done = TickCompletion::new(
+            c.event.id,
+            TickDecision::Outcome(TickOutcome {
+                event_kind: c.event.event_kind,
+                raised_escalation: false,
+                side_effecting_actions: 0,
+                completion,
+            }),
+        );
+        done.plan_input_hash = Some(hash.clone());
+        let turn = store
+            .complete_tick(t, inst.id, c.session, done, &opts)
+            .await?;
+        if turn.forced_replan_due {
+            forced_at.push((tick, turn.idle_ticks_since_replan));
+        }
+        if tick == 20 {
+            assert_eq!(
+                turn.idle_ticks_since_replan, 0,
+                "the plan restarts the count"
+            );
+        }
+    }
+    assert_eq!(
+        forced_at,
+        vec![(19, 19)],
+        "due once, after the 19th short-circuit: the 20th idle tick plans"
+    );
+    Ok(())
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_turn_records_its_actions_consumes_its_event_and_keeps_exactly_one_heartbeat(
     pool: PgPool,
