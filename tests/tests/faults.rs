@@ -493,7 +493,7 @@ async fn a_poison_event_is_dead_lettered_while_the_tenants_other_agents_keep_tic
         )
         .fetch_one(&fleet.db)
         .await?;
-        ensure!(attempts >= 3, "dead-lettered after {attempts} attempts, expected the configured 3");
+        ensure!(attempts == 3, "dead-lettered after {attempts} attempts, expected the configured 3");
         let attention: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM attention_requests WHERE kind = 'dead_letter'",
         )
