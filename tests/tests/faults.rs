@@ -432,15 +432,39 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_event_is_dead_lettered_while_the_tenants_other_agents_keep_ticking()
 -> anyhow::Result<()> {
+    poison_case(Poison::Crashes).await
+}
+
+/// The same, for a tick that fails without crashing the pod (the pod NAKs
+/// it as if the supervisor were unavailable, every time): the lease it left
+/// expires, the event is retried to the limit and set aside, and no pod dies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_that_always_fails_is_dead_lettered_and_no_pod_dies() -> anyhow::Result<()> {
+    poison_case(Poison::Fails).await
+}
+
+/// How the poison event breaks its tick.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Poison {
+    /// `GENESIS_FAULT_EXIT_ON`: the pod aborts after claiming it.
+    Crashes,
+    /// `GENESIS_FAULT_FAIL_ON`: the pod fails the tick and NAKs it.
+    Fails,
+}
+
+async fn poison_case(poison: Poison) -> anyhow::Result<()> {
     if skipped() {
         return Ok(());
     }
     bounded(limit(180), async {
-        let mut opts = FleetOptions::new("faults-poison", 2);
+        let (name, var) = match poison {
+            Poison::Crashes => ("faults-poison", "GENESIS_FAULT_EXIT_ON"),
+            Poison::Fails => ("faults-poison-fail", "GENESIS_FAULT_FAIL_ON"),
+        };
+        let mut opts = FleetOptions::new(name, 2);
         opts.lease_ttl_secs = 2;
         opts.max_attempts = 3;
-        opts.extra_env
-            .push(("GENESIS_FAULT_EXIT_ON".into(), "POISON-PILL".into()));
+        opts.extra_env.push((var.into(), "POISON-PILL".into()));
         let mut fleet = Fleet::start(opts).await?;
         let tenant = fleet.create_tenant("poisoned").await?;
         let soa = fleet.wait_soa(&tenant, Duration::from_secs(30)).await?;
@@ -464,10 +488,11 @@ async fn a_poison_event_is_dead_lettered_while_the_tenants_other_agents_keep_tic
         // Every tick of the poisoned event kills the pod that claims it.
         fleet.send(&tenant, &soa, "POISON-PILL").await?;
         let mut healthy_sent = 0;
+        let mut restarts = 0;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
         let dead_lettered = loop {
             // Restart whatever died; keep the other agent busy meanwhile.
-            fleet.restart_dead_pods().await?;
+            restarts += fleet.restart_dead_pods().await?;
             if healthy_sent < 5 {
                 fleet.send(&tenant, &comp, &format!("status {healthy_sent}")).await?;
                 healthy_sent += 1;
@@ -487,7 +512,11 @@ async fn a_poison_event_is_dead_lettered_while_the_tenants_other_agents_keep_tic
             tokio::time::sleep(Duration::from_millis(300)).await;
         };
         ensure!(dead_lettered, "the poison event was never dead-lettered");
-        fleet.restart_dead_pods().await?;
+        restarts += fleet.restart_dead_pods().await?;
+        match poison {
+            Poison::Crashes => ensure!(restarts > 0, "the poison never crashed a pod"),
+            Poison::Fails => ensure!(restarts == 0, "{restarts} pods died on a failing tick"),
+        }
         let attempts: i32 = sqlx::query_scalar(
             "SELECT attempts FROM agent_event_queue WHERE payload->>'body' = 'POISON-PILL'",
         )
@@ -509,7 +538,8 @@ async fn a_poison_event_is_dead_lettered_while_the_tenants_other_agents_keep_tic
         fleet.wait_quiescent(SETTLE).await?;
         let s = fleet.check_invariants().await?;
         println!(
-            "FAULT poison: attempts={attempts} events={} consumed={} dead_lettered={} ok; the other agent acknowledged {healthy_sent} messages",
+            "FAULT {}: attempts={attempts} events={} consumed={} dead_lettered={} pod_restarts={restarts} ok; the other agent acknowledged {healthy_sent} messages",
+            if poison == Poison::Crashes { "poison" } else { "poison-fail" },
             s.events, s.consumed, s.dead_lettered
         );
         Ok(())

@@ -7,7 +7,10 @@
 //! it runs normally. `GENESIS_FAULT_EXIT_ON=<text>` aborts after claiming any
 //! event whose payload contains `<text>`, every time: a poison event. Unset
 //! (always, outside the fault tests) every check is a comparison against
-//! `None`. Must never do anything but abort.
+//! `None`. `GENESIS_FAULT_FAIL_ON=<text>` is the poison that does not crash:
+//! the pod treats such a claimed tick as failed (as if the supervisor were
+//! unavailable) and NAKs it, every time. Must never do anything but abort or
+//! fail a tick.
 
 use std::sync::OnceLock;
 
@@ -89,6 +92,19 @@ pub fn poison(payload_json: &str) {
         eprintln!("fault injection: aborting on a poison event");
         std::process::abort();
     }
+}
+
+/// Whether a claimed event carries the armed fail-without-crash poison text.
+pub fn fails(payload_json: &str) -> bool {
+    static FAIL: OnceLock<Option<String>> = OnceLock::new();
+    let armed = FAIL.get_or_init(|| {
+        std::env::var("GENESIS_FAULT_FAIL_ON")
+            .ok()
+            .filter(|t| !t.is_empty())
+    });
+    armed
+        .as_deref()
+        .is_some_and(|text| payload_json.contains(text))
 }
 
 #[cfg(test)]

@@ -124,6 +124,12 @@ impl Supervisor {
             crate::fault::hit("after_claim");
             if let Some(e) = &b.event {
                 crate::fault::poison(&e.payload_json);
+                if crate::fault::fails(&e.payload_json) {
+                    return Err(PodError::SupervisorUnavailable {
+                        rpc: "ClaimTick",
+                        message: "fault injection: a tick that always fails".into(),
+                    });
+                }
             }
         }
         r
