@@ -7,44 +7,19 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 
+#[path = "../../../fuzz/seeds.rs"]
+mod seeds;
+
 #[path = "../../../fuzz/bodies/event_payload.rs"]
 mod event_payload;
 
 #[path = "../../../fuzz/bodies/config.rs"]
 mod config;
 
-use std::path::PathBuf;
+use seeds::{corpus, seed};
 
 use genesis_core::CoreError;
 use proptest::prelude::*;
-
-/// Every seed of one target, by file name; at least `min` of them, so a
-/// missing corpus fails instead of passing vacuously.
-fn corpus(target: &str, min: usize) -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let mut seeds: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| {
-            let path = e.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(&path).unwrap())
-        })
-        .collect();
-    seeds.sort();
-    assert!(
-        seeds.len() >= min,
-        "{} has only {} seeds",
-        dir.display(),
-        seeds.len()
-    );
-    seeds
-}
-
-fn seed<'a>(seeds: &'a [(String, Vec<u8>)], suffix: &str) -> &'a [u8] {
-    &seeds.iter().find(|(n, _)| n.ends_with(suffix)).unwrap().1
-}
 
 #[test]
 fn every_event_payload_seed_runs_without_panicking() {

@@ -6,44 +6,21 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 
+#[path = "../../../fuzz/seeds.rs"]
+mod seeds;
+
 #[path = "../../../fuzz/bodies/llm_response.rs"]
 mod llm_response;
 
 #[path = "../../../fuzz/bodies/tool_args.rs"]
 mod tool_args;
 
-use std::path::PathBuf;
+use seeds::{corpus, seed};
 use std::time::Duration;
 
 use genesis_llm::{LlmError, parse_retry_after};
 use proptest::prelude::*;
 use reqwest::header::{HeaderMap, HeaderValue};
-
-fn corpus(target: &str, min: usize) -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let mut seeds: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| {
-            let path = e.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(&path).unwrap())
-        })
-        .collect();
-    seeds.sort();
-    assert!(
-        seeds.len() >= min,
-        "{} has only {} seeds",
-        dir.display(),
-        seeds.len()
-    );
-    seeds
-}
-
-fn seed<'a>(seeds: &'a [(String, Vec<u8>)], suffix: &str) -> &'a [u8] {
-    &seeds.iter().find(|(n, _)| n.ends_with(suffix)).unwrap().1
-}
 
 fn malformed(r: &Result<genesis_llm::ChatResponse, LlmError>) -> bool {
     matches!(r, Err(LlmError::MalformedResponse { detail }) if !detail.is_empty())

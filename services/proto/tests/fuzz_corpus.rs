@@ -6,32 +6,17 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 
+#[path = "../../../fuzz/seeds.rs"]
+mod seeds;
+
 #[path = "../../../fuzz/bodies/proto_requests.rs"]
 mod proto_requests;
 
 use std::path::PathBuf;
 
-use proptest::prelude::*;
+use seeds::corpus;
 
-fn corpus(min: usize) -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/proto_requests");
-    let mut seeds: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| {
-            let path = e.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(&path).unwrap())
-        })
-        .collect();
-    seeds.sort();
-    assert!(
-        seeds.len() >= min,
-        "{} has only {} seeds",
-        dir.display(),
-        seeds.len()
-    );
-    seeds
-}
+use proptest::prelude::*;
 
 #[test]
 fn the_body_covers_every_request_message_of_the_protos() {
@@ -67,7 +52,7 @@ fn the_body_covers_every_request_message_of_the_protos() {
 
 #[test]
 fn every_proto_seed_runs_without_panicking() {
-    for (name, data) in corpus(20) {
+    for (name, data) in corpus("proto_requests", 20) {
         let _ = std::panic::catch_unwind(|| proto_requests::run(&data))
             .unwrap_or_else(|_| panic!("proto_requests panicked on seed {name}"));
     }
@@ -75,7 +60,7 @@ fn every_proto_seed_runs_without_panicking() {
 
 #[test]
 fn malformed_proto_seeds_are_decode_errors() {
-    let seeds = corpus(20);
+    let seeds = corpus("proto_requests", 20);
     for suffix in [
         "-truncated-length",
         "-truncated-varint",
