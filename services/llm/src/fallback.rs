@@ -10,6 +10,7 @@
 //! back to the caller, who sends them to the supervisor to record and cost.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,6 +63,23 @@ pub struct CallAttempt {
 }
 
 impl CallAttempt {
+    /// An attempt on `couple` with `credential_name`, started now, outcome
+    /// `ok` until the caller records otherwise.
+    fn begin(couple: &ModelCouple, credential_name: String) -> Self {
+        CallAttempt {
+            requested_model: couple.model.clone(),
+            served_model: None,
+            provider: couple.provider,
+            backend: couple.backend.clone(),
+            credential_name,
+            outcome: OUTCOME_OK.into(),
+            error: None,
+            usage: Usage::default(),
+            latency_ms: 0,
+            started_at: Utc::now(),
+        }
+    }
+
     /// The outcome in the `llm_call_attempts.outcome` vocabulary:
     /// `success`, `rate_limited`, `unauthorized`, `server_error`, `timeout`,
     /// and `error` for every other failure (the precise code stays in
@@ -451,138 +469,46 @@ impl FallbackInvoker {
         let mut rate_limited_only = true;
         let mut any_usable = false;
         let mut soonest: Option<Instant> = None;
+        let mut note_soonest = |until: Instant| {
+            soonest = Some(soonest.map_or(until, |s: Instant| s.min(until)));
+        };
         for (index, candidate) in candidates.iter().enumerate() {
             let couple = candidate.couple;
             let credential_name = candidate
                 .credential
                 .map(|c| c.name.clone())
                 .unwrap_or_else(|| NO_CREDENTIAL_NAME.to_string());
-            let mut attempt = CallAttempt {
-                requested_model: couple.model.clone(),
-                served_model: None,
-                provider: couple.provider,
-                backend: couple.backend.clone(),
-                credential_name: credential_name.clone(),
-                outcome: OUTCOME_OK.into(),
-                error: None,
-                usage: Usage::default(),
-                latency_ms: 0,
-                started_at: Utc::now(),
-            };
+            let key = CooldownKey::new(couple, candidate.credential);
+            let now = Instant::now();
             // What moved the chain on from this candidate (the advance reason).
-            let reason: &'static str;
-            if !candidate.usable {
-                reason = OUTCOME_NO_CREDENTIAL;
-                attempt.outcome = OUTCOME_NO_CREDENTIAL.into();
-                attempt.error = Some(format!("no credential for provider {}", couple.provider));
-                self.metrics
-                    .record_attempt(couple.provider.as_str(), OUTCOME_NO_CREDENTIAL, None);
-                attempts.push(attempt);
+            let reason: &'static str = if !candidate.usable {
+                self.record_no_credential(couple, attempts)
+            } else if let Some(until) = self.cooldowns.cooling_until(&key, now) {
+                any_usable = true;
+                note_soonest(until);
+                self.record_cooling(couple, &credential_name, until, now, attempts)
             } else {
                 any_usable = true;
-                let key = CooldownKey::new(couple, candidate.credential);
-                let now = Instant::now();
-                if let Some(until) = self.cooldowns.cooling_until(&key, now) {
-                    soonest = Some(soonest.map_or(until, |s| s.min(until)));
-                    let skipped = LlmError::RateLimited {
-                        retry_after: Some(until.saturating_duration_since(now)),
-                    };
-                    reason = skipped.code();
-                    attempt.outcome = skipped.code().into();
-                    attempt.error = Some(format!(
-                        "not sent: the credential is cooling down for {:.1}s after a 429 with Retry-After",
-                        until.saturating_duration_since(now).as_secs_f64()
-                    ));
-                    self.metrics
-                        .record_attempt(couple.provider.as_str(), skipped.code(), None);
-                    tracing::debug!(
-                        provider = couple.provider.as_str(),
-                        credential = %credential_name,
-                        "llm credential cooling down; skipped"
-                    );
-                    attempts.push(attempt);
-                } else {
-                    let clock = Instant::now();
-                    let result = match self.factory.client(couple, candidate.credential) {
-                        Ok(client) => {
-                            client
-                                .chat(ChatRequest {
-                                    model: couple.model.clone(),
-                                    ..request.clone()
-                                })
-                                .await
-                        }
-                        Err(e) => Err(e),
-                    };
-                    attempt.latency_ms =
-                        u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    match result {
-                        Ok(response) => {
-                            attempt.served_model = Some(response.served_model.clone());
-                            attempt.usage = response.usage;
-                            self.metrics.record_attempt(
-                                couple.provider.as_str(),
-                                OUTCOME_OK,
-                                Some(response.usage),
-                            );
-                            tracing::debug!(
-                                provider = couple.provider.as_str(),
-                                requested_model = %couple.model,
-                                served_model = %response.served_model,
-                                credential = %credential_name,
-                                latency_ms = attempt.latency_ms,
-                                "llm call succeeded"
-                            );
-                            attempts.push(attempt);
-                            return Pass::Answered(Box::new((
-                                response,
-                                couple.clone(),
-                                credential_name,
-                            )));
-                        }
-                        Err(error) => {
-                            attempt.outcome = error.code().into();
-                            attempt.error = Some(error.to_string());
-                            self.metrics.record_attempt(
-                                couple.provider.as_str(),
-                                error.code(),
-                                None,
-                            );
-                            attempts.push(attempt);
-                            if !error.is_failover() {
-                                tracing::warn!(
-                                    provider = couple.provider.as_str(),
-                                    model = %couple.model,
-                                    credential = %credential_name,
-                                    error = %error,
-                                    "llm call failed without failover"
-                                );
-                                return Pass::Stopped(error);
+                match self
+                    .call(candidate, credential_name, request, attempts)
+                    .await
+                {
+                    ControlFlow::Break(answered_or_stopped) => return answered_or_stopped,
+                    ControlFlow::Continue(error) => {
+                        match &error {
+                            LlmError::RateLimited {
+                                retry_after: Some(after),
+                            } => {
+                                note_soonest(self.cooldowns.cool_down(key, *after, Instant::now()))
                             }
-                            match &error {
-                                LlmError::RateLimited {
-                                    retry_after: Some(after),
-                                } => {
-                                    let until =
-                                        self.cooldowns.cool_down(key, *after, Instant::now());
-                                    soonest = Some(soonest.map_or(until, |s| s.min(until)));
-                                }
-                                // No hint: nothing to cool down for or wait on.
-                                LlmError::RateLimited { retry_after: None } => {}
-                                _ => rate_limited_only = false,
-                            }
-                            reason = error.code();
-                            tracing::warn!(
-                                provider = couple.provider.as_str(),
-                                model = %couple.model,
-                                credential = %credential_name,
-                                error = %error,
-                                "llm call failed; advancing the fallback chain"
-                            );
+                            // No hint: nothing to cool down for or wait on.
+                            LlmError::RateLimited { retry_after: None } => {}
+                            _ => rate_limited_only = false,
                         }
+                        error.code()
                     }
                 }
-            }
+            };
             if let Some(next) = candidates.get(index + 1) {
                 let kind = if std::ptr::eq(next.couple, couple) {
                     AdvanceKind::Credential
@@ -595,6 +521,129 @@ impl FallbackInvoker {
         Pass::Exhausted {
             rate_limited_only: rate_limited_only && any_usable,
             soonest,
+        }
+    }
+
+    /// Record a couple that has no credential at all (never called).
+    fn record_no_credential(
+        &self,
+        couple: &ModelCouple,
+        attempts: &mut Vec<CallAttempt>,
+    ) -> &'static str {
+        let mut attempt = CallAttempt::begin(couple, NO_CREDENTIAL_NAME.to_string());
+        attempt.outcome = OUTCOME_NO_CREDENTIAL.into();
+        attempt.error = Some(format!("no credential for provider {}", couple.provider));
+        self.metrics
+            .record_attempt(couple.provider.as_str(), OUTCOME_NO_CREDENTIAL, None);
+        attempts.push(attempt);
+        OUTCOME_NO_CREDENTIAL
+    }
+
+    /// Record a credential skipped while it cools down after a 429.
+    fn record_cooling(
+        &self,
+        couple: &ModelCouple,
+        credential_name: &str,
+        until: Instant,
+        now: Instant,
+        attempts: &mut Vec<CallAttempt>,
+    ) -> &'static str {
+        let left = until.saturating_duration_since(now);
+        let code = LlmError::RateLimited {
+            retry_after: Some(left),
+        }
+        .code();
+        let mut attempt = CallAttempt::begin(couple, credential_name.to_owned());
+        attempt.outcome = code.into();
+        attempt.error = Some(format!(
+            "not sent: the credential is cooling down for {:.1}s after a 429 with Retry-After",
+            left.as_secs_f64()
+        ));
+        self.metrics
+            .record_attempt(couple.provider.as_str(), code, None);
+        tracing::debug!(
+            provider = couple.provider.as_str(),
+            credential = %credential_name,
+            "llm credential cooling down; skipped"
+        );
+        attempts.push(attempt);
+        code
+    }
+
+    /// Call one usable candidate and record the attempt. `Continue` carries
+    /// a failover error (the chain moves on); `Break` ends the pass:
+    /// answered, or stopped by a non-failover error.
+    async fn call(
+        &self,
+        candidate: &Candidate<'_>,
+        credential_name: String,
+        request: &ChatRequest,
+        attempts: &mut Vec<CallAttempt>,
+    ) -> ControlFlow<Pass, LlmError> {
+        let couple = candidate.couple;
+        let mut attempt = CallAttempt::begin(couple, credential_name.clone());
+        let clock = Instant::now();
+        let result = match self.factory.client(couple, candidate.credential) {
+            Ok(client) => {
+                client
+                    .chat(ChatRequest {
+                        model: couple.model.clone(),
+                        ..request.clone()
+                    })
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        attempt.latency_ms = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match result {
+            Ok(response) => {
+                attempt.served_model = Some(response.served_model.clone());
+                attempt.usage = response.usage;
+                self.metrics.record_attempt(
+                    couple.provider.as_str(),
+                    OUTCOME_OK,
+                    Some(response.usage),
+                );
+                tracing::debug!(
+                    provider = couple.provider.as_str(),
+                    requested_model = %couple.model,
+                    served_model = %response.served_model,
+                    credential = %credential_name,
+                    latency_ms = attempt.latency_ms,
+                    "llm call succeeded"
+                );
+                attempts.push(attempt);
+                ControlFlow::Break(Pass::Answered(Box::new((
+                    response,
+                    couple.clone(),
+                    credential_name,
+                ))))
+            }
+            Err(error) => {
+                attempt.outcome = error.code().into();
+                attempt.error = Some(error.to_string());
+                self.metrics
+                    .record_attempt(couple.provider.as_str(), error.code(), None);
+                attempts.push(attempt);
+                if !error.is_failover() {
+                    tracing::warn!(
+                        provider = couple.provider.as_str(),
+                        model = %couple.model,
+                        credential = %credential_name,
+                        error = %error,
+                        "llm call failed without failover"
+                    );
+                    return ControlFlow::Break(Pass::Stopped(error));
+                }
+                tracing::warn!(
+                    provider = couple.provider.as_str(),
+                    model = %couple.model,
+                    credential = %credential_name,
+                    error = %error,
+                    "llm call failed; advancing the fallback chain"
+                );
+                ControlFlow::Continue(error)
+            }
         }
     }
 }
