@@ -43,19 +43,10 @@ pub const SERVED_SERVICES: &[&str] = &[
     "genesis.v1.KnowledgeService",
 ];
 
-/// Largest request message any gRPC service of control decodes, in bytes.
-/// The largest legitimate request is `IngestSourceFile` carrying a file at
-/// the store's ceiling (`genesis_store::knowledge::MAX_FILE_BYTES`, 1 MiB)
-/// plus its path; twice that leaves room for the other fields while a
-/// bigger body is refused from its 5-byte frame header (tonic answers
-/// `OUT_OF_RANGE`), before it is buffered, instead of tonic's unconfigured
-/// 4 MiB default.
-pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
-
-/// Largest response message encoded, in bytes: the decoding limit of a
-/// default tonic client (genesisctl and the e2e harness configure none), so
-/// an oversized answer fails here with a status instead of in the client.
-pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+/// The fleet's gRPC message size limits (`genesis_proto::limits`). Control's
+/// largest legitimate request is `IngestSourceFile` carrying a file at the
+/// store's ceiling (`genesis_store::knowledge::MAX_FILE_BYTES`) plus its path.
+pub use genesis_proto::limits::{MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES};
 
 const _: () = assert!(MAX_REQUEST_BYTES >= 2 * genesis_store::knowledge::MAX_FILE_BYTES);
 

@@ -11,6 +11,7 @@
 
 pub mod auth;
 pub mod convert;
+pub mod limits;
 
 /// Generated code of package `genesis.v1`.
 #[allow(

@@ -35,22 +35,11 @@ pub use presets::DefaultProvider;
 pub use service::{AgentPodService, ServiceSettings};
 pub use tools::{AllowAll, Governance, Tool, ToolRegistry};
 
-/// Largest request message the gRPC server decodes, in bytes. The largest
-/// legitimate request is a `CompleteTick`, whose turn JSON (actions,
-/// decision payload, summaries) the store caps at
-/// `genesis_store::tick::MAX_COMPLETION_BYTES` (1 MiB); one `InvokeTool`
-/// carries at most `service::MAX_TOOL_ARGUMENTS_BYTES` (256 KiB). Twice the
-/// completion ceiling leaves room for the protobuf framing, so an oversized
-/// completion is still refused by the store with a precise error, while a
-/// bigger body is refused from its frame header (tonic answers
-/// `OUT_OF_RANGE`) before it is buffered, instead of tonic's unconfigured
-/// 4 MiB default.
-pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
-
-/// Largest response message encoded, in bytes: the decoding limit of a
-/// default tonic client (the agent pod configures none), so an oversized
-/// bundle fails here with a status instead of inside the pod's decoder.
-pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+/// The fleet's gRPC message size limits (`genesis_proto::limits`). The
+/// supervisor's largest legitimate request is a `CompleteTick` whose text the
+/// store caps at `genesis_store::tick::MAX_COMPLETION_BYTES` (1 MiB); one
+/// `InvokeTool` carries at most `service::MAX_TOOL_ARGUMENTS_BYTES`.
+pub use genesis_proto::limits::{MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES};
 
 const _: () = assert!(
     MAX_REQUEST_BYTES >= 2 * genesis_store::tick::MAX_COMPLETION_BYTES
