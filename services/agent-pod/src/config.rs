@@ -20,31 +20,65 @@ pub const MAX_LLM_TIMEOUT_SECS: u64 = 86_400;
 /// than an hour waiting on one provider is a misconfiguration.
 pub const MAX_LLM_RETRY_AFTER_SECS: u64 = 3_600;
 
-/// Read a whole number of seconds in `min..=max` for the setting `var`. The
-/// error names the variable, because clap's own message names only the flag
-/// and an operator sets these through the environment.
-fn seconds_in(var: &str, raw: &str, min: u64, max: u64) -> Result<u64, String> {
-    let value: u64 = raw.trim().parse().map_err(|_| {
-        format!("{var} must be a whole number of seconds in {min}..={max}, not {raw:?}")
-    })?;
-    if !(min..=max).contains(&value) {
-        return Err(format!(
-            "{var} must be a whole number of seconds in {min}..={max}, not {value}"
-        ));
-    }
-    Ok(value)
+/// A setting in whole seconds with its accepted range. One value per
+/// setting serves both clap's value parser and [`PodConfig::validate`] (a
+/// config built in code skips the parsers). The error names the variable,
+/// because clap's own message names only the flag and an operator sets these
+/// through the environment.
+struct Seconds {
+    var: &'static str,
+    min: u64,
+    max: u64,
 }
 
+impl Seconds {
+    fn parse(&self, raw: &str) -> Result<u64, String> {
+        let value: u64 = raw.trim().parse().map_err(|_| self.error(raw))?;
+        self.check(value)
+    }
+
+    fn check(&self, value: u64) -> Result<u64, String> {
+        if (self.min..=self.max).contains(&value) {
+            Ok(value)
+        } else {
+            Err(self.error(value))
+        }
+    }
+
+    fn error(&self, got: impl std::fmt::Debug) -> String {
+        format!(
+            "{} must be a whole number of seconds in {}..={}, not {got:?}",
+            self.var, self.min, self.max
+        )
+    }
+}
+
+const LLM_CONNECT_TIMEOUT: Seconds = Seconds {
+    var: LLM_CONNECT_TIMEOUT_ENV,
+    min: 1,
+    max: MAX_LLM_TIMEOUT_SECS,
+};
+const LLM_REQUEST_TIMEOUT: Seconds = Seconds {
+    var: LLM_REQUEST_TIMEOUT_ENV,
+    min: 1,
+    max: MAX_LLM_TIMEOUT_SECS,
+};
+const LLM_MAX_RETRY_AFTER: Seconds = Seconds {
+    var: LLM_MAX_RETRY_AFTER_ENV,
+    min: 0,
+    max: MAX_LLM_RETRY_AFTER_SECS,
+};
+
 fn parse_llm_connect_timeout(raw: &str) -> Result<u64, String> {
-    seconds_in(LLM_CONNECT_TIMEOUT_ENV, raw, 1, MAX_LLM_TIMEOUT_SECS)
+    LLM_CONNECT_TIMEOUT.parse(raw)
 }
 
 fn parse_llm_request_timeout(raw: &str) -> Result<u64, String> {
-    seconds_in(LLM_REQUEST_TIMEOUT_ENV, raw, 1, MAX_LLM_TIMEOUT_SECS)
+    LLM_REQUEST_TIMEOUT.parse(raw)
 }
 
 fn parse_llm_max_retry_after(raw: &str) -> Result<u64, String> {
-    seconds_in(LLM_MAX_RETRY_AFTER_ENV, raw, 0, MAX_LLM_RETRY_AFTER_SECS)
+    LLM_MAX_RETRY_AFTER.parse(raw)
 }
 
 /// Everything `run` needs.
@@ -221,16 +255,13 @@ impl PodConfig {
         if self.lease_ttl_secs == 0 {
             return Err(Config("GENESIS_LEASE_TTL_SECS must be at least 1".into()));
         }
-        // A config built in code skips clap's value parsers: the same checks.
-        for (value, parse) in [
-            (
-                self.llm_connect_timeout_secs,
-                parse_llm_connect_timeout as fn(&str) -> Result<u64, String>,
-            ),
-            (self.llm_request_timeout_secs, parse_llm_request_timeout),
-            (self.llm_max_retry_after_secs, parse_llm_max_retry_after),
+        // A config built in code skips clap's value parsers: the same ranges.
+        for (setting, value) in [
+            (LLM_CONNECT_TIMEOUT, self.llm_connect_timeout_secs),
+            (LLM_REQUEST_TIMEOUT, self.llm_request_timeout_secs),
+            (LLM_MAX_RETRY_AFTER, self.llm_max_retry_after_secs),
         ] {
-            parse(&value.to_string()).map_err(Config)?;
+            setting.check(value).map_err(Config)?;
         }
         if self
             .agent_token
