@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use anyhow::ensure;
 use genesis_core::{AgentType, InstanceStatus};
-use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded, wait_for};
+use genesis_e2e::{Admin, Fleet, FleetOptions, binaries_missing, bounded, wait_for};
 use genesis_proto::v1 as pb;
 use genesis_store::{NewInstance, Store};
 use tokio::sync::watch;
@@ -36,6 +36,30 @@ struct HangingProvider {
     max_in_flight: Arc<AtomicUsize>,
     seen: Arc<AtomicUsize>,
     release: watch::Sender<bool>,
+}
+
+/// Bind `tenant`'s Agent:Default site to a new preset `name` on the OpenAI
+/// couple (gpt-4o, the fleet's `OPENAI_API_KEY`), whose base URL the test's
+/// loopback provider stands behind.
+async fn bind_openai_preset(admin: &Admin, tenant: &str, name: &str) -> anyhow::Result<()> {
+    let couple = pb::PresetCouple {
+        model: "gpt-4o".into(),
+        provider: "openai".into(),
+        backend: "openai".into(),
+        credential_names: vec!["OPENAI_API_KEY".into()],
+    };
+    let preset = admin
+        .upsert_preset(tenant, None, name, couple, serde_json::json!({}))
+        .await?;
+    admin
+        .llm()
+        .attach_preset(pb::AttachPresetRequest {
+            tenant_id: tenant.to_owned(),
+            site_id: "Agent:Default".into(),
+            preset_id: preset.id,
+        })
+        .await?;
+    Ok(())
 }
 
 async fn hanging_provider() -> anyhow::Result<HangingProvider> {
@@ -98,23 +122,7 @@ async fn a_tenant_whose_provider_hangs_holds_only_its_share_while_others_tick() 
         fleet
             .wait_decision(&stuck_soa, 0, "Initialized", Duration::from_secs(30))
             .await?;
-        let hangs = pb::PresetCouple {
-            model: "gpt-4o".into(),
-            provider: "openai".into(),
-            backend: "openai".into(),
-            credential_names: vec!["OPENAI_API_KEY".into()],
-        };
-        let preset = admin
-            .upsert_preset(&stuck, None, "hangs", hangs, serde_json::json!({}))
-            .await?;
-        admin
-            .llm()
-            .attach_preset(pb::AttachPresetRequest {
-                tenant_id: stuck.clone(),
-                site_id: "Agent:Default".into(),
-                preset_id: preset.id.clone(),
-            })
-            .await?;
+        bind_openai_preset(&admin, &stuck, "hangs").await?;
         // Five due ticks of that tenant, more than the pod's four slots: the
         // openers of four more agents (created straight in the store; the
         // schema does not enforce one SOA per tenant) and a message to its SOA.
@@ -333,23 +341,7 @@ async fn a_tenant_whose_provider_always_fails_does_not_slow_the_others() -> anyh
         fleet
             .set_tenant_config(&failing, STUCK_GUARD_KEY, "1000000")
             .await?;
-        let down = pb::PresetCouple {
-            model: "gpt-4o".into(),
-            provider: "openai".into(),
-            backend: "openai".into(),
-            credential_names: vec!["OPENAI_API_KEY".into()],
-        };
-        let preset = admin
-            .upsert_preset(&failing, None, "down", down, serde_json::json!({}))
-            .await?;
-        admin
-            .llm()
-            .attach_preset(pb::AttachPresetRequest {
-                tenant_id: failing.clone(),
-                site_id: "Agent:Default".into(),
-                preset_id: preset.id.clone(),
-            })
-            .await?;
+        bind_openai_preset(&admin, &failing, "down").await?;
         let store = Store::from_pool(&fleet.db);
         let failing_id: Uuid = failing.parse()?;
         let mut failing_agents = vec![failing_soa.clone()];
