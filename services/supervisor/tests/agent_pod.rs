@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,28 +15,24 @@ use genesis_proto::v1 as pb;
 use genesis_proto::v1::agent_pod_client::AgentPodClient;
 use genesis_proto::v1::claim_tick_response::Result as Claim;
 use genesis_store::{NewInstance, Store};
-use genesis_supervisor::{AllowAll, Parts, SupervisorConfig, ToolRegistry};
+use genesis_supervisor::SupervisorConfig;
 use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use tonic::{Code, Request};
 use uuid::Uuid;
 
+/// The shared fixture (`common::Harness`: store, pool, tenant, SOA, token,
+/// channel, http address) plus a typed client.
 struct Harness {
-    store: Store,
-    pool: PgPool,
-    tenant: Uuid,
-    instance: Uuid,
-    token: String,
+    base: common::Harness,
     client: AgentPodClient<Channel>,
-    channel: Channel,
-    http: std::net::SocketAddr,
-    shutdown: CancellationToken,
 }
 
-impl Drop for Harness {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
+impl std::ops::Deref for Harness {
+    type Target = common::Harness;
+
+    fn deref(&self) -> &common::Harness {
+        &self.base
     }
 }
 
@@ -43,70 +41,10 @@ async fn start(pool: PgPool) -> Harness {
 }
 
 async fn start_with(pool: PgPool, configure: impl FnOnce(&mut SupervisorConfig)) -> Harness {
-    let store = Store::from_pool(&pool);
-    let tenant = store
-        .tenants()
-        .create(&format!("t-{}", Uuid::new_v4()))
-        .await
-        .unwrap()
-        .id;
-    let instance = store
-        .instances()
-        .create(
-            tenant,
-            NewInstance::foundational(AgentType::Soa, InstanceStatus::Active),
-        )
-        .await
-        .unwrap()
-        .id;
-    let token = generate_token();
-    store
-        .tokens()
-        .insert(
-            None,
-            TokenScope::AgentPod,
-            &token_sha256(&token),
-            "pod",
-            None,
-        )
-        .await
-        .unwrap();
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let grpc_addr = grpc.local_addr().unwrap();
-    let http_addr = http.local_addr().unwrap();
-    let shutdown = CancellationToken::new();
-    let parts = Parts {
-        store: store.clone(),
-        registry: ToolRegistry::standard(),
-        governance: Arc::new(AllowAll),
-    };
-    let mut config = SupervisorConfig::for_tests("postgres://unused");
-    config.shutdown_grace_secs = 2;
-    configure(&mut config);
-    tokio::spawn(genesis_supervisor::serve(
-        config,
-        parts,
-        grpc,
-        http,
-        shutdown.clone(),
-    ));
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{grpc_addr}"))
-        .unwrap()
-        .connect_timeout(Duration::from_secs(5))
-        .connect()
-        .await
-        .unwrap();
+    let base = common::start_with(pool, configure).await;
     Harness {
-        store,
-        pool,
-        tenant,
-        instance,
-        token,
-        client: AgentPodClient::new(channel.clone()),
-        channel,
-        http: http_addr,
-        shutdown,
+        client: AgentPodClient::new(base.channel.clone()),
+        base,
     }
 }
 

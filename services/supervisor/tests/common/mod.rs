@@ -49,6 +49,8 @@ pub struct Harness {
     pub instance: Uuid,
     pub token: String,
     pub channel: Channel,
+    /// The `/healthz` `/readyz` `/metrics` listener.
+    pub http: std::net::SocketAddr,
     pub shutdown: CancellationToken,
 }
 
@@ -61,6 +63,11 @@ impl Drop for Harness {
 /// Serve the supervisor with the standard tools and an allow-all gate; one
 /// tenant with one active (foundational, seeded) SOA and an agent-pod token.
 pub async fn start(pool: PgPool) -> Harness {
+    start_with(pool, |_| {}).await
+}
+
+/// As [`start`], with the test configuration changed by `configure` first.
+pub async fn start_with(pool: PgPool, configure: impl FnOnce(&mut SupervisorConfig)) -> Harness {
     let store = Store::from_pool(&pool);
     let tenant = store
         .tenants()
@@ -92,6 +99,7 @@ pub async fn start(pool: PgPool) -> Harness {
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let grpc_addr = grpc.local_addr().unwrap();
+    let http_addr = http.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let parts = Parts {
         store: store.clone(),
@@ -100,6 +108,7 @@ pub async fn start(pool: PgPool) -> Harness {
     };
     let mut config = SupervisorConfig::for_tests("postgres://unused");
     config.shutdown_grace_secs = 2;
+    configure(&mut config);
     tokio::spawn(genesis_supervisor::serve(
         config,
         parts,
@@ -120,6 +129,7 @@ pub async fn start(pool: PgPool) -> Harness {
         instance,
         token,
         channel,
+        http: http_addr,
         shutdown,
     }
 }
