@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::*;
 use genesis_control::bootstrap;
 use genesis_core::{AgentEventKind, AgentType, AttentionKind, TokenScope};
+use genesis_proto::raw::RawCodec;
 use genesis_proto::v1;
 use genesis_store::NewAttentionRequest;
 use serde_json::json;
@@ -833,52 +834,6 @@ async fn row_counts(pool: &PgPool, tables: &[&str]) -> anyhow::Result<Vec<i64>> 
         );
     }
     Ok(counts)
-}
-
-/// A codec that sends and receives raw protobuf bytes, so a test can build
-/// any request from the descriptor set.
-#[derive(Default)]
-struct RawCodec;
-struct RawEncoder;
-struct RawDecoder;
-
-impl tonic::codec::Codec for RawCodec {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = RawEncoder;
-    type Decoder = RawDecoder;
-    fn encoder(&mut self) -> RawEncoder {
-        RawEncoder
-    }
-    fn decoder(&mut self) -> RawDecoder {
-        RawDecoder
-    }
-}
-
-impl tonic::codec::Encoder for RawEncoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-    fn encode(
-        &mut self,
-        item: Vec<u8>,
-        dst: &mut tonic::codec::EncodeBuf<'_>,
-    ) -> Result<(), tonic::Status> {
-        bytes::BufMut::put_slice(dst, &item);
-        Ok(())
-    }
-}
-
-impl tonic::codec::Decoder for RawDecoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-    fn decode(
-        &mut self,
-        src: &mut tonic::codec::DecodeBuf<'_>,
-    ) -> Result<Option<Vec<u8>>, tonic::Status> {
-        let mut v = vec![0; bytes::Buf::remaining(src)];
-        bytes::Buf::copy_to_slice(src, &mut v);
-        Ok(Some(v))
-    }
 }
 
 fn varint(mut v: u64, out: &mut Vec<u8>) {

@@ -8,10 +8,10 @@
 
 mod common;
 
-use bytes::{Buf as _, BufMut as _};
 use common::*;
 use genesis_control::server::MAX_REQUEST_BYTES;
 use genesis_core::TokenScope;
+use genesis_proto::raw::RawCodec;
 use genesis_proto::v1;
 use genesis_proto::v1::knowledge_service_client::KnowledgeServiceClient;
 use sqlx::PgPool;
@@ -209,48 +209,4 @@ async fn the_largest_source_file_the_store_accepts_is_within_the_limit(
     );
     assert_eq!(rows(&pool).await.0, before.0 + 1);
     f.h.stop().await
-}
-
-/// A codec that sends and receives raw protobuf bytes.
-struct RawCodec;
-struct RawEncoder;
-struct RawDecoder;
-
-impl tonic::codec::Codec for RawCodec {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = RawEncoder;
-    type Decoder = RawDecoder;
-    fn encoder(&mut self) -> RawEncoder {
-        RawEncoder
-    }
-    fn decoder(&mut self) -> RawDecoder {
-        RawDecoder
-    }
-}
-
-impl tonic::codec::Encoder for RawEncoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-    fn encode(
-        &mut self,
-        item: Vec<u8>,
-        dst: &mut tonic::codec::EncodeBuf<'_>,
-    ) -> Result<(), tonic::Status> {
-        dst.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl tonic::codec::Decoder for RawDecoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-    fn decode(
-        &mut self,
-        src: &mut tonic::codec::DecodeBuf<'_>,
-    ) -> Result<Option<Vec<u8>>, tonic::Status> {
-        let mut v = vec![0; src.remaining()];
-        src.copy_to_slice(&mut v);
-        Ok(Some(v))
-    }
 }

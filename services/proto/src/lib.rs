@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod convert;
 pub mod limits;
+pub mod raw;
 
 /// Generated code of package `genesis.v1`.
 #[allow(

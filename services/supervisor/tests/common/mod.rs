@@ -1,7 +1,7 @@
 //! Shared fixtures of the supervisor's hostile-input tests (`limits.rs`,
 //! `flood.rs`): the real server through `genesis_supervisor::serve` on
 //! 127.0.0.1:0 against the sqlx::test database, an agent-pod token, one
-//! active SOA, a codec that sends raw protobuf bytes, a hand-written
+//! active SOA, `raw_unary` over genesis-proto's raw-bytes codec, a hand-written
 //! protobuf encoder (so a test can build a message of an exact size or with
 //! a field of the wrong wire type) and a seeded random generator. Must never
 //! mock the database.
@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use genesis_core::{AgentType, InstanceStatus, TokenScope};
 use genesis_proto::auth::{bearer_value, generate_token, token_sha256};
+use genesis_proto::raw::RawCodec;
 use genesis_store::{NewInstance, Store};
 use genesis_supervisor::{AllowAll, Parts, SupervisorConfig, ToolRegistry};
 use sqlx::PgPool;
-use tokio_util::bytes::{Buf as _, BufMut as _};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use tonic::{Request, Status};
@@ -211,48 +211,6 @@ pub async fn raw_unary(
     grpc.unary(authed(token, body), path, RawCodec)
         .await
         .map(tonic::Response::into_inner)
-}
-
-/// A codec that sends and receives raw protobuf bytes.
-#[derive(Default)]
-pub struct RawCodec;
-pub struct RawEncoder;
-pub struct RawDecoder;
-
-impl tonic::codec::Codec for RawCodec {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = RawEncoder;
-    type Decoder = RawDecoder;
-    fn encoder(&mut self) -> RawEncoder {
-        RawEncoder
-    }
-    fn decoder(&mut self) -> RawDecoder {
-        RawDecoder
-    }
-}
-
-impl tonic::codec::Encoder for RawEncoder {
-    type Item = Vec<u8>;
-    type Error = Status;
-    fn encode(
-        &mut self,
-        item: Vec<u8>,
-        dst: &mut tonic::codec::EncodeBuf<'_>,
-    ) -> Result<(), Status> {
-        dst.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl tonic::codec::Decoder for RawDecoder {
-    type Item = Vec<u8>;
-    type Error = Status;
-    fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
-        let mut v = vec![0; src.remaining()];
-        src.copy_to_slice(&mut v);
-        Ok(Some(v))
-    }
 }
 
 /// Protobuf wire encoding, by hand.
