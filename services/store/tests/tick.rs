@@ -335,13 +335,19 @@ async fn an_event_past_max_attempts_is_dead_lettered_with_an_attention_request(
     Ok(())
 }
 
-fn blocked_outcome(kind: AgentEventKind) -> TickDecision {
+/// The pod's outcome for a tick of `kind` that raised nothing and had no
+/// side effect.
+fn outcome(kind: AgentEventKind, completion: Completion) -> TickDecision {
     TickDecision::Outcome(TickOutcome {
         event_kind: kind,
         raised_escalation: false,
         side_effecting_actions: 0,
-        completion: Completion::Blocked,
+        completion,
     })
+}
+
+fn blocked_outcome(kind: AgentEventKind) -> TickDecision {
+    outcome(kind, Completion::Blocked)
 }
 
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
@@ -524,15 +530,7 @@ async fn idle_ticks_count_up_and_a_real_plan_restarts_the_forced_replan_count(
     for (hash, completion, idle, since, forced) in script {
         tokio::time::sleep(Duration::from_millis(20)).await;
         let c = claim(&store, t, inst.id).await?;
-        let mut done = TickCompletion::new(
-            c.event.id,
-            TickDecision::Outcome(TickOutcome {
-                event_kind: c.event.event_kind,
-                raised_escalation: false,
-                side_effecting_actions: 0,
-                completion,
-            }),
-        );
+        let mut done = TickCompletion::new(c.event.id, outcome(c.event.event_kind, completion));
         done.plan_input_hash = Some(hash.clone());
         let turn = store
             .complete_tick(t, inst.id, c.session, done, &opts)
@@ -596,15 +594,7 @@ async fn the_shipped_default_forces_a_replan_on_the_twentieth_idle_tick(
         } else {
             Completion::ShortCircuited
         };
-        let mut done = TickCompletion::new(
-            c.event.id,
-            TickDecision::Outcome(TickOutcome {
-                event_kind: c.event.event_kind,
-                raised_escalation: false,
-                side_effecting_actions: 0,
-                completion,
-            }),
-        );
+        let mut done = TickCompletion::new(c.event.id, outcome(c.event.event_kind, completion));
         done.plan_input_hash = Some(hash.clone());
         let turn = store
             .complete_tick(t, inst.id, c.session, done, &opts)
