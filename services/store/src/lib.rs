@@ -29,6 +29,7 @@ pub mod sessions;
 pub mod store;
 pub mod tenants;
 pub mod tick;
+pub mod token_cache;
 pub mod tokens;
 pub mod tool_invocations;
 pub mod wire;
@@ -49,6 +50,7 @@ pub use tick::{
     ClaimOutcome, CompleteContext, CompletedTurn, LedgerAction, ResetOutcome, TickClaim,
     TickCompletion, TickDecision,
 };
+pub use token_cache::TokenCache;
 pub use tokens::ApiToken;
 
 /// The schema migrations under `migrations/`, embedded at compile time.

@@ -3,17 +3,21 @@
 //! names a usable (unexpired, unrevoked) `agent-pod` token. Missing or
 //! unknown → UNAUTHENTICATED; an operator token → PERMISSION_DENIED;
 //! `grpc.health.v1` is open. The token carries no tenant: each request names
-//! its tenant and RLS confines the data. Must never log or echo a token.
+//! its tenant and RLS confines the data. Rows are read through the
+//! [`TokenCache`] (a tick's three RPCs would otherwise look the same token up
+//! three times); a revocation reaches it by NOTIFY as soon as it commits.
+//! Must never log or echo a token.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use chrono::{DateTime, Utc};
 use genesis_core::TokenScope;
 use genesis_proto::auth::{bearer_token, is_well_formed_token, token_matches_hash, token_sha256};
-use genesis_store::Store;
 use genesis_store::tokens::ApiToken;
+use genesis_store::{Store, TokenCache};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
@@ -21,7 +25,12 @@ use tonic::metadata::MetadataMap;
 pub const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
 
 /// Decide whether a request may proceed.
-pub async fn authorize(store: &Store, path: &str, headers: &http::HeaderMap) -> Result<(), Status> {
+pub async fn authorize(
+    store: &Store,
+    cache: &TokenCache,
+    path: &str,
+    headers: &http::HeaderMap,
+) -> Result<(), Status> {
     if path.starts_with(HEALTH_PREFIX) {
         return Ok(());
     }
@@ -30,9 +39,8 @@ pub async fn authorize(store: &Store, path: &str, headers: &http::HeaderMap) -> 
     if !is_well_formed_token(token) {
         return Err(Status::unauthenticated("unknown token"));
     }
-    let found = store
-        .tokens()
-        .find_by_hash(&token_sha256(token))
+    let found = cache
+        .find_by_hash(store, &token_sha256(token))
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "token lookup failed");
@@ -67,12 +75,15 @@ fn admit(token: &str, found: Option<ApiToken>, now: DateTime<Utc>) -> Result<(),
 #[derive(Clone)]
 pub struct AuthLayer {
     store: Store,
+    cache: Arc<TokenCache>,
 }
 
 impl AuthLayer {
-    /// A gate checking tokens against `store`.
-    pub fn new(store: Store) -> Self {
-        Self { store }
+    /// A gate checking tokens against `store` through `cache` (whose
+    /// [`TokenCache::listen`] the caller runs; until it does, every token is
+    /// looked up).
+    pub fn new(store: Store, cache: Arc<TokenCache>) -> Self {
+        Self { store, cache }
     }
 }
 
@@ -83,6 +94,7 @@ impl<S> tower::Layer<S> for AuthLayer {
         AuthService {
             inner,
             store: self.store.clone(),
+            cache: self.cache.clone(),
         }
     }
 }
@@ -92,6 +104,7 @@ impl<S> tower::Layer<S> for AuthLayer {
 pub struct AuthService<S> {
     inner: S,
     store: Store,
+    cache: Arc<TokenCache>,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -118,8 +131,9 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let store = self.store.clone();
+        let cache = self.cache.clone();
         Box::pin(async move {
-            match authorize(&store, req.uri().path(), req.headers()).await {
+            match authorize(&store, &cache, req.uri().path(), req.headers()).await {
                 Ok(()) => inner.call(req).await,
                 Err(status) => Ok(status.into_http()),
             }

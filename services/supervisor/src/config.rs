@@ -60,6 +60,12 @@ pub struct SupervisorConfig {
     /// then scripted) or `scripted` (`scripted-1` only: demo and tests).
     #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", default_value_t = DefaultProvider::Scripted, value_parser = genesis_core::presets::DefaultProvider::parse_arg)]
     pub default_provider: DefaultProvider,
+    /// Milliseconds an admitted agent-pod token is remembered before it is
+    /// looked up again (0: every RPC looks it up). Any change to
+    /// `api_tokens` (a revocation) empties the memory as soon as it
+    /// commits, by NOTIFY; this bounds only how long a row is trusted.
+    #[arg(long, env = "GENESIS_TOKEN_CACHE_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub token_cache_ms: u64,
     /// Seconds in-flight calls get to finish after a shutdown signal.
     #[arg(long, env = "GENESIS_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
     pub shutdown_grace_secs: u64,
@@ -100,6 +106,7 @@ impl std::fmt::Debug for SupervisorConfig {
             .field("ops_window_secs", &self.ops_window_secs)
             .field("log_format", &self.log_format)
             .field("default_provider", &self.default_provider)
+            .field("token_cache_ms", &self.token_cache_ms)
             .field("shutdown_grace_secs", &self.shutdown_grace_secs)
             .finish()
     }

@@ -123,6 +123,15 @@ pub async fn serve(
         metrics.clone(),
         ops,
     );
+    let token_cache = Arc::new(genesis_store::TokenCache::new(Duration::from_millis(
+        config.token_cache_ms,
+    )));
+    let token_listener = tokio::spawn({
+        let cache = token_cache.clone();
+        let store = parts.store.clone();
+        let stop = shutdown.child_token();
+        async move { cache.listen(&store, stop.cancelled_owned()).await }
+    });
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<AgentPodServer<AgentPodService>>()
@@ -134,7 +143,7 @@ pub async fn serve(
 
     let grpc_shutdown = shutdown.clone();
     let grpc = tonic::transport::Server::builder()
-        .layer(auth::AuthLayer::new(parts.store.clone()))
+        .layer(auth::AuthLayer::new(parts.store.clone(), token_cache))
         .add_service(
             health_service
                 .max_decoding_message_size(MAX_REQUEST_BYTES)
@@ -185,6 +194,7 @@ pub async fn serve(
     }
     // The sampler's token is a child of `shutdown`, cancelled by now.
     let _ = sampler.await;
+    let _ = token_listener.await;
     parts.store.close().await;
     tracing::info!("genesis-supervisor stopped");
     Ok(())
