@@ -269,6 +269,11 @@ pub struct EpisodeReport {
     pub side_effecting_actions: u32,
     /// The snapshot the last recorded attempt belongs to.
     pub snapshot_id: Option<String>,
+    /// The last call's attempts when nothing but the completion followed
+    /// them: CompleteTick records them (one round trip fewer per tick; the
+    /// window in which a crash loses them is the same as before, from the
+    /// provider's answer to the next RPC).
+    pub pending_attempts: Vec<pb::PendingCallAttempt>,
     /// What was used.
     pub used: Used,
     /// LLM invocations made (one per turn).
@@ -349,6 +354,7 @@ impl Invoker {
             raised_escalation: false,
             side_effecting_actions: 0,
             snapshot_id: None,
+            pending_attempts: Vec::new(),
             used: Used::default(),
             llm_calls: 0,
             nudges: 0,
@@ -398,34 +404,46 @@ impl Invoker {
                 .and_then(|ms| u64::try_from(ms).ok())
                 .map(|ms| started + std::time::Duration::from_millis(ms));
             let result = self.llm.invoke_until(&preset, request, deadline).await;
-            let attempts = match &result {
-                Ok(inv) => inv.attempts.as_slice(),
-                Err(e) => e.attempts.as_slice(),
+            let (attempts, ends_here) = match &result {
+                Ok(inv) => (inv.attempts.as_slice(), ends_the_episode(&inv.response)),
+                Err(e) => (e.attempts.as_slice(), true),
             };
-            for attempt in attempts {
-                let answer = supervisor
-                    .record_call_attempt(pb::RecordCallAttemptRequest {
-                        session_id: ids.session_id.clone(),
-                        instance_id: ids.instance_id.clone(),
-                        tenant_id: ids.tenant_id.clone(),
+            let attempts = attempts.iter().map(|attempt| pb::CallAttempt {
+                requested_model: attempt.requested_model.clone(),
+                served_model: attempt.served_model.clone().unwrap_or_default(),
+                provider: attempt.provider.as_str().to_string(),
+                credential_name: attempt.credential_name.clone(),
+                outcome: attempt.stored_outcome().to_string(),
+                input_tokens: to_i64(attempt.usage.input_tokens),
+                output_tokens: to_i64(attempt.usage.output_tokens),
+                cache_read_tokens: to_i64(attempt.usage.cache_read_tokens),
+                latency_ms: to_i64(attempt.latency_ms),
+                error_message: attempt.error.clone().unwrap_or_default(),
+            });
+            if ends_here {
+                // Nothing reads the cost before the completion records it.
+                report.pending_attempts = attempts
+                    .map(|attempt| pb::PendingCallAttempt {
                         invocation_id: spec.invocation_id.clone(),
+                        attempt: Some(attempt),
                         prompt_overlay_sha256: spec.prompt_overlay_sha256.clone(),
-                        attempt: Some(pb::CallAttempt {
-                            requested_model: attempt.requested_model.clone(),
-                            served_model: attempt.served_model.clone().unwrap_or_default(),
-                            provider: attempt.provider.as_str().to_string(),
-                            credential_name: attempt.credential_name.clone(),
-                            outcome: attempt.stored_outcome().to_string(),
-                            input_tokens: to_i64(attempt.usage.input_tokens),
-                            output_tokens: to_i64(attempt.usage.output_tokens),
-                            cache_read_tokens: to_i64(attempt.usage.cache_read_tokens),
-                            latency_ms: to_i64(attempt.latency_ms),
-                            error_message: attempt.error.clone().unwrap_or_default(),
-                        }),
                     })
-                    .await?;
-                report.used.cost_usd += answer.cost_usd;
-                report.snapshot_id = Some(answer.snapshot_id);
+                    .collect();
+            } else {
+                for attempt in attempts {
+                    let answer = supervisor
+                        .record_call_attempt(pb::RecordCallAttemptRequest {
+                            session_id: ids.session_id.clone(),
+                            instance_id: ids.instance_id.clone(),
+                            tenant_id: ids.tenant_id.clone(),
+                            invocation_id: spec.invocation_id.clone(),
+                            prompt_overlay_sha256: spec.prompt_overlay_sha256.clone(),
+                            attempt: Some(attempt),
+                        })
+                        .await?;
+                    report.used.cost_usd += answer.cost_usd;
+                    report.snapshot_id = Some(answer.snapshot_id);
+                }
             }
             let invocation = match result {
                 Ok(inv) => inv,
@@ -566,6 +584,16 @@ impl Invoker {
             }
         }
     }
+}
+
+/// Whether the episode ends on this answer with no further call to the
+/// supervisor: its first tool call is a terminator, which the loop below
+/// acts on before any other call.
+fn ends_the_episode(response: &genesis_llm::ChatResponse) -> bool {
+    response
+        .tool_calls
+        .first()
+        .is_some_and(|c| c.name == PHASE_COMPLETE || c.name == PHASE_BLOCKED)
 }
 
 #[cfg(test)]

@@ -369,6 +369,7 @@ struct Completing {
     wait: String,
     actions: Vec<pb::ActionRecord>,
     snapshot_id: Option<String>,
+    pending_attempts: Vec<pb::PendingCallAttempt>,
     consumption: pb::Consumption,
     llm_calls: u32,
 }
@@ -387,6 +388,7 @@ impl Completing {
             wait: "the next event or heartbeat".into(),
             actions: Vec::new(),
             snapshot_id: None,
+            pending_attempts: Vec::new(),
             consumption: pb::Consumption::default(),
             llm_calls: 0,
         }
@@ -454,8 +456,14 @@ pub async fn run_tick(
             reasoning_summary: decided.summary.clone(),
             wait_condition: decided.wait.clone(),
             actions: decided.actions.clone(),
-            snapshot_id: decided.snapshot_id.clone(),
+            // The turn links the snapshot its pending attempts are recorded
+            // under (the same invocation's as any recorded earlier).
+            snapshot_id: decided
+                .snapshot_id
+                .clone()
+                .filter(|_| decided.pending_attempts.is_empty()),
             consumption: Some(decided.consumption),
+            call_attempts: decided.pending_attempts.clone(),
         })
         .await?;
     ctx.metrics.tick_run();
@@ -621,6 +629,7 @@ async fn plan(
         wait: report.wait_condition,
         actions: report.actions,
         snapshot_id: report.snapshot_id,
+        pending_attempts: report.pending_attempts,
         consumption: pb::Consumption {
             tokens: report.used.tokens,
             tool_calls: report.used.tool_calls,

@@ -70,18 +70,25 @@ async fn agent_initialized_greets_with_soa_send_message_then_completes() {
         "{}",
         c.reasoning_summary
     );
-    // Two turns: the greeting, then phase_complete; each attempt recorded.
+    // Two turns: the greeting, then phase_complete. The first call's attempt
+    // is recorded before the tool runs; the last one, followed by nothing
+    // but the completion, travels with CompleteTick under the same
+    // invocation (so the turn links the same snapshot).
     assert_eq!(scripted.calls(), 2);
     let attempts = fake.state.attempts();
-    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts.len(), 1, "only the call a tool call followed");
     let a = attempts[0].attempt.clone().unwrap();
     assert_eq!(a.outcome, "success");
     assert_eq!(a.provider, "scripted");
     assert_eq!(a.served_model, "scripted-1");
     assert!(a.input_tokens > 0);
+    assert_eq!(c.call_attempts.len(), 1, "the last call's attempt");
+    let last = &c.call_attempts[0];
+    assert_eq!(last.invocation_id, attempts[0].invocation_id);
+    assert_eq!(last.attempt.clone().unwrap().outcome, "success");
     assert_eq!(
-        c.snapshot_id.as_deref(),
-        Some(format!("snap-{}", attempts[0].invocation_id).as_str())
+        c.snapshot_id, None,
+        "the turn links the snapshot its pending attempts land in"
     );
     let consumption = c.consumption.unwrap();
     assert_eq!(consumption.turns, 2);
@@ -126,7 +133,11 @@ async fn a_forced_replan_calls_the_llm_despite_an_unchanged_hash() {
     assert_eq!(result.completion, TickCompletion::Complete);
     let c = &fake.state.completes()[0];
     assert!(c.was_idle, "still an idle tick for the counters");
-    assert!(c.snapshot_id.is_some());
+    // One call ending in phase_complete: its attempt rides on the
+    // completion, and no RecordCallAttempt round trip is made.
+    assert!(fake.state.attempts().is_empty());
+    assert_eq!(c.call_attempts.len(), 1);
+    assert_eq!(c.snapshot_id, None);
 }
 
 #[tokio::test]
@@ -257,9 +268,14 @@ async fn every_provider_failing_blocks_the_tick_instead_of_crashing() {
     assert_eq!(result.completion, TickCompletion::Blocked);
     let o = outcome(&fake.state.completes()[0]);
     assert!(o.reason.contains("exhausted"), "{}", o.reason);
-    let attempts = fake.state.attempts();
-    assert_eq!(attempts.len(), 1, "the failed attempt is recorded too");
-    assert_eq!(attempts[0].attempt.clone().unwrap().outcome, "server_error");
+    // The failed attempt is recorded too, with the completion that follows it.
+    assert!(fake.state.attempts().is_empty());
+    let c = &fake.state.completes()[0];
+    assert_eq!(c.call_attempts.len(), 1);
+    assert_eq!(
+        c.call_attempts[0].attempt.clone().unwrap().outcome,
+        "server_error"
+    );
 }
 
 /// As [`context`], but the invoker's LLM counters are handed back so a test

@@ -204,6 +204,42 @@ fn check_couple(field: &str, c: &PresetCouple) -> Result<(), StoreError> {
     Ok(())
 }
 
+impl NewCallAttempt {
+    /// The checks on what the pod reported (everything but the site and the
+    /// cost, which the supervisor derives), so a caller holding several
+    /// attempts can refuse them all before it writes any.
+    pub fn check_reported(&self) -> Result<(), StoreError> {
+        check_text("invocation_id", &self.invocation_id, 200)?;
+        check_text("attempt.requested_model", &self.requested_model, 200)?;
+        check_text("attempt.provider", &self.provider, 100)?;
+        if self.served_model.len() > 200 || self.credential_name.len() > 200 {
+            return Err(StoreError::invalid(
+                "attempt",
+                "served_model and credential_name must be at most 200 bytes",
+            ));
+        }
+        if !ATTEMPT_OUTCOMES.contains(&self.outcome.as_str()) {
+            return Err(StoreError::invalid(
+                "attempt.outcome",
+                format!("must be one of {}", ATTEMPT_OUTCOMES.join(", ")),
+            ));
+        }
+        check_count("attempt.input_tokens", self.input_tokens)?;
+        check_count("attempt.output_tokens", self.output_tokens)?;
+        check_count("attempt.cache_read_tokens", self.cache_read_tokens)?;
+        check_count("attempt.latency_ms", self.latency_ms)?;
+        if let Some(h) = &self.prompt_overlay_sha256
+            && !genesis_core::prompt::is_overlay_sha256(h)
+        {
+            return Err(StoreError::invalid(
+                "prompt_overlay_sha256",
+                "must be 64 lowercase hex digits (SHA-256)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 fn check_count(field: &str, v: i64) -> Result<(), StoreError> {
     if v < 0 {
         return Err(StoreError::invalid(field, "must be non-negative"));
@@ -518,26 +554,8 @@ impl Llm<'_> {
         attempt: &NewCallAttempt,
         credit: CreditDraw,
     ) -> Result<RecordedAttempt, StoreError> {
-        check_text("invocation_id", &attempt.invocation_id, 200)?;
+        attempt.check_reported()?;
         check_text("site_id", &attempt.site_id, 200)?;
-        check_text("attempt.requested_model", &attempt.requested_model, 200)?;
-        check_text("attempt.provider", &attempt.provider, 100)?;
-        if attempt.served_model.len() > 200 || attempt.credential_name.len() > 200 {
-            return Err(StoreError::invalid(
-                "attempt",
-                "served_model and credential_name must be at most 200 bytes",
-            ));
-        }
-        if !ATTEMPT_OUTCOMES.contains(&attempt.outcome.as_str()) {
-            return Err(StoreError::invalid(
-                "attempt.outcome",
-                format!("must be one of {}", ATTEMPT_OUTCOMES.join(", ")),
-            ));
-        }
-        check_count("attempt.input_tokens", attempt.input_tokens)?;
-        check_count("attempt.output_tokens", attempt.output_tokens)?;
-        check_count("attempt.cache_read_tokens", attempt.cache_read_tokens)?;
-        check_count("attempt.latency_ms", attempt.latency_ms)?;
         crate::credit::check_amount("cost_usd", attempt.cost_usd)?;
         let mut error_message = attempt.error_message.clone();
         if error_message.len() > 4096 {
@@ -548,14 +566,6 @@ impl Llm<'_> {
             error_message.truncate(end);
         }
 
-        if let Some(h) = &attempt.prompt_overlay_sha256
-            && !genesis_core::prompt::is_overlay_sha256(h)
-        {
-            return Err(StoreError::invalid(
-                "prompt_overlay_sha256",
-                "must be 64 lowercase hex digits (SHA-256)",
-            ));
-        }
         crate::credit::check_amount("limit_usd", credit.limit_usd)?;
         let served = (!attempt.served_model.is_empty()).then_some(attempt.served_model.as_str());
         let usage = serde_json::json!({

@@ -153,6 +153,64 @@ pub fn attempt_cost(
         + f(cache_read) * pricing.cache_read_usd_per_mtok
 }
 
+/// One reported call attempt, checked as RecordCallAttempt checks it, ready
+/// to be priced and written (`site_id` and `cost_usd` are filled then). A
+/// batch of them (CompleteTick's `call_attempts`) is checked whole before
+/// any is written. `prefix` names where the attempt sits in the request:
+/// `""` for RecordCallAttempt, `call_attempts[i].` for CompleteTick.
+fn reported_attempt(
+    prefix: &str,
+    ids: (Uuid, Uuid),
+    invocation_id: &str,
+    attempt: Option<&pb::CallAttempt>,
+    prompt_overlay_sha256: &str,
+) -> Result<NewCallAttempt, Status> {
+    use genesis_proto::convert::invalid_argument as inv;
+    let (instance_id, session) = ids;
+    if invocation_id.trim().is_empty() || invocation_id.len() > 200 {
+        return Err(inv(
+            &format!("{prefix}invocation_id"),
+            "must be 1 to 200 bytes",
+        ));
+    }
+    let a = require(&format!("{prefix}attempt"), attempt)?;
+    let prompt_overlay_sha256 = match prompt_overlay_sha256 {
+        "" => None,
+        h if genesis_core::prompt::is_overlay_sha256(h) => Some(h.to_owned()),
+        _ => {
+            return Err(inv(
+                &format!("{prefix}prompt_overlay_sha256"),
+                "must be empty or 64 lowercase hex digits (SHA-256)",
+            ));
+        }
+    };
+    let attempt = NewCallAttempt {
+        instance_id,
+        session,
+        invocation_id: invocation_id.to_owned(),
+        site_id: String::new(),
+        requested_model: a.requested_model.clone(),
+        served_model: a.served_model.clone(),
+        provider: a.provider.clone(),
+        credential_name: a.credential_name.clone(),
+        outcome: a.outcome.clone(),
+        input_tokens: a.input_tokens,
+        output_tokens: a.output_tokens,
+        cache_read_tokens: a.cache_read_tokens,
+        latency_ms: a.latency_ms,
+        error_message: a.error_message.clone(),
+        cost_usd: 0.0,
+        prompt_overlay_sha256,
+    };
+    match attempt.check_reported() {
+        Ok(()) => Ok(attempt),
+        Err(StoreError::InvalidArgument { field, reason }) => {
+            Err(inv(&format!("{prefix}{field}"), reason))
+        }
+        Err(e) => Err(store_status(&e)),
+    }
+}
+
 fn parse_axis(text: &str) -> Option<BudgetAxis> {
     match text {
         "tokens" | "maxTokens" => Some(BudgetAxis::Tokens),
@@ -658,50 +716,34 @@ impl AgentPodService {
         let session = parse_uuid("session_id", &req.session_id)?;
         let instance_id = parse_uuid("instance_id", &req.instance_id)?;
         let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
-        if req.invocation_id.trim().is_empty() || req.invocation_id.len() > 200 {
-            return Err(genesis_proto::convert::invalid_argument(
-                "invocation_id",
-                "must be 1 to 200 bytes",
-            ));
-        }
-        let a = require("attempt", req.attempt.as_ref())?;
-        for (field, v) in [
-            ("attempt.input_tokens", a.input_tokens),
-            ("attempt.output_tokens", a.output_tokens),
-            ("attempt.cache_read_tokens", a.cache_read_tokens),
-            ("attempt.latency_ms", a.latency_ms),
-        ] {
-            if v < 0 {
-                return Err(genesis_proto::convert::invalid_argument(
-                    field,
-                    "must be non-negative",
-                ));
-            }
-        }
-        if !genesis_store::llm::ATTEMPT_OUTCOMES.contains(&a.outcome.as_str()) {
-            return Err(genesis_proto::convert::invalid_argument(
-                "attempt.outcome",
-                format!(
-                    "must be one of {}",
-                    genesis_store::llm::ATTEMPT_OUTCOMES.join(", ")
-                ),
-            ));
-        }
-        let prompt_overlay_sha256 = match req.prompt_overlay_sha256.as_str() {
-            "" => None,
-            h if genesis_core::prompt::is_overlay_sha256(h) => Some(h.to_owned()),
-            _ => {
-                return Err(genesis_proto::convert::invalid_argument(
-                    "prompt_overlay_sha256",
-                    "must be empty or 64 lowercase hex digits (SHA-256)",
-                ));
-            }
-        };
+        let attempt = reported_attempt(
+            "",
+            (instance_id, session),
+            &req.invocation_id,
+            req.attempt.as_ref(),
+            &req.prompt_overlay_sha256,
+        )?;
+        let recorded = self.write_attempt(tenant_id, attempt).await?;
+        Ok(pb::RecordCallAttemptResponse {
+            snapshot_id: recorded.snapshot.id.to_string(),
+            cost_usd: recorded.cost_usd,
+            snapshot_cost_usd: recorded.snapshot.cost_usd,
+        })
+    }
+
+    /// Record one checked attempt under its invocation's snapshot, priced
+    /// here and drawn from the credit window (RecordCallAttempt, and each of
+    /// CompleteTick's `call_attempts`).
+    async fn write_attempt(
+        &self,
+        tenant_id: Uuid,
+        mut attempt: NewCallAttempt,
+    ) -> Result<genesis_store::llm::RecordedAttempt, Status> {
         let metrics = &self.metrics;
-        let priced_model = if a.served_model.is_empty() {
-            &a.requested_model
+        let priced_model = if attempt.served_model.is_empty() {
+            attempt.requested_model.clone()
         } else {
-            &a.served_model
+            attempt.served_model.clone()
         };
         // One read: the instance's type (for the site), the DB-first config
         // and the price of the served model and of the requested one.
@@ -712,37 +754,29 @@ impl AgentPodService {
         let ctx = self
             .store
             .llm()
-            .record_context(tenant_id, instance_id, priced_model, &a.requested_model)
+            .record_context(
+                tenant_id,
+                attempt.instance_id,
+                &priced_model,
+                &attempt.requested_model,
+            )
             .await
             .map_err(|e| status_of(e, metrics))?;
-        let agent_type = ctx.agent_type;
         let opts = effective_options(&self.settings.options, &ctx.configs);
-        let cost = match &ctx.price {
-            Some(p) => attempt_cost(p, a.input_tokens, a.output_tokens, a.cache_read_tokens),
+        attempt.cost_usd = match &ctx.price {
+            Some(p) => attempt_cost(
+                p,
+                attempt.input_tokens,
+                attempt.output_tokens,
+                attempt.cache_read_tokens,
+            ),
             None => {
                 metrics.unpriced_model();
                 tracing::warn!(model = %priced_model, "no price for model; attempt recorded at cost 0");
                 0.0
             }
         };
-        let attempt = NewCallAttempt {
-            instance_id,
-            session,
-            invocation_id: req.invocation_id.clone(),
-            site_id: policy_site_for(agent_type).to_owned(),
-            requested_model: a.requested_model.clone(),
-            served_model: a.served_model.clone(),
-            provider: a.provider.clone(),
-            credential_name: a.credential_name.clone(),
-            outcome: a.outcome.clone(),
-            input_tokens: a.input_tokens,
-            output_tokens: a.output_tokens,
-            cache_read_tokens: a.cache_read_tokens,
-            latency_ms: a.latency_ms,
-            error_message: a.error_message.clone(),
-            cost_usd: cost,
-            prompt_overlay_sha256,
-        };
+        attempt.site_id = policy_site_for(ctx.agent_type).to_owned();
         let draw = CreditDraw {
             week_start: week_start_for(Utc::now()),
             limit_usd: opts.weekly_credit_usd,
@@ -753,12 +787,8 @@ impl AgentPodService {
             .record_call_attempt(tenant_id, &attempt, draw)
             .await
             .map_err(|e| status_of(e, metrics))?;
-        metrics.cost(cost);
-        Ok(pb::RecordCallAttemptResponse {
-            snapshot_id: recorded.snapshot.id.to_string(),
-            cost_usd: recorded.cost_usd,
-            snapshot_cost_usd: recorded.snapshot.cost_usd,
-        })
+        metrics.cost(attempt.cost_usd);
+        Ok(recorded)
     }
 
     async fn complete(
@@ -812,7 +842,27 @@ impl AgentPodService {
                     })?,
             ),
         };
-        let snapshot_id = parse_optional_uuid("snapshot_id", req.snapshot_id.as_deref())?;
+        let mut snapshot_id = parse_optional_uuid("snapshot_id", req.snapshot_id.as_deref())?;
+        if snapshot_id.is_some() && !req.call_attempts.is_empty() {
+            return Err(inv(
+                "snapshot_id",
+                "must be unset when call_attempts are sent (the turn links their snapshot)",
+            ));
+        }
+        let pending = req
+            .call_attempts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                reported_attempt(
+                    &format!("call_attempts[{i}]."),
+                    (instance_id, session),
+                    &p.invocation_id,
+                    p.attempt.as_ref(),
+                    &p.prompt_overlay_sha256,
+                )
+            })
+            .collect::<Result<Vec<_>, Status>>()?;
         if let Some(c) = &req.consumption
             && (c.tokens < 0 || c.tool_calls < 0 || c.turns < 0 || c.wall_ms < 0)
         {
@@ -836,6 +886,11 @@ impl AgentPodService {
             });
         }
         let metrics = &self.metrics;
+        // The episode's last attempts, recorded as RecordCallAttempt would
+        // (its session guard refuses them on a lost lease, writing nothing).
+        for attempt in pending {
+            snapshot_id = Some(self.write_attempt(tenant_id, attempt).await?.snapshot.id);
+        }
         // One read: the claimed event's kind, the mode, the snapshot and config.
         let pre = self
             .store

@@ -528,6 +528,7 @@ async fn complete_tick_with_a_stale_session_is_lease_lost_and_writes_nothing(poo
             actions: vec![],
             snapshot_id: None,
             consumption: None,
+            call_attempts: vec![],
         })
     };
     let err = h
@@ -669,6 +670,74 @@ async fn every_agent_pod_rpc_refuses_missing_bad_and_operator_tokens(pool: PgPoo
             "{m} agent token"
         );
     }
+}
+
+/// The gate remembers admitted tokens (`GENESIS_TOKEN_CACHE_MS`), but a
+/// revocation is honoured as soon as its notice arrives: here the memory
+/// would trust the row for a minute, and the revoked token is refused
+/// within the wait below anyway.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_token_revoked_while_in_use_is_refused_without_waiting_for_the_cache(pool: PgPool) {
+    let mut h = start_with(pool, |c| c.token_cache_ms = 60_000).await;
+    // The server's LISTEN is in place once its connection shows it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND query LIKE 'LISTEN%genesis_api_tokens%'",
+        )
+        .fetch_one(&h.pool)
+        .await
+        .unwrap();
+        if listening == 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the supervisor never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let token = h.token.clone();
+    // Admitted (twice, so the second is served from memory when the first
+    // raced the LISTEN): the empty request fails validation past the gate.
+    for _ in 0..2 {
+        assert_eq!(
+            call(&mut h.client, "RenewLease", Some(&token)).await.code(),
+            Code::InvalidArgument
+        );
+    }
+    let id = h
+        .store
+        .tokens()
+        .find_by_hash(&token_sha256(&token))
+        .await
+        .unwrap()
+        .unwrap()
+        .id;
+    assert!(h.store.tokens().revoke(id).await.unwrap());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let code = call(&mut h.client, "RenewLease", Some(&token)).await.code();
+        if code == Code::Unauthenticated {
+            break;
+        }
+        assert_eq!(
+            code,
+            Code::InvalidArgument,
+            "admitted until the notice lands"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a revoked token was still admitted 10 s later (the cache's TTL is 60 s)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // And it stays refused.
+    assert_eq!(
+        call(&mut h.client, "ClaimTick", Some(&token)).await.code(),
+        Code::Unauthenticated
+    );
 }
 
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
@@ -868,6 +937,7 @@ async fn a_budget_cut_is_recorded_on_the_turn_with_its_axis_and_consumption(pool
                 turns: 3,
                 wall_ms: 900,
             }),
+            call_attempts: vec![],
         }))
         .await
         .unwrap()
@@ -1258,4 +1328,227 @@ async fn after_seeding_resolution_lands_the_seeded_default_preset(pool: PgPool) 
     assert_eq!(chain.resolved_site_id, "Agent:Default");
     assert!(!chain.preset_id.is_empty());
     assert_eq!(chain.couples[0].model, "scripted-1");
+}
+
+fn scripted_attempt(outcome: &str, input_tokens: i64) -> pb::CallAttempt {
+    pb::CallAttempt {
+        requested_model: "scripted-1".into(),
+        served_model: "scripted-1".into(),
+        provider: "scripted".into(),
+        credential_name: String::new(),
+        outcome: outcome.into(),
+        input_tokens,
+        output_tokens: 1000,
+        cache_read_tokens: 0,
+        latency_ms: 5,
+        error_message: String::new(),
+    }
+}
+
+fn pending(attempt: pb::CallAttempt) -> pb::PendingCallAttempt {
+    pb::PendingCallAttempt {
+        invocation_id: "inv-last".into(),
+        attempt: Some(attempt),
+        prompt_overlay_sha256: String::new(),
+    }
+}
+
+/// A CompleteTick of `session` for the claimed event carrying `attempts`.
+fn completion_with(
+    h: &Harness,
+    session: &str,
+    event_id: &str,
+    attempts: Vec<pb::PendingCallAttempt>,
+) -> pb::CompleteTickRequest {
+    pb::CompleteTickRequest {
+        session_id: session.to_owned(),
+        instance_id: h.instance.to_string(),
+        tenant_id: h.tenant.to_string(),
+        event_id: event_id.to_owned(),
+        outcome: Some(pb::TickOutcome {
+            completion: pb::TickCompletion::Complete as i32,
+            ..Default::default()
+        }),
+        reasoning_summary: "done".into(),
+        call_attempts: attempts,
+        ..Default::default()
+    }
+}
+
+/// The episode's last call travels with CompleteTick: recorded as
+/// RecordCallAttempt records it (priced here, drawn from the credit window,
+/// under the invocation's snapshot) and linked from the turn with its cost.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn complete_tick_records_the_pending_attempts_and_links_their_snapshot(pool: PgPool) {
+    let mut h = start(pool).await;
+    let b = h.claim().await;
+    let event_id = b.event.unwrap().id;
+    let req = completion_with(
+        &h,
+        &b.session_id,
+        &event_id,
+        vec![
+            pending(scripted_attempt("server_error", 0)),
+            pending(scripted_attempt("success", 1000)),
+        ],
+    );
+    let done = h
+        .client
+        .clone()
+        .complete_tick(h.req(req))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(h.count("llm_call_attempts").await, 2);
+    assert_eq!(h.count("llm_call_snapshots").await, 1);
+    let (snapshot, cost): (Option<Uuid>, Option<f64>) = sqlx::query_as(
+        "SELECT llm_call_snapshot_id, cost_usd::float8 FROM agent_state_ledger WHERE id = $1",
+    )
+    .bind(done.ledger_id.parse::<Uuid>().unwrap())
+    .fetch_one(&h.pool)
+    .await
+    .unwrap();
+    let (stored, snapshot_cost): (Uuid, f64) =
+        sqlx::query_as("SELECT id, cost_usd::float8 FROM llm_call_snapshots")
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        snapshot,
+        Some(stored),
+        "the turn links the attempts' snapshot"
+    );
+    // scripted-1: 3 / 15 USD per million; 1000 + 1000 tokens on the success,
+    // 1000 output tokens on the failed attempt.
+    assert!((snapshot_cost - 0.033).abs() < 1e-9, "{snapshot_cost}");
+    assert!((cost.unwrap() - 0.033).abs() < 1e-9, "{cost:?}");
+    let spent: f64 = sqlx::query_scalar("SELECT spent_usd FROM credit_windows")
+        .fetch_one(&h.pool)
+        .await
+        .unwrap();
+    assert!((spent - 0.033).abs() < 1e-9, "{spent}");
+}
+
+/// Every pending attempt is checked before any is written: one bad attempt
+/// refuses the completion whole, naming its place, and the tick can still
+/// be completed by its session afterwards.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_bad_pending_attempt_refuses_the_completion_and_writes_nothing(pool: PgPool) {
+    let mut h = start(pool).await;
+    let b = h.claim().await;
+    let event_id = b.event.unwrap().id;
+    let turns_before = h.count("agent_state_ledger").await;
+    let mut long_model = scripted_attempt("success", 1);
+    long_model.requested_model = "m".repeat(201);
+    for (attempts, field) in [
+        (
+            vec![
+                pending(scripted_attempt("success", 1)),
+                pending(scripted_attempt("exploded", 1)),
+            ],
+            "call_attempts[1].attempt.outcome",
+        ),
+        (
+            vec![pending(scripted_attempt("success", -1))],
+            "call_attempts[0].attempt.input_tokens",
+        ),
+        (
+            vec![pending(long_model)],
+            "call_attempts[0].attempt.requested_model",
+        ),
+        (
+            vec![pb::PendingCallAttempt {
+                attempt: None,
+                ..pending(scripted_attempt("success", 1))
+            }],
+            "call_attempts[0].attempt",
+        ),
+        (
+            vec![pb::PendingCallAttempt {
+                invocation_id: String::new(),
+                ..pending(scripted_attempt("success", 1))
+            }],
+            "call_attempts[0].invocation_id",
+        ),
+        (
+            vec![pb::PendingCallAttempt {
+                prompt_overlay_sha256: "not-a-hash".into(),
+                ..pending(scripted_attempt("success", 1))
+            }],
+            "call_attempts[0].prompt_overlay_sha256",
+        ),
+    ] {
+        let err = h
+            .client
+            .clone()
+            .complete_tick(h.req(completion_with(&h, &b.session_id, &event_id, attempts)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{field}");
+        assert!(
+            err.message().starts_with(&format!("{field}:")),
+            "{field}: {}",
+            err.message()
+        );
+        assert_eq!(h.count("llm_call_attempts").await, 0, "{field}");
+        assert_eq!(h.count("llm_call_snapshots").await, 0, "{field}");
+        assert_eq!(h.count("agent_state_ledger").await, turns_before, "{field}");
+    }
+    // A snapshot id beside pending attempts is ambiguous: refused too.
+    let mut both = completion_with(
+        &h,
+        &b.session_id,
+        &event_id,
+        vec![pending(scripted_attempt("success", 1))],
+    );
+    both.snapshot_id = Some(Uuid::new_v4().to_string());
+    let err = h
+        .client
+        .clone()
+        .complete_tick(h.req(both))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().starts_with("snapshot_id:"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(h.count("llm_call_attempts").await, 0);
+    // The session still holds its tick.
+    h.client
+        .clone()
+        .complete_tick(h.req(completion_with(
+            &h,
+            &b.session_id,
+            &event_id,
+            vec![pending(scripted_attempt("success", 1))],
+        )))
+        .await
+        .unwrap();
+    assert_eq!(h.count("llm_call_attempts").await, 1);
+    assert_eq!(h.count("agent_state_ledger").await, turns_before + 1);
+}
+
+/// A session that lost its lease records none of its pending attempts.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn pending_attempts_of_a_stale_session_are_not_recorded(pool: PgPool) {
+    let mut h = start(pool).await;
+    let b = h.claim().await;
+    let event_id = b.event.unwrap().id;
+    let err = h
+        .client
+        .clone()
+        .complete_tick(h.req(completion_with(
+            &h,
+            &Uuid::new_v4().to_string(),
+            &event_id,
+            vec![pending(scripted_attempt("success", 1))],
+        )))
+        .await
+        .unwrap_err();
+    assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
+    assert_eq!(h.count("llm_call_attempts").await, 0);
+    assert_eq!(h.count("llm_call_snapshots").await, 0);
+    assert_eq!(h.count("credit_windows").await, 0);
 }

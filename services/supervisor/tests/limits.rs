@@ -136,6 +136,7 @@ fn completion(
         actions,
         snapshot_id: None,
         consumption: None,
+        call_attempts: vec![],
     }
 }
 
