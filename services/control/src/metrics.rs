@@ -22,6 +22,8 @@ pub struct Metrics {
     bootstrapped: AtomicU64,
     /// Publisher rounds held back by the consumer backlog limit.
     held: AtomicU64,
+    /// Publisher rounds run (each one reads the outbox).
+    rounds: AtomicU64,
     /// Messages the consumer held (undelivered + unacknowledged) at the last reading.
     consumer_pending: AtomicU64,
     rpcs: Mutex<BTreeMap<(String, String), u64>>,
@@ -51,6 +53,16 @@ impl Metrics {
     /// Messages the consumer holds, as last read by the publisher.
     pub fn set_consumer_pending(&self, n: u64) {
         self.consumer_pending.store(n, Ordering::Relaxed);
+    }
+
+    /// One publisher round run (an outbox read, whatever it found).
+    pub fn add_round(&self) {
+        self.rounds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Publisher rounds run so far.
+    pub fn rounds(&self) -> u64 {
+        self.rounds.load(Ordering::Relaxed)
     }
 
     /// Publisher rounds held back so far.
@@ -123,6 +135,12 @@ impl Metrics {
                 self.held(),
             ),
             Family::single(
+                "genesis.outbox.rounds",
+                "Publisher rounds run (outbox reads): one per due wake-up or timer, none for an event inserted to be due later.",
+                Kind::Counter,
+                self.rounds(),
+            ),
+            Family::single(
                 "genesis.outbox.consumer_pending",
                 "Messages the agent pods' consumer holds (undelivered + unacknowledged) at the publisher's last reading.",
                 Kind::Gauge,
@@ -177,6 +195,7 @@ mod tests {
         m.add_published(2);
         m.set_outbox_lag_ms(250);
         m.add_held();
+        m.add_round();
         m.set_consumer_pending(4);
         m.add_bootstrapped();
         m.record_rpc("/genesis.v1.TenantService/CreateTenant", tonic::Code::Ok);
@@ -194,6 +213,9 @@ mod tests {
              # HELP genesis_outbox_held_total Publisher rounds held back because the consumer backlog reached GENESIS_OUTBOX_MAX_PENDING.\n\
              # TYPE genesis_outbox_held_total counter\n\
              genesis_outbox_held_total 1\n\
+             # HELP genesis_outbox_rounds_total Publisher rounds run (outbox reads): one per due wake-up or timer, none for an event inserted to be due later.\n\
+             # TYPE genesis_outbox_rounds_total counter\n\
+             genesis_outbox_rounds_total 1\n\
              # HELP genesis_outbox_consumer_pending Messages the agent pods' consumer holds (undelivered + unacknowledged) at the publisher's last reading.\n\
              # TYPE genesis_outbox_consumer_pending gauge\n\
              genesis_outbox_consumer_pending 4\n\

@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use genesis_store::{EventRow, Store};
 use serde::Serialize;
 use sqlx::postgres::PgListener;
@@ -234,6 +234,21 @@ async fn due_listener(state: &AppState) -> Option<PgListener> {
     Some(l)
 }
 
+/// How long until the event a `genesis_due` notice names becomes due, when
+/// that is in the future; `None` when it is due now, or when the payload
+/// does not say (then a round runs, as for any wake-up).
+pub fn due_in(payload: &str, now: DateTime<Utc>) -> Option<Duration> {
+    #[derive(serde::Deserialize)]
+    struct Notice {
+        visible_at: DateTime<Utc>,
+    }
+    let notice: Notice = serde_json::from_str(payload).ok()?;
+    (notice.visible_at - now)
+        .to_std()
+        .ok()
+        .filter(|d| !d.is_zero())
+}
+
 /// How long to sleep before the next round: until the earliest future
 /// `visible_at`, capped by the safety poll; also updates the lag gauge.
 async fn next_wait(state: &AppState, s: &PublisherSettings) -> Duration {
@@ -377,6 +392,7 @@ pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: Canc
                     continue;
                 }
             }
+            state.metrics.add_round();
             match publish_batch(&state.store, &js, &s, &state.metrics).await {
                 Ok(n) => {
                     backlog.published(n as u64);
@@ -399,18 +415,34 @@ pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: Canc
                     continue 'connect;
                 }
             }
-            let wait = next_wait(&state, &s).await;
-            match listener.as_mut() {
-                Some(l) => {
+            let mut deadline = tokio::time::Instant::now() + next_wait(&state, &s).await;
+            loop {
+                let Some(l) = listener.as_mut() else {
                     tokio::select! {
                         _ = shutdown.cancelled() => break 'connect,
-                        _ = tokio::time::sleep(wait) => {}
-                        n = l.recv() => if n.is_err() { listener = due_listener(&state).await; },
+                        _ = tokio::time::sleep_until(deadline) => {}
                     }
-                }
-                None => {
-                    sleep_or_cancel(&shutdown, wait).await;
                     listener = due_listener(&state).await;
+                    break;
+                };
+                tokio::select! {
+                    _ = shutdown.cancelled() => break 'connect,
+                    _ = tokio::time::sleep_until(deadline) => break,
+                    n = l.recv() => match n {
+                        // An event inserted to be due later (a tick's next
+                        // heartbeat, on every completion) needs no outbox
+                        // read now: the timer moves up to it instead.
+                        Ok(note) => match due_in(note.payload(), Utc::now()) {
+                            Some(later) => {
+                                deadline = deadline.min(tokio::time::Instant::now() + later);
+                            }
+                            None => break,
+                        },
+                        Err(_) => {
+                            listener = due_listener(&state).await;
+                            break;
+                        }
+                    },
                 }
             }
         }
@@ -428,6 +460,21 @@ async fn sleep_or_cancel(shutdown: &CancellationToken, d: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_notice_of_a_later_event_moves_the_timer_and_anything_else_runs_a_round() {
+        let now: DateTime<Utc> = "2026-12-03T12:00:00Z".parse().expect("a timestamp");
+        // PostgreSQL's json_build_object rendering of a timestamptz.
+        let later = r#"{"tenant_id":"t","instance_id":"i","event_id":"e","visible_at":"2026-12-03T12:00:30.25+00:00"}"#;
+        assert_eq!(due_in(later, now), Some(Duration::from_millis(30_250)));
+        let due = r#"{"visible_at":"2026-12-03T12:00:00+00:00"}"#;
+        assert_eq!(due_in(due, now), None, "due now: a round");
+        let past = r#"{"visible_at":"2026-12-03T11:59:59.5+00:00"}"#;
+        assert_eq!(due_in(past, now), None, "overdue: a round");
+        for unreadable in ["", "{}", "not json", r#"{"visible_at":"yesterday"}"#] {
+            assert_eq!(due_in(unreadable, now), None, "{unreadable:?}: a round");
+        }
+    }
 
     fn settings() -> PublisherSettings {
         PublisherSettings::from(&ControlConfig::new("postgres://h/db", "nats://h:4222"))

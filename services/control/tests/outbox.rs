@@ -310,3 +310,78 @@ async fn a_future_event_is_published_by_the_timer_at_its_visible_at_and_not_befo
     assert!(at >= due, "published at {at}, due {due}");
     h.stop().await
 }
+
+/// `genesis_outbox_rounds_total` from the running control's `/metrics`.
+async fn rounds(http: std::net::SocketAddr) -> anyhow::Result<u64> {
+    let body = reqwest_get(http, "/metrics").await?;
+    body.lines()
+        .find_map(|l| l.strip_prefix("genesis_outbox_rounds_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no genesis_outbox_rounds_total in {body}"))
+}
+
+/// Every completed tick inserts its next heartbeat, due later: its notice
+/// moves the publisher's timer and costs no outbox read, while an event due
+/// now still gets a round at once.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn notices_of_later_events_run_no_round_and_a_due_event_still_does(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    cfg.outbox_poll_ms = 600_000;
+    let h = start(cfg).await?;
+    // The first round (nothing due) settles the timer on the safety poll.
+    let settled = eventually(Duration::from_secs(10), || async {
+        Ok(Some(rounds(h.http).await?).filter(|n| *n >= 1))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = rounds(h.http).await?;
+    assert!(before >= settled);
+    for i in 0..20 {
+        store
+            .events()
+            .enqueue(
+                t,
+                inst.id,
+                AgentEventKind::ExternalSignalReceived,
+                &json!({"later": i}),
+                Some(chrono::Utc::now() + chrono::Duration::hours(1)),
+            )
+            .await?;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        rounds(h.http).await?,
+        before,
+        "twenty notices of events due in an hour ran outbox rounds"
+    );
+    let now = store
+        .events()
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::ExternalSignalReceived,
+            &json!({"now": true}),
+            None,
+        )
+        .await?
+        .event;
+    let published = eventually(Duration::from_secs(10), || async {
+        Ok(store
+            .events()
+            .list(t, inst.id)
+            .await?
+            .into_iter()
+            .find(|e| e.id == now.id)
+            .and_then(|e| e.published_at))
+    })
+    .await?;
+    assert!(published >= now.visible_at);
+    assert!(rounds(h.http).await? > before, "the due event ran a round");
+    h.stop().await
+}
