@@ -64,6 +64,17 @@ struct Args {
     /// Where the report (report.md, report.json) goes.
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
+    /// Run only the throughput matrix and its count checks (for comparing
+    /// builds); the report then has no latency, idle, peer or back-pressure
+    /// figures.
+    #[arg(long)]
+    throughput_only: bool,
+    /// Tenants per throughput row, comma-separated (default: 1,10,100; quick: 1,2).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1000))]
+    tenants: Option<Vec<u32>>,
+    /// Most agent pods in the matrix (rows run with 1 up to this many; default 4, quick 2).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pods: Option<u32>,
 }
 
 /// The sizes of one run.
@@ -79,6 +90,7 @@ struct Plan {
     peer_jobs: u64,
     backlog_events: i64,
     backlog_window: Duration,
+    throughput_only: bool,
 }
 
 impl Plan {
@@ -95,6 +107,7 @@ impl Plan {
                 peer_jobs: 0,
                 backlog_events: 3_000,
                 backlog_window: Duration::from_secs(3),
+                throughput_only: false,
             }
         } else {
             Plan {
@@ -108,6 +121,7 @@ impl Plan {
                 peer_jobs: 5_000,
                 backlog_events: 1_000_000,
                 backlog_window: Duration::from_secs(60),
+                throughput_only: false,
             }
         }
     }
@@ -120,7 +134,14 @@ fn progress(msg: &str) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let plan = Plan::new(args.quick);
+    let mut plan = Plan::new(args.quick);
+    if let Some(t) = &args.tenants {
+        plan.tenants = t.iter().map(|&n| n as usize).collect();
+    }
+    if let Some(p) = args.pods {
+        plan.pods = p as usize;
+    }
+    plan.throughput_only = args.throughput_only;
     let started = Instant::now();
     let mut fleet = start_fleet(args.quick).await?;
     let result = run(&mut fleet, &plan, args.quick).await;
@@ -235,8 +256,12 @@ async fn run(fleet: &mut Fleet, plan: &Plan, quick: bool) -> anyhow::Result<Repo
             ));
             let row = throughput(fleet, &db, targets, pods, plan, &seq).await?;
             progress(&format!(
-                "  {:.1} ticks/s ({} ticks, {:.2} commits/tick, {:.2} row writes/tick)",
-                row.ticks_per_sec, row.ticks, row.commits_per_tick, row.rows_written_per_tick
+                "  {:.1} ticks/s ({} ticks, {:.2} commits/tick, {:.2} row writes/tick, {:.2} LEASE_HELD/tick)",
+                row.ticks_per_sec,
+                row.ticks,
+                row.commits_per_tick,
+                row.rows_written_per_tick,
+                row.lease_held_per_tick
             ));
             if best
                 .as_ref()
@@ -252,6 +277,10 @@ async fn run(fleet: &mut Fleet, plan: &Plan, quick: bool) -> anyhow::Result<Repo
         .await
         .context("drain after throughput")?;
     count_checks(&db, &mut report, "throughput", seq.load(Ordering::SeqCst)).await?;
+    if plan.throughput_only {
+        report.best = best;
+        return Ok(report);
+    }
 
     // Wake latency at half the best rate, on the best configuration's tenants.
     let best = best.context("no throughput run")?;
@@ -508,6 +537,7 @@ async fn throughput(
     );
     tokio::time::sleep(plan.warmup).await;
     let cpu0 = procs::sample(fleet);
+    let held0 = procs::claims(fleet, "lease_held").await;
     let (c0, w0) = db_counters(db).await?;
     let n0 = bench_turns(db).await?;
     let t0 = Instant::now();
@@ -515,6 +545,7 @@ async fn throughput(
     let n1 = bench_turns(db).await?;
     let elapsed = t0.elapsed().as_secs_f64();
     let (c1, w1) = db_counters(db).await?;
+    let held1 = procs::claims(fleet, "lease_held").await;
     let cpu1 = procs::sample(fleet);
     stop.store(true, Ordering::SeqCst);
     feeder.await??;
@@ -534,8 +565,13 @@ async fn throughput(
         ticks_per_sec: ticks as f64 / elapsed,
         commits_per_tick: per(c1 - c0),
         rows_written_per_tick: per(w1 - w0),
+        lease_held_per_tick: per(i64::try_from(held1.saturating_sub(held0)).unwrap_or(i64::MAX)),
         cpu_secs: procs::cpu_delta(&cpu0, &cpu1),
-        rss_kib: cpu1.iter().map(|s| (s.name.clone(), s.rss_kib)).collect(),
+        rss_kib: cpu1
+            .iter()
+            .filter(|s| !s.shared)
+            .map(|s| (s.name.clone(), s.rss_kib))
+            .collect(),
     })
 }
 
@@ -751,7 +787,14 @@ async fn idle_fleet(
         plan.idle_window
     ));
     let llm0 = procs::llm_calls(fleet).await;
-    let cpu0 = procs::sample(fleet);
+    // The services' own spend: the shared servers are left out here.
+    let services = |fleet: &Fleet| -> Vec<procs::ProcSample> {
+        procs::sample(fleet)
+            .into_iter()
+            .filter(|s| !s.shared)
+            .collect()
+    };
+    let cpu0 = services(fleet);
     let (c0, _) = db_counters(db).await?;
     counted();
     let turns0: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
@@ -761,7 +804,7 @@ async fn idle_fleet(
     tokio::time::sleep(plan.idle_window).await;
     let secs = t0.elapsed().as_secs_f64();
     let (c1, _) = db_counters(db).await?;
-    let cpu1 = procs::sample(fleet);
+    let cpu1 = services(fleet);
     let llm1 = procs::llm_calls(fleet).await;
     let turns1: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
         .fetch_one(db)
@@ -846,7 +889,7 @@ async fn backlog_window(
         .fetch_one(db)
         .await?;
         max_in_stream = max_in_stream.max(in_stream);
-        for s in procs::sample(fleet) {
+        for s in procs::sample(fleet).into_iter().filter(|s| !s.shared) {
             match rss.iter_mut().find(|(n, _, _)| *n == s.name) {
                 Some(r) => r.2 = r.2.max(s.rss_kib),
                 None => rss.push((s.name, s.rss_kib, s.rss_kib)),

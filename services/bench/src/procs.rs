@@ -15,6 +15,9 @@ pub struct ProcSample {
     pub cpu_ticks: u64,
     /// VmRSS in KiB.
     pub rss_kib: u64,
+    /// Not a fleet child (a shared server or the bench): counted for CPU,
+    /// left out of the services' memory figures.
+    pub shared: bool,
 }
 
 /// Clock ticks per second (`getconf CLK_TCK`, 100 when unknown).
@@ -55,9 +58,13 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// Sample every running child of `fleet`.
+/// Sample every running child of `fleet`, plus the servers it shares the
+/// machine with, each summed over its processes (`postgres`: the server and
+/// every backend; `nats-server`) and this bench process (`bench`), so a
+/// window's CPU is accounted for beyond the services'. A backend that ends
+/// between two samples takes its CPU with it; the pools keep theirs open.
 pub fn sample(fleet: &Fleet) -> Vec<ProcSample> {
-    fleet
+    let mut samples: Vec<ProcSample> = fleet
         .processes()
         .into_iter()
         .filter_map(|p| {
@@ -66,7 +73,39 @@ pub fn sample(fleet: &Fleet) -> Vec<ProcSample> {
                 name: p.name,
                 cpu_ticks: cpu_ticks(pid)?,
                 rss_kib: rss_kib(pid).unwrap_or(0),
+                shared: false,
             })
+        })
+        .collect();
+    for server in SERVERS {
+        samples.push(ProcSample {
+            name: (*server).to_owned(),
+            cpu_ticks: pids_named(server).into_iter().filter_map(cpu_ticks).sum(),
+            rss_kib: 0,
+            shared: true,
+        });
+    }
+    samples.push(ProcSample {
+        name: "bench".to_owned(),
+        cpu_ticks: cpu_ticks(std::process::id()).unwrap_or(0),
+        rss_kib: rss_kib(std::process::id()).unwrap_or(0),
+        shared: true,
+    });
+    samples
+}
+
+/// The shared servers [`sample`] sums by command name.
+pub const SERVERS: &[&str] = &["postgres", "nats-server"];
+
+/// Pids whose `/proc/<pid>/comm` is `name`.
+fn pids_named(name: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == name)
         })
         .collect()
 }
@@ -101,12 +140,24 @@ pub fn counter(text: &str, name: &str) -> Option<u64> {
 
 /// Sum of `genesis_pod_llm_calls_total` over the fleet's pods.
 pub async fn llm_calls(fleet: &Fleet) -> u64 {
+    fleet_counter(fleet, "agent-pod", "genesis_pod_llm_calls_total").await
+}
+
+/// ClaimTick answers of `outcome` the supervisor has given.
+pub async fn claims(fleet: &Fleet, outcome: &str) -> u64 {
+    let sample = format!("genesis_supervisor_claims_total{{outcome=\"{outcome}\"}}");
+    fleet_counter(fleet, "supervisor", &sample).await
+}
+
+/// Sum of counter sample `sample` over the processes whose name starts
+/// with `process` (an unreachable `/metrics` counts 0).
+async fn fleet_counter(fleet: &Fleet, process: &str, sample: &str) -> u64 {
     let client = reqwest::Client::new();
     let mut total = 0;
     for p in fleet
         .processes()
         .into_iter()
-        .filter(|p| p.name.starts_with("agent-pod"))
+        .filter(|p| p.name.starts_with(process))
     {
         let url = format!("http://{}/metrics", p.http);
         if let Ok(r) = client
@@ -116,7 +167,7 @@ pub async fn llm_calls(fleet: &Fleet) -> u64 {
             .await
             && let Ok(text) = r.text().await
         {
-            total += counter(&text, "genesis_pod_llm_calls_total").unwrap_or(0);
+            total += counter(&text, sample).unwrap_or(0);
         }
     }
     total
@@ -131,6 +182,16 @@ mod tests {
         let text = "# HELP genesis_pod_llm_calls_total x\n# TYPE genesis_pod_llm_calls_total counter\ngenesis_pod_llm_calls_total 7\nother 3\n";
         assert_eq!(counter(text, "genesis_pod_llm_calls_total"), Some(7));
         assert_eq!(counter(text, "missing"), None);
+    }
+
+    #[test]
+    fn the_shared_servers_are_found_by_command_name() {
+        // This test process is found under its own command name, and a
+        // name no process has finds nothing.
+        let me = std::fs::read_to_string(format!("/proc/{}/comm", std::process::id()))
+            .expect("own comm");
+        assert!(pids_named(me.trim_end()).contains(&std::process::id()));
+        assert!(pids_named("no-such-command-here").is_empty());
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct ThroughputRow {
     pub commits_per_tick: f64,
     /// Rows inserted + updated + deleted per tick.
     pub rows_written_per_tick: f64,
+    /// ClaimTick answers of LEASE_HELD per tick (a message of an instance
+    /// whose previous tick still runs, NAKed and redelivered).
+    pub lease_held_per_tick: f64,
     /// CPU seconds per service in the window.
     pub cpu_secs: Vec<(String, f64)>,
     /// VmRSS per service at the window's end (under load).
@@ -376,21 +379,22 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "| tenants | pods | ticks | window s | ticks/s | service commits/tick | rows written/tick | CPU s (control/supervisor/pods) |"
+            "| tenants | pods | ticks | window s | ticks/s | service commits/tick | rows written/tick | LEASE_HELD claims/tick | CPU s (control / supervisor / pods / postgres / nats / bench) |"
         );
-        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---|");
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---|");
         for r in &self.throughput {
             let cpu = cpu_summary(&r.cpu_secs);
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {cpu} |",
+                "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {cpu} |",
                 r.tenants,
                 r.pods,
                 r.ticks,
                 r.secs,
                 r.ticks_per_sec,
                 r.commits_per_tick,
-                r.rows_written_per_tick
+                r.rows_written_per_tick,
+                r.lease_held_per_tick
             );
         }
         if let Some(l) = &self.latency {
@@ -609,10 +613,13 @@ fn cpu_summary(cpu: &[(String, f64)]) -> String {
             .sum::<f64>()
     };
     format!(
-        "{:.2} / {:.2} / {:.2}",
+        "{:.2} / {:.2} / {:.2} / {:.2} / {:.2} / {:.2}",
         get("control"),
         get("supervisor"),
-        get("agent-pod")
+        get("agent-pod"),
+        get("postgres"),
+        get("nats-server"),
+        get("bench")
     )
 }
 
@@ -686,6 +693,7 @@ mod tests {
             ticks_per_sec: 150.0,
             commits_per_tick: 3.0,
             rows_written_per_tick: 6.0,
+            lease_held_per_tick: 0.0,
             cpu_secs: vec![],
             rss_kib: vec![],
         });

@@ -70,6 +70,70 @@ fn quick_run_completes_and_its_counts_add_up() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--throughput-only` with an explicit matrix runs exactly those rows and
+/// their count checks, and nothing after them.
+#[test]
+fn a_throughput_only_run_has_exactly_its_rows() -> anyhow::Result<()> {
+    if let Some(missing) = genesis_e2e::binaries_missing() {
+        eprintln!("skipped: {missing}");
+        return Ok(());
+    }
+    let out_dir = tempfile::tempdir()?;
+    let out = Command::new(env!("CARGO_BIN_EXE_genesis-bench"))
+        .args([
+            "--quick",
+            "--throughput-only",
+            "--tenants",
+            "3",
+            "--pods",
+            "1",
+            "--out",
+        ])
+        .arg(out_dir.path())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "failed ({}):\n{stderr}", out.status);
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        out_dir.path().join("report.json"),
+    )?)?;
+    let rows = report["throughput"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["tenants"], 3);
+    assert_eq!(rows[0]["pods"], 1);
+    assert!(rows[0]["ticks"].as_i64().is_some_and(|t| t > 0), "{rows:?}");
+    assert!(rows[0]["lease_held_per_tick"].as_f64().is_some());
+    let checks = report["checks"].as_array().cloned().unwrap_or_default();
+    assert!(!checks.is_empty());
+    for c in &checks {
+        assert_eq!(c["ok"], serde_json::Value::Bool(true), "check failed: {c}");
+    }
+    assert!(
+        report["latency"].is_null(),
+        "latency ran: {}",
+        report["latency"]
+    );
+    assert!(
+        report["idle"].is_null(),
+        "the idle fleet ran: {}",
+        report["idle"]
+    );
+    Ok(())
+}
+
+#[test]
+fn a_bad_matrix_is_refused_before_anything_starts() -> anyhow::Result<()> {
+    for args in [["--tenants", "0"], ["--tenants", "x"], ["--pods", "17"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_genesis-bench"))
+            .args(args)
+            .output()?;
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(args[0]), "{args:?}: {stderr}");
+        assert!(!stderr.contains("[bench "), "started: {stderr}");
+    }
+    Ok(())
+}
+
 #[test]
 fn unknown_flag_is_refused_before_anything_starts() -> anyhow::Result<()> {
     let out = Command::new(env!("CARGO_BIN_EXE_genesis-bench"))
