@@ -383,7 +383,7 @@ impl Report {
         );
         let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---|");
         for r in &self.throughput {
-            let cpu = cpu_summary(&r.cpu_secs);
+            let cpu = cpu_summary(&r.cpu_secs, true);
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {cpu} |",
@@ -450,7 +450,7 @@ impl Report {
             let _ = writeln!(
                 s,
                 "- CPU: {} = **{:.3} % of one core**",
-                cpu_summary(&i.cpu_secs),
+                cpu_summary(&i.cpu_secs, false),
                 i.core_percent
             );
             let _ = writeln!(
@@ -605,27 +605,53 @@ pub fn backlog_memory_checks(idle: &[(String, u64)], backlog: &[(String, u64, u6
         .collect()
 }
 
-fn cpu_summary(cpu: &[(String, f64)]) -> String {
-    let get = |p: &str| {
+/// CPU seconds as "control / supervisor / pods", followed by
+/// " / postgres / nats / bench" when `shared` (the throughput rows sample
+/// the shared servers; the idle figure is the services' own spend).
+fn cpu_summary(cpu: &[(String, f64)], shared: bool) -> String {
+    let get = |p: &str| -> f64 {
         cpu.iter()
             .filter(|(n, _)| n.starts_with(p))
-            .map(|(_, v)| v)
-            .sum::<f64>()
+            .map(|(_, v)| *v)
+            .fold(0.0, |a, b| a + b)
     };
-    format!(
-        "{:.2} / {:.2} / {:.2} / {:.2} / {:.2} / {:.2}",
-        get("control"),
-        get("supervisor"),
-        get("agent-pod"),
-        get("postgres"),
-        get("nats-server"),
-        get("bench")
-    )
+    let mut names = vec!["control", "supervisor", "agent-pod"];
+    if shared {
+        names.extend(["postgres", "nats-server", "bench"]);
+    }
+    names
+        .iter()
+        .map(|n| format!("{:.2}", get(n)))
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_summary_sums_by_name_and_shows_the_shared_servers_only_when_asked() {
+        let cpu = vec![
+            ("control".to_owned(), 0.5),
+            ("supervisor".to_owned(), 1.25),
+            ("agent-pod-0".to_owned(), 0.5),
+            ("agent-pod-1".to_owned(), 0.25),
+            ("postgres".to_owned(), 4.0),
+            ("nats-server".to_owned(), 0.75),
+            ("bench".to_owned(), 0.1),
+        ];
+        assert_eq!(
+            cpu_summary(&cpu, true),
+            "0.50 / 1.25 / 0.75 / 4.00 / 0.75 / 0.10"
+        );
+        assert_eq!(cpu_summary(&cpu, false), "0.50 / 1.25 / 0.75");
+        // Nothing sampled reads as zero, never "-0.00".
+        assert_eq!(
+            cpu_summary(&[], true),
+            "0.00 / 0.00 / 0.00 / 0.00 / 0.00 / 0.00"
+        );
+    }
 
     #[test]
     fn tps_is_read_from_the_without_connection_line() {
