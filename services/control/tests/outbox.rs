@@ -258,19 +258,31 @@ pub async fn reqwest_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Resu
     Ok(format!("{status} {body}"))
 }
 
+/// A tenant with its SOA and a running control whose safety poll is far
+/// longer than any test: only the visible_at timer (or a NOTIFY) publishes.
+async fn timer_only_control(
+    pool: &PgPool,
+) -> anyhow::Result<(
+    genesis_store::Store,
+    uuid::Uuid,
+    genesis_store::InstanceRow,
+    Harness,
+)> {
+    let store = store(pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let mut cfg = config(pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    cfg.outbox_poll_ms = 600_000;
+    let h = start(cfg).await?;
+    Ok((store, t, inst, h))
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_future_event_is_published_by_the_timer_at_its_visible_at_and_not_before(
     pool: PgPool,
 ) -> anyhow::Result<()> {
-    let store = store(&pool);
-    let t = store.tenants().create("a").await?.id;
-    let inst = soa(&store, t).await?;
-    let mut cfg = config(&pool, NATS_URL);
-    cfg.auto_bootstrap = false;
-    // A safety poll far longer than the test: only the visible_at timer
-    // (or a NOTIFY) can publish the event on time.
-    cfg.outbox_poll_ms = 600_000;
-    let h = start(cfg).await?;
+    let (store, t, inst, h) = timer_only_control(&pool).await?;
     // Let the publisher start and drain (nothing is due yet).
     tokio::time::sleep(Duration::from_millis(500)).await;
     let due = chrono::Utc::now() + chrono::Duration::milliseconds(2_500);
@@ -327,13 +339,7 @@ async fn rounds(http: std::net::SocketAddr) -> anyhow::Result<u64> {
 async fn notices_of_later_events_run_no_round_and_a_due_event_still_does(
     pool: PgPool,
 ) -> anyhow::Result<()> {
-    let store = store(&pool);
-    let t = store.tenants().create("a").await?.id;
-    let inst = soa(&store, t).await?;
-    let mut cfg = config(&pool, NATS_URL);
-    cfg.auto_bootstrap = false;
-    cfg.outbox_poll_ms = 600_000;
-    let h = start(cfg).await?;
+    let (store, t, inst, h) = timer_only_control(&pool).await?;
     // The first round (nothing due) settles the timer on the safety poll.
     let settled = eventually(Duration::from_secs(10), || async {
         Ok(Some(rounds(h.http).await?).filter(|n| *n >= 1))

@@ -44,12 +44,15 @@ async fn listening(store: &Store, ttl: Duration) -> Listening {
     Listening { cache, stop, task }
 }
 
-async fn pod_token(store: &Store, raw: &str) -> genesis_store::ApiToken {
-    store
+/// A stored agent-pod token: its hash and its row.
+async fn pod_token(store: &Store) -> (String, genesis_store::ApiToken) {
+    let hash = hash_token(&genesis_proto::auth::generate_token());
+    let row = store
         .tokens()
-        .insert(None, TokenScope::AgentPod, &hash_token(raw), "pods", None)
+        .insert(None, TokenScope::AgentPod, &hash, "pods", None)
         .await
-        .unwrap()
+        .unwrap();
+    (hash, row)
 }
 
 /// Change a row behind the cache's back: the notify trigger is off for
@@ -76,9 +79,7 @@ async fn relabel_silently(pool: &PgPool, hash: &str, label: &str) {
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_kept_row_is_served_from_memory_until_its_ttl_passes(pool: PgPool) {
     let store = store(&pool);
-    let raw = genesis_proto::auth::generate_token();
-    let hash = hash_token(&raw);
-    pod_token(&store, &raw).await;
+    let (hash, _) = pod_token(&store).await;
     let l = listening(&store, Duration::from_millis(400)).await;
 
     let first = l.cache.find_by_hash(&store, &hash).await.unwrap().unwrap();
@@ -107,9 +108,7 @@ async fn a_kept_row_is_served_from_memory_until_its_ttl_passes(pool: PgPool) {
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_revocation_empties_the_cache_as_soon_as_it_commits(pool: PgPool) {
     let store = store(&pool);
-    let raw = genesis_proto::auth::generate_token();
-    let hash = hash_token(&raw);
-    let row = pod_token(&store, &raw).await;
+    let (hash, row) = pod_token(&store).await;
     // A TTL far longer than the wait below: only the notice can explain
     // the revocation being seen.
     let l = listening(&store, Duration::from_secs(60)).await;
@@ -144,9 +143,7 @@ async fn a_revocation_empties_the_cache_as_soon_as_it_commits(pool: PgPool) {
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn nothing_is_kept_without_a_listen_with_a_zero_ttl_or_for_unknown_tokens(pool: PgPool) {
     let store = store(&pool);
-    let raw = genesis_proto::auth::generate_token();
-    let hash = hash_token(&raw);
-    pod_token(&store, &raw).await;
+    let (hash, _) = pod_token(&store).await;
 
     // Never listened: every lookup reads the database.
     let cold = TokenCache::new(Duration::from_secs(60));
@@ -177,9 +174,7 @@ async fn nothing_is_kept_without_a_listen_with_a_zero_ttl_or_for_unknown_tokens(
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_lost_listen_connection_stops_keeping_until_it_is_back(pool: PgPool) {
     let store = store(&pool);
-    let raw = genesis_proto::auth::generate_token();
-    let hash = hash_token(&raw);
-    pod_token(&store, &raw).await;
+    let (hash, _) = pod_token(&store).await;
     let l = listening(&store, Duration::from_secs(60)).await;
     l.cache.find_by_hash(&store, &hash).await.unwrap();
     assert_eq!(l.cache.len(), 1);
