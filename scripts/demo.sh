@@ -166,11 +166,18 @@ print(c)" "$kind" 2>/dev/null || echo 0)
 
 step "tenant acme with standing agents on: the SOA boots and greets"
 ACME=$(ctl --output json tenant create acme | json_field "['id']")
-ctl --tenant "$ACME" tenant standing-agents on >/dev/null
 # Live: every turn and message of acme as genesisctl watch streams it
 # (WatchTurns), interleaved with the story below and kept in watch-acme.log.
+# The watch is subscribed before the standing agents are switched on (it
+# says so on stderr), so even the first greeting streams live.
 ctl --tenant "$ACME" watch > >(tee "$RUN_DIR/watch-acme.log" | sed -u 's/^/    live │ /') 2>&1 &
 PIDS+=($!)
+for _ in $(seq 1 100); do
+  grep -q "^watching tenant" "$RUN_DIR/watch-acme.log" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q "^watching tenant" "$RUN_DIR/watch-acme.log" 2>/dev/null || die "genesisctl watch did not subscribe"
+ctl --tenant "$ACME" tenant standing-agents on >/dev/null
 SOA=""
 for _ in $(seq 1 100); do
   SOA=$(ctl --tenant "$ACME" --output json agent list 2>/dev/null | python3 -c "import json,sys

@@ -126,6 +126,10 @@ pub async fn run(ctx: &mut Ctx<'_>, args: &WatchArgs) -> Result<(), CliError> {
         .watch_turns(request)
         .await?
         .into_inner();
+    // The stream is open and subscribed from here on: say so on stderr
+    // (stdout stays the turn lines), so a script can start its story
+    // after this line and miss no turn.
+    eprintln!("watching tenant {tenant_id}: turns and messages from now on");
     let mut agent_types: HashMap<String, String> = HashMap::new();
     let mut seen: u64 = 0;
     while let Some(item) = stream.message().await? {

@@ -495,6 +495,13 @@ async fn watch_prints_turn_and_message_lines_and_stops_after_count() -> anyhow::
         ],
         "{text}"
     );
+    assert!(
+        stderr(&out).contains(&format!(
+            "watching tenant {TENANT}: turns and messages from now on"
+        )),
+        "no subscribed line on stderr: {}",
+        stderr(&out)
+    );
     let watches = lock(&server.fake.watches).clone();
     assert_eq!(watches.len(), 1);
     assert_eq!(watches[0].tenant_id, TENANT);
@@ -775,9 +782,13 @@ async fn a_stream_that_ends_before_count_is_an_error() -> anyhow::Result<()> {
         .run(&["watch", "--instance", COMPLIANCE, "--count", "10"])
         .await?;
     assert_eq!(out.status.code(), Some(1));
+    // The subscribed line, then the error.
     assert_eq!(
         stderr(&out),
-        "error: watch stream ended after 3 of 10 turns\n"
+        format!(
+            "watching tenant {TENANT}: turns and messages from now on\n\
+             error: watch stream ended after 3 of 10 turns\n"
+        )
     );
     // What did arrive was printed.
     assert_eq!(stdout(&out).lines().count(), 5, "{}", stdout(&out));
@@ -794,7 +805,10 @@ async fn a_stream_that_ends_before_count_is_an_error() -> anyhow::Result<()> {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out),
-        "error: watch stream ended after 3 turns without a WaitingForEvent turn\n"
+        format!(
+            "watching tenant {TENANT}: turns and messages from now on\n\
+             error: watch stream ended after 3 turns without a WaitingForEvent turn\n"
+        )
     );
     Ok(())
 }
