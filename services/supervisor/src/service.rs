@@ -741,9 +741,9 @@ impl AgentPodService {
     ) -> Result<genesis_store::llm::RecordedAttempt, Status> {
         let metrics = &self.metrics;
         let priced_model = if attempt.served_model.is_empty() {
-            attempt.requested_model.clone()
+            &attempt.requested_model
         } else {
-            attempt.served_model.clone()
+            &attempt.served_model
         };
         // One read: the instance's type (for the site), the DB-first config
         // and the price of the served model and of the requested one.
@@ -757,13 +757,13 @@ impl AgentPodService {
             .record_context(
                 tenant_id,
                 attempt.instance_id,
-                &priced_model,
+                priced_model,
                 &attempt.requested_model,
             )
             .await
             .map_err(|e| status_of(e, metrics))?;
         let opts = effective_options(&self.settings.options, &ctx.configs);
-        attempt.cost_usd = match &ctx.price {
+        let cost = match &ctx.price {
             Some(p) => attempt_cost(
                 p,
                 attempt.input_tokens,
@@ -776,6 +776,7 @@ impl AgentPodService {
                 0.0
             }
         };
+        attempt.cost_usd = cost;
         attempt.site_id = policy_site_for(ctx.agent_type).to_owned();
         let draw = CreditDraw {
             week_start: week_start_for(Utc::now()),
