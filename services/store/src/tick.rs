@@ -332,10 +332,15 @@ impl Store {
     }
 
     /// The claim's bundle read (DESIGN §4 claim step 4) as the raw JSON of
-    /// migration 0077's `genesis_read_bundle`: one autocommit round trip
-    /// (the function sets the tenant itself). A Compliance instance's read
-    /// runs in one tenant transaction with the cold-sweep corpus discovery
-    /// (spec §3.4 step 8), which it also returns.
+    /// migration 0081's `genesis_read_bundle`: one autocommit round trip
+    /// (the function sets the tenant itself). `known` names the newest
+    /// ledger turn the caller already holds (number, id): when it still
+    /// exists, `ledger` carries only the later turns and `ledger_after` is
+    /// its number; otherwise `ledger` is the whole tail and `ledger_after`
+    /// is 0. A Compliance instance's read runs in one tenant transaction
+    /// with the cold-sweep corpus discovery (spec §3.4 step 8), which it
+    /// also returns.
+    #[allow(clippy::too_many_arguments)]
     pub async fn read_tick_bundle(
         &self,
         tenant_id: Uuid,
@@ -344,6 +349,7 @@ impl Store {
         agent_type: genesis_core::AgentType,
         sites: &[String],
         week_start: chrono::DateTime<chrono::Utc>,
+        known: Option<(i64, Uuid)>,
     ) -> Result<
         (
             serde_json::Value,
@@ -353,7 +359,7 @@ impl Store {
     > {
         let query = || {
             sqlx::query_scalar::<_, serde_json::Value>(
-                "SELECT genesis_read_bundle($1, $2, $3, $4, $5, $6)",
+                "SELECT genesis_read_bundle($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .bind(tenant_id)
             .bind(instance_id)
@@ -361,6 +367,8 @@ impl Store {
             .bind(agent_type.as_str())
             .bind(sites)
             .bind(week_start)
+            .bind(known.map_or(0, |(turn, _)| turn))
+            .bind(known.map(|(_, id)| id))
         };
         if agent_type != genesis_core::AgentType::Compliance {
             return Ok((query().fetch_one(self.tenant_pool()).await?, None));

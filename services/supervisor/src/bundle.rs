@@ -3,7 +3,8 @@
 //! open-items roster, the mode catalogue rows, the site bindings of the
 //! policy site's chain, the presets the type's modes name and the week's
 //! credit spend — read in ONE autocommit call of `genesis_read_bundle`
-//! (migration 0077: one round trip), plus, for a Compliance instance, the
+//! (migration 0081: one round trip, only the ledger turns not already held
+//! by [`LedgerTailCache`]), plus, for a Compliance instance, the
 //! cold-sweep corpus discovery (spec §3.4 step 8) in one tenant transaction
 //! with it, and the conversions of store rows to
 //! wire messages. Must never write. (PostgreSQL's own statistics are sampled
@@ -11,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::ledger_cache::{CacheOutcome, LedgerTailCache, merge};
 use chrono::{DateTime, Utc};
 use genesis_core::{AgentDispatcherOptions, AgentType};
 use genesis_proto::v1 as pb;
@@ -57,7 +59,18 @@ pub struct Binding {
 #[derive(Debug, Clone, Deserialize)]
 pub struct BundleRead {
     pub configs: BTreeMap<String, String>,
+    /// The turns the database sent: the whole tail when `ledger_after` is
+    /// 0, else only those after the held turn it names.
     pub ledger: Vec<TurnWithActions>,
+    #[serde(default)]
+    pub ledger_after: i64,
+    /// The tail the pod gets: what was held joined to `ledger` (not part of
+    /// the statement's JSON).
+    #[serde(skip)]
+    pub ledger_tail: Vec<pb::LedgerTurn>,
+    /// How the held tail served this read.
+    #[serde(skip, default = "cache_miss")]
+    pub ledger_cache: CacheOutcome,
     pub missions: Vec<RosterMission>,
     pub escalations: Vec<RosterEscalation>,
     pub modes: Vec<ModeRow>,
@@ -72,9 +85,18 @@ pub struct BundleRead {
     pub corpus: Option<ComplianceCorpus>,
 }
 
-/// Read the bundle's inputs in one statement.
+fn cache_miss() -> CacheOutcome {
+    CacheOutcome::Miss
+}
+
+/// Read the bundle's inputs in one statement, asking only for the ledger
+/// turns after the tail `cache` holds for this instance, and hold the
+/// joined tail for the next claim. A read or join that fails forgets the
+/// held tail, so the next claim reads the whole one.
+#[allow(clippy::too_many_arguments)]
 pub async fn read_bundle(
     store: &Store,
+    cache: &LedgerTailCache,
     tenant_id: Uuid,
     instance_id: Uuid,
     tail: i64,
@@ -82,12 +104,34 @@ pub async fn read_bundle(
     sites: &[String],
     week_start: DateTime<Utc>,
 ) -> Result<BundleRead, StoreError> {
-    let (raw, corpus) = store
-        .read_tick_bundle(tenant_id, instance_id, tail, agent_type, sites, week_start)
-        .await?;
-    let mut read: BundleRead = serde_json::from_value(raw).map_err(StoreError::from)?;
-    read.corpus = corpus;
-    Ok(read)
+    let held = cache.lookup(tenant_id, instance_id, tail);
+    let read = async {
+        let (raw, corpus) = store
+            .read_tick_bundle(
+                tenant_id,
+                instance_id,
+                tail,
+                agent_type,
+                sites,
+                week_start,
+                held.as_ref().map(|h| h.newest),
+            )
+            .await?;
+        let mut read: BundleRead = serde_json::from_value(raw).map_err(StoreError::from)?;
+        read.corpus = corpus;
+        let sent = read.ledger.iter().map(turn_to_proto).collect();
+        let (turns, outcome) = merge(held.as_ref(), read.ledger_after, sent, tail)
+            .map_err(|e| StoreError::Database(e.to_string()))?;
+        read.ledger_tail = turns.iter().map(|t| (**t).clone()).collect();
+        read.ledger_cache = outcome;
+        cache.store(tenant_id, instance_id, tail, turns);
+        Ok(read)
+    }
+    .await;
+    if read.is_err() {
+        cache.forget(instance_id);
+    }
+    read
 }
 
 /// The wire form of the discovered compliance corpus.

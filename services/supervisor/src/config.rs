@@ -66,6 +66,13 @@ pub struct SupervisorConfig {
     /// commits, by NOTIFY; this bounds only how long a row is trusted.
     #[arg(long, env = "GENESIS_TOKEN_CACHE_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub token_cache_ms: u64,
+    /// Mebibytes of ledger tails the supervisor holds between claims, so a
+    /// claim reads only the turns written since (0: none; every claim reads
+    /// the whole tail). Least recently claimed instances go first. The
+    /// database confirms the newest held turn on every claim, so a reset
+    /// ledger is never served from memory.
+    #[arg(long, env = "GENESIS_LEDGER_CACHE_MB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(0..=16_384))]
+    pub ledger_cache_mb: u64,
     /// Seconds in-flight calls get to finish after a shutdown signal.
     #[arg(long, env = "GENESIS_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
     pub shutdown_grace_secs: u64,
@@ -107,6 +114,7 @@ impl std::fmt::Debug for SupervisorConfig {
             .field("log_format", &self.log_format)
             .field("default_provider", &self.default_provider)
             .field("token_cache_ms", &self.token_cache_ms)
+            .field("ledger_cache_mb", &self.ledger_cache_mb)
             .field("shutdown_grace_secs", &self.shutdown_grace_secs)
             .finish()
     }
@@ -119,6 +127,11 @@ impl SupervisorConfig {
         let mut c = Self::parse_from(["genesis-supervisor"]);
         c.database_url = database_url.to_owned();
         c
+    }
+
+    /// The ledger-tail cache's budget in bytes.
+    pub fn ledger_cache_bytes(&self) -> usize {
+        usize::try_from(self.ledger_cache_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
     }
 
     /// The lease TTL.

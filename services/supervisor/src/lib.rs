@@ -14,6 +14,7 @@ pub mod bundle;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod ledger_cache;
 pub mod metrics;
 pub mod ops;
 pub mod presets;
@@ -114,6 +115,7 @@ pub async fn serve(
         lease_ttl: config.lease_ttl(),
         max_attempts: config.max_attempts,
         default_provider: config.default_provider,
+        ledger_cache_bytes: config.ledger_cache_bytes(),
     };
     let service = AgentPodService::new(
         parts.store.clone(),

@@ -16,6 +16,7 @@ use genesis_telemetry::prometheus::{Exposition, Kind};
 #[derive(Debug, Default)]
 pub struct Metrics {
     claims: Mutex<BTreeMap<&'static str, u64>>,
+    ledger_cache: Mutex<BTreeMap<&'static str, u64>>,
     completes: AtomicU64,
     halts: AtomicU64,
     lease_lost: AtomicU64,
@@ -40,6 +41,12 @@ impl Metrics {
     /// not_active, error).
     pub fn claim(&self, outcome: &'static str) {
         bump(&self.claims, outcome);
+    }
+
+    /// A claim's bundle read served by the ledger-tail cache as `outcome`
+    /// (hit, miss, stale).
+    pub fn ledger_cache(&self, outcome: &'static str) {
+        bump(&self.ledger_cache, outcome);
     }
 
     /// A CompleteTick written; `halted` when the STUCK guard fired.
@@ -96,15 +103,15 @@ impl Metrics {
     /// observable instruments `genesis_telemetry` registers from this list.
     pub fn families(&self) -> Vec<Family> {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let claims = self
-            .claims
-            .lock()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (vec![("outcome", (*k).to_owned())], *v))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
+        let by_outcome = |map: &Mutex<BTreeMap<&'static str, u64>>| {
+            map.lock()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (vec![("outcome", (*k).to_owned())], *v))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
         let tool_calls = self
             .tool_calls
             .lock()
@@ -119,12 +126,20 @@ impl Metrics {
                     .collect::<Vec<_>>()
             })
             .unwrap_or_default();
-        let mut families = vec![Family::labelled(
-            "genesis.supervisor.claims",
-            "ClaimTick answers by outcome.",
-            Kind::Counter,
-            claims,
-        )];
+        let mut families = vec![
+            Family::labelled(
+                "genesis.supervisor.claims",
+                "ClaimTick answers by outcome.",
+                Kind::Counter,
+                by_outcome(&self.claims),
+            ),
+            Family::labelled(
+                "genesis.supervisor.ledger_cache",
+                "Bundle reads by how the held ledger tail served them (hit, miss, stale).",
+                Kind::Counter,
+                by_outcome(&self.ledger_cache),
+            ),
+        ];
         for (name, help, v) in [
             (
                 "genesis.supervisor.completes",
@@ -189,6 +204,7 @@ mod tests {
     fn render_lists_every_counter_with_labels() {
         let m = Metrics::default();
         m.claim("bundle");
+        m.ledger_cache("hit");
         m.tool_call("soa_send_message", "ok");
         m.tool_call("soa_send_message", "INVALID_ARGUMENTS");
         m.tool_call("soa_propose_decision", "blocked");
@@ -196,6 +212,10 @@ mod tests {
         let text = m.render();
         assert!(
             text.contains("genesis_supervisor_claims_total{outcome=\"bundle\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("genesis_supervisor_ledger_cache_total{outcome=\"hit\"} 1"),
             "{text}"
         );
         assert!(text.contains("tool=\"soa_send_message\",outcome=\"INVALID_ARGUMENTS\"} 1"));
@@ -220,6 +240,8 @@ mod tests {
              # TYPE genesis_supervisor_claims_total counter\n\
              genesis_supervisor_claims_total{outcome=\"bundle\"} 1\n\
              genesis_supervisor_claims_total{outcome=\"nothing_due\"} 1\n\
+             # HELP genesis_supervisor_ledger_cache_total Bundle reads by how the held ledger tail served them (hit, miss, stale).\n\
+             # TYPE genesis_supervisor_ledger_cache_total counter\n\
              # HELP genesis_supervisor_completes_total CompleteTick passivation writes.\n\
              # TYPE genesis_supervisor_completes_total counter\n\
              genesis_supervisor_completes_total 1\n\

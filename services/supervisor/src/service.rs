@@ -32,10 +32,9 @@ use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, Span};
 use uuid::Uuid;
 
-use crate::bundle::{
-    corpus_to_proto, effective_options, instance_to_proto, read_bundle, turn_to_proto,
-};
+use crate::bundle::{corpus_to_proto, effective_options, instance_to_proto, read_bundle};
 use crate::error::{SupervisorError, store_status};
+use crate::ledger_cache::LedgerTailCache;
 use crate::metrics::Metrics;
 use crate::ops::OpsProbe;
 use crate::presets::{DefaultProvider, ModePreset, resolve_chain};
@@ -58,6 +57,9 @@ pub struct ServiceSettings {
     pub lease_ttl: Duration,
     pub max_attempts: u32,
     pub default_provider: DefaultProvider,
+    /// Bytes of ledger tails held between claims (0: none; every claim
+    /// reads the whole tail).
+    pub ledger_cache_bytes: usize,
 }
 
 /// The AgentPod implementation.
@@ -69,6 +71,7 @@ pub struct AgentPodService {
     governance: Arc<dyn Governance>,
     metrics: Arc<Metrics>,
     ops: Arc<OpsProbe>,
+    ledger_cache: Arc<LedgerTailCache>,
 }
 
 fn status_of(err: StoreError, metrics: &Metrics) -> Status {
@@ -265,6 +268,7 @@ impl AgentPodService {
     ) -> Self {
         Self {
             store,
+            ledger_cache: Arc::new(LedgerTailCache::new(settings.ledger_cache_bytes)),
             settings: Arc::new(settings),
             registry: Arc::new(registry),
             governance,
@@ -378,6 +382,7 @@ impl AgentPodService {
         let tail = i64::from(self.settings.options.ledger_tail.max(1));
         let read = read_bundle(
             &self.store,
+            &self.ledger_cache,
             tenant_id,
             instance_id,
             tail,
@@ -387,7 +392,10 @@ impl AgentPodService {
         )
         .await;
         let read = match read {
-            Ok(r) => r,
+            Ok(r) => {
+                self.metrics.ledger_cache(r.ledger_cache.as_str());
+                r
+            }
             Err(e) => {
                 self.metrics.claim("error");
                 self.release_lease(tenant_id, instance_id, session).await;
@@ -466,7 +474,7 @@ impl AgentPodService {
                 attempts: event.attempts,
                 visible_at: Some(timestamp_from_chrono(event.visible_at)),
             }),
-            ledger_tail: read.ledger.iter().map(turn_to_proto).collect(),
+            ledger_tail: read.ledger_tail,
             open_items: Some(pb::OpenItems {
                 missions: read
                     .missions

@@ -1552,3 +1552,152 @@ async fn pending_attempts_of_a_stale_session_are_not_recorded(pool: PgPool) {
     assert_eq!(h.count("llm_call_snapshots").await, 0);
     assert_eq!(h.count("credit_windows").await, 0);
 }
+
+/// Complete the claimed tick of `b` with `summary`, then make the instance
+/// due again with an operator message.
+async fn complete_and_wake(h: &Harness, b: &pb::TickBundle, summary: &str) {
+    let event_id = b.event.as_ref().unwrap().id.clone();
+    let mut req = completion_with(h, &b.session_id, &event_id, vec![]);
+    req.reasoning_summary = summary.to_owned();
+    h.client.clone().complete_tick(h.req(req)).await.unwrap();
+    h.store
+        .messages()
+        .send_operator_message(h.tenant, h.instance, summary)
+        .await
+        .unwrap();
+}
+
+/// The pod's view of the tail: (turn number, reasoning summary).
+fn tail_of(b: &pb::TickBundle) -> Vec<(i64, String)> {
+    b.ledger_tail
+        .iter()
+        .map(|t| (t.turn_number, t.reasoning_summary.clone()))
+        .collect()
+}
+
+/// The tail as the database holds it: what every claim must hand the pod,
+/// whatever the supervisor held from earlier claims.
+async fn tail_in_db(h: &Harness, tail: i64) -> Vec<(i64, String)> {
+    let mut rows: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT turn_number, coalesce(reasoning_summary, '') FROM agent_state_ledger
+          WHERE instance_id = $1 ORDER BY turn_number DESC LIMIT $2",
+    )
+    .bind(h.instance)
+    .bind(tail)
+    .fetch_all(&h.pool)
+    .await
+    .unwrap();
+    rows.reverse();
+    rows
+}
+
+async fn ledger_cache_counter(h: &Harness, outcome: &str) -> u64 {
+    let (_, text) = reqwest_get(h.http, "/metrics").await;
+    let prefix = format!("genesis_supervisor_ledger_cache_total{{outcome=\"{outcome}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+/// Migration 0081 with the supervisor's held tails: after the first claim
+/// only the new turns are read (hit), the tail the pod gets is always the
+/// database's newest 12 turns in order, and after a reset deletes the
+/// ledger the held tail is refused by the database (stale) and the pod gets
+/// the new ledger, never the deleted turns.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_held_ledger_tail_reads_only_new_turns_and_never_outlives_a_reset(pool: PgPool) {
+    let mut h = start(pool).await;
+    for i in 1..=15 {
+        let b = h.claim().await;
+        assert_eq!(tail_of(&b), tail_in_db(&h, 12).await, "claim {i}");
+        complete_and_wake(&h, &b, &format!("turn {i}")).await;
+    }
+    let b = h.claim().await;
+    let tail = tail_of(&b);
+    assert_eq!(tail.len(), 12);
+    assert_eq!(tail.first().unwrap(), &(4, "turn 4".to_owned()));
+    assert_eq!(tail.last().unwrap(), &(15, "turn 15".to_owned()));
+    assert_eq!(tail, tail_in_db(&h, 12).await);
+    // The first two claims held nothing: there was no turn yet at the
+    // first, and an empty ledger is not held.
+    assert_eq!(ledger_cache_counter(&h, "miss").await, 2);
+    assert_eq!(ledger_cache_counter(&h, "hit").await, 14);
+    assert_eq!(ledger_cache_counter(&h, "stale").await, 0);
+
+    // Hand the lease back and reset: the whole ledger goes, numbering
+    // starts again at 1, and the held tail names turn 15.
+    sqlx::query(
+        "UPDATE agent_instances SET lease_session = NULL, lease_expires_at = NULL WHERE id = $1",
+    )
+    .bind(h.instance)
+    .execute(&h.pool)
+    .await
+    .unwrap();
+    h.store.reset_instance(h.tenant, h.instance).await.unwrap();
+    h.store
+        .messages()
+        .send_operator_message(h.tenant, h.instance, "after reset")
+        .await
+        .unwrap();
+    let b = h.claim().await;
+    assert_eq!(tail_of(&b), vec![], "the reset ledger is empty");
+    assert_eq!(ledger_cache_counter(&h, "stale").await, 1);
+    complete_and_wake(&h, &b, "new turn 1").await;
+    let b = h.claim().await;
+    assert_eq!(tail_of(&b), vec![(1, "new turn 1".to_owned())]);
+    complete_and_wake(&h, &b, "new turn 2").await;
+    let b = h.claim().await;
+    assert_eq!(
+        tail_of(&b),
+        vec![(1, "new turn 1".to_owned()), (2, "new turn 2".to_owned())]
+    );
+}
+
+/// The same ledger with a turn rewritten behind the supervisor's back at
+/// the held turn's number but with a new id (what a reset followed by as
+/// many new turns looks like): the id check refuses the held tail and the
+/// pod gets the rows as they are.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_held_turn_whose_id_changed_is_not_trusted(pool: PgPool) {
+    let mut h = start(pool).await;
+    for i in 1..=3 {
+        let b = h.claim().await;
+        complete_and_wake(&h, &b, &format!("turn {i}")).await;
+    }
+    // The last claim held turns 1 and 2. Give turn 2 a new id and summary,
+    // as a reset and two new turns would.
+    sqlx::query(
+        "UPDATE agent_state_ledger SET id = gen_random_uuid(), reasoning_summary = 'rewritten'
+          WHERE instance_id = $1 AND turn_number = 2",
+    )
+    .bind(h.instance)
+    .execute(&h.pool)
+    .await
+    .unwrap();
+    let b = h.claim().await;
+    assert_eq!(
+        tail_of(&b),
+        vec![
+            (1, "turn 1".to_owned()),
+            (2, "rewritten".to_owned()),
+            (3, "turn 3".to_owned())
+        ]
+    );
+    assert_eq!(ledger_cache_counter(&h, "stale").await, 1);
+}
+
+/// With the cache off every claim reads the whole tail and nothing is
+/// counted as a hit.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_zero_ledger_cache_reads_the_whole_tail_every_claim(pool: PgPool) {
+    let mut h = start_with(pool, |c| c.ledger_cache_mb = 0).await;
+    for i in 1..=3 {
+        let b = h.claim().await;
+        assert_eq!(tail_of(&b), tail_in_db(&h, 12).await);
+        complete_and_wake(&h, &b, &format!("turn {i}")).await;
+    }
+    let b = h.claim().await;
+    assert_eq!(tail_of(&b).len(), 3);
+    assert_eq!(ledger_cache_counter(&h, "hit").await, 0);
+    assert_eq!(ledger_cache_counter(&h, "miss").await, 4);
+}

@@ -1,0 +1,341 @@
+//! The supervisor's memory of each instance's last ledger tail, so a claim
+//! reads from the database only the turns written since (migration 0081).
+//! Owns the byte budget (`GENESIS_LEDGER_CACHE_MB`, least recently used
+//! out first) and the rule joining a held tail to the turns read after it.
+//! Must never be the source of truth: every claim still asks the database,
+//! naming the newest turn held by number and id, and the database decides
+//! whether that turn is still there (an instance reset deletes the ledger);
+//! when it is not, the whole tail comes back and replaces what was held.
+
+use std::sync::{Arc, Mutex};
+
+use genesis_proto::v1 as pb;
+use hashlink::LinkedHashMap;
+use prost::Message as _;
+use uuid::Uuid;
+
+/// The tail held for one instance: the turns oldest first, the newest
+/// one's (number, id) as the database is asked about it.
+#[derive(Debug, Clone)]
+pub struct HeldTail {
+    pub turns: Vec<Arc<pb::LedgerTurn>>,
+    pub newest: (i64, Uuid),
+}
+
+#[derive(Debug)]
+struct Entry {
+    tenant: Uuid,
+    tail: i64,
+    held: HeldTail,
+    bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Least recently used first.
+    map: LinkedHashMap<Uuid, Entry>,
+    bytes: usize,
+}
+
+/// What one lookup/store pair found, for the `genesis_supervisor_ledger_cache`
+/// counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// A held tail was confirmed; only later turns were read.
+    Hit,
+    /// Nothing was held (first claim, evicted, or caching off).
+    Miss,
+    /// A held tail was refused by the database (the ledger was reset).
+    Stale,
+}
+
+impl CacheOutcome {
+    /// The counter label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hit => "hit",
+            Self::Miss => "miss",
+            Self::Stale => "stale",
+        }
+    }
+}
+
+/// Why a bundle's ledger could not be joined to what was held. Each is a
+/// database answer that breaks migration 0081's contract; the claim fails
+/// rather than hand a pod a wrong history.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MergeError {
+    #[error("bundle ledger_after {after} names no turn this claim held")]
+    UnknownAfter { after: i64 },
+    #[error("bundle ledger turn {turn} does not follow turn {previous}")]
+    OutOfOrder { previous: i64, turn: i64 },
+    #[error("bundle ledger turn id {0:?} is not a UUID")]
+    BadId(String),
+}
+
+/// Per-instance ledger tails under one byte budget. `budget_bytes == 0`
+/// turns it off: nothing is held and every claim reads the whole tail.
+#[derive(Debug)]
+pub struct LedgerTailCache {
+    budget_bytes: usize,
+    inner: Mutex<Inner>,
+}
+
+/// Roughly what one held turn costs in memory: its encoded size plus the
+/// struct and allocation overhead of its strings.
+fn turn_bytes(t: &pb::LedgerTurn) -> usize {
+    t.encoded_len() + std::mem::size_of::<pb::LedgerTurn>() + 64 * (1 + t.actions.len())
+}
+
+impl LedgerTailCache {
+    pub fn new(budget_bytes: usize) -> Self {
+        Self {
+            budget_bytes,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// The tail held for `instance` of `tenant` at this tail length, marked
+    /// most recently used. A different tenant or tail length is a miss.
+    pub fn lookup(&self, tenant: Uuid, instance: Uuid, tail: i64) -> Option<HeldTail> {
+        if self.budget_bytes == 0 {
+            return None;
+        }
+        let mut inner = self.inner.lock().ok()?;
+        let entry = inner.map.to_back(&instance)?;
+        (entry.tenant == tenant && entry.tail == tail).then(|| entry.held.clone())
+    }
+
+    /// Hold `turns` (oldest first) as the tail of `instance`, evicting the
+    /// least recently used tails beyond the budget. An empty ledger or a
+    /// tail larger than the whole budget is dropped instead.
+    pub fn store(&self, tenant: Uuid, instance: Uuid, tail: i64, turns: Vec<Arc<pb::LedgerTurn>>) {
+        if self.budget_bytes == 0 {
+            return;
+        }
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        if let Some(old) = inner.map.remove(&instance) {
+            inner.bytes -= old.bytes;
+        }
+        let Some(newest) = turns
+            .last()
+            .and_then(|t| Some((t.turn_number, Uuid::parse_str(&t.id).ok()?)))
+        else {
+            return;
+        };
+        let bytes: usize = turns.iter().map(|t| turn_bytes(t)).sum();
+        if bytes > self.budget_bytes {
+            return;
+        }
+        inner.bytes += bytes;
+        inner.map.insert(
+            instance,
+            Entry {
+                tenant,
+                tail,
+                held: HeldTail { turns, newest },
+                bytes,
+            },
+        );
+        while inner.bytes > self.budget_bytes {
+            match inner.map.pop_front() {
+                Some((_, evicted)) => inner.bytes -= evicted.bytes,
+                None => break,
+            }
+        }
+    }
+
+    /// Forget `instance` (its read failed: hold nothing uncertain).
+    pub fn forget(&self, instance: Uuid) {
+        if let Ok(mut inner) = self.inner.lock() {
+            if let Some(old) = inner.map.remove(&instance) {
+                inner.bytes -= old.bytes;
+            }
+        }
+    }
+
+    /// Instances held and their bytes (for tests and the budget check).
+    pub fn usage(&self) -> (usize, usize) {
+        self.inner
+            .lock()
+            .map(|i| (i.map.len(), i.bytes))
+            .unwrap_or((0, 0))
+    }
+}
+
+/// Join what the claim held to the turns the database sent after
+/// `ledger_after`, keeping the newest `tail` turns, oldest first.
+/// `ledger_after == 0` means `read` is the whole tail; otherwise it must be
+/// the newest turn held. `read` must be ascending and, after a held tail,
+/// start past it.
+pub fn merge(
+    held: Option<&HeldTail>,
+    ledger_after: i64,
+    read: Vec<pb::LedgerTurn>,
+    tail: i64,
+) -> Result<(Vec<Arc<pb::LedgerTurn>>, CacheOutcome), MergeError> {
+    let (mut turns, outcome) = match (held, ledger_after) {
+        (None, 0) => (Vec::new(), CacheOutcome::Miss),
+        (Some(_), 0) => (Vec::new(), CacheOutcome::Stale),
+        (Some(h), after) if after == h.newest.0 => (h.turns.clone(), CacheOutcome::Hit),
+        (_, after) => return Err(MergeError::UnknownAfter { after }),
+    };
+    let mut previous = if outcome == CacheOutcome::Hit {
+        ledger_after
+    } else {
+        0
+    };
+    for t in read {
+        if t.turn_number <= previous {
+            return Err(MergeError::OutOfOrder {
+                previous,
+                turn: t.turn_number,
+            });
+        }
+        Uuid::parse_str(&t.id).map_err(|_| MergeError::BadId(t.id.clone()))?;
+        previous = t.turn_number;
+        turns.push(Arc::new(t));
+    }
+    let keep = usize::try_from(tail.max(1)).unwrap_or(usize::MAX);
+    if turns.len() > keep {
+        turns.drain(..turns.len() - keep);
+    }
+    Ok((turns, outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(n: i64) -> pb::LedgerTurn {
+        pb::LedgerTurn {
+            id: Uuid::from_u128(n as u128).to_string(),
+            turn_number: n,
+            reasoning_summary: "x".repeat(100),
+            ..Default::default()
+        }
+    }
+
+    fn held(ns: std::ops::RangeInclusive<i64>) -> HeldTail {
+        let turns: Vec<_> = ns.map(|n| Arc::new(turn(n))).collect();
+        let last = turns.last().unwrap().turn_number;
+        HeldTail {
+            turns,
+            newest: (last, Uuid::from_u128(last as u128)),
+        }
+    }
+
+    fn numbers(turns: &[Arc<pb::LedgerTurn>]) -> Vec<i64> {
+        turns.iter().map(|t| t.turn_number).collect()
+    }
+
+    #[test]
+    fn a_hit_appends_the_new_turns_and_keeps_the_newest_tail() {
+        let h = held(1..=3);
+        let (turns, outcome) = merge(Some(&h), 3, vec![turn(4), turn(5)], 4).unwrap();
+        assert_eq!(outcome, CacheOutcome::Hit);
+        assert_eq!(numbers(&turns), vec![2, 3, 4, 5]);
+        // Nothing new: the held tail as it was.
+        let (turns, outcome) = merge(Some(&h), 3, vec![], 12).unwrap();
+        assert_eq!(outcome, CacheOutcome::Hit);
+        assert_eq!(numbers(&turns), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_whole_tail_replaces_what_was_held() {
+        let h = held(5..=9);
+        let (turns, outcome) = merge(Some(&h), 0, vec![turn(1)], 12).unwrap();
+        assert_eq!(outcome, CacheOutcome::Stale);
+        assert_eq!(numbers(&turns), vec![1]);
+        let (turns, outcome) = merge(None, 0, vec![turn(1), turn(2)], 12).unwrap();
+        assert_eq!(outcome, CacheOutcome::Miss);
+        assert_eq!(numbers(&turns), vec![1, 2]);
+    }
+
+    #[test]
+    fn an_answer_that_breaks_the_contract_is_refused() {
+        let h = held(1..=3);
+        assert_eq!(
+            merge(Some(&h), 2, vec![turn(3)], 12).unwrap_err(),
+            MergeError::UnknownAfter { after: 2 }
+        );
+        assert_eq!(
+            merge(None, 3, vec![turn(4)], 12).unwrap_err(),
+            MergeError::UnknownAfter { after: 3 }
+        );
+        assert_eq!(
+            merge(Some(&h), 3, vec![turn(3)], 12).unwrap_err(),
+            MergeError::OutOfOrder {
+                previous: 3,
+                turn: 3
+            }
+        );
+        assert_eq!(
+            merge(None, 0, vec![turn(2), turn(1)], 12).unwrap_err(),
+            MergeError::OutOfOrder {
+                previous: 2,
+                turn: 1
+            }
+        );
+        let mut bad = turn(4);
+        bad.id = "not-a-uuid".into();
+        assert_eq!(
+            merge(Some(&h), 3, vec![bad], 12).unwrap_err(),
+            MergeError::BadId("not-a-uuid".into())
+        );
+    }
+
+    #[test]
+    fn lookup_is_scoped_to_tenant_and_tail_length() {
+        let c = LedgerTailCache::new(1 << 20);
+        let (tenant, other, instance) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        c.store(tenant, instance, 12, held(1..=2).turns);
+        let h = c.lookup(tenant, instance, 12).unwrap();
+        assert_eq!(h.newest, (2, Uuid::from_u128(2)));
+        assert!(c.lookup(other, instance, 12).is_none());
+        assert!(c.lookup(tenant, instance, 3).is_none());
+        assert!(c.lookup(tenant, Uuid::new_v4(), 12).is_none());
+        c.forget(instance);
+        assert!(c.lookup(tenant, instance, 12).is_none());
+        assert_eq!(c.usage(), (0, 0));
+    }
+
+    #[test]
+    fn the_budget_evicts_the_least_recently_used_tail() {
+        let one = held(1..=3).turns;
+        let size: usize = one.iter().map(|t| turn_bytes(t)).sum();
+        let c = LedgerTailCache::new(size * 2 + size / 2);
+        let tenant = Uuid::new_v4();
+        let (a, b, d) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        c.store(tenant, a, 12, one.clone());
+        c.store(tenant, b, 12, one.clone());
+        // `a` is used again, so `b` is the least recently used.
+        assert!(c.lookup(tenant, a, 12).is_some());
+        c.store(tenant, d, 12, one.clone());
+        assert!(c.lookup(tenant, a, 12).is_some());
+        assert!(c.lookup(tenant, b, 12).is_none());
+        assert!(c.lookup(tenant, d, 12).is_some());
+        assert_eq!(c.usage(), (2, size * 2));
+        // Replacing a tail counts its bytes once.
+        c.store(tenant, a, 12, one.clone());
+        assert_eq!(c.usage(), (2, size * 2));
+    }
+
+    #[test]
+    fn nothing_is_held_when_off_empty_or_over_budget() {
+        let tenant = Uuid::new_v4();
+        let instance = Uuid::new_v4();
+        let off = LedgerTailCache::new(0);
+        off.store(tenant, instance, 12, held(1..=2).turns);
+        assert!(off.lookup(tenant, instance, 12).is_none());
+        let small = LedgerTailCache::new(10);
+        small.store(tenant, instance, 12, held(1..=2).turns);
+        assert_eq!(small.usage(), (0, 0));
+        let c = LedgerTailCache::new(1 << 20);
+        c.store(tenant, instance, 12, held(1..=2).turns);
+        c.store(tenant, instance, 12, Vec::new());
+        assert_eq!(c.usage(), (0, 0), "an empty ledger forgets the held tail");
+    }
+}
