@@ -7,7 +7,7 @@
 //! by [`LedgerTailCache`]), plus, for a Compliance instance, the
 //! cold-sweep corpus discovery (spec §3.4 step 8) in one tenant transaction
 //! with it, and the conversions of store rows to
-//! wire messages. Must never write. (PostgreSQL's own statistics are sampled
+//! wire messages. Must never write to the database. (PostgreSQL's own statistics are sampled
 //! in the background by `ops`, never read per claim.)
 
 use std::collections::BTreeMap;

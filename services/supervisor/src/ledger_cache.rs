@@ -37,6 +37,14 @@ struct Inner {
     bytes: usize,
 }
 
+impl Inner {
+    fn remove(&mut self, instance: Uuid) {
+        if let Some(old) = self.map.remove(&instance) {
+            self.bytes -= old.bytes;
+        }
+    }
+}
+
 /// What one lookup/store pair found, for the `genesis_supervisor_ledger_cache`
 /// counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,9 +124,7 @@ impl LedgerTailCache {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        if let Some(old) = inner.map.remove(&instance) {
-            inner.bytes -= old.bytes;
-        }
+        inner.remove(instance);
         let Some(newest) = turns
             .last()
             .and_then(|t| Some((t.turn_number, Uuid::parse_str(&t.id).ok()?)))
@@ -150,9 +156,7 @@ impl LedgerTailCache {
     /// Forget `instance` (its read failed: hold nothing uncertain).
     pub fn forget(&self, instance: Uuid) {
         if let Ok(mut inner) = self.inner.lock() {
-            if let Some(old) = inner.map.remove(&instance) {
-                inner.bytes -= old.bytes;
-            }
+            inner.remove(instance);
         }
     }
 
