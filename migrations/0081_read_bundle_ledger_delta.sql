@@ -17,8 +17,10 @@
 -- follow, 0 when 'ledger' is the whole tail. The check and the read are one
 -- statement, so they see one snapshot.
 --
--- Migration 0077's six-argument function stays, unchanged, for a
--- supervisor of the previous release during a rolling upgrade.
+-- Migration 0077's six-argument function stays for a supervisor of the
+-- previous release during a rolling upgrade, now as this one asked for the
+-- whole tail (one definition of the bundle; the extra 'ledger_after' key is
+-- ignored by that reader).
 CREATE FUNCTION genesis_read_bundle(p_tenant uuid, p_instance uuid, p_tail bigint, p_agent_type text,
                                     p_sites text[], p_week_start timestamptz,
                                     p_after_turn bigint, p_after_id uuid)
@@ -63,3 +65,12 @@ $$;
 REVOKE EXECUTE ON FUNCTION genesis_read_bundle(uuid, uuid, bigint, text, text[], timestamptz, bigint, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION genesis_read_bundle(uuid, uuid, bigint, text, text[], timestamptz, bigint, uuid)
     TO genesis_app, genesis_system;
+
+CREATE OR REPLACE FUNCTION genesis_read_bundle(p_tenant uuid, p_instance uuid, p_tail bigint, p_agent_type text,
+                                               p_sites text[], p_week_start timestamptz)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN genesis_read_bundle(p_tenant, p_instance, p_tail, p_agent_type, p_sites, p_week_start, 0, NULL);
+END
+$$;

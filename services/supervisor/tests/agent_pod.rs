@@ -1701,3 +1701,32 @@ async fn a_zero_ledger_cache_reads_the_whole_tail_every_claim(pool: PgPool) {
     assert_eq!(ledger_cache_counter(&h, "hit").await, 0);
     assert_eq!(ledger_cache_counter(&h, "miss").await, 4);
 }
+
+/// A supervisor of the previous release calls migration 0077's
+/// six-argument read during a rolling upgrade: it still gets the whole
+/// tail, from the one definition of the bundle.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_previous_releases_bundle_read_still_returns_the_whole_tail(pool: PgPool) {
+    let mut h = start(pool).await;
+    for i in 1..=3 {
+        let b = h.claim().await;
+        complete_and_wake(&h, &b, &format!("turn {i}")).await;
+    }
+    let raw: serde_json::Value = sqlx::query_scalar(
+        "SELECT genesis_read_bundle($1, $2, 12, 'Soa', ARRAY['Agent:Planning'], now())",
+    )
+    .bind(h.tenant)
+    .bind(h.instance)
+    .fetch_one(&h.pool)
+    .await
+    .unwrap();
+    let turns: Vec<i64> = raw["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["turn_number"].as_i64().unwrap())
+        .collect();
+    assert_eq!(turns, vec![1, 2, 3]);
+    assert_eq!(raw["ledger_after"], 0);
+    assert!(raw["modes"].as_array().is_some_and(|m| !m.is_empty()));
+}
