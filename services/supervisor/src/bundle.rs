@@ -60,7 +60,8 @@ pub struct Binding {
 pub struct BundleRead {
     pub configs: BTreeMap<String, String>,
     /// The turns the database sent: the whole tail when `ledger_after` is
-    /// 0, else only those after the held turn it names.
+    /// 0, else only those after the held turn it names. Emptied once
+    /// joined into `ledger_tail`.
     pub ledger: Vec<TurnWithActions>,
     #[serde(default)]
     pub ledger_after: i64,
@@ -69,7 +70,7 @@ pub struct BundleRead {
     #[serde(skip)]
     pub ledger_tail: Vec<pb::LedgerTurn>,
     /// How the held tail served this read.
-    #[serde(skip, default = "cache_miss")]
+    #[serde(skip)]
     pub ledger_cache: CacheOutcome,
     pub missions: Vec<RosterMission>,
     pub escalations: Vec<RosterEscalation>,
@@ -85,14 +86,10 @@ pub struct BundleRead {
     pub corpus: Option<ComplianceCorpus>,
 }
 
-fn cache_miss() -> CacheOutcome {
-    CacheOutcome::Miss
-}
-
 /// Read the bundle's inputs in one statement, asking only for the ledger
 /// turns after the tail `cache` holds for this instance, and hold the
-/// joined tail for the next claim. A read or join that fails forgets the
-/// held tail, so the next claim reads the whole one.
+/// joined tail for the next claim. An answer that cannot be joined to what
+/// was held forgets it, so the next claim reads the whole tail.
 #[allow(clippy::too_many_arguments)]
 pub async fn read_bundle(
     store: &Store,
@@ -105,33 +102,38 @@ pub async fn read_bundle(
     week_start: DateTime<Utc>,
 ) -> Result<BundleRead, StoreError> {
     let held = cache.lookup(tenant_id, instance_id, tail);
-    let read = async {
-        let (raw, corpus) = store
-            .read_tick_bundle(
-                tenant_id,
-                instance_id,
-                tail,
-                agent_type,
-                sites,
-                week_start,
-                held.as_ref().map(|h| h.newest),
-            )
-            .await?;
-        let mut read: BundleRead = serde_json::from_value(raw).map_err(StoreError::from)?;
-        read.corpus = corpus;
-        let sent = read.ledger.iter().map(turn_to_proto).collect();
-        let (turns, outcome) = merge(held.as_ref(), read.ledger_after, sent, tail)
-            .map_err(|e| StoreError::Database(e.to_string()))?;
-        read.ledger_tail = turns.iter().map(|t| (**t).clone()).collect();
-        read.ledger_cache = outcome;
-        cache.store(tenant_id, instance_id, tail, turns);
-        Ok(read)
-    }
-    .await;
-    if read.is_err() {
-        cache.forget(instance_id);
-    }
-    read
+    let (raw, corpus) = store
+        .read_tick_bundle(
+            tenant_id,
+            instance_id,
+            tail,
+            agent_type,
+            sites,
+            week_start,
+            held.as_ref().map(|h| h.newest),
+        )
+        .await?;
+    let mut read: BundleRead = serde_json::from_value(raw).map_err(StoreError::from)?;
+    read.corpus = corpus;
+    let sent = std::mem::take(&mut read.ledger)
+        .iter()
+        .map(turn_to_proto)
+        .collect();
+    let (joined, outcome) = match merge(held.as_ref(), read.ledger_after, sent, tail) {
+        Ok(j) => j,
+        Err(e) => {
+            cache.forget(instance_id);
+            return Err(StoreError::Database(e.to_string()));
+        }
+    };
+    read.ledger_tail = joined
+        .iter()
+        .flat_map(|h| &h.turns)
+        .map(|t| (**t).clone())
+        .collect();
+    read.ledger_cache = outcome;
+    cache.store(tenant_id, instance_id, tail, joined);
+    Ok(read)
 }
 
 /// The wire form of the discovered compliance corpus.

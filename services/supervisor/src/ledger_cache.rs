@@ -47,11 +47,12 @@ impl Inner {
 
 /// What one lookup/store pair found, for the `genesis_supervisor_ledger_cache`
 /// counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CacheOutcome {
     /// A held tail was confirmed; only later turns were read.
     Hit,
     /// Nothing was held (first claim, evicted, or caching off).
+    #[default]
     Miss,
     /// A held tail was refused by the database (the ledger was reset).
     Stale,
@@ -114,10 +115,11 @@ impl LedgerTailCache {
         (entry.tenant == tenant && entry.tail == tail).then(|| entry.held.clone())
     }
 
-    /// Hold `turns` (oldest first) as the tail of `instance`, evicting the
-    /// least recently used tails beyond the budget. An empty ledger or a
-    /// tail larger than the whole budget is dropped instead.
-    pub fn store(&self, tenant: Uuid, instance: Uuid, tail: i64, turns: Vec<Arc<pb::LedgerTurn>>) {
+    /// Hold `held` (as [`merge`] joined it) as the tail of `instance`,
+    /// evicting the least recently used tails beyond the budget. An empty
+    /// ledger (`None`) or a tail larger than the whole budget is dropped
+    /// instead.
+    pub fn store(&self, tenant: Uuid, instance: Uuid, tail: i64, held: Option<HeldTail>) {
         if self.budget_bytes == 0 {
             return;
         }
@@ -125,13 +127,10 @@ impl LedgerTailCache {
             return;
         };
         inner.remove(instance);
-        let Some(newest) = turns
-            .last()
-            .and_then(|t| Some((t.turn_number, Uuid::parse_str(&t.id).ok()?)))
-        else {
+        let Some(held) = held else {
             return;
         };
-        let bytes: usize = turns.iter().map(|t| turn_bytes(t)).sum();
+        let bytes: usize = held.turns.iter().map(|t| turn_bytes(t)).sum();
         if bytes > self.budget_bytes {
             return;
         }
@@ -141,7 +140,7 @@ impl LedgerTailCache {
             Entry {
                 tenant,
                 tail,
-                held: HeldTail { turns, newest },
+                held,
                 bytes,
             },
         );
@@ -160,8 +159,9 @@ impl LedgerTailCache {
         }
     }
 
-    /// Instances held and their bytes (for tests and the budget check).
-    pub fn usage(&self) -> (usize, usize) {
+    /// Instances held and their bytes.
+    #[cfg(test)]
+    fn usage(&self) -> (usize, usize) {
         self.inner
             .lock()
             .map(|i| (i.map.len(), i.bytes))
@@ -170,43 +170,41 @@ impl LedgerTailCache {
 }
 
 /// Join what the claim held to the turns the database sent after
-/// `ledger_after`, keeping the newest `tail` turns, oldest first.
-/// `ledger_after == 0` means `read` is the whole tail; otherwise it must be
-/// the newest turn held. `read` must be ascending and, after a held tail,
-/// start past it.
+/// `ledger_after`, keeping the newest `tail` turns, oldest first (`None`:
+/// the ledger is empty). `ledger_after == 0` means `read` is the whole
+/// tail; otherwise it must be the newest turn held. `read` must be
+/// ascending and, after a held tail, start past it.
 pub fn merge(
     held: Option<&HeldTail>,
     ledger_after: i64,
     read: Vec<pb::LedgerTurn>,
     tail: i64,
-) -> Result<(Vec<Arc<pb::LedgerTurn>>, CacheOutcome), MergeError> {
-    let (mut turns, outcome) = match (held, ledger_after) {
-        (None, 0) => (Vec::new(), CacheOutcome::Miss),
-        (Some(_), 0) => (Vec::new(), CacheOutcome::Stale),
-        (Some(h), after) if after == h.newest.0 => (h.turns.clone(), CacheOutcome::Hit),
+) -> Result<(Option<HeldTail>, CacheOutcome), MergeError> {
+    let (mut turns, mut newest, outcome) = match (held, ledger_after) {
+        (None, 0) => (Vec::new(), None, CacheOutcome::Miss),
+        (Some(_), 0) => (Vec::new(), None, CacheOutcome::Stale),
+        (Some(h), after) if after == h.newest.0 => {
+            (h.turns.clone(), Some(h.newest), CacheOutcome::Hit)
+        }
         (_, after) => return Err(MergeError::UnknownAfter { after }),
     };
-    let mut previous = if outcome == CacheOutcome::Hit {
-        ledger_after
-    } else {
-        0
-    };
     for t in read {
+        let previous = newest.map_or(0, |(n, _)| n);
         if t.turn_number <= previous {
             return Err(MergeError::OutOfOrder {
                 previous,
                 turn: t.turn_number,
             });
         }
-        Uuid::parse_str(&t.id).map_err(|_| MergeError::BadId(t.id.clone()))?;
-        previous = t.turn_number;
+        let id = Uuid::parse_str(&t.id).map_err(|_| MergeError::BadId(t.id.clone()))?;
+        newest = Some((t.turn_number, id));
         turns.push(Arc::new(t));
     }
     let keep = usize::try_from(tail.max(1)).unwrap_or(usize::MAX);
     if turns.len() > keep {
         turns.drain(..turns.len() - keep);
     }
-    Ok((turns, outcome))
+    Ok((newest.map(|newest| HeldTail { turns, newest }), outcome))
 }
 
 #[cfg(test)]
@@ -231,8 +229,12 @@ mod tests {
         }
     }
 
-    fn numbers(turns: &[Arc<pb::LedgerTurn>]) -> Vec<i64> {
-        turns.iter().map(|t| t.turn_number).collect()
+    fn numbers(joined: &Option<HeldTail>) -> Vec<i64> {
+        joined
+            .iter()
+            .flat_map(|h| &h.turns)
+            .map(|t| t.turn_number)
+            .collect()
     }
 
     #[test]
@@ -295,7 +297,7 @@ mod tests {
     fn lookup_is_scoped_to_tenant_and_tail_length() {
         let c = LedgerTailCache::new(1 << 20);
         let (tenant, other, instance) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
-        c.store(tenant, instance, 12, held(1..=2).turns);
+        c.store(tenant, instance, 12, Some(held(1..=2)));
         let h = c.lookup(tenant, instance, 12).unwrap();
         assert_eq!(h.newest, (2, Uuid::from_u128(2)));
         assert!(c.lookup(other, instance, 12).is_none());
@@ -308,22 +310,22 @@ mod tests {
 
     #[test]
     fn the_budget_evicts_the_least_recently_used_tail() {
-        let one = held(1..=3).turns;
-        let size: usize = one.iter().map(|t| turn_bytes(t)).sum();
+        let one = held(1..=3);
+        let size: usize = one.turns.iter().map(|t| turn_bytes(t)).sum();
         let c = LedgerTailCache::new(size * 2 + size / 2);
         let tenant = Uuid::new_v4();
         let (a, b, d) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
-        c.store(tenant, a, 12, one.clone());
-        c.store(tenant, b, 12, one.clone());
+        c.store(tenant, a, 12, Some(one.clone()));
+        c.store(tenant, b, 12, Some(one.clone()));
         // `a` is used again, so `b` is the least recently used.
         assert!(c.lookup(tenant, a, 12).is_some());
-        c.store(tenant, d, 12, one.clone());
+        c.store(tenant, d, 12, Some(one.clone()));
         assert!(c.lookup(tenant, a, 12).is_some());
         assert!(c.lookup(tenant, b, 12).is_none());
         assert!(c.lookup(tenant, d, 12).is_some());
         assert_eq!(c.usage(), (2, size * 2));
         // Replacing a tail counts its bytes once.
-        c.store(tenant, a, 12, one.clone());
+        c.store(tenant, a, 12, Some(one.clone()));
         assert_eq!(c.usage(), (2, size * 2));
     }
 
@@ -332,14 +334,14 @@ mod tests {
         let tenant = Uuid::new_v4();
         let instance = Uuid::new_v4();
         let off = LedgerTailCache::new(0);
-        off.store(tenant, instance, 12, held(1..=2).turns);
+        off.store(tenant, instance, 12, Some(held(1..=2)));
         assert!(off.lookup(tenant, instance, 12).is_none());
         let small = LedgerTailCache::new(10);
-        small.store(tenant, instance, 12, held(1..=2).turns);
+        small.store(tenant, instance, 12, Some(held(1..=2)));
         assert_eq!(small.usage(), (0, 0));
         let c = LedgerTailCache::new(1 << 20);
-        c.store(tenant, instance, 12, held(1..=2).turns);
-        c.store(tenant, instance, 12, Vec::new());
+        c.store(tenant, instance, 12, Some(held(1..=2)));
+        c.store(tenant, instance, 12, None);
         assert_eq!(c.usage(), (0, 0), "an empty ledger forgets the held tail");
     }
 }

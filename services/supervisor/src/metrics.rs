@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use genesis_telemetry::metrics::Family;
 use genesis_telemetry::prometheus::{Exposition, Kind};
 
+use crate::ledger_cache::CacheOutcome;
+
 /// The supervisor's counters. Shared behind an `Arc`.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -45,8 +47,8 @@ impl Metrics {
 
     /// A claim's bundle read served by the ledger-tail cache as `outcome`
     /// (hit, miss, stale).
-    pub fn ledger_cache(&self, outcome: &'static str) {
-        bump(&self.ledger_cache, outcome);
+    pub fn ledger_cache(&self, outcome: CacheOutcome) {
+        bump(&self.ledger_cache, outcome.as_str());
     }
 
     /// A CompleteTick written; `halted` when the STUCK guard fired.
@@ -204,7 +206,7 @@ mod tests {
     fn render_lists_every_counter_with_labels() {
         let m = Metrics::default();
         m.claim("bundle");
-        m.ledger_cache("hit");
+        m.ledger_cache(CacheOutcome::Hit);
         m.tool_call("soa_send_message", "ok");
         m.tool_call("soa_send_message", "INVALID_ARGUMENTS");
         m.tool_call("soa_propose_decision", "blocked");

@@ -393,7 +393,7 @@ impl AgentPodService {
         .await;
         let read = match read {
             Ok(r) => {
-                self.metrics.ledger_cache(r.ledger_cache.as_str());
+                self.metrics.ledger_cache(r.ledger_cache);
                 r
             }
             Err(e) => {

@@ -1567,6 +1567,14 @@ async fn complete_and_wake(h: &Harness, b: &pb::TickBundle, summary: &str) {
         .unwrap();
 }
 
+/// Claim and complete `n` turns, summarised "turn 1" … "turn n".
+async fn run_turns(h: &mut Harness, n: u32) {
+    for i in 1..=n {
+        let b = h.claim().await;
+        complete_and_wake(h, &b, &format!("turn {i}")).await;
+    }
+}
+
 /// The pod's view of the tail: (turn number, reasoning summary).
 fn tail_of(b: &pb::TickBundle) -> Vec<(i64, String)> {
     b.ledger_tail
@@ -1660,10 +1668,7 @@ async fn the_held_ledger_tail_reads_only_new_turns_and_never_outlives_a_reset(po
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_held_turn_whose_id_changed_is_not_trusted(pool: PgPool) {
     let mut h = start(pool).await;
-    for i in 1..=3 {
-        let b = h.claim().await;
-        complete_and_wake(&h, &b, &format!("turn {i}")).await;
-    }
+    run_turns(&mut h, 3).await;
     // The last claim held turns 1 and 2. Give turn 2 a new id and summary,
     // as a reset and two new turns would.
     sqlx::query(
@@ -1708,10 +1713,7 @@ async fn a_zero_ledger_cache_reads_the_whole_tail_every_claim(pool: PgPool) {
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn the_previous_releases_bundle_read_still_returns_the_whole_tail(pool: PgPool) {
     let mut h = start(pool).await;
-    for i in 1..=3 {
-        let b = h.claim().await;
-        complete_and_wake(&h, &b, &format!("turn {i}")).await;
-    }
+    run_turns(&mut h, 3).await;
     let raw: serde_json::Value = sqlx::query_scalar(
         "SELECT genesis_read_bundle($1, $2, 12, 'Soa', ARRAY['Agent:Planning'], now())",
     )
