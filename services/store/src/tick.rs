@@ -146,6 +146,62 @@ pub struct CompletedTurn {
     /// `idle_ticks_since_replan` reached `ForcedReplanEveryNIdleTicks`: the
     /// next tick must re-plan even with unchanged inputs.
     pub forced_replan_due: bool,
+    /// Where the counters this turn applied were computed from.
+    pub prior_read: PriorRead,
+}
+
+/// Where a completion's counters came from (migration 0082).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PriorRead {
+    /// The caller's unlocked read still held under the row lock: the turn
+    /// was written in one statement.
+    Held,
+    /// The caller's read had changed by then; nothing was written by that
+    /// statement and the turn went through the locked read instead.
+    Stale,
+    /// No read was offered; the locked read was used.
+    Locked,
+}
+
+impl PriorRead {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Held => "held",
+            Self::Stale => "stale",
+            Self::Locked => "locked",
+        }
+    }
+}
+
+/// The four instance values the counter rules read (spec §3.3 steps 3-4),
+/// as `genesis_complete_context` returns them under `prior`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriorCounters {
+    pub plan_input_hash: Option<String>,
+    pub consecutive_idle_ticks: i32,
+    pub idle_ticks_since_replan: i32,
+    pub consecutive_blocked_turns: i32,
+}
+
+impl From<&InstanceRow> for PriorCounters {
+    fn from(i: &InstanceRow) -> Self {
+        Self {
+            plan_input_hash: i.plan_input_hash.clone(),
+            consecutive_idle_ticks: i.consecutive_idle_ticks,
+            idle_ticks_since_replan: i.idle_ticks_since_replan,
+            consecutive_blocked_turns: i.consecutive_blocked_turns,
+        }
+    }
+}
+
+/// What a caller read before completing without a lock: the counters and
+/// the claimed event's kind. [`Store::complete_tick_expecting`] computes the
+/// turn from it and has the database check it under the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedPrior {
+    pub counters: PriorCounters,
+    pub event_kind: AgentEventKind,
 }
 
 /// The result of a successful [`Store::reset_instance`].
@@ -157,7 +213,9 @@ pub struct ResetOutcome {
     pub event_id: Uuid,
 }
 
-/// Largest total of turn JSON (actions, payload, summaries) accepted.
+/// Largest total of turn JSON (actions, payload, summaries) accepted,
+/// counted as stored: a payload that embeds the actions counts them again,
+/// since the ledger keeps both copies.
 pub const MAX_COMPLETION_BYTES: usize = 1024 * 1024;
 
 fn interval_ms(field: &str, d: Duration) -> Result<i64, StoreError> {
@@ -185,7 +243,7 @@ fn counter(v: i32) -> u32 {
 
 fn next_counters(
     opts: &AgentDispatcherOptions,
-    prior: &InstanceRow,
+    prior: &PriorCounters,
     event_kind: AgentEventKind,
     new_hash: Option<&PlanInputHash>,
     planned: bool,
@@ -212,6 +270,174 @@ fn next_counters(
         consecutive_blocked_turns,
         halt: blocked && stuck_halt_due(consecutive_blocked_turns, opts),
         forced_replan_due: forced_replan_due(idle_ticks_since_replan, opts),
+    }
+}
+
+/// A completion's own checks, before anything is read: phase, cost and
+/// token bounds, tool names and the size cap.
+fn check_completion(completion: &TickCompletion) -> Result<(), StoreError> {
+    if let TickDecision::Derived { phase, .. } = &completion.decision
+        && (phase.trim().is_empty() || phase.len() > 100)
+    {
+        return Err(StoreError::invalid("phase", "must be 1 to 100 bytes"));
+    }
+    if completion
+        .cost_usd
+        .is_some_and(|c| !c.is_finite() || c < 0.0)
+    {
+        return Err(StoreError::invalid(
+            "cost_usd",
+            "must be a finite, non-negative amount",
+        ));
+    }
+    if completion.input_tokens.is_some_and(|t| t < 0)
+        || completion.output_tokens.is_some_and(|t| t < 0)
+    {
+        return Err(StoreError::invalid("tokens", "must be non-negative"));
+    }
+    for (i, a) in completion.actions.iter().enumerate() {
+        crate::rows::check_text(&format!("actions[{i}].tool_name"), &a.tool_name, 200)?;
+    }
+    let size = serde_json::to_vec(&completion.actions)?.len()
+        + serde_json::to_vec(&completion.decision_payload)?.len()
+        + completion.reasoning_summary.as_ref().map_or(0, String::len)
+        + completion.wait_condition.as_ref().map_or(0, String::len);
+    if size > MAX_COMPLETION_BYTES {
+        return Err(StoreError::PayloadTooLarge {
+            size,
+            limit: MAX_COMPLETION_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// A turn computed from the prior counters and the event's kind: what
+/// `genesis_apply_complete` writes and what the caller is told.
+struct PlannedTurn {
+    params: serde_json::Value,
+    kind: AgentDecisionKind,
+    phase: String,
+    counters: Counters,
+}
+
+fn plan_turn(
+    opts: &AgentDispatcherOptions,
+    completion: &TickCompletion,
+    prior: &PriorCounters,
+    event_kind: AgentEventKind,
+) -> Result<PlannedTurn, StoreError> {
+    let (kind, phase, planned) = match &completion.decision {
+        TickDecision::Outcome(outcome) => {
+            if outcome.event_kind != event_kind {
+                return Err(StoreError::invalid(
+                    "outcome.event_kind",
+                    format!(
+                        "is {} but the claimed event is {}",
+                        outcome.event_kind, event_kind
+                    ),
+                ));
+            }
+            let mapped = AgentDecisionMapper::map(outcome);
+            let planned = !matches!(
+                outcome.completion,
+                Completion::ShortCircuited | Completion::CreditExhausted
+            );
+            (mapped.kind, mapped.phase.to_owned(), planned)
+        }
+        TickDecision::Derived {
+            kind,
+            phase,
+            planned,
+        } => (kind.clone(), phase.clone(), *planned),
+    };
+    let blocked = phase == Phase::IDLE_BLOCKED;
+    let counters = next_counters(
+        opts,
+        prior,
+        event_kind,
+        completion.plan_input_hash.as_ref(),
+        planned,
+        blocked,
+    );
+    let phase = if counters.halt {
+        Phase::HALTED_STUCK.to_owned()
+    } else {
+        phase
+    };
+    // The cadence keys on the idle streak as it stands after this tick.
+    let delay = compute_next_heartbeat_delay(opts, counters.consecutive_idle_ticks);
+    let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+    let params = serde_json::json!({
+        "event_id": completion.event_id,
+        "decision_kind": kind.as_str(),
+        "phase": phase,
+        "plan_input_hash": completion.plan_input_hash.as_ref().map(PlanInputHash::as_str),
+        "consecutive_idle_ticks": counters.consecutive_idle_ticks,
+        "idle_ticks_since_replan": counters.idle_ticks_since_replan,
+        "consecutive_blocked_turns": counters.consecutive_blocked_turns,
+        "halt": counters.halt,
+        "next_tick_delay_ms": delay_ms,
+        "decision_payload": completion.decision_payload,
+        "wait_condition": completion.wait_condition,
+        "reasoning_summary": completion.reasoning_summary,
+        "llm_call_snapshot_id": completion.llm_call_snapshot_id,
+        "served_model": completion.served_model,
+        "cost_usd": completion.cost_usd,
+        "input_tokens": completion.input_tokens,
+        "output_tokens": completion.output_tokens,
+        "actions": completion.actions,
+    });
+    Ok(PlannedTurn {
+        params,
+        kind,
+        phase,
+        counters,
+    })
+}
+
+/// The error for a lock or apply outcome that writes nothing.
+fn refusal(outcome: &str, what: Option<String>) -> StoreError {
+    match outcome {
+        "lease_lost" => StoreError::LeaseLost,
+        "event_not_claimed" => StoreError::invalid(
+            "event_id",
+            "not an unconsumed event claimed by this session",
+        ),
+        "not_found" => StoreError::not_found(what.unwrap_or_else(|| "agent instance".into())),
+        other => StoreError::Database(format!("unexpected complete outcome {other:?}")),
+    }
+}
+
+/// `genesis_apply_complete`'s answer: the written turn, `None` for
+/// `stale_prior` (nothing written), or the refusal.
+fn applied(
+    raw: serde_json::Value,
+    turn: PlannedTurn,
+    read: PriorRead,
+) -> Result<Option<CompletedTurn>, StoreError> {
+    let applied: RawApply = decode(raw)?;
+    match (
+        applied.outcome.as_str(),
+        applied.ledger_id,
+        applied.turn_number,
+    ) {
+        ("completed", Some(ledger_id), Some(turn_number)) => Ok(Some(CompletedTurn {
+            ledger_id,
+            turn_number,
+            decision_kind: turn.kind,
+            phase: turn.phase,
+            halted: applied.halted.unwrap_or(false),
+            next_tick_at: applied.next_tick_at,
+            heartbeat_event_id: applied.heartbeat_event_id,
+            attention_request_id: applied.attention_request_id,
+            consecutive_idle_ticks: turn.counters.consecutive_idle_ticks,
+            idle_ticks_since_replan: turn.counters.idle_ticks_since_replan,
+            consecutive_blocked_turns: turn.counters.consecutive_blocked_turns,
+            forced_replan_due: turn.counters.forced_replan_due,
+            prior_read: read,
+        })),
+        ("stale_prior", _, _) => Ok(None),
+        (other, _, _) => Err(refusal(other, None)),
     }
 }
 
@@ -263,6 +489,9 @@ pub struct CompleteContext {
     /// `system_configs`, the tenant's rows over the global ones.
     pub configs: std::collections::BTreeMap<String, String>,
     pub agent_type: Option<String>,
+    /// The instance's counters as this read saw them (no lock); `None` for
+    /// an unknown instance.
+    pub prior: Option<PriorCounters>,
 }
 
 impl Store {
@@ -447,39 +676,75 @@ impl Store {
         completion: TickCompletion,
         opts: &AgentDispatcherOptions,
     ) -> Result<CompletedTurn, StoreError> {
-        if let TickDecision::Derived { phase, .. } = &completion.decision
-            && (phase.trim().is_empty() || phase.len() > 100)
-        {
-            return Err(StoreError::invalid("phase", "must be 1 to 100 bytes"));
-        }
-        if completion
-            .cost_usd
-            .is_some_and(|c| !c.is_finite() || c < 0.0)
-        {
-            return Err(StoreError::invalid(
-                "cost_usd",
-                "must be a finite, non-negative amount",
-            ));
-        }
-        if completion.input_tokens.is_some_and(|t| t < 0)
-            || completion.output_tokens.is_some_and(|t| t < 0)
-        {
-            return Err(StoreError::invalid("tokens", "must be non-negative"));
-        }
-        for (i, a) in completion.actions.iter().enumerate() {
-            crate::rows::check_text(&format!("actions[{i}].tool_name"), &a.tool_name, 200)?;
-        }
-        let size = serde_json::to_vec(&completion.actions)?.len()
-            + serde_json::to_vec(&completion.decision_payload)?.len()
-            + completion.reasoning_summary.as_ref().map_or(0, String::len)
-            + completion.wait_condition.as_ref().map_or(0, String::len);
-        if size > MAX_COMPLETION_BYTES {
-            return Err(StoreError::PayloadTooLarge {
-                size,
-                limit: MAX_COMPLETION_BYTES,
-            });
-        }
+        check_completion(&completion)?;
+        self.complete_locked(
+            tenant_id,
+            instance_id,
+            session,
+            &completion,
+            opts,
+            PriorRead::Locked,
+        )
+        .await
+    }
 
+    /// [`Store::complete_tick`] in one autocommit statement (migration
+    /// 0082): the turn is computed from `expect`, read earlier without a
+    /// lock, and the database writes it only if the locked instance and
+    /// event still hold those values. If they do not (`stale_prior`),
+    /// nothing was written and the locked path runs instead, so a stale
+    /// read costs a second attempt, never a wrong counter.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn complete_tick_expecting(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        session: Uuid,
+        completion: TickCompletion,
+        opts: &AgentDispatcherOptions,
+        expect: &ExpectedPrior,
+    ) -> Result<CompletedTurn, StoreError> {
+        check_completion(&completion)?;
+        let turn = plan_turn(opts, &completion, &expect.counters, expect.event_kind)?;
+        let mut expected = serde_json::to_value(&expect.counters)?;
+        expected["event_kind"] = serde_json::Value::from(expect.event_kind.as_str());
+        let raw: serde_json::Value =
+            sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4, $5)")
+                .bind(tenant_id)
+                .bind(instance_id)
+                .bind(session)
+                .bind(&turn.params)
+                .bind(&expected)
+                .fetch_one(self.tenant_pool())
+                .await?;
+        match applied(raw, turn, PriorRead::Held)? {
+            Some(done) => Ok(done),
+            None => {
+                tracing::debug!(%instance_id, "completion's prior read was stale; taking the lock");
+                self.complete_locked(
+                    tenant_id,
+                    instance_id,
+                    session,
+                    &completion,
+                    opts,
+                    PriorRead::Stale,
+                )
+                .await
+            }
+        }
+    }
+
+    /// The locked completion: read the instance and event under the row
+    /// lock, compute the turn, write it, in one transaction.
+    async fn complete_locked(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        session: Uuid,
+        completion: &TickCompletion,
+        opts: &AgentDispatcherOptions,
+        read: PriorRead,
+    ) -> Result<CompletedTurn, StoreError> {
         let mut tx = self.tenant_pool().begin().await?;
         let raw: serde_json::Value =
             sqlx::query_scalar("SELECT genesis_lock_for_complete($1, $2, $3, $4)")
@@ -492,121 +757,31 @@ impl Store {
         let lock: RawLock = decode(raw)?;
         let (prior, event) = match (lock.outcome.as_str(), lock.instance, lock.event) {
             ("locked", Some(i), Some(e)) => (i, e),
-            ("lease_lost", _, _) => return Err(StoreError::LeaseLost),
-            ("event_not_claimed", _, _) => {
-                return Err(StoreError::invalid(
-                    "event_id",
-                    "not an unconsumed event claimed by this session",
-                ));
-            }
-            ("not_found", _, _) => {
-                return Err(StoreError::not_found(
-                    lock.what.unwrap_or_else(|| "agent instance".into()),
-                ));
-            }
-            (other, _, _) => {
-                return Err(StoreError::Database(format!(
-                    "unexpected lock outcome {other:?}"
-                )));
-            }
+            (other, _, _) => return Err(refusal(other, lock.what)),
         };
-
-        let (kind, phase, planned) = match &completion.decision {
-            TickDecision::Outcome(outcome) => {
-                if outcome.event_kind != event.event_kind {
-                    return Err(StoreError::invalid(
-                        "outcome.event_kind",
-                        format!(
-                            "is {} but the claimed event is {}",
-                            outcome.event_kind, event.event_kind
-                        ),
-                    ));
-                }
-                let mapped = AgentDecisionMapper::map(outcome);
-                let planned = !matches!(
-                    outcome.completion,
-                    Completion::ShortCircuited | Completion::CreditExhausted
-                );
-                (mapped.kind, mapped.phase.to_owned(), planned)
-            }
-            TickDecision::Derived {
-                kind,
-                phase,
-                planned,
-            } => (kind.clone(), phase.clone(), *planned),
-        };
-        let blocked = phase == Phase::IDLE_BLOCKED;
-        let counters = next_counters(
+        let turn = plan_turn(
             opts,
-            &prior,
+            completion,
+            &PriorCounters::from(&prior),
             event.event_kind,
-            completion.plan_input_hash.as_ref(),
-            planned,
-            blocked,
-        );
-        let phase = if counters.halt {
-            Phase::HALTED_STUCK.to_owned()
-        } else {
-            phase
-        };
-        // The cadence keys on the idle streak as it stands after this tick.
-        let delay = compute_next_heartbeat_delay(opts, counters.consecutive_idle_ticks);
-        let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
-        let params = serde_json::json!({
-            "event_id": completion.event_id,
-            "decision_kind": kind.as_str(),
-            "phase": phase,
-            "plan_input_hash": completion.plan_input_hash.as_ref().map(PlanInputHash::as_str),
-            "consecutive_idle_ticks": counters.consecutive_idle_ticks,
-            "idle_ticks_since_replan": counters.idle_ticks_since_replan,
-            "consecutive_blocked_turns": counters.consecutive_blocked_turns,
-            "halt": counters.halt,
-            "next_tick_delay_ms": delay_ms,
-            "decision_payload": completion.decision_payload,
-            "wait_condition": completion.wait_condition,
-            "reasoning_summary": completion.reasoning_summary,
-            "llm_call_snapshot_id": completion.llm_call_snapshot_id,
-            "served_model": completion.served_model,
-            "cost_usd": completion.cost_usd,
-            "input_tokens": completion.input_tokens,
-            "output_tokens": completion.output_tokens,
-            "actions": completion.actions,
-        });
+        )?;
         let raw: serde_json::Value =
-            sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4)")
+            sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4, NULL)")
                 .bind(tenant_id)
                 .bind(instance_id)
                 .bind(session)
-                .bind(&params)
+                .bind(&turn.params)
                 .fetch_one(&mut *tx)
                 .await?;
-        let applied: RawApply = decode(raw)?;
-        match (
-            applied.outcome.as_str(),
-            applied.ledger_id,
-            applied.turn_number,
-        ) {
-            ("completed", Some(ledger_id), Some(turn_number)) => {
+        match applied(raw, turn, read)? {
+            Some(done) => {
                 tx.commit().await?;
-                Ok(CompletedTurn {
-                    ledger_id,
-                    turn_number,
-                    decision_kind: kind,
-                    phase,
-                    halted: applied.halted.unwrap_or(false),
-                    next_tick_at: applied.next_tick_at,
-                    heartbeat_event_id: applied.heartbeat_event_id,
-                    attention_request_id: applied.attention_request_id,
-                    consecutive_idle_ticks: counters.consecutive_idle_ticks,
-                    idle_ticks_since_replan: counters.idle_ticks_since_replan,
-                    consecutive_blocked_turns: counters.consecutive_blocked_turns,
-                    forced_replan_due: counters.forced_replan_due,
-                })
+                Ok(done)
             }
-            ("lease_lost", _, _) => Err(StoreError::LeaseLost),
-            (other, _, _) => Err(StoreError::Database(format!(
-                "unexpected complete outcome {other:?}"
-            ))),
+            // Only an expectation can be stale, and none was sent.
+            None => Err(StoreError::Database(
+                "unexpected complete outcome \"stale_prior\"".to_owned(),
+            )),
         }
     }
 

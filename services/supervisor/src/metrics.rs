@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use genesis_telemetry::metrics::Family;
 use genesis_telemetry::prometheus::{Exposition, Kind};
 
+use genesis_store::PriorRead;
+
 use crate::ledger_cache::CacheOutcome;
 
 /// The supervisor's counters. Shared behind an `Arc`.
@@ -19,6 +21,7 @@ use crate::ledger_cache::CacheOutcome;
 pub struct Metrics {
     claims: Mutex<BTreeMap<&'static str, u64>>,
     ledger_cache: Mutex<BTreeMap<&'static str, u64>>,
+    complete_reads: Mutex<BTreeMap<&'static str, u64>>,
     completes: AtomicU64,
     halts: AtomicU64,
     lease_lost: AtomicU64,
@@ -51,8 +54,11 @@ impl Metrics {
         bump(&self.ledger_cache, outcome.as_str());
     }
 
-    /// A CompleteTick written; `halted` when the STUCK guard fired.
-    pub fn complete(&self, halted: bool) {
+    /// A CompleteTick written; `halted` when the STUCK guard fired, `read`
+    /// where its counters came from (a rising `stale` means the one-statement
+    /// write keeps falling back to the lock).
+    pub fn complete(&self, halted: bool, read: PriorRead) {
+        bump(&self.complete_reads, read.as_str());
         self.completes.fetch_add(1, Ordering::Relaxed);
         if halted {
             self.halts.fetch_add(1, Ordering::Relaxed);
@@ -140,6 +146,12 @@ impl Metrics {
                 "Bundle reads by how the held ledger tail served them (hit, miss, stale).",
                 Kind::Counter,
                 by_outcome(&self.ledger_cache),
+            ),
+            Family::labelled(
+                "genesis.supervisor.complete_reads",
+                "CompleteTick writes by where their counters were read (held: one statement; stale: the lock decided after a changed read; locked: no read offered).",
+                Kind::Counter,
+                by_outcome(&self.complete_reads),
             ),
         ];
         for (name, help, v) in [
@@ -233,7 +245,7 @@ mod tests {
         let m = Metrics::default();
         m.claim("bundle");
         m.claim("nothing_due");
-        m.complete(true);
+        m.complete(true, PriorRead::Held);
         m.cost(0.5);
         m.tool_call("soa_send_message", "ok");
         assert_eq!(
@@ -244,6 +256,9 @@ mod tests {
              genesis_supervisor_claims_total{outcome=\"nothing_due\"} 1\n\
              # HELP genesis_supervisor_ledger_cache_total Bundle reads by how the held ledger tail served them (hit, miss, stale).\n\
              # TYPE genesis_supervisor_ledger_cache_total counter\n\
+             # HELP genesis_supervisor_complete_reads_total CompleteTick writes by where their counters were read (held: one statement; stale: the lock decided after a changed read; locked: no read offered).\n\
+             # TYPE genesis_supervisor_complete_reads_total counter\n\
+             genesis_supervisor_complete_reads_total{outcome=\"held\"} 1\n\
              # HELP genesis_supervisor_completes_total CompleteTick passivation writes.\n\
              # TYPE genesis_supervisor_completes_total counter\n\
              genesis_supervisor_completes_total 1\n\

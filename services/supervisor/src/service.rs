@@ -24,7 +24,9 @@ use genesis_proto::convert::{parse_optional_uuid, parse_uuid, require, timestamp
 use genesis_proto::v1 as pb;
 use genesis_proto::v1::agent_pod_server::AgentPod;
 use genesis_store::llm::{CreditDraw, NewCallAttempt};
-use genesis_store::tick::{LedgerAction, TickCompletion as StoreCompletion, TickDecision};
+use genesis_store::tick::{
+    ExpectedPrior, LedgerAction, TickCompletion as StoreCompletion, TickDecision,
+};
 use genesis_store::tool_invocations::{NewToolInvocation, find_in, insert_in, lease_held_in};
 use genesis_store::{ClaimOutcome, ModeRow, Store, StoreError};
 use serde_json::{Value, json};
@@ -908,11 +910,19 @@ impl AgentPodService {
             .map_err(|e| status_of(e, metrics))?;
         // An unknown event still goes to the store, whose session guard and
         // event check answer LEASE_LOST or INVALID_ARGUMENT with nothing written.
-        let event_kind = pre
+        let known_kind = pre
             .event_kind
             .as_deref()
-            .and_then(|k| k.parse::<AgentEventKind>().ok())
-            .unwrap_or(AgentEventKind::AgentTick);
+            .and_then(|k| k.parse::<AgentEventKind>().ok());
+        let event_kind = known_kind.unwrap_or(AgentEventKind::AgentTick);
+        // The counters as this read saw them: the store writes the turn in
+        // one statement while they still hold under the lock (migration 0082).
+        let expect = known_kind
+            .zip(pre.prior)
+            .map(|(event_kind, counters)| ExpectedPrior {
+                counters,
+                event_kind,
+            });
         let snapshot: Option<genesis_store::llm::CallSnapshotRow> =
             match (snapshot_id, pre.snapshot) {
                 (Some(_), Some(row)) => Some(row),
@@ -964,12 +974,27 @@ impl AgentPodService {
             input_tokens: snapshot.as_ref().map(|s| s.input_tokens),
             output_tokens: snapshot.as_ref().map(|s| s.output_tokens),
         };
-        let done = self
-            .store
-            .complete_tick(tenant_id, instance_id, session, store_completion, &opts)
-            .await
-            .map_err(|e| status_of(e, metrics))?;
-        metrics.complete(done.halted);
+        let done = match &expect {
+            Some(expect) => {
+                self.store
+                    .complete_tick_expecting(
+                        tenant_id,
+                        instance_id,
+                        session,
+                        store_completion,
+                        &opts,
+                        expect,
+                    )
+                    .await
+            }
+            None => {
+                self.store
+                    .complete_tick(tenant_id, instance_id, session, store_completion, &opts)
+                    .await
+            }
+        }
+        .map_err(|e| status_of(e, metrics))?;
+        metrics.complete(done.halted, done.prior_read);
         Ok(pb::CompleteTickResponse {
             decision_kind: done.decision_kind.as_str().to_owned(),
             phase: done.phase,

@@ -1599,12 +1599,43 @@ async fn tail_in_db(h: &Harness, tail: i64) -> Vec<(i64, String)> {
     rows
 }
 
-async fn ledger_cache_counter(h: &Harness, outcome: &str) -> u64 {
+async fn outcome_counter(h: &Harness, family: &str, outcome: &str) -> u64 {
     let (_, text) = reqwest_get(h.http, "/metrics").await;
-    let prefix = format!("genesis_supervisor_ledger_cache_total{{outcome=\"{outcome}\"}} ");
+    let prefix = format!("genesis_supervisor_{family}_total{{outcome=\"{outcome}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))
         .map_or(0, |v| v.parse().unwrap())
+}
+
+async fn ledger_cache_counter(h: &Harness, outcome: &str) -> u64 {
+    outcome_counter(h, "ledger_cache", outcome).await
+}
+
+/// Migration 0082 through the gRPC surface: the supervisor's completion
+/// reads the counters with its context read and every turn is written in
+/// one statement (none falls back to the lock), numbered without a gap.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn completions_write_their_turn_in_one_statement(pool: PgPool) {
+    let mut h = start(pool).await;
+    run_turns(&mut h, 6).await;
+    assert_eq!(outcome_counter(&h, "complete_reads", "held").await, 6);
+    assert_eq!(outcome_counter(&h, "complete_reads", "stale").await, 0);
+    assert_eq!(outcome_counter(&h, "complete_reads", "locked").await, 0);
+    let numbers: Vec<i64> = sqlx::query_scalar(
+        "SELECT turn_number FROM agent_state_ledger WHERE instance_id = $1 ORDER BY turn_number",
+    )
+    .bind(h.instance)
+    .fetch_all(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!(numbers, (1..=6).collect::<Vec<_>>());
+    let lease: Option<Uuid> =
+        sqlx::query_scalar("SELECT lease_session FROM agent_instances WHERE id = $1")
+            .bind(h.instance)
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert_eq!(lease, None, "every completion released the lease");
 }
 
 /// Migration 0081 with the supervisor's held tails: after the first claim

@@ -1,0 +1,380 @@
+//! CompleteTick in one statement (migration 0082) against the real
+//! PostgreSQL: an unlocked read of the counters that still holds writes the
+//! turn at once; a stale one writes nothing itself and the locked read
+//! decides; every refusal writes nothing; racing completions of one claim
+//! write one turn; the previous release's four-argument write still works.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
+
+mod common;
+
+use common::*;
+use genesis_core::{
+    AgentDecisionKind, AgentDispatcherOptions, AgentEventKind, Completion, Phase, PlanInputHash,
+    TickOutcome,
+};
+use genesis_store::{
+    CompletedTurn, ExpectedPrior, PriorCounters, PriorRead, Store, StoreError, TickClaim,
+    TickCompletion,
+};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+fn hash(c: char) -> PlanInputHash {
+    c.to_string().repeat(64).parse().unwrap()
+}
+
+/// What the supervisor reads before completing: the counters and the kind.
+async fn expectation(store: &Store, t: Uuid, c: &TickClaim) -> anyhow::Result<ExpectedPrior> {
+    let pre = store
+        .complete_context(t, c.event.id, c.instance.id, None)
+        .await?;
+    Ok(ExpectedPrior {
+        counters: pre.prior.expect("a known instance has a prior read"),
+        event_kind: pre.event_kind.unwrap().parse()?,
+    })
+}
+
+/// A short-circuited heartbeat turn with `h`: idle when `h` is the prior hash.
+fn idle_turn(c: &TickClaim, h: &PlanInputHash) -> TickCompletion {
+    let mut done = TickCompletion::new(
+        c.event.id,
+        derived(AgentDecisionKind::Heartbeat, Phase::IDLE, false),
+    );
+    done.plan_input_hash = Some(h.clone());
+    done
+}
+
+async fn ledger_turns(pool: &PgPool, instance: Uuid) -> anyhow::Result<i64> {
+    count(
+        pool,
+        "SELECT count(*) FROM agent_state_ledger WHERE instance_id = $1",
+        instance,
+    )
+    .await
+}
+
+/// An instance four idle ticks into hash `h`, with a heartbeat claimed.
+async fn four_idle_ticks_in(
+    store: &Store,
+    pool: &PgPool,
+    t: Uuid,
+    h: &PlanInputHash,
+) -> anyhow::Result<TickClaim> {
+    let inst = soa(store, t).await?;
+    sqlx::query(
+        "UPDATE agent_instances SET consecutive_idle_ticks = 4, idle_ticks_since_replan = 4,
+                plan_input_hash = $2 WHERE id = $1",
+    )
+    .bind(inst.id)
+    .bind(h.as_str())
+    .execute(pool)
+    .await?;
+    store
+        .events()
+        .enqueue(t, inst.id, AgentEventKind::AgentTick, &json!({}), None)
+        .await?;
+    claim(store, t, inst.id).await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_expectation_that_holds_writes_the_turn_in_one_statement(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let h = hash('a');
+    let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
+    let expect = expectation(&store, t, &c).await?;
+    assert_eq!(
+        expect,
+        ExpectedPrior {
+            counters: PriorCounters {
+                plan_input_hash: Some(h.as_str().to_owned()),
+                consecutive_idle_ticks: 4,
+                idle_ticks_since_replan: 4,
+                consecutive_blocked_turns: 0,
+            },
+            event_kind: AgentEventKind::AgentTick,
+        }
+    );
+    let turn = store
+        .complete_tick_expecting(
+            t,
+            c.instance.id,
+            c.session,
+            idle_turn(&c, &h),
+            &AgentDispatcherOptions::default(),
+            &expect,
+        )
+        .await?;
+    assert_eq!(turn.prior_read, PriorRead::Held);
+    assert_eq!(
+        (
+            turn.turn_number,
+            turn.consecutive_idle_ticks,
+            turn.idle_ticks_since_replan
+        ),
+        (1, 5, 5)
+    );
+    let row = store.instances().get(t, c.instance.id).await?;
+    assert_eq!(
+        (row.consecutive_idle_ticks, row.idle_ticks_since_replan),
+        (5, 5)
+    );
+    assert_eq!(row.lease_session, None);
+    assert_eq!(ledger_turns(&pool, c.instance.id).await?, 1);
+    let pending = store.events().pending(t, c.instance.id).await?;
+    assert_eq!(pending.len(), 1, "exactly one heartbeat pending");
+    assert_eq!(Some(pending[0].id), turn.heartbeat_event_id);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_stale_expectation_is_not_trusted_and_the_locked_read_decides(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let h = hash('b');
+    // Each stale part alone: had the store trusted any of them, the idle
+    // streak would have restarted at 0 instead of reaching 5.
+    let right = PriorCounters {
+        plan_input_hash: Some(h.as_str().to_owned()),
+        consecutive_idle_ticks: 4,
+        idle_ticks_since_replan: 4,
+        consecutive_blocked_turns: 0,
+    };
+    let cases = [
+        (
+            "hash",
+            PriorCounters {
+                plan_input_hash: None,
+                ..right.clone()
+            },
+            AgentEventKind::AgentTick,
+        ),
+        (
+            "idle",
+            PriorCounters {
+                consecutive_idle_ticks: 0,
+                ..right.clone()
+            },
+            AgentEventKind::AgentTick,
+        ),
+        (
+            "since",
+            PriorCounters {
+                idle_ticks_since_replan: 9,
+                ..right.clone()
+            },
+            AgentEventKind::AgentTick,
+        ),
+        (
+            "blocked",
+            PriorCounters {
+                consecutive_blocked_turns: 2,
+                ..right.clone()
+            },
+            AgentEventKind::AgentTick,
+        ),
+        ("event kind", right.clone(), AgentEventKind::OperatorMessage),
+    ];
+    for (what, counters, event_kind) in cases {
+        let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
+        let turn = store
+            .complete_tick_expecting(
+                t,
+                c.instance.id,
+                c.session,
+                idle_turn(&c, &h),
+                &AgentDispatcherOptions::default(),
+                &ExpectedPrior {
+                    counters,
+                    event_kind,
+                },
+            )
+            .await?;
+        assert_eq!(turn.prior_read, PriorRead::Stale, "{what}");
+        assert_eq!(
+            (
+                turn.consecutive_idle_ticks,
+                turn.idle_ticks_since_replan,
+                turn.consecutive_blocked_turns
+            ),
+            (5, 5, 0),
+            "{what}: counters from the locked row"
+        );
+        let row = store.instances().get(t, c.instance.id).await?;
+        assert_eq!(
+            (row.consecutive_idle_ticks, row.idle_ticks_since_replan),
+            (5, 5),
+            "{what}"
+        );
+        assert_eq!(
+            ledger_turns(&pool, c.instance.id).await?,
+            1,
+            "{what}: one turn, not two"
+        );
+    }
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn refusals_of_the_one_statement_path_write_nothing(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let h = hash('c');
+    let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
+    let expect = expectation(&store, t, &c).await?;
+    let opts = AgentDispatcherOptions::default();
+    let try_with = |instance: Uuid, session: Uuid, event: Uuid| {
+        let mut done = idle_turn(&c, &h);
+        done.event_id = event;
+        let (store, expect, opts) = (store.clone(), expect.clone(), opts.clone());
+        async move {
+            store
+                .complete_tick_expecting(t, instance, session, done, &opts, &expect)
+                .await
+        }
+    };
+    let err = try_with(c.instance.id, Uuid::new_v4(), c.event.id)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::LeaseLost), "{err:?}");
+    let err = try_with(Uuid::new_v4(), c.session, c.event.id)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    let err = try_with(c.instance.id, c.session, Uuid::new_v4())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InvalidArgument { field, .. } if field == "event_id"),
+        "{err:?}"
+    );
+    // An outcome for another event kind is refused before anything is sent.
+    let mut wrong = TickCompletion::new(
+        c.event.id,
+        genesis_store::TickDecision::Outcome(TickOutcome {
+            event_kind: AgentEventKind::OperatorMessage,
+            raised_escalation: false,
+            side_effecting_actions: 0,
+            completion: Completion::Complete,
+        }),
+    );
+    wrong.plan_input_hash = Some(h.clone());
+    let err = store
+        .complete_tick_expecting(t, c.instance.id, c.session, wrong, &opts, &expect)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InvalidArgument { field, .. } if field == "outcome.event_kind"),
+        "{err:?}"
+    );
+    assert_eq!(ledger_turns(&pool, c.instance.id).await?, 0);
+    let row = store.instances().get(t, c.instance.id).await?;
+    assert_eq!(
+        row.lease_session,
+        Some(c.session),
+        "the lease is still held"
+    );
+    assert_eq!(row.consecutive_idle_ticks, 4);
+    // The claim still completes after all that.
+    let turn = try_with(c.instance.id, c.session, c.event.id).await?;
+    assert_eq!((turn.prior_read, turn.turn_number), (PriorRead::Held, 1));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn racing_completions_of_one_claim_write_one_turn(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let h = hash('d');
+    for round in 0..5 {
+        let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
+        let expect = expectation(&store, t, &c).await?;
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let (store, c, expect, h) = (store.clone(), c.clone(), expect.clone(), h.clone());
+            tasks.push(tokio::spawn(async move {
+                let opts = AgentDispatcherOptions::default();
+                // Half through the one-statement path, half through the lock.
+                if i % 2 == 0 {
+                    store
+                        .complete_tick_expecting(
+                            t,
+                            c.instance.id,
+                            c.session,
+                            idle_turn(&c, &h),
+                            &opts,
+                            &expect,
+                        )
+                        .await
+                } else {
+                    store
+                        .complete_tick(t, c.instance.id, c.session, idle_turn(&c, &h), &opts)
+                        .await
+                }
+            }));
+        }
+        let mut done: Vec<CompletedTurn> = Vec::new();
+        for task in tasks {
+            match task.await? {
+                Ok(turn) => done.push(turn),
+                Err(StoreError::LeaseLost) => {}
+                Err(other) => anyhow::bail!("round {round}: unexpected {other:?}"),
+            }
+        }
+        assert_eq!(done.len(), 1, "round {round}: one completion wins");
+        assert_eq!(done[0].consecutive_idle_ticks, 5);
+        assert_eq!(
+            ledger_turns(&pool, c.instance.id).await?,
+            1,
+            "round {round}"
+        );
+        let row = store.instances().get(t, c.instance.id).await?;
+        assert_eq!(row.consecutive_idle_ticks, 5, "round {round}: counted once");
+    }
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_previous_release_four_argument_write_still_completes(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let c = four_idle_ticks_in(&store, &pool, t, &hash('e')).await?;
+    let mut tx = pool.begin().await?;
+    let lock: serde_json::Value =
+        sqlx::query_scalar("SELECT genesis_lock_for_complete($1, $2, $3, $4)")
+            .bind(t)
+            .bind(c.instance.id)
+            .bind(c.session)
+            .bind(c.event.id)
+            .fetch_one(&mut *tx)
+            .await?;
+    assert_eq!(lock["outcome"], "locked");
+    let params = json!({
+        "event_id": c.event.id, "decision_kind": "Heartbeat", "phase": "idle",
+        "consecutive_idle_ticks": 0, "idle_ticks_since_replan": 0,
+        "consecutive_blocked_turns": 0, "halt": false, "next_tick_delay_ms": 60000,
+    });
+    let applied: serde_json::Value =
+        sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4)")
+            .bind(t)
+            .bind(c.instance.id)
+            .bind(c.session)
+            .bind(&params)
+            .fetch_one(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    assert_eq!(applied["outcome"], "completed", "{applied}");
+    assert_eq!(applied["turn_number"], 1);
+    assert_eq!(ledger_turns(&pool, c.instance.id).await?, 1);
+    let row = store.instances().get(t, c.instance.id).await?;
+    assert_eq!(row.lease_session, None);
+    Ok(())
+}
