@@ -13,7 +13,8 @@ use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use genesis_core::TokenScope;
-use genesis_store::{StoreError, tokens::hash_token};
+use genesis_store::StoreError;
+use genesis_store::tokens::{Admission, hash_token};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 use uuid::Uuid;
@@ -113,26 +114,24 @@ pub async fn authenticate_token(state: &AppState, token: &str) -> Result<Caller,
     admit(token, row)
 }
 
-/// Turn the usable row the index lookup found into a [`Caller`]. The row's
-/// stored hash is compared with the presented token's hash in constant time
-/// before anything else: the lookup's equality ran inside PostgreSQL, and
-/// this keeps the one comparison of secrets on the request path free of a
-/// timing signal whatever index or collation served it. A row whose hash
-/// does not match is refused exactly like an unknown token.
+/// Turn the row the index lookup found into a [`Caller`], by the store's
+/// one gate decision ([`ApiToken::admit`]: constant-time hash match, then
+/// usability, then scope). A row that does not match is refused exactly
+/// like an unknown token.
+///
+/// [`ApiToken::admit`]: genesis_store::tokens::ApiToken::admit
 fn admit(token: &str, row: genesis_store::tokens::ApiToken) -> Result<Caller, Status> {
-    if !genesis_proto::auth::token_matches_hash(token, &row.token_sha256) {
-        return Err(Status::unauthenticated("unknown, expired or revoked token"));
-    }
-    if row.scope != TokenScope::Operator {
-        return Err(Status::permission_denied(
+    match row.admit(token, TokenScope::Operator, chrono::Utc::now()) {
+        Admission::Admitted => Ok(Caller {
+            token_id: row.id,
+            tenant_id: row.tenant_id,
+            label: row.label,
+        }),
+        Admission::OtherScope => Err(Status::permission_denied(
             "an agent-pod token may only call the AgentPod service",
-        ));
+        )),
+        Admission::Unknown => Err(Status::unauthenticated("unknown, expired or revoked token")),
     }
-    Ok(Caller {
-        token_id: row.id,
-        tenant_id: row.tenant_id,
-        label: row.label,
-    })
 }
 
 /// The tower layer.

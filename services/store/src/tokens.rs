@@ -5,7 +5,6 @@
 use chrono::{DateTime, Utc};
 use genesis_core::TokenScope;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::error::StoreError;
@@ -31,12 +30,42 @@ impl ApiToken {
     pub fn is_usable(&self, now: DateTime<Utc>) -> bool {
         self.revoked_at.is_none() && self.expires_at.is_none_or(|e| now < e)
     }
+
+    /// The one gate decision on a row an index lookup found for the
+    /// presented `token`, for a surface open to `scope` (both gRPC edges
+    /// call it). The stored hash is compared with the token's in constant
+    /// time first: the lookup's equality ran inside PostgreSQL, and this
+    /// keeps the comparison of secrets on the request path free of a timing
+    /// signal whatever index, collation or cache served the row. A row that
+    /// does not match, or is revoked or expired, is [`Admission::Unknown`],
+    /// exactly like no row.
+    pub fn admit(&self, token: &str, scope: TokenScope, now: DateTime<Utc>) -> Admission {
+        if !genesis_proto::auth::token_matches_hash(token, &self.token_sha256)
+            || !self.is_usable(now)
+        {
+            Admission::Unknown
+        } else if self.scope == scope {
+            Admission::Admitted
+        } else {
+            Admission::OtherScope
+        }
+    }
 }
 
-/// The stored form of a raw token: lower-case SHA-256 hex.
-pub fn hash_token(raw: &str) -> String {
-    hex::encode(Sha256::digest(raw.as_bytes()))
+/// What [`ApiToken::admit`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// The token is this usable row, of the surface's scope.
+    Admitted,
+    /// Not this row, or not usable: answered as an unknown token.
+    Unknown,
+    /// A usable token of another scope: answered as permission denied.
+    OtherScope,
 }
+
+/// The stored form of a raw token: lower-case SHA-256 hex (the one
+/// definition is the wire crate's, which also generates tokens).
+pub use genesis_proto::auth::token_sha256 as hash_token;
 
 /// Repository handle, from [`Store::tokens`].
 pub struct Tokens<'a> {
@@ -147,5 +176,68 @@ impl Tokens<'_> {
         .fetch_all(self.store.system_pool())
         .await?;
         rows.into_iter().map(decode).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(token: &str, scope: TokenScope) -> ApiToken {
+        ApiToken {
+            id: Uuid::new_v4(),
+            tenant_id: None,
+            scope,
+            token_sha256: hash_token(token),
+            label: "t".into(),
+            expires_at: None,
+            revoked_at: None,
+            created_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn admit_matches_the_hash_then_usability_then_scope() {
+        let now = Utc::now();
+        let token = genesis_proto::auth::generate_token();
+        let pod = row(&token, TokenScope::AgentPod);
+        assert_eq!(
+            pod.admit(&token, TokenScope::AgentPod, now),
+            Admission::Admitted
+        );
+        assert_eq!(
+            pod.admit(&token, TokenScope::Operator, now),
+            Admission::OtherScope
+        );
+        // A row whose hash is another token's is no row at all, whatever
+        // its scope: the lookup that found it is not trusted.
+        let other = genesis_proto::auth::generate_token();
+        assert_eq!(
+            pod.admit(&other, TokenScope::AgentPod, now),
+            Admission::Unknown
+        );
+        assert_eq!(
+            pod.admit(&other, TokenScope::Operator, now),
+            Admission::Unknown
+        );
+        // Upper-case stored hex still matches (hex compares case-insensitively).
+        let mut upper = pod.clone();
+        upper.token_sha256 = upper.token_sha256.to_ascii_uppercase();
+        assert_eq!(
+            upper.admit(&token, TokenScope::AgentPod, now),
+            Admission::Admitted
+        );
+        let mut expired = pod.clone();
+        expired.expires_at = Some(now - chrono::Duration::seconds(1));
+        assert_eq!(
+            expired.admit(&token, TokenScope::AgentPod, now),
+            Admission::Unknown
+        );
+        let mut revoked = pod.clone();
+        revoked.revoked_at = Some(now);
+        assert_eq!(
+            revoked.admit(&token, TokenScope::Operator, now),
+            Admission::Unknown
+        );
     }
 }

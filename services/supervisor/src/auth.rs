@@ -15,8 +15,8 @@ use std::task::{Context, Poll};
 
 use chrono::{DateTime, Utc};
 use genesis_core::TokenScope;
-use genesis_proto::auth::{bearer_token, is_well_formed_token, token_matches_hash, token_sha256};
-use genesis_store::tokens::ApiToken;
+use genesis_proto::auth::{bearer_token, is_well_formed_token, token_sha256};
+use genesis_store::tokens::{Admission, ApiToken};
 use genesis_store::{Store, TokenCache};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
@@ -49,25 +49,21 @@ pub async fn authorize(
     admit(token, found, Utc::now())
 }
 
-/// Decide on the row the index lookup found (if any) for `token` at `now`.
-/// The stored hash is compared with the presented token's hash in constant
-/// time first: the lookup's equality ran inside PostgreSQL, and this keeps
-/// the comparison of secrets on the request path free of a timing signal
-/// whatever served the lookup. A row whose hash does not match is refused
-/// exactly like no row at all.
+/// Decide on the row the index lookup found (if any) for `token` at `now`,
+/// by the store's one gate decision ([`ApiToken::admit`]: constant-time
+/// hash match, then usability, then scope). A row whose hash does not match
+/// is refused exactly like no row at all.
 fn admit(token: &str, found: Option<ApiToken>, now: DateTime<Utc>) -> Result<(), Status> {
-    match found {
-        Some(t) if token_matches_hash(token, &t.token_sha256) && t.is_usable(now) => {
-            if t.scope == TokenScope::AgentPod {
-                Ok(())
-            } else {
-                Err(Status::permission_denied(format!(
-                    "a token of scope {} cannot reach the AgentPod service",
-                    t.scope.as_str()
-                )))
-            }
-        }
-        _ => Err(Status::unauthenticated("unknown, expired or revoked token")),
+    let Some(t) = found else {
+        return Err(Status::unauthenticated("unknown, expired or revoked token"));
+    };
+    match t.admit(token, TokenScope::AgentPod, now) {
+        Admission::Admitted => Ok(()),
+        Admission::OtherScope => Err(Status::permission_denied(format!(
+            "a token of scope {} cannot reach the AgentPod service",
+            t.scope.as_str()
+        ))),
+        Admission::Unknown => Err(Status::unauthenticated("unknown, expired or revoked token")),
     }
 }
 
