@@ -233,7 +233,7 @@ impl NewCallAttempt {
         {
             return Err(StoreError::invalid(
                 "prompt_overlay_sha256",
-                "must be 64 lowercase hex digits (SHA-256)",
+                "must be empty or 64 lowercase hex digits (SHA-256)",
             ));
         }
         Ok(())

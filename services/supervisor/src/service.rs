@@ -172,23 +172,11 @@ fn reported_attempt(
 ) -> Result<NewCallAttempt, Status> {
     use genesis_proto::convert::invalid_argument as inv;
     let (instance_id, session) = ids;
-    if invocation_id.trim().is_empty() || invocation_id.len() > 200 {
-        return Err(inv(
-            &format!("{prefix}invocation_id"),
-            "must be 1 to 200 bytes",
-        ));
-    }
     let a = require(&format!("{prefix}attempt"), attempt)?;
-    let prompt_overlay_sha256 = match prompt_overlay_sha256 {
-        "" => None,
-        h if genesis_core::prompt::is_overlay_sha256(h) => Some(h.to_owned()),
-        _ => {
-            return Err(inv(
-                &format!("{prefix}prompt_overlay_sha256"),
-                "must be empty or 64 lowercase hex digits (SHA-256)",
-            ));
-        }
-    };
+    // Every field is checked once, by the store's rule below; an empty
+    // overlay hash means none.
+    let prompt_overlay_sha256 =
+        (!prompt_overlay_sha256.is_empty()).then(|| prompt_overlay_sha256.to_owned());
     let attempt = NewCallAttempt {
         instance_id,
         session,
