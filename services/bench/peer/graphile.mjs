@@ -16,6 +16,11 @@ async function admin(sql) {
 }
 
 await admin(`CREATE DATABASE ${db}`);
+// The worker's connections come from a pool this script owns and ends
+// before the drop: a pool left open by the runner met DROP ... WITH (FORCE)
+// as an unhandled 'error' event, which killed node before the result line.
+const pool = new pg.Pool({ connectionString: url, max: 8 });
+pool.on("error", () => {});
 let out;
 try {
   const lat = [];
@@ -23,7 +28,7 @@ try {
   let finish;
   const all = new Promise((r) => (finish = r));
   const runner = await run({
-    connectionString: url,
+    pgPool: pool,
     concurrency: 4,
     noHandleSignals: true,
     pollInterval: 1000,
@@ -39,10 +44,7 @@ try {
       },
     },
   });
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  await c.query(`SELECT graphile_worker.add_job('noop', json_build_object('i', i)) FROM generate_series(1, $1) AS i`, [jobs]);
-  await c.end();
+  await pool.query(`SELECT graphile_worker.add_job('noop', json_build_object('i', i)) FROM generate_series(1, $1) AS i`, [jobs]);
   await Promise.race([all, new Promise((r) => setTimeout(r, 120000))]);
   await runner.stop();
   lat.sort((a, b) => a - b);
@@ -50,8 +52,9 @@ try {
   out = { jobs: done, secs: (last - first) / 1000, p50: q(0.5), p95: q(0.95), p99: q(0.99) };
 } catch (e) {
   out = { error: String(e?.stack ?? e) };
-} finally {
-  await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`).catch(() => {});
 }
+// The result first: nothing the clean-up meets can lose it.
 console.log(JSON.stringify(out));
+await pool.end().catch(() => {});
+await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`).catch(() => {});
 process.exit(0);
