@@ -561,14 +561,17 @@ impl Store {
     }
 
     /// The claim's bundle read (DESIGN §4 claim step 4) as the raw JSON of
-    /// migration 0081's `genesis_read_bundle`: one autocommit round trip
+    /// migration 0083's `genesis_read_bundle`: one autocommit round trip
     /// (the function sets the tenant itself). `known` names the newest
     /// ledger turn the caller already holds (number, id): when it still
     /// exists, `ledger` carries only the later turns and `ledger_after` is
     /// its number; otherwise `ledger` is the whole tail and `ledger_after`
     /// is 0. A Compliance instance's read runs in one tenant transaction
     /// with the cold-sweep corpus discovery (spec §3.4 step 8), which it
-    /// also returns.
+    /// also returns. `catalogue_epoch` is the epoch of the catalogue the
+    /// caller holds (migration 0083; 0 for none): when it is still the
+    /// current one, the configs, modes, bindings and mode presets are left
+    /// out; the answer's `catalogue_epoch` is always the current epoch.
     #[allow(clippy::too_many_arguments)]
     pub async fn read_tick_bundle(
         &self,
@@ -579,6 +582,7 @@ impl Store {
         sites: &[String],
         week_start: chrono::DateTime<chrono::Utc>,
         known: Option<(i64, Uuid)>,
+        catalogue_epoch: i64,
     ) -> Result<
         (
             serde_json::Value,
@@ -588,7 +592,7 @@ impl Store {
     > {
         let query = || {
             sqlx::query_scalar::<_, serde_json::Value>(
-                "SELECT genesis_read_bundle($1, $2, $3, $4, $5, $6, $7, $8)",
+                "SELECT genesis_read_bundle($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
             .bind(tenant_id)
             .bind(instance_id)
@@ -598,6 +602,7 @@ impl Store {
             .bind(week_start)
             .bind(known.map_or(0, |(turn, _)| turn))
             .bind(known.map(|(_, id)| id))
+            .bind(catalogue_epoch)
         };
         if agent_type != genesis_core::AgentType::Compliance {
             return Ok((query().fetch_one(self.tenant_pool()).await?, None));

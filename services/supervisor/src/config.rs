@@ -73,6 +73,14 @@ pub struct SupervisorConfig {
     /// ledger is never served from memory.
     #[arg(long, env = "GENESIS_LEDGER_CACHE_MB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(0..=16_384))]
     pub ledger_cache_mb: u64,
+    /// Mebibytes of bundle catalogues (a tenant's mode rows, site bindings,
+    /// presets and configuration for one agent type) the supervisor holds
+    /// between claims, so a claim is sent them only when an admin write
+    /// changed them (0: none; every claim reads them). The database checks
+    /// the held catalogue's epoch on every claim, so a change is never
+    /// missed.
+    #[arg(long, env = "GENESIS_CATALOGUE_CACHE_MB", default_value_t = 16, value_parser = clap::value_parser!(u64).range(0..=16_384))]
+    pub catalogue_cache_mb: u64,
     /// Seconds in-flight calls get to finish after a shutdown signal.
     #[arg(long, env = "GENESIS_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
     pub shutdown_grace_secs: u64,
@@ -115,9 +123,14 @@ impl std::fmt::Debug for SupervisorConfig {
             .field("default_provider", &self.default_provider)
             .field("token_cache_ms", &self.token_cache_ms)
             .field("ledger_cache_mb", &self.ledger_cache_mb)
+            .field("catalogue_cache_mb", &self.catalogue_cache_mb)
             .field("shutdown_grace_secs", &self.shutdown_grace_secs)
             .finish()
     }
+}
+
+fn mebibytes(mb: u64) -> usize {
+    usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
 }
 
 impl SupervisorConfig {
@@ -131,7 +144,12 @@ impl SupervisorConfig {
 
     /// The ledger-tail cache's budget in bytes.
     pub fn ledger_cache_bytes(&self) -> usize {
-        usize::try_from(self.ledger_cache_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+        mebibytes(self.ledger_cache_mb)
+    }
+
+    /// The catalogue cache's budget in bytes.
+    pub fn catalogue_cache_bytes(&self) -> usize {
+        mebibytes(self.catalogue_cache_mb)
     }
 
     /// The lease TTL.

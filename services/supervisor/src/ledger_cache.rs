@@ -7,12 +7,13 @@
 //! whether that turn is still there (an instance reset deletes the ledger);
 //! when it is not, the whole tail comes back and replaces what was held.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use genesis_proto::v1 as pb;
-use hashlink::LinkedHashMap;
 use prost::Message as _;
 use uuid::Uuid;
+
+use crate::budget_lru::BudgetLru;
 
 /// The tail held for one instance: the turns oldest first, the newest
 /// one's (number, id) as the database is asked about it.
@@ -22,27 +23,13 @@ pub struct HeldTail {
     pub newest: (i64, Uuid),
 }
 
-#[derive(Debug)]
+/// What is held for one instance: its tenant and tail length, which a
+/// lookup must match, and the tail.
+#[derive(Debug, Clone)]
 struct Entry {
     tenant: Uuid,
     tail: i64,
     held: HeldTail,
-    bytes: usize,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    /// Least recently used first.
-    map: LinkedHashMap<Uuid, Entry>,
-    bytes: usize,
-}
-
-impl Inner {
-    fn remove(&mut self, instance: Uuid) {
-        if let Some(old) = self.map.remove(&instance) {
-            self.bytes -= old.bytes;
-        }
-    }
 }
 
 /// What one lookup/store pair found, for the `genesis_supervisor_ledger_cache`
@@ -86,8 +73,7 @@ pub enum MergeError {
 /// turns it off: nothing is held and every claim reads the whole tail.
 #[derive(Debug)]
 pub struct LedgerTailCache {
-    budget_bytes: usize,
-    inner: Mutex<Inner>,
+    held: BudgetLru<Uuid, Entry>,
 }
 
 /// Roughly what one held turn costs in memory: its encoded size plus the
@@ -99,20 +85,15 @@ fn turn_bytes(t: &pb::LedgerTurn) -> usize {
 impl LedgerTailCache {
     pub fn new(budget_bytes: usize) -> Self {
         Self {
-            budget_bytes,
-            inner: Mutex::new(Inner::default()),
+            held: BudgetLru::new(budget_bytes),
         }
     }
 
     /// The tail held for `instance` of `tenant` at this tail length, marked
     /// most recently used. A different tenant or tail length is a miss.
     pub fn lookup(&self, tenant: Uuid, instance: Uuid, tail: i64) -> Option<HeldTail> {
-        if self.budget_bytes == 0 {
-            return None;
-        }
-        let mut inner = self.inner.lock().ok()?;
-        let entry = inner.map.to_back(&instance)?;
-        (entry.tenant == tenant && entry.tail == tail).then(|| entry.held.clone())
+        let entry = self.held.get(&instance)?;
+        (entry.tenant == tenant && entry.tail == tail).then_some(entry.held)
     }
 
     /// Hold `held` (as [`merge`] joined it) as the tail of `instance`,
@@ -120,52 +101,26 @@ impl LedgerTailCache {
     /// ledger (`None`) or a tail larger than the whole budget is dropped
     /// instead.
     pub fn store(&self, tenant: Uuid, instance: Uuid, tail: i64, held: Option<HeldTail>) {
-        if self.budget_bytes == 0 {
+        if !self.held.enabled() {
             return;
         }
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
-        inner.remove(instance);
         let Some(held) = held else {
+            self.held.remove(&instance);
             return;
         };
         let bytes: usize = held.turns.iter().map(|t| turn_bytes(t)).sum();
-        if bytes > self.budget_bytes {
-            return;
-        }
-        inner.bytes += bytes;
-        inner.map.insert(
-            instance,
-            Entry {
-                tenant,
-                tail,
-                held,
-                bytes,
-            },
-        );
-        while inner.bytes > self.budget_bytes {
-            match inner.map.pop_front() {
-                Some((_, evicted)) => inner.bytes -= evicted.bytes,
-                None => break,
-            }
-        }
+        self.held.put(instance, Entry { tenant, tail, held }, bytes);
     }
 
     /// Forget `instance` (its read failed: hold nothing uncertain).
     pub fn forget(&self, instance: Uuid) {
-        if let Ok(mut inner) = self.inner.lock() {
-            inner.remove(instance);
-        }
+        self.held.remove(&instance);
     }
 
     /// Instances held and their bytes.
     #[cfg(test)]
     fn usage(&self) -> (usize, usize) {
-        self.inner
-            .lock()
-            .map(|i| (i.map.len(), i.bytes))
-            .unwrap_or((0, 0))
+        self.held.usage()
     }
 }
 

@@ -10,7 +10,9 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod auth;
+pub mod budget_lru;
 pub mod bundle;
+pub mod catalogue_cache;
 pub mod config;
 pub mod error;
 pub mod http;
@@ -116,6 +118,7 @@ pub async fn serve(
         max_attempts: config.max_attempts,
         default_provider: config.default_provider,
         ledger_cache_bytes: config.ledger_cache_bytes(),
+        catalogue_cache_bytes: config.catalogue_cache_bytes(),
     };
     let service = AgentPodService::new(
         parts.store.clone(),

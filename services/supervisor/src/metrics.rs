@@ -21,6 +21,7 @@ use crate::ledger_cache::CacheOutcome;
 pub struct Metrics {
     claims: Mutex<BTreeMap<&'static str, u64>>,
     ledger_cache: Mutex<BTreeMap<&'static str, u64>>,
+    catalogue_cache: Mutex<BTreeMap<&'static str, u64>>,
     complete_reads: Mutex<BTreeMap<&'static str, u64>>,
     completes: AtomicU64,
     halts: AtomicU64,
@@ -52,6 +53,12 @@ impl Metrics {
     /// (hit, miss, stale).
     pub fn ledger_cache(&self, outcome: CacheOutcome) {
         bump(&self.ledger_cache, outcome.as_str());
+    }
+
+    /// A claim's bundle catalogue served by the catalogue cache as
+    /// `outcome` (hit, miss, stale).
+    pub fn catalogue_cache(&self, outcome: CacheOutcome) {
+        bump(&self.catalogue_cache, outcome.as_str());
     }
 
     /// A CompleteTick written; `halted` when the STUCK guard fired, `read`
@@ -146,6 +153,12 @@ impl Metrics {
                 "Bundle reads by how the held ledger tail served them (hit, miss, stale).",
                 Kind::Counter,
                 by_outcome(&self.ledger_cache),
+            ),
+            Family::labelled(
+                "genesis.supervisor.catalogue_cache",
+                "Bundle reads by how the held catalogue served them (hit, miss, stale).",
+                Kind::Counter,
+                by_outcome(&self.catalogue_cache),
             ),
             Family::labelled(
                 "genesis.supervisor.complete_reads",
@@ -256,6 +269,8 @@ mod tests {
              genesis_supervisor_claims_total{outcome=\"nothing_due\"} 1\n\
              # HELP genesis_supervisor_ledger_cache_total Bundle reads by how the held ledger tail served them (hit, miss, stale).\n\
              # TYPE genesis_supervisor_ledger_cache_total counter\n\
+             # HELP genesis_supervisor_catalogue_cache_total Bundle reads by how the held catalogue served them (hit, miss, stale).\n\
+             # TYPE genesis_supervisor_catalogue_cache_total counter\n\
              # HELP genesis_supervisor_complete_reads_total CompleteTick writes by where their counters were read (held: one statement; stale: the lock decided after a changed read; locked: no read offered).\n\
              # TYPE genesis_supervisor_complete_reads_total counter\n\
              genesis_supervisor_complete_reads_total{outcome=\"held\"} 1\n\

@@ -34,7 +34,9 @@ use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, Span};
 use uuid::Uuid;
 
+use crate::bundle::ClaimCaches;
 use crate::bundle::{corpus_to_proto, effective_options, instance_to_proto, read_bundle};
+use crate::catalogue_cache::CatalogueCache;
 use crate::error::{SupervisorError, store_status};
 use crate::ledger_cache::LedgerTailCache;
 use crate::metrics::Metrics;
@@ -62,6 +64,9 @@ pub struct ServiceSettings {
     /// Bytes of ledger tails held between claims (0: none; every claim
     /// reads the whole tail).
     pub ledger_cache_bytes: usize,
+    /// Bytes of bundle catalogues held between claims (0: none; every claim
+    /// is sent the catalogue).
+    pub catalogue_cache_bytes: usize,
 }
 
 /// The AgentPod implementation.
@@ -73,7 +78,7 @@ pub struct AgentPodService {
     governance: Arc<dyn Governance>,
     metrics: Arc<Metrics>,
     ops: Arc<OpsProbe>,
-    ledger_cache: Arc<LedgerTailCache>,
+    caches: Arc<ClaimCaches>,
 }
 
 fn status_of(err: StoreError, metrics: &Metrics) -> Status {
@@ -258,7 +263,10 @@ impl AgentPodService {
     ) -> Self {
         Self {
             store,
-            ledger_cache: Arc::new(LedgerTailCache::new(settings.ledger_cache_bytes)),
+            caches: Arc::new(ClaimCaches {
+                ledger: LedgerTailCache::new(settings.ledger_cache_bytes),
+                catalogue: CatalogueCache::new(settings.catalogue_cache_bytes),
+            }),
             settings: Arc::new(settings),
             registry: Arc::new(registry),
             governance,
@@ -372,7 +380,7 @@ impl AgentPodService {
         let tail = i64::from(self.settings.options.ledger_tail.max(1));
         let read = read_bundle(
             &self.store,
-            &self.ledger_cache,
+            &self.caches,
             tenant_id,
             instance_id,
             tail,
@@ -384,6 +392,7 @@ impl AgentPodService {
         let read = match read {
             Ok(r) => {
                 self.metrics.ledger_cache(r.ledger_cache);
+                self.metrics.catalogue_cache(r.catalogue_cache);
                 r
             }
             Err(e) => {
@@ -392,11 +401,11 @@ impl AgentPodService {
                 return Err(store_status(&e));
             }
         };
-        let opts = effective_options(&self.settings.options, &read.configs);
+        let opts = effective_options(&self.settings.options, &read.catalogue.configs);
         let mode = match resolve(
             instance.agent_type,
             instance.active_mode.as_deref(),
-            &read.modes,
+            &read.catalogue.modes,
         ) {
             Ok(m) => m,
             Err(e) => {
@@ -497,11 +506,11 @@ impl AgentPodService {
             budget: Some(budget_to_proto(&budget)),
             preset_chain: Some(resolve_chain(
                 site,
-                &read.bindings,
+                &read.catalogue.bindings,
                 mode.preset.as_deref().map(|reference| ModePreset {
                     mode: &mode.name,
                     reference,
-                    candidates: &read.mode_presets,
+                    candidates: &read.catalogue.mode_presets,
                 }),
                 self.settings.default_provider,
             )),
@@ -512,8 +521,9 @@ impl AgentPodService {
             ),
             tools: self.registry.schemas_for(&mode.toolset),
             compliance_corpus: read.corpus.as_ref().map(corpus_to_proto),
-            redaction_target: redaction_site
-                .map(|target| crate::redaction::Review::of(target, &read.bindings).to_proto()),
+            redaction_target: redaction_site.map(|target| {
+                crate::redaction::Review::of(target, &read.catalogue.bindings).to_proto()
+            }),
         };
         self.metrics.claim("bundle");
         Ok(pb::ClaimTickResponse {

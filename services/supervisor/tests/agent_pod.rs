@@ -1607,8 +1607,79 @@ async fn outcome_counter(h: &Harness, family: &str, outcome: &str) -> u64 {
         .map_or(0, |v| v.parse().unwrap())
 }
 
+async fn catalogue_counter(h: &Harness, outcome: &str) -> u64 {
+    outcome_counter(h, "catalogue_cache", outcome).await
+}
+
 async fn ledger_cache_counter(h: &Harness, outcome: &str) -> u64 {
     outcome_counter(h, "ledger_cache", outcome).await
+}
+
+/// Migration 0083 with the supervisor's held catalogues: the first claim
+/// reads the catalogue, later ones are not sent it, and an admin write to
+/// any catalogue table (a tenant's configuration, the global mode rows) is
+/// in force from the very next claim.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_held_catalogue_is_read_again_only_after_an_admin_write(pool: PgPool) {
+    let mut h = start(pool).await;
+    run_turns(&mut h, 3).await;
+    assert_eq!(
+        (
+            catalogue_counter(&h, "miss").await,
+            catalogue_counter(&h, "hit").await,
+            catalogue_counter(&h, "stale").await
+        ),
+        (1, 2, 0)
+    );
+
+    sqlx::query("INSERT INTO system_configs (tenant_id, key, value) VALUES ($1, $2, '123.5')")
+        .bind(h.tenant)
+        .bind(genesis_core::options::keys::WEEKLY_CREDIT_USD)
+        .execute(&h.pool)
+        .await
+        .unwrap();
+    let b = h.claim().await;
+    assert_eq!(
+        b.credit.as_ref().unwrap().limit_usd,
+        123.5,
+        "the new configuration"
+    );
+    assert_eq!(catalogue_counter(&h, "stale").await, 1);
+    complete_and_wake(&h, &b, "after the config write").await;
+
+    sqlx::query(
+        "UPDATE agent_modes SET prompt_fragment = 'A fragment written just now.'
+          WHERE agent_type = 'Soa' AND is_default",
+    )
+    .execute(&h.pool)
+    .await
+    .unwrap();
+    let b = h.claim().await;
+    assert_eq!(
+        b.mode.as_ref().unwrap().prompt_fragment,
+        "A fragment written just now.",
+        "the new mode row"
+    );
+    assert_eq!(catalogue_counter(&h, "stale").await, 2);
+    complete_and_wake(&h, &b, "after the mode write").await;
+
+    // Nothing written since: held again, with both changes.
+    let b = h.claim().await;
+    assert_eq!(catalogue_counter(&h, "hit").await, 3);
+    assert_eq!(b.credit.as_ref().unwrap().limit_usd, 123.5);
+    assert_eq!(
+        b.mode.as_ref().unwrap().prompt_fragment,
+        "A fragment written just now."
+    );
+}
+
+/// `GENESIS_CATALOGUE_CACHE_MB=0`: every claim is sent the catalogue.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn with_the_catalogue_cache_off_every_claim_reads_the_catalogue(pool: PgPool) {
+    let mut h = start_with(pool, |c| c.catalogue_cache_mb = 0).await;
+    run_turns(&mut h, 3).await;
+    assert_eq!(outcome_counter(&h, "catalogue_cache", "miss").await, 3);
+    assert_eq!(outcome_counter(&h, "catalogue_cache", "hit").await, 0);
 }
 
 /// Migration 0082 through the gRPC surface: the supervisor's completion
