@@ -445,7 +445,9 @@ impl AgentPodService {
             limit_usd: limit,
             spent_usd: spent,
             remaining_usd: status.remaining,
-            exhausted: spent >= limit,
+            // Core's remaining credit, so the wire and the gate share one
+            // rule; metered windows (enforcement off) still report it.
+            exhausted: status.remaining <= 0.0,
             enforcement_enabled: opts.credit_enforcement_enabled,
             window_start: Some(timestamp_from_chrono(week_start)),
             window_end: Some(timestamp_from_chrono(

@@ -188,6 +188,32 @@ async fn the_weekly_ceiling_is_reported_exhausted_in_the_foundational_phase(pool
     assert!(credit.enforcement_enabled);
 }
 
+/// With enforcement off the window is only metered: the bundle still says
+/// nothing remains, and says enforcement is off, so the pod plans on.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_metered_window_reports_exhaustion_with_enforcement_off(pool: PgPool) {
+    let mut h = start(pool).await;
+    sqlx::query("INSERT INTO system_configs (tenant_id, key, value) VALUES ($1, $2, 'false')")
+        .bind(h.tenant)
+        .bind(genesis_core::options::keys::CREDIT_ENFORCEMENT_ENABLED)
+        .execute(&h.pool)
+        .await
+        .unwrap();
+    let week = genesis_store::credit::week_start(chrono::Utc::now());
+    h.store
+        .credit()
+        .draw_down(h.tenant, week, 60.0, 61.0)
+        .await
+        .unwrap();
+    let b = h.claim().await;
+    let credit = b.credit.unwrap();
+    assert!(credit.exhausted, "{credit:?}");
+    assert!(!credit.enforcement_enabled, "{credit:?}");
+    assert_eq!(credit.remaining_usd, 0.0);
+    // A metered window does not cap the envelope's dollar axis either.
+    assert_eq!(b.budget.unwrap().max_cost_usd, None);
+}
+
 /// A second foundational instance of the harness's tenant, for a claim that
 /// does not wait on the first instance's lease.
 async fn another_foundational(h: &Harness) -> Uuid {
