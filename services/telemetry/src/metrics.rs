@@ -14,7 +14,7 @@
 //! family is a snapshot built by the service when asked.
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::Meter;
+use opentelemetry::metrics::{AsyncInstrument, Meter};
 use std::sync::Arc;
 
 use crate::prometheus::Kind;
@@ -135,61 +135,61 @@ where
     for family in source() {
         let name = family.name;
         let read = source.clone();
+        // The four instrument kinds differ only in their builder; what each
+        // callback observes is one of the two readers below.
         match (&family.samples, family.kind) {
             (Samples::Integer(_), Kind::Counter) => {
                 meter
                     .u64_observable_counter(name)
                     .with_description(family.help)
-                    .with_callback(move |o| {
-                        if let Some(Samples::Integer(s)) = current(read.as_ref(), name) {
-                            for (labels, v) in &s {
-                                o.observe(*v, &attributes(labels));
-                            }
-                        }
-                    })
+                    .with_callback(move |o| observe_integers(read.as_ref(), name, o))
                     .build();
             }
             (Samples::Integer(_), Kind::Gauge) => {
                 meter
                     .u64_observable_gauge(name)
                     .with_description(family.help)
-                    .with_callback(move |o| {
-                        if let Some(Samples::Integer(s)) = current(read.as_ref(), name) {
-                            for (labels, v) in &s {
-                                o.observe(*v, &attributes(labels));
-                            }
-                        }
-                    })
+                    .with_callback(move |o| observe_integers(read.as_ref(), name, o))
                     .build();
             }
             (Samples::Decimal { .. }, Kind::Counter) => {
                 meter
                     .f64_observable_counter(name)
                     .with_description(family.help)
-                    .with_callback(move |o| {
-                        if let Some(Samples::Decimal { samples, .. }) = current(read.as_ref(), name)
-                        {
-                            for (labels, v) in &samples {
-                                o.observe(*v, &attributes(labels));
-                            }
-                        }
-                    })
+                    .with_callback(move |o| observe_decimals(read.as_ref(), name, o))
                     .build();
             }
             (Samples::Decimal { .. }, Kind::Gauge) => {
                 meter
                     .f64_observable_gauge(name)
                     .with_description(family.help)
-                    .with_callback(move |o| {
-                        if let Some(Samples::Decimal { samples, .. }) = current(read.as_ref(), name)
-                        {
-                            for (labels, v) in &samples {
-                                o.observe(*v, &attributes(labels));
-                            }
-                        }
-                    })
+                    .with_callback(move |o| observe_decimals(read.as_ref(), name, o))
                     .build();
             }
+        }
+    }
+}
+
+/// Observe every sample of the integer family `name` in a fresh read.
+fn observe_integers<F>(source: &F, name: &str, o: &dyn AsyncInstrument<u64>)
+where
+    F: Fn() -> Vec<Family>,
+{
+    if let Some(Samples::Integer(samples)) = current(source, name) {
+        for (labels, v) in &samples {
+            o.observe(*v, &attributes(labels));
+        }
+    }
+}
+
+/// Observe every sample of the decimal family `name` in a fresh read.
+fn observe_decimals<F>(source: &F, name: &str, o: &dyn AsyncInstrument<f64>)
+where
+    F: Fn() -> Vec<Family>,
+{
+    if let Some(Samples::Decimal { samples, .. }) = current(source, name) {
+        for (labels, v) in &samples {
+            o.observe(*v, &attributes(labels));
         }
     }
 }
