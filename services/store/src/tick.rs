@@ -681,24 +681,17 @@ impl Store {
         completion: TickCompletion,
         opts: &AgentDispatcherOptions,
     ) -> Result<CompletedTurn, StoreError> {
-        check_completion(&completion)?;
-        self.complete_locked(
-            tenant_id,
-            instance_id,
-            session,
-            &completion,
-            opts,
-            PriorRead::Locked,
-        )
-        .await
+        self.complete_tick_expecting(tenant_id, instance_id, session, completion, opts, None)
+            .await
     }
 
     /// [`Store::complete_tick`] in one autocommit statement (migration
-    /// 0082): the turn is computed from `expect`, read earlier without a
-    /// lock, and the database writes it only if the locked instance and
-    /// event still hold those values. If they do not (`stale_prior`),
-    /// nothing was written and the locked path runs instead, so a stale
-    /// read costs a second attempt, never a wrong counter.
+    /// 0082) when `expect` is given: the turn is computed from it, read
+    /// earlier without a lock, and the database writes it only if the
+    /// locked instance and event still hold those values. If they do not
+    /// (`stale_prior`), nothing was written and the locked path runs
+    /// instead, so a stale read costs a second attempt, never a wrong
+    /// counter. `None` takes the locked path at once.
     #[allow(clippy::too_many_arguments)]
     pub async fn complete_tick_expecting(
         &self,
@@ -707,36 +700,33 @@ impl Store {
         session: Uuid,
         completion: TickCompletion,
         opts: &AgentDispatcherOptions,
-        expect: &ExpectedPrior,
+        expect: Option<&ExpectedPrior>,
     ) -> Result<CompletedTurn, StoreError> {
         check_completion(&completion)?;
-        let turn = plan_turn(opts, &completion, &expect.counters, expect.event_kind)?;
-        let mut expected = serde_json::to_value(&expect.counters)?;
-        expected["event_kind"] = serde_json::Value::from(expect.event_kind.as_str());
-        let raw: serde_json::Value =
-            sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4, $5)")
-                .bind(tenant_id)
-                .bind(instance_id)
-                .bind(session)
-                .bind(&turn.params)
-                .bind(&expected)
-                .fetch_one(self.tenant_pool())
-                .await?;
-        match applied(raw, turn, PriorRead::Held)? {
-            Some(done) => Ok(done),
-            None => {
+        let read = match expect {
+            None => PriorRead::Locked,
+            Some(expect) => {
+                let turn = plan_turn(opts, &completion, &expect.counters, expect.event_kind)?;
+                let mut expected = serde_json::to_value(&expect.counters)?;
+                expected["event_kind"] = serde_json::Value::from(expect.event_kind.as_str());
+                let raw: serde_json::Value =
+                    sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4, $5)")
+                        .bind(tenant_id)
+                        .bind(instance_id)
+                        .bind(session)
+                        .bind(&turn.params)
+                        .bind(&expected)
+                        .fetch_one(self.tenant_pool())
+                        .await?;
+                if let Some(done) = applied(raw, turn, PriorRead::Held)? {
+                    return Ok(done);
+                }
                 tracing::debug!(%instance_id, "completion's prior read was stale; taking the lock");
-                self.complete_locked(
-                    tenant_id,
-                    instance_id,
-                    session,
-                    &completion,
-                    opts,
-                    PriorRead::Stale,
-                )
-                .await
+                PriorRead::Stale
             }
-        }
+        };
+        self.complete_locked(tenant_id, instance_id, session, &completion, opts, read)
+            .await
     }
 
     /// The locked completion: read the instance and event under the row

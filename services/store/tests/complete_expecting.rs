@@ -106,7 +106,7 @@ async fn an_expectation_that_holds_writes_the_turn_in_one_statement(
             c.session,
             idle_turn(&c, &h),
             &AgentDispatcherOptions::default(),
-            &expect,
+            Some(&expect),
         )
         .await?;
     assert_eq!(turn.prior_read, PriorRead::Held);
@@ -190,10 +190,10 @@ async fn a_stale_expectation_is_not_trusted_and_the_locked_read_decides(
                 c.session,
                 idle_turn(&c, &h),
                 &AgentDispatcherOptions::default(),
-                &ExpectedPrior {
+                Some(&ExpectedPrior {
                     counters,
                     event_kind,
-                },
+                }),
             )
             .await?;
         assert_eq!(turn.prior_read, PriorRead::Stale, "{what}");
@@ -235,7 +235,7 @@ async fn refusals_of_the_one_statement_path_write_nothing(pool: PgPool) -> anyho
         let (store, expect, opts) = (store.clone(), expect.clone(), opts.clone());
         async move {
             store
-                .complete_tick_expecting(t, instance, session, done, &opts, &expect)
+                .complete_tick_expecting(t, instance, session, done, &opts, Some(&expect))
                 .await
         }
     };
@@ -266,7 +266,7 @@ async fn refusals_of_the_one_statement_path_write_nothing(pool: PgPool) -> anyho
     );
     wrong.plan_input_hash = Some(h.clone());
     let err = store
-        .complete_tick_expecting(t, c.instance.id, c.session, wrong, &opts, &expect)
+        .complete_tick_expecting(t, c.instance.id, c.session, wrong, &opts, Some(&expect))
         .await
         .unwrap_err();
     assert!(
@@ -309,7 +309,7 @@ async fn racing_completions_of_one_claim_write_one_turn(pool: PgPool) -> anyhow:
                             c.session,
                             idle_turn(&c, &h),
                             &opts,
-                            &expect,
+                            Some(&expect),
                         )
                         .await
                 } else {

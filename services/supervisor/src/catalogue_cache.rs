@@ -69,7 +69,7 @@ impl CatalogueCache {
     /// The catalogue held for this tenant, type and site chain.
     pub fn lookup(&self, tenant: Uuid, agent_type: AgentType, sites: &[String]) -> Option<Held> {
         if !self.held.enabled() {
-            return None;
+            return None; // spares building the key
         }
         self.held.get(&(tenant, agent_type, sites.to_vec()))
     }
@@ -83,10 +83,8 @@ impl CatalogueCache {
         held: Held,
         bytes: usize,
     ) {
-        if self.held.enabled() {
-            self.held
-                .put((tenant, agent_type, sites.to_vec()), held, bytes);
-        }
+        self.held
+            .put((tenant, agent_type, sites.to_vec()), held, bytes);
     }
 
     /// Forget what is held for this tenant, type and site chain.

@@ -974,26 +974,18 @@ impl AgentPodService {
             input_tokens: snapshot.as_ref().map(|s| s.input_tokens),
             output_tokens: snapshot.as_ref().map(|s| s.output_tokens),
         };
-        let done = match &expect {
-            Some(expect) => {
-                self.store
-                    .complete_tick_expecting(
-                        tenant_id,
-                        instance_id,
-                        session,
-                        store_completion,
-                        &opts,
-                        expect,
-                    )
-                    .await
-            }
-            None => {
-                self.store
-                    .complete_tick(tenant_id, instance_id, session, store_completion, &opts)
-                    .await
-            }
-        }
-        .map_err(|e| status_of(e, metrics))?;
+        let done = self
+            .store
+            .complete_tick_expecting(
+                tenant_id,
+                instance_id,
+                session,
+                store_completion,
+                &opts,
+                expect.as_ref(),
+            )
+            .await
+            .map_err(|e| status_of(e, metrics))?;
         metrics.complete(done.halted, done.prior_read);
         Ok(pb::CompleteTickResponse {
             decision_kind: done.decision_kind.as_str().to_owned(),
