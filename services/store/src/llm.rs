@@ -171,6 +171,10 @@ pub struct RecordContext {
     pub configs: std::collections::BTreeMap<String, String>,
     /// The served model's price, else the requested model's.
     pub price: Option<PricingRow>,
+    /// The catalogue epoch the price was read at (migration 0084: a price
+    /// write raises it), so a price is held only while it is current.
+    #[serde(default)]
+    pub catalogue_epoch: i64,
 }
 
 /// Where an attempt's cost is drawn from.
@@ -627,7 +631,8 @@ impl Llm<'_> {
     /// What RecordCallAttempt prices an attempt with (migration 0078's
     /// `genesis_record_context`, one round trip): the instance's type, the
     /// DB-first configuration and the price of the served model, else of
-    /// the requested one. `NotFound` when the instance is not the tenant's.
+    /// the requested one, with the catalogue epoch of that read (0084).
+    /// `NotFound` when the instance is not the tenant's.
     pub async fn record_context(
         &self,
         tenant_id: Uuid,

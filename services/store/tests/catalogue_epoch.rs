@@ -2,7 +2,8 @@
 //! catalogue table (agent_modes, llm_presets, llm_site_bindings,
 //! system_configs) raises the catalogue epoch, a rolled-back one does not,
 //! the service roles cannot set it, and the bundle read leaves the
-//! catalogue out exactly when the caller names the current epoch.
+//! catalogue out exactly when the caller names the current epoch. Migration
+//! 0084 adds llm_pricing to the tables that raise it.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 
@@ -219,5 +220,45 @@ async fn a_held_catalogue_never_outlives_a_concurrent_committed_write(
         "never older: {used:?}"
     );
     assert_eq!(*used.last().unwrap(), 60, "the last committed value");
+    Ok(())
+}
+
+/// Migration 0084: a committed price write raises the epoch (a rolled-back
+/// one does not), and the attempt context read returns the price with the
+/// epoch it was read at, so a held price is never used past a write.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_price_write_raises_the_epoch_the_attempt_context_reports(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let ctx = store
+        .llm()
+        .record_context(t, inst.id, "scripted-1", "scripted-1")
+        .await?;
+    assert_eq!(ctx.catalogue_epoch, epoch(&pool).await);
+    assert_eq!(ctx.price.as_ref().unwrap().input_usd_per_mtok, 3.0);
+    let writes = [
+        "UPDATE llm_pricing SET input_usd_per_mtok = 4 WHERE model = 'scripted-1'",
+        "INSERT INTO llm_pricing (model, input_usd_per_mtok, output_usd_per_mtok) VALUES ('new-1', 1, 2)",
+        "DELETE FROM llm_pricing WHERE model = 'new-1'",
+    ];
+    for sql in writes {
+        let before = epoch(&pool).await;
+        let mut tx = pool.begin().await?;
+        sqlx::query(sql).execute(&mut *tx).await?;
+        tx.rollback().await?;
+        assert_eq!(epoch(&pool).await, before, "{sql}: rolled back");
+        sqlx::query(sql).execute(&pool).await?;
+        let after = epoch(&pool).await;
+        assert!(after > before, "{sql}: {before} -> {after}");
+        let ctx = store
+            .llm()
+            .record_context(t, inst.id, "scripted-1", "scripted-1")
+            .await?;
+        assert_eq!(ctx.catalogue_epoch, after, "{sql}");
+        assert_eq!(ctx.price.as_ref().unwrap().input_usd_per_mtok, 4.0);
+    }
     Ok(())
 }

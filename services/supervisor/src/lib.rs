@@ -22,6 +22,7 @@ pub mod ops;
 pub mod presets;
 pub mod redaction;
 pub mod service;
+pub mod tick_memo;
 pub mod tools;
 
 use std::sync::Arc;

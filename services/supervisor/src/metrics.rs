@@ -23,6 +23,7 @@ pub struct Metrics {
     ledger_cache: Mutex<BTreeMap<&'static str, u64>>,
     catalogue_cache: Mutex<BTreeMap<&'static str, u64>>,
     complete_reads: Mutex<BTreeMap<&'static str, u64>>,
+    tick_context: Mutex<BTreeMap<&'static str, u64>>,
     completes: AtomicU64,
     halts: AtomicU64,
     lease_lost: AtomicU64,
@@ -70,6 +71,14 @@ impl Metrics {
         if halted {
             self.halts.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Where a completion's or an attempt's context came from: `*_held`
+    /// from the claim's memo (no read), `*_read` from a context read (a
+    /// rising `complete_read` means ticks complete on another replica than
+    /// the one that claimed them, or memos are evicted).
+    pub fn tick_context(&self, outcome: &'static str) {
+        bump(&self.tick_context, outcome);
     }
 
     /// A session-guarded call found its lease gone.
@@ -166,6 +175,12 @@ impl Metrics {
                 Kind::Counter,
                 by_outcome(&self.complete_reads),
             ),
+            Family::labelled(
+                "genesis.supervisor.tick_context",
+                "Completions and call attempts by where their context came from (complete_held, attempt_held: the claim's memo; complete_read, attempt_read: a context read).",
+                Kind::Counter,
+                by_outcome(&self.tick_context),
+            ),
         ];
         for (name, help, v) in [
             (
@@ -259,6 +274,7 @@ mod tests {
         m.claim("bundle");
         m.claim("nothing_due");
         m.complete(true, PriorRead::Held);
+        m.tick_context("complete_held");
         m.cost(0.5);
         m.tool_call("soa_send_message", "ok");
         assert_eq!(
@@ -274,6 +290,9 @@ mod tests {
              # HELP genesis_supervisor_complete_reads_total CompleteTick writes by where their counters were read (held: one statement; stale: the lock decided after a changed read; locked: no read offered).\n\
              # TYPE genesis_supervisor_complete_reads_total counter\n\
              genesis_supervisor_complete_reads_total{outcome=\"held\"} 1\n\
+             # HELP genesis_supervisor_tick_context_total Completions and call attempts by where their context came from (complete_held, attempt_held: the claim's memo; complete_read, attempt_read: a context read).\n\
+             # TYPE genesis_supervisor_tick_context_total counter\n\
+             genesis_supervisor_tick_context_total{outcome=\"complete_held\"} 1\n\
              # HELP genesis_supervisor_completes_total CompleteTick passivation writes.\n\
              # TYPE genesis_supervisor_completes_total counter\n\
              genesis_supervisor_completes_total 1\n\

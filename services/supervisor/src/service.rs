@@ -28,7 +28,7 @@ use genesis_store::tick::{
     ExpectedPrior, LedgerAction, TickCompletion as StoreCompletion, TickDecision,
 };
 use genesis_store::tool_invocations::{NewToolInvocation, find_in, insert_in, lease_held_in};
-use genesis_store::{ClaimOutcome, ModeRow, Store, StoreError};
+use genesis_store::{ClaimOutcome, ModeRow, PriorCounters, Store, StoreError};
 use serde_json::{Value, json};
 use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, Span};
@@ -42,6 +42,7 @@ use crate::ledger_cache::LedgerTailCache;
 use crate::metrics::Metrics;
 use crate::ops::OpsProbe;
 use crate::presets::{DefaultProvider, ModePreset, resolve_chain};
+use crate::tick_memo::{TickMemo, TickMemos};
 use crate::tools::{Governance, ToolContext, ToolRegistry};
 
 /// The invariant base system prompt; the mode's fragment is appended.
@@ -79,6 +80,8 @@ pub struct AgentPodService {
     metrics: Arc<Metrics>,
     ops: Arc<OpsProbe>,
     caches: Arc<ClaimCaches>,
+    /// What each claim in flight read, spared from being read again.
+    memos: Arc<TickMemos>,
 }
 
 fn status_of(err: StoreError, metrics: &Metrics) -> Status {
@@ -251,6 +254,11 @@ fn tool_error(code: &str, message: impl Into<String>) -> pb::InvokeToolResponse 
     }
 }
 
+/// The share of the catalogue budget (`GENESIS_CATALOGUE_CACHE_MB`) that
+/// holds the memos of ticks in flight: a quarter, 4 MiB by default, room
+/// for some 15,000 ticks claimed at once.
+const TICK_MEMO_SHARE: usize = 4;
+
 impl AgentPodService {
     /// Build the service.
     pub fn new(
@@ -267,6 +275,9 @@ impl AgentPodService {
                 ledger: LedgerTailCache::new(settings.ledger_cache_bytes),
                 catalogue: CatalogueCache::new(settings.catalogue_cache_bytes),
             }),
+            memos: Arc::new(TickMemos::new(
+                settings.catalogue_cache_bytes / TICK_MEMO_SHARE,
+            )),
             settings: Arc::new(settings),
             registry: Arc::new(registry),
             governance,
@@ -527,6 +538,20 @@ impl AgentPodService {
                 crate::redaction::Review::of(target, &read.catalogue.bindings).to_proto()
             }),
         };
+        self.memos.remember(
+            session,
+            TickMemo {
+                tenant_id,
+                instance_id,
+                event_id: event.id,
+                event_kind: event.event_kind,
+                agent_type: instance.agent_type,
+                active_mode: instance.active_mode.clone(),
+                prior: PriorCounters::from(instance),
+                catalogue_epoch: read.catalogue_epoch,
+                catalogue: Arc::clone(&read.catalogue),
+            },
+        );
         self.metrics.claim("bundle");
         Ok(pb::ClaimTickResponse {
             result: Some(R::Bundle(bundle)),
@@ -733,7 +758,10 @@ impl AgentPodService {
             req.attempt.as_ref(),
             &req.prompt_overlay_sha256,
         )?;
-        let recorded = self.write_attempt(tenant_id, attempt).await?;
+        let memo = self.memos.recall(session, tenant_id, instance_id, None);
+        let recorded = self
+            .write_attempt(tenant_id, attempt, memo.as_deref())
+            .await?;
         Ok(pb::RecordCallAttemptResponse {
             snapshot_id: recorded.snapshot.id.to_string(),
             cost_usd: recorded.cost_usd,
@@ -743,37 +771,62 @@ impl AgentPodService {
 
     /// Record one checked attempt under its invocation's snapshot, priced
     /// here and drawn from the credit window (RecordCallAttempt, and each of
-    /// CompleteTick's `call_attempts`).
+    /// CompleteTick's `call_attempts`). `memo`: what this tick's claim read,
+    /// which spares the context read when the price is held too.
     async fn write_attempt(
         &self,
         tenant_id: Uuid,
         mut attempt: NewCallAttempt,
+        memo: Option<&TickMemo>,
     ) -> Result<genesis_store::llm::RecordedAttempt, Status> {
         let metrics = &self.metrics;
+        // Providers report dated or suffixed ids for the model they served
+        // (`gpt-4o-2024-08-06` for `gpt-4o`); an unpriced served id is priced
+        // as the requested model rather than at zero, so the credit window
+        // still draws down.
         let priced_model = if attempt.served_model.is_empty() {
             &attempt.requested_model
         } else {
             &attempt.served_model
         };
-        // One read: the instance's type (for the site), the DB-first config
-        // and the price of the served model and of the requested one.
-        // Providers report dated or suffixed ids for the model they served
-        // (`gpt-4o-2024-08-06` for `gpt-4o`); an unpriced served id is priced
-        // as the requested model rather than at zero, so the credit window
-        // still draws down.
-        let ctx = self
-            .store
-            .llm()
-            .record_context(
-                tenant_id,
-                attempt.instance_id,
-                priced_model,
-                &attempt.requested_model,
-            )
-            .await
-            .map_err(|e| status_of(e, metrics))?;
-        let opts = effective_options(&self.settings.options, &ctx.configs);
-        let cost = match &ctx.price {
+        let held = memo.and_then(|m| {
+            self.memos
+                .price(m.catalogue_epoch, priced_model, &attempt.requested_model)
+                .map(|price| (m, price))
+        });
+        let (agent_type, opts, price) = match held {
+            Some((m, price)) => {
+                metrics.tick_context("attempt_held");
+                let opts = effective_options(&self.settings.options, &m.catalogue.configs);
+                (m.agent_type, opts, price)
+            }
+            None => {
+                metrics.tick_context("attempt_read");
+                // One read: the instance's type (for the site), the DB-first
+                // config and the price of the served model, else of the
+                // requested one, with the epoch it was read at.
+                let ctx = self
+                    .store
+                    .llm()
+                    .record_context(
+                        tenant_id,
+                        attempt.instance_id,
+                        priced_model,
+                        &attempt.requested_model,
+                    )
+                    .await
+                    .map_err(|e| status_of(e, metrics))?;
+                self.memos.learn_price(
+                    ctx.catalogue_epoch,
+                    priced_model,
+                    &attempt.requested_model,
+                    ctx.price.clone(),
+                );
+                let opts = effective_options(&self.settings.options, &ctx.configs);
+                (ctx.agent_type, opts, ctx.price)
+            }
+        };
+        let cost = match &price {
             Some(p) => attempt_cost(
                 p,
                 attempt.input_tokens,
@@ -787,7 +840,7 @@ impl AgentPodService {
             }
         };
         attempt.cost_usd = cost;
-        attempt.site_id = policy_site_for(ctx.agent_type).to_owned();
+        attempt.site_id = policy_site_for(agent_type).to_owned();
         let draw = CreditDraw {
             week_start: week_start_for(Utc::now()),
             limit_usd: opts.weekly_credit_usd,
@@ -800,6 +853,42 @@ impl AgentPodService {
             .map_err(|e| status_of(e, metrics))?;
         metrics.cost(attempt.cost_usd);
         Ok(recorded)
+    }
+
+    /// The turn's context read again (`genesis_complete_context`, one
+    /// round trip): for a tick this supervisor holds no memo of (claimed
+    /// through another replica, evicted, or before a restart), or one whose
+    /// snapshot was named rather than carried.
+    async fn turn_context(
+        &self,
+        tenant_id: Uuid,
+        event_id: Uuid,
+        instance_id: Uuid,
+        snapshot_id: Option<Uuid>,
+    ) -> Result<TurnContext, Status> {
+        let pre = self
+            .store
+            .complete_context(tenant_id, event_id, instance_id, snapshot_id)
+            .await
+            .map_err(|e| status_of(e, &self.metrics))?;
+        let snapshot = match (snapshot_id, pre.snapshot) {
+            (Some(_), Some(row)) => Some(row),
+            (Some(_), None) => return Err(Status::not_found("llm call snapshot not found")),
+            _ => None,
+        };
+        Ok(TurnContext {
+            // An unknown event still goes to the store, whose session guard
+            // and event check answer LEASE_LOST or INVALID_ARGUMENT with
+            // nothing written.
+            known_kind: pre
+                .event_kind
+                .as_deref()
+                .and_then(|k| k.parse::<AgentEventKind>().ok()),
+            prior: pre.prior,
+            snapshot,
+            opts: effective_options(&self.settings.options, &pre.configs),
+            mode: recorded_mode(pre.active_mode.as_deref(), pre.agent_type.as_deref()),
+        })
     }
 
     async fn complete(
@@ -897,39 +986,49 @@ impl AgentPodService {
             });
         }
         let metrics = &self.metrics;
+        let memo = self
+            .memos
+            .recall(session, tenant_id, instance_id, Some(event_id));
         // The episode's last attempts, recorded as RecordCallAttempt would
         // (its session guard refuses them on a lost lease, writing nothing).
+        let mut last_snapshot = None;
         for attempt in pending {
-            snapshot_id = Some(self.write_attempt(tenant_id, attempt).await?.snapshot.id);
+            let recorded = self
+                .write_attempt(tenant_id, attempt, memo.as_deref())
+                .await?;
+            snapshot_id = Some(recorded.snapshot.id);
+            last_snapshot = Some(recorded.snapshot);
         }
-        // One read: the claimed event's kind, the mode, the snapshot and config.
-        let pre = self
-            .store
-            .complete_context(tenant_id, event_id, instance_id, snapshot_id)
-            .await
-            .map_err(|e| status_of(e, metrics))?;
-        // An unknown event still goes to the store, whose session guard and
-        // event check answer LEASE_LOST or INVALID_ARGUMENT with nothing written.
-        let known_kind = pre
-            .event_kind
-            .as_deref()
-            .and_then(|k| k.parse::<AgentEventKind>().ok());
+        let turn = match memo {
+            // What the claim read, and the snapshot the last attempt wrote:
+            // no read. A snapshot named without attempts is read below.
+            Some(m) if snapshot_id.is_none() || last_snapshot.is_some() => {
+                metrics.tick_context("complete_held");
+                TurnContext::remembered(&m, last_snapshot, &self.settings.options)
+            }
+            _ => {
+                metrics.tick_context("complete_read");
+                self.turn_context(tenant_id, event_id, instance_id, snapshot_id)
+                    .await?
+            }
+        };
+        let TurnContext {
+            known_kind,
+            prior,
+            snapshot,
+            opts,
+            mode: turn_mode,
+        } = turn;
         let event_kind = known_kind.unwrap_or(AgentEventKind::AgentTick);
-        // The counters as this read saw them: the store writes the turn in
-        // one statement while they still hold under the lock (migration 0082).
+        // The counters as the claim or this read saw them: the store writes
+        // the turn in one statement while they still hold under the lock
+        // (migration 0082).
         let expect = known_kind
-            .zip(pre.prior)
+            .zip(prior)
             .map(|(event_kind, counters)| ExpectedPrior {
                 counters,
                 event_kind,
             });
-        let snapshot: Option<genesis_store::llm::CallSnapshotRow> =
-            match (snapshot_id, pre.snapshot) {
-                (Some(_), Some(row)) => Some(row),
-                (Some(_), None) => return Err(Status::not_found("llm call snapshot not found")),
-                _ => None,
-            };
-        let opts = effective_options(&self.settings.options, &pre.configs);
         let was_idle = matches!(
             completion,
             Completion::ShortCircuited | Completion::CreditExhausted
@@ -945,7 +1044,7 @@ impl AgentPodService {
             "actions": actions,
             "waitCondition": req.wait_condition,
             "reasoningSummary": req.reasoning_summary,
-            "activeMode": recorded_mode(pre.active_mode.as_deref(), pre.agent_type.as_deref()),
+            "activeMode": turn_mode,
             // How the episode ended and what it spent, so a budget cut or a
             // failure is visible on the turn (spec §3.5: the axis is recorded).
             "completion": completion_name,
@@ -984,8 +1083,10 @@ impl AgentPodService {
                 &opts,
                 expect.as_ref(),
             )
-            .await
-            .map_err(|e| status_of(e, metrics))?;
+            .await;
+        // Written or refused, the memo has served: a retry reads again.
+        self.memos.forget(session);
+        let done = done.map_err(|e| status_of(e, metrics))?;
         metrics.complete(done.halted, done.prior_read);
         Ok(pb::CompleteTickResponse {
             decision_kind: done.decision_kind.as_str().to_owned(),
@@ -1107,6 +1208,39 @@ impl AgentPod for AgentPodService {
             &req.session_id,
         );
         self.complete(req).instrument(span).await.map(Response::new)
+    }
+}
+
+/// What a completion's turn is written with besides the pod's report.
+struct TurnContext {
+    /// The claimed event's kind; `None` when the event is not this
+    /// instance's (the store then refuses the write).
+    known_kind: Option<AgentEventKind>,
+    /// The counters the rules start from; `None` for an unknown instance.
+    prior: Option<PriorCounters>,
+    /// The back-linked call snapshot.
+    snapshot: Option<genesis_store::llm::CallSnapshotRow>,
+    opts: AgentDispatcherOptions,
+    /// The mode the turn ran in, as recorded.
+    mode: Option<String>,
+}
+
+impl TurnContext {
+    /// The context as the tick's claim read it: the mode the pod was
+    /// served, the configuration of the claim's catalogue, the counters and
+    /// event kind the turn write compares under the lock.
+    fn remembered(
+        m: &TickMemo,
+        snapshot: Option<genesis_store::llm::CallSnapshotRow>,
+        defaults: &AgentDispatcherOptions,
+    ) -> Self {
+        Self {
+            known_kind: Some(m.event_kind),
+            prior: Some(m.prior.clone()),
+            snapshot,
+            opts: effective_options(defaults, &m.catalogue.configs),
+            mode: recorded_mode(m.active_mode.as_deref(), Some(m.agent_type.as_str())),
+        }
     }
 }
 

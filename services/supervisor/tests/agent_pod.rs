@@ -1860,3 +1860,209 @@ async fn the_previous_releases_bundle_read_still_returns_the_whole_tail(pool: Pg
     assert_eq!(raw["ledger_after"], 0);
     assert!(raw["modes"].as_array().is_some_and(|m| !m.is_empty()));
 }
+
+async fn context_counter(h: &Harness, outcome: &str) -> u64 {
+    outcome_counter(h, "tick_context", outcome).await
+}
+
+/// Claim and complete one tick whose last call travels with CompleteTick;
+/// the cost the turn records.
+async fn tick_with_attempt(h: &mut Harness, input_tokens: i64) -> f64 {
+    let b = h.claim().await;
+    tick_with_attempt_of(h, &b, input_tokens).await
+}
+
+async fn tick_with_attempt_of(h: &Harness, b: &pb::TickBundle, input_tokens: i64) -> f64 {
+    let event_id = b.event.as_ref().unwrap().id.clone();
+    // Each episode's invocation has its own snapshot.
+    let mut attempt = pending(scripted_attempt("success", input_tokens));
+    attempt.invocation_id = format!("inv-{}", b.session_id);
+    let req = completion_with(h, &b.session_id, &event_id, vec![attempt]);
+    let done = h
+        .client
+        .clone()
+        .complete_tick(h.req(req))
+        .await
+        .unwrap()
+        .into_inner();
+    h.store
+        .messages()
+        .send_operator_message(h.tenant, h.instance, "wake")
+        .await
+        .unwrap();
+    sqlx::query_scalar("SELECT cost_usd::float8 FROM agent_state_ledger WHERE id = $1")
+        .bind(done.ledger_id.parse::<Uuid>().unwrap())
+        .fetch_one(&h.pool)
+        .await
+        .unwrap()
+}
+
+/// Migration 0084 with the supervisor's tick memos: a completion of a tick
+/// this supervisor claimed, with its last call attempt, reads no context.
+/// The claim read the event, type, mode, counters and configuration, and
+/// the price was read once, at the epoch of the claims that use it. Every
+/// turn still costs what the price table says.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_claimed_tick_completes_without_reading_its_context_again(pool: PgPool) {
+    let mut h = start(pool).await;
+    for _ in 0..4 {
+        // scripted-1: 3 / 15 USD per million; 2000 in, 1000 out.
+        let cost = tick_with_attempt(&mut h, 2000).await;
+        assert!((cost - 0.021).abs() < 1e-9, "{cost}");
+    }
+    assert_eq!(context_counter(&h, "complete_held").await, 4);
+    assert_eq!(context_counter(&h, "complete_read").await, 0);
+    assert_eq!(
+        context_counter(&h, "attempt_read").await,
+        1,
+        "the first price"
+    );
+    assert_eq!(context_counter(&h, "attempt_held").await, 3);
+    assert_eq!(outcome_counter(&h, "complete_reads", "held").await, 4);
+    let spent: f64 = sqlx::query_scalar("SELECT spent_usd FROM credit_windows")
+        .fetch_one(&h.pool)
+        .await
+        .unwrap();
+    assert!((spent - 0.084).abs() < 1e-9, "{spent}");
+    let modes: Vec<Option<String>> = sqlx::query_scalar(
+        "SELECT decision_payload->>'activeMode' FROM agent_state_ledger WHERE instance_id = $1",
+    )
+    .bind(h.instance)
+    .fetch_all(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        modes,
+        vec![Some("Strategic".to_owned()); 4],
+        "the type's default"
+    );
+}
+
+/// A price write raises the catalogue epoch (migration 0084): a tick
+/// claimed before it is priced as of its claim, every tick claimed after it
+/// at the new price. This fails if a held price outlives the write.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_price_write_is_in_force_from_the_next_claim(pool: PgPool) {
+    let mut h = start(pool).await;
+    let old = tick_with_attempt(&mut h, 1000).await;
+    assert!((old - 0.018).abs() < 1e-9, "{old}");
+
+    let b = h.claim().await;
+    sqlx::query("UPDATE llm_pricing SET input_usd_per_mtok = 30 WHERE model = 'scripted-1'")
+        .execute(&h.pool)
+        .await
+        .unwrap();
+    let during = tick_with_attempt_of(&h, &b, 1000).await;
+    assert!(
+        (during - 0.018).abs() < 1e-9,
+        "claimed before the write: {during}"
+    );
+
+    for _ in 0..2 {
+        let new = tick_with_attempt(&mut h, 1000).await;
+        assert!((new - 0.045).abs() < 1e-9, "claimed after the write: {new}");
+    }
+    assert_eq!(
+        context_counter(&h, "attempt_read").await,
+        2,
+        "read once before the write and once after it"
+    );
+    assert_eq!(context_counter(&h, "attempt_held").await, 2);
+}
+
+/// A tick claimed through one supervisor and completed through another
+/// (another replica, or after a restart) has no memo there: the context is
+/// read, and the turn is the same.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_tick_claimed_through_another_supervisor_reads_its_context(pool: PgPool) {
+    let mut h = start(pool.clone()).await;
+    let other = common::start(pool).await;
+    let b = h.claim().await;
+    let event_id = b.event.as_ref().unwrap().id.clone();
+    let req = completion_with(
+        &h,
+        &b.session_id,
+        &event_id,
+        vec![pending(scripted_attempt("success", 1000))],
+    );
+    let done = AgentPodClient::new(other.channel.clone())
+        .complete_tick(h.req(req))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(done.turn_number, 1);
+    let (cost, mode): (f64, Option<String>) = sqlx::query_as(
+        "SELECT cost_usd::float8, decision_payload->>'activeMode' FROM agent_state_ledger WHERE id = $1",
+    )
+    .bind(done.ledger_id.parse::<Uuid>().unwrap())
+    .fetch_one(&h.pool)
+    .await
+    .unwrap();
+    assert!((cost - 0.018).abs() < 1e-9, "{cost}");
+    assert_eq!(mode.as_deref(), Some("Strategic"));
+    let (_, text) = reqwest_get(other.http, "/metrics").await;
+    for line in [
+        "genesis_supervisor_tick_context_total{outcome=\"complete_read\"} 1",
+        "genesis_supervisor_tick_context_total{outcome=\"attempt_read\"} 1",
+        "genesis_supervisor_complete_reads_total{outcome=\"held\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+    assert_eq!(context_counter(&h, "complete_held").await, 0);
+}
+
+/// The turn records the mode its claim served the pod, even when an
+/// operator switches the mode while the tick runs; the next claim serves
+/// and records the new one.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_turn_records_the_mode_its_claim_served(pool: PgPool) {
+    let mut h = start(pool).await;
+    let b = h.claim().await;
+    assert_eq!(b.mode.as_ref().unwrap().name, "Strategic");
+    h.store
+        .modes()
+        .set_active_mode(
+            h.tenant,
+            h.instance,
+            "Incident",
+            genesis_core::ModeChangeSource::Ui,
+            "op",
+            None,
+        )
+        .await
+        .unwrap();
+    complete_and_wake(&h, &b, "ran in Strategic").await;
+    let b = h.claim().await;
+    assert_eq!(b.mode.as_ref().unwrap().name, "Incident");
+    complete_and_wake(&h, &b, "ran in Incident").await;
+    let modes: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT reasoning_summary, decision_payload->>'activeMode' FROM agent_state_ledger
+          WHERE instance_id = $1 ORDER BY turn_number",
+    )
+    .bind(h.instance)
+    .fetch_all(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        modes,
+        vec![
+            ("ran in Strategic".to_owned(), Some("Strategic".to_owned())),
+            ("ran in Incident".to_owned(), Some("Incident".to_owned())),
+        ]
+    );
+}
+
+/// With the catalogue cache off the memos are off too: every completion
+/// and attempt reads its context, and the turns are the same.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn with_the_catalogue_cache_off_every_completion_reads_its_context(pool: PgPool) {
+    let mut h = start_with(pool, |c| c.catalogue_cache_mb = 0).await;
+    for _ in 0..2 {
+        let cost = tick_with_attempt(&mut h, 1000).await;
+        assert!((cost - 0.018).abs() < 1e-9, "{cost}");
+    }
+    assert_eq!(context_counter(&h, "complete_read").await, 2);
+    assert_eq!(context_counter(&h, "attempt_read").await, 2);
+    assert_eq!(context_counter(&h, "complete_held").await, 0);
+    assert_eq!(context_counter(&h, "attempt_held").await, 0);
+}
