@@ -47,8 +47,8 @@ pub use sessions::DashboardSession;
 pub use store::{DatabaseStats, Store, StoreOptions, TenantTx};
 pub use tenants::Tenant;
 pub use tick::{
-    ClaimOutcome, CompleteContext, CompletedTurn, ExpectedPrior, LedgerAction, PriorCounters,
-    PriorRead, ResetOutcome, TickClaim, TickCompletion, TickDecision,
+    BundleAsk, ClaimOutcome, CompleteContext, CompletedTurn, ExpectedPrior, LedgerAction,
+    PriorCounters, PriorRead, ResetOutcome, TickClaim, TickCompletion, TickDecision,
 };
 pub use token_cache::TokenCache;
 pub use tokens::ApiToken;

@@ -449,6 +449,52 @@ struct RawClaim {
     event: Option<EventRow>,
     heartbeat: Option<EventRow>,
     dead_lettered: Option<u32>,
+    /// Migration 0085: the bundle read made with the claim.
+    bundle: Option<serde_json::Value>,
+}
+
+/// What a claim's bundle read asks for (DESIGN §4 claim step 4), as
+/// [`Store::read_tick_bundle`] and [`Store::claim_tick_reading`] take it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BundleAsk<'a> {
+    /// How many of the newest ledger turns the pod gets.
+    pub tail: i64,
+    pub agent_type: genesis_core::AgentType,
+    /// The site chain whose bindings are read.
+    pub sites: &'a [String],
+    /// The credit window read.
+    pub week_start: DateTime<Utc>,
+    /// The newest ledger turn the caller holds (number, id), if any.
+    pub known: Option<(i64, Uuid)>,
+    /// The epoch of the catalogue the caller holds (0: none).
+    pub catalogue_epoch: i64,
+}
+
+type JsonScalar<'q> =
+    sqlx::query::QueryScalar<'q, sqlx::Postgres, serde_json::Value, sqlx::postgres::PgArguments>;
+
+impl BundleAsk<'_> {
+    /// Whether this read can be made with the claim: not for a Compliance
+    /// instance, whose read also discovers the corpus in its transaction.
+    pub fn joins_claim(&self) -> bool {
+        self.agent_type != genesis_core::AgentType::Compliance
+    }
+}
+
+/// Bind a bundle read's arguments after those already bound, in the order
+/// `genesis_read_bundle` and `genesis_claim_and_read` take them.
+fn bind_ask<'q>(query: JsonScalar<'q>, ask: Option<&BundleAsk<'q>>) -> JsonScalar<'q> {
+    let Some(a) = ask else {
+        return query;
+    };
+    query
+        .bind(a.tail)
+        .bind(a.agent_type.as_str())
+        .bind(a.sites)
+        .bind(a.week_start)
+        .bind(a.known.map_or(0, |(turn, _)| turn))
+        .bind(a.known.map(|(_, id)| id))
+        .bind(a.catalogue_epoch)
 }
 
 #[derive(Deserialize)]
@@ -511,78 +557,114 @@ impl Store {
         lease_ttl: Duration,
         max_attempts: u32,
     ) -> Result<ClaimOutcome, StoreError> {
+        self.claim_tick_reading(
+            tenant_id,
+            instance_id,
+            session,
+            lease_ttl,
+            max_attempts,
+            None,
+        )
+        .await
+        .map(|(claim, _)| claim)
+    }
+
+    /// [`Store::claim_tick`], and with `ask` the claim's bundle read in the
+    /// same round trip (migration 0085's `genesis_claim_and_read`): the raw
+    /// JSON of [`Store::read_tick_bundle`], present only when an instance of
+    /// `ask.agent_type` was claimed. The caller still checks that the
+    /// claimed instance yields `ask.sites`. Never for a Compliance instance,
+    /// whose read also discovers the corpus (`None` is answered).
+    pub async fn claim_tick_reading(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        session: Uuid,
+        lease_ttl: Duration,
+        max_attempts: u32,
+        ask: Option<&BundleAsk<'_>>,
+    ) -> Result<(ClaimOutcome, Option<serde_json::Value>), StoreError> {
         let ttl_ms = interval_ms("lease_ttl", lease_ttl)?;
         let max_attempts = i32::try_from(max_attempts)
             .ok()
             .filter(|m| *m > 0)
             .ok_or_else(|| StoreError::invalid("max_attempts", "must be between 1 and 2^31-1"))?;
-        let raw: serde_json::Value = sqlx::query_scalar(
-            "SELECT genesis_claim_tick($1, $2, $3, $4::bigint * interval '1 millisecond', $5)",
-        )
-        .bind(tenant_id)
-        .bind(instance_id)
-        .bind(session)
-        .bind(ttl_ms)
-        .bind(max_attempts)
-        .fetch_one(self.tenant_pool())
-        .await?;
-        let raw: RawClaim = decode(raw)?;
-        match raw.outcome.as_str() {
+        let ask = ask.filter(|a| a.joins_claim());
+        let sql = match ask {
+            None => "SELECT genesis_claim_tick($1, $2, $3, $4::bigint * interval '1 millisecond', $5)",
+            Some(_) => {
+                "SELECT genesis_claim_and_read($1, $2, $3, $4::bigint * interval '1 millisecond', $5,
+                                               $6, $7, $8, $9, $10, $11, $12)"
+            }
+        };
+        let query = sqlx::query_scalar(sql)
+            .bind(tenant_id)
+            .bind(instance_id)
+            .bind(session)
+            .bind(ttl_ms)
+            .bind(max_attempts);
+        let raw = bind_ask(query, ask).fetch_one(self.tenant_pool()).await?;
+        let mut raw: RawClaim = decode(raw)?;
+        let bundle = raw.bundle.take();
+        let claim = match raw.outcome.as_str() {
             "claimed" => match (raw.instance, raw.event) {
-                (Some(instance), Some(event)) => Ok(ClaimOutcome::Claimed(Box::new(TickClaim {
+                (Some(instance), Some(event)) => ClaimOutcome::Claimed(Box::new(TickClaim {
                     session,
                     instance,
                     event,
                     dead_lettered: raw.dead_lettered.unwrap_or(0),
-                }))),
-                _ => Err(StoreError::Database(
-                    "claim returned no instance/event".to_owned(),
-                )),
+                })),
+                _ => {
+                    return Err(StoreError::Database(
+                        "claim returned no instance/event".to_owned(),
+                    ));
+                }
             },
-            "lease_held" => Ok(ClaimOutcome::LeaseHeld),
+            "lease_held" => ClaimOutcome::LeaseHeld,
             "nothing_due" => match raw.heartbeat {
-                Some(heartbeat) => Ok(ClaimOutcome::NothingDue {
+                Some(heartbeat) => ClaimOutcome::NothingDue {
                     heartbeat,
                     dead_lettered: raw.dead_lettered.unwrap_or(0),
-                }),
-                None => Err(StoreError::Database(
-                    "claim returned no heartbeat".to_owned(),
-                )),
+                },
+                None => {
+                    return Err(StoreError::Database(
+                        "claim returned no heartbeat".to_owned(),
+                    ));
+                }
             },
-            "not_active" => Err(StoreError::precondition(format!(
-                "agent instance is {}",
-                raw.status.unwrap_or_default()
-            ))),
-            "not_found" => Err(StoreError::not_found("agent instance")),
-            other => Err(StoreError::Database(format!(
-                "unexpected claim outcome {other:?}"
-            ))),
-        }
+            "not_active" => {
+                return Err(StoreError::precondition(format!(
+                    "agent instance is {}",
+                    raw.status.unwrap_or_default()
+                )));
+            }
+            "not_found" => return Err(StoreError::not_found("agent instance")),
+            other => {
+                return Err(StoreError::Database(format!(
+                    "unexpected claim outcome {other:?}"
+                )));
+            }
+        };
+        Ok((claim, bundle))
     }
 
     /// The claim's bundle read (DESIGN §4 claim step 4) as the raw JSON of
     /// migration 0083's `genesis_read_bundle`: one autocommit round trip
-    /// (the function sets the tenant itself). `known` names the newest
+    /// (the function sets the tenant itself). `ask.known` names the newest
     /// ledger turn the caller already holds (number, id): when it still
     /// exists, `ledger` carries only the later turns and `ledger_after` is
     /// its number; otherwise `ledger` is the whole tail and `ledger_after`
-    /// is 0. A Compliance instance's read runs in one tenant transaction
-    /// with the cold-sweep corpus discovery (spec §3.4 step 8), which it
-    /// also returns. `catalogue_epoch` is the epoch of the catalogue the
-    /// caller holds (migration 0083; 0 for none): when it is still the
-    /// current one, the configs, modes, bindings and mode presets are left
-    /// out; the answer's `catalogue_epoch` is always the current epoch.
-    #[allow(clippy::too_many_arguments)]
+    /// is 0. `ask.catalogue_epoch` is the epoch of the catalogue the caller
+    /// holds (0 for none): when it is still the current one, the configs,
+    /// modes, bindings and mode presets are left out; the answer's
+    /// `catalogue_epoch` is always the current epoch. A Compliance
+    /// instance's read runs in one tenant transaction with the cold-sweep
+    /// corpus discovery (spec §3.4 step 8), which it also returns.
     pub async fn read_tick_bundle(
         &self,
         tenant_id: Uuid,
         instance_id: Uuid,
-        tail: i64,
-        agent_type: genesis_core::AgentType,
-        sites: &[String],
-        week_start: chrono::DateTime<chrono::Utc>,
-        known: Option<(i64, Uuid)>,
-        catalogue_epoch: i64,
+        ask: &BundleAsk<'_>,
     ) -> Result<
         (
             serde_json::Value,
@@ -591,20 +673,16 @@ impl Store {
         StoreError,
     > {
         let query = || {
-            sqlx::query_scalar::<_, serde_json::Value>(
-                "SELECT genesis_read_bundle($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            bind_ask(
+                sqlx::query_scalar(
+                    "SELECT genesis_read_bundle($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(tenant_id)
+                .bind(instance_id),
+                Some(ask),
             )
-            .bind(tenant_id)
-            .bind(instance_id)
-            .bind(tail)
-            .bind(agent_type.as_str())
-            .bind(sites)
-            .bind(week_start)
-            .bind(known.map_or(0, |(turn, _)| turn))
-            .bind(known.map(|(_, id)| id))
-            .bind(catalogue_epoch)
         };
-        if agent_type != genesis_core::AgentType::Compliance {
+        if ask.agent_type != genesis_core::AgentType::Compliance {
             return Ok((query().fetch_one(self.tenant_pool()).await?, None));
         }
         let mut tx = self.tenant_tx(tenant_id).await?;

@@ -5,7 +5,9 @@
 //! credit spend — read in ONE autocommit call of `genesis_read_bundle`
 //! (migrations 0081 and 0083: one round trip, only the ledger turns not
 //! already held by [`LedgerTailCache`], and the catalogue only when the one
-//! held by [`CatalogueCache`] is no longer current), plus, for a Compliance instance, the
+//! held by [`CatalogueCache`] is no longer current; for an instance claimed
+//! before, in the claim's own round trip, migration 0085, with the type and
+//! site chain [`ClaimKinds`] held from its last claim), plus, for a Compliance instance, the
 //! cold-sweep corpus discovery (spec §3.4 step 8) in one tenant transaction
 //! with it, and the conversions of store rows to
 //! wire messages. Must never write to the database. (PostgreSQL's own statistics are sampled
@@ -14,14 +16,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::budget_lru::BudgetLru;
 use crate::catalogue_cache::{CATALOGUE_KEYS, Catalogue, CatalogueCache, settle};
-use crate::ledger_cache::{CacheOutcome, LedgerTailCache, merge};
+use crate::ledger_cache::{CacheOutcome, HeldTail, LedgerTailCache, merge};
 use chrono::{DateTime, Utc};
 use genesis_core::{AgentDispatcherOptions, AgentType};
 use genesis_proto::v1 as pb;
 use genesis_store::knowledge::ComplianceCorpus;
 use genesis_store::llm::PresetRow;
-use genesis_store::{InstanceRow, LedgerActionRow, LedgerTurn, Store, StoreError};
+use genesis_store::{BundleAsk, InstanceRow, LedgerActionRow, LedgerTurn, Store, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -99,6 +102,53 @@ pub struct BundleRead {
 pub struct ClaimCaches {
     pub ledger: LedgerTailCache,
     pub catalogue: CatalogueCache,
+    pub kinds: ClaimKinds,
+}
+
+/// What an instance's bundle is read for: its tenant, agent type and site
+/// chain, as its last claim found them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimKind {
+    pub tenant_id: Uuid,
+    pub agent_type: AgentType,
+    pub sites: Vec<String>,
+}
+
+/// The [`ClaimKind`] of each instance claimed before, so its next claim
+/// asks for the bundle in the same round trip (migration 0085). Never
+/// trusted: the claim compares it with what the claimed instance yields
+/// and reads the bundle again when they differ. A budget of 0 holds
+/// nothing (every claim is two round trips).
+#[derive(Debug)]
+pub struct ClaimKinds {
+    held: BudgetLru<Uuid, Arc<ClaimKind>>,
+}
+
+impl ClaimKinds {
+    pub fn new(budget_bytes: usize) -> Self {
+        Self {
+            held: BudgetLru::new(budget_bytes),
+        }
+    }
+
+    /// The kind held for `instance`, if it was found under `tenant`.
+    pub fn lookup(&self, tenant: Uuid, instance: Uuid) -> Option<Arc<ClaimKind>> {
+        self.held.get(&instance).filter(|k| k.tenant_id == tenant)
+    }
+
+    /// Hold `kind` for `instance` (replacing a different one).
+    pub fn remember(&self, instance: Uuid, kind: ClaimKind) {
+        let bytes = std::mem::size_of::<ClaimKind>()
+            + kind.sites.iter().map(|s| s.len() + 24).sum::<usize>();
+        self.held.put(instance, Arc::new(kind), bytes);
+    }
+}
+
+/// Whether a bundle read made with the claim for `asked` serves the claimed
+/// instance, whose type and site chain are `found`: only when they are
+/// the same, since the read was made for the asked ones.
+pub fn joined_read_serves(asked: &ClaimKind, found: &ClaimKind) -> bool {
+    asked == found
 }
 
 /// Take the catalogue out of the bundle's JSON: `None` when the database
@@ -120,48 +170,87 @@ fn take_catalogue(raw: &mut Value) -> Result<Option<(Catalogue, usize)>, StoreEr
     Ok(Some((catalogue, bytes)))
 }
 
+/// Which bundle a claim reads: the instance, the tail length, its agent
+/// type and site chain, and the credit window's week.
+#[derive(Debug, Clone, Copy)]
+pub struct BundleFor<'a> {
+    pub tenant_id: Uuid,
+    pub instance_id: Uuid,
+    pub tail: i64,
+    pub agent_type: AgentType,
+    pub sites: &'a [String],
+    pub week_start: DateTime<Utc>,
+}
+
+/// What `caches` hold for one bundle read, looked up before it is asked.
+#[derive(Debug)]
+pub struct HeldForRead {
+    ledger: Option<HeldTail>,
+    catalogue: Option<crate::catalogue_cache::Held>,
+}
+
+impl HeldForRead {
+    /// Look up what is held for `b`.
+    pub fn lookup(caches: &ClaimCaches, b: &BundleFor<'_>) -> Self {
+        Self {
+            ledger: caches.ledger.lookup(b.tenant_id, b.instance_id, b.tail),
+            catalogue: caches.catalogue.lookup(b.tenant_id, b.agent_type, b.sites),
+        }
+    }
+
+    /// The read to ask for: only the ledger turns after the held tail, and
+    /// no catalogue while the one held is current.
+    pub fn ask<'a>(&self, b: &BundleFor<'a>) -> BundleAsk<'a> {
+        BundleAsk {
+            tail: b.tail,
+            agent_type: b.agent_type,
+            sites: b.sites,
+            week_start: b.week_start,
+            known: self.ledger.as_ref().map(|h| h.newest),
+            catalogue_epoch: self.catalogue.as_ref().map_or(0, |(epoch, _)| *epoch),
+        }
+    }
+}
+
 /// Read the bundle's inputs in one statement, asking only for the ledger
 /// turns after the tail `caches` hold for this instance and for no
 /// catalogue while the one held is current, and hold what was read for the
-/// next claim. An answer that cannot be joined to what was held forgets it,
-/// so the next claim reads it whole.
-#[allow(clippy::too_many_arguments)]
+/// next claim.
 pub async fn read_bundle(
     store: &Store,
     caches: &ClaimCaches,
-    tenant_id: Uuid,
-    instance_id: Uuid,
-    tail: i64,
-    agent_type: AgentType,
-    sites: &[String],
-    week_start: DateTime<Utc>,
+    b: &BundleFor<'_>,
 ) -> Result<BundleRead, StoreError> {
-    let held = caches.ledger.lookup(tenant_id, instance_id, tail);
-    let held_catalogue = caches.catalogue.lookup(tenant_id, agent_type, sites);
-    let (mut raw, corpus) = store
-        .read_tick_bundle(
-            tenant_id,
-            instance_id,
-            tail,
-            agent_type,
-            sites,
-            week_start,
-            held.as_ref().map(|h| h.newest),
-            held_catalogue.as_ref().map_or(0, |(epoch, _)| *epoch),
-        )
+    let held = HeldForRead::lookup(caches, b);
+    let (raw, corpus) = store
+        .read_tick_bundle(b.tenant_id, b.instance_id, &held.ask(b))
         .await?;
+    settle_bundle(caches, b, held, raw, corpus)
+}
+
+/// Join a bundle read asked with `held`'s [`HeldForRead::ask`] to what was
+/// held, and hold what was read for the next claim. An answer that cannot
+/// be joined to what was held forgets it, so the next claim reads it whole.
+pub fn settle_bundle(
+    caches: &ClaimCaches,
+    b: &BundleFor<'_>,
+    held: HeldForRead,
+    mut raw: Value,
+    corpus: Option<ComplianceCorpus>,
+) -> Result<BundleRead, StoreError> {
+    let (tenant_id, instance_id, tail) = (b.tenant_id, b.instance_id, b.tail);
     let sent_catalogue = take_catalogue(&mut raw)?;
     let mut read: BundleRead = serde_json::from_value(raw).map_err(StoreError::from)?;
     read.corpus = corpus;
     let (sent_catalogue, catalogue_bytes) = sent_catalogue.unzip();
-    let (catalogue, outcome) = settle(held_catalogue, read.catalogue_epoch, sent_catalogue)
-        .inspect_err(|_| caches.catalogue.forget(tenant_id, agent_type, sites))
+    let (catalogue, outcome) = settle(held.catalogue, read.catalogue_epoch, sent_catalogue)
+        .inspect_err(|_| caches.catalogue.forget(tenant_id, b.agent_type, b.sites))
         .map_err(|e| StoreError::Database(e.to_string()))?;
     if let Some(bytes) = catalogue_bytes {
         caches.catalogue.store(
             tenant_id,
-            agent_type,
-            sites,
+            b.agent_type,
+            b.sites,
             (read.catalogue_epoch, catalogue.clone()),
             bytes,
         );
@@ -172,7 +261,7 @@ pub async fn read_bundle(
         .iter()
         .map(turn_to_proto)
         .collect();
-    let (joined, outcome) = match merge(held.as_ref(), read.ledger_after, sent, tail) {
+    let (joined, outcome) = match merge(held.ledger.as_ref(), read.ledger_after, sent, tail) {
         Ok(j) => j,
         Err(e) => {
             caches.ledger.forget(instance_id);

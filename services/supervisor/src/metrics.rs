@@ -24,6 +24,7 @@ pub struct Metrics {
     catalogue_cache: Mutex<BTreeMap<&'static str, u64>>,
     complete_reads: Mutex<BTreeMap<&'static str, u64>>,
     tick_context: Mutex<BTreeMap<&'static str, u64>>,
+    claim_reads: Mutex<BTreeMap<&'static str, u64>>,
     completes: AtomicU64,
     halts: AtomicU64,
     lease_lost: AtomicU64,
@@ -79,6 +80,14 @@ impl Metrics {
     /// the one that claimed them, or memos are evicted).
     pub fn tick_context(&self, outcome: &'static str) {
         bump(&self.tick_context, outcome);
+    }
+
+    /// How a claim's bundle was read: `joined` in the claim's own round
+    /// trip, `separate` after it (an instance not claimed before, or a
+    /// Compliance instance), `redone` after a joined read made for another
+    /// type or site chain than the claimed instance's.
+    pub fn claim_read(&self, outcome: &'static str) {
+        bump(&self.claim_reads, outcome);
     }
 
     /// A session-guarded call found its lease gone.
@@ -180,6 +189,12 @@ impl Metrics {
                 "Completions and call attempts by where their context came from (complete_held, attempt_held: the claim's memo; complete_read, attempt_read: a context read).",
                 Kind::Counter,
                 by_outcome(&self.tick_context),
+            ),
+            Family::labelled(
+                "genesis.supervisor.claim_reads",
+                "Claims by how their bundle was read (joined: in the claim's round trip; separate: after it; redone: a joined read for another type or site chain, read again).",
+                Kind::Counter,
+                by_outcome(&self.claim_reads),
             ),
         ];
         for (name, help, v) in [
@@ -293,6 +308,8 @@ mod tests {
              # HELP genesis_supervisor_tick_context_total Completions and call attempts by where their context came from (complete_held, attempt_held: the claim's memo; complete_read, attempt_read: a context read).\n\
              # TYPE genesis_supervisor_tick_context_total counter\n\
              genesis_supervisor_tick_context_total{outcome=\"complete_held\"} 1\n\
+             # HELP genesis_supervisor_claim_reads_total Claims by how their bundle was read (joined: in the claim's round trip; separate: after it; redone: a joined read for another type or site chain, read again).\n\
+             # TYPE genesis_supervisor_claim_reads_total counter\n\
              # HELP genesis_supervisor_completes_total CompleteTick passivation writes.\n\
              # TYPE genesis_supervisor_completes_total counter\n\
              genesis_supervisor_completes_total 1\n\

@@ -35,7 +35,10 @@ use tracing::{Instrument as _, Span};
 use uuid::Uuid;
 
 use crate::bundle::ClaimCaches;
-use crate::bundle::{corpus_to_proto, effective_options, instance_to_proto, read_bundle};
+use crate::bundle::{
+    BundleFor, ClaimKind, ClaimKinds, HeldForRead, corpus_to_proto, effective_options,
+    instance_to_proto, joined_read_serves, read_bundle, settle_bundle,
+};
 use crate::catalogue_cache::CatalogueCache;
 use crate::error::{SupervisorError, store_status};
 use crate::ledger_cache::LedgerTailCache;
@@ -259,6 +262,12 @@ fn tool_error(code: &str, message: impl Into<String>) -> pb::InvokeToolResponse 
 /// for some 15,000 ticks claimed at once.
 const TICK_MEMO_SHARE: usize = 4;
 
+/// The share of the ledger-tail budget (`GENESIS_LEDGER_CACHE_MB`) that
+/// holds each claimed instance's type and site chain, so its next claim
+/// reads the bundle in the same round trip: a sixteenth, 4 MiB by default,
+/// room for some 30,000 instances.
+const CLAIM_KIND_SHARE: usize = 16;
+
 impl AgentPodService {
     /// Build the service.
     pub fn new(
@@ -274,6 +283,7 @@ impl AgentPodService {
             caches: Arc::new(ClaimCaches {
                 ledger: LedgerTailCache::new(settings.ledger_cache_bytes),
                 catalogue: CatalogueCache::new(settings.catalogue_cache_bytes),
+                kinds: ClaimKinds::new(settings.ledger_cache_bytes / CLAIM_KIND_SHARE),
             }),
             memos: Arc::new(TickMemos::new(
                 settings.catalogue_cache_bytes / TICK_MEMO_SHARE,
@@ -315,16 +325,38 @@ impl AgentPodService {
         let _hint = parse_optional_uuid("event_id", req.event_id.as_deref())?;
         let session = Uuid::new_v4();
         let started = Utc::now();
+        let week_start = week_start_for(started);
+        let tail = i64::from(self.settings.options.ledger_tail.max(1));
+        // An instance claimed before: ask for its bundle with the claim.
+        let asked = self.caches.kinds.lookup(tenant_id, instance_id);
+        let joined = asked.as_deref().and_then(|k| {
+            let b = BundleFor {
+                tenant_id,
+                instance_id,
+                tail,
+                agent_type: k.agent_type,
+                sites: &k.sites,
+                week_start,
+            };
+            let held = HeldForRead::lookup(&self.caches, &b);
+            held.ask(&b).joins_claim().then_some((b, held))
+        });
+        let ask = joined.as_ref().map(|(b, held)| held.ask(b));
         let outcome = self
             .store
-            .claim_tick(
+            .claim_tick_reading(
                 tenant_id,
                 instance_id,
                 session,
                 self.settings.lease_ttl,
                 self.settings.max_attempts,
+                ask.as_ref(),
             )
             .await;
+        let (outcome, joined_raw) = match outcome {
+            Ok((claim, raw)) => (Ok(claim), raw),
+            Err(e) => (Err(e), None),
+        };
         let claim = match outcome {
             Ok(ClaimOutcome::Claimed(c)) => c,
             Ok(ClaimOutcome::LeaseHeld) => {
@@ -387,19 +419,40 @@ impl AgentPodService {
                 }
             }
         }
-        let week_start = week_start_for(now);
-        let tail = i64::from(self.settings.options.ledger_tail.max(1));
-        let read = read_bundle(
-            &self.store,
-            &self.caches,
+        let found = ClaimKind {
             tenant_id,
-            instance_id,
-            tail,
-            instance.agent_type,
-            &sites,
-            week_start,
-        )
-        .await;
+            agent_type: instance.agent_type,
+            sites,
+        };
+        let read = match (joined, joined_raw) {
+            (Some((b, held)), Some(raw))
+                if asked
+                    .as_deref()
+                    .is_some_and(|a| joined_read_serves(a, &found)) =>
+            {
+                self.metrics.claim_read("joined");
+                settle_bundle(&self.caches, &b, held, raw, None)
+            }
+            (joined, _) => {
+                self.metrics.claim_read(if joined.is_some() {
+                    "redone"
+                } else {
+                    "separate"
+                });
+                let b = BundleFor {
+                    tenant_id,
+                    instance_id,
+                    tail,
+                    agent_type: found.agent_type,
+                    sites: &found.sites,
+                    week_start,
+                };
+                read_bundle(&self.store, &self.caches, &b).await
+            }
+        };
+        if asked.as_deref() != Some(&found) {
+            self.caches.kinds.remember(instance_id, found);
+        }
         let read = match read {
             Ok(r) => {
                 self.metrics.ledger_cache(r.ledger_cache);

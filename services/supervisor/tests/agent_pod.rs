@@ -2066,3 +2066,107 @@ async fn with_the_catalogue_cache_off_every_completion_reads_its_context(pool: P
     assert_eq!(context_counter(&h, "complete_held").await, 0);
     assert_eq!(context_counter(&h, "attempt_held").await, 0);
 }
+
+async fn claim_reads(h: &Harness, outcome: &str) -> u64 {
+    outcome_counter(h, "claim_reads", outcome).await
+}
+
+/// Migration 0085: an instance claimed before has its bundle read in the
+/// claim's own round trip, and the bundle is the same as a separate read's
+/// (the tail the database holds, the held catalogue and tail still used).
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_instance_claimed_before_reads_its_bundle_with_the_claim(pool: PgPool) {
+    let mut h = start(pool).await;
+    for i in 1..=5 {
+        let b = h.claim().await;
+        let tail = i64::try_from(b.ledger_tail.len()).unwrap();
+        assert_eq!(tail_of(&b), tail_in_db(&h, 12).await, "claim {i}");
+        assert_eq!(tail, i - 1);
+        complete_and_wake(&h, &b, &format!("turn {i}")).await;
+    }
+    assert_eq!(claim_reads(&h, "separate").await, 1, "the first claim");
+    assert_eq!(claim_reads(&h, "joined").await, 4);
+    assert_eq!(claim_reads(&h, "redone").await, 0);
+    assert_eq!(ledger_cache_counter(&h, "hit").await, 3);
+    assert_eq!(catalogue_counter(&h, "hit").await, 4);
+}
+
+/// A joined read is made for the type and site chain the instance had at
+/// its last claim; when the claimed instance yields another chain (a
+/// redactor rebound to another call-site), the read is discarded and made
+/// again for the new chain, and the next claim joins again.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_joined_read_for_another_site_chain_is_read_again(pool: PgPool) {
+    let mut h = start(pool).await;
+    let planning = preset_with_overlay(&h, "planning", "scripted-1", "Plan carefully.").await;
+    h.store
+        .llm()
+        .bind_site(h.tenant, "Agent:Planning", planning.id)
+        .await
+        .unwrap();
+    let redactor = h
+        .store
+        .instances()
+        .create(
+            h.tenant,
+            NewInstance {
+                agent_type: AgentType::PromptRedactor,
+                status: InstanceStatus::Active,
+                call_site_id: Some("Agent:Default".into()),
+                workset_deadline: None,
+                seed_initialized: false,
+            },
+        )
+        .await
+        .unwrap()
+        .id;
+    let claim_redactor = async |h: &mut Harness| {
+        h.store
+            .messages()
+            .send_operator_message(h.tenant, redactor, "review")
+            .await
+            .unwrap();
+        let b = h.claim_instance(redactor).await;
+        let event_id = b.event.as_ref().unwrap().id.clone();
+        let mut req = completion_with(h, &b.session_id, &event_id, vec![]);
+        req.instance_id = redactor.to_string();
+        h.client.clone().complete_tick(h.req(req)).await.unwrap();
+        b
+    };
+    let b = claim_redactor(&mut h).await;
+    let target = b.redaction_target.unwrap();
+    assert_eq!(target.call_site_id, "Agent:Default");
+    assert_ne!(target.resolved_site_id, "Agent:Planning");
+    sqlx::query("UPDATE agent_instances SET call_site_id = 'Agent:Planning' WHERE id = $1")
+        .bind(redactor)
+        .execute(&h.pool)
+        .await
+        .unwrap();
+    let b = claim_redactor(&mut h).await;
+    let target = b.redaction_target.unwrap();
+    assert_eq!(
+        (target.resolved_site_id.as_str(), target.preset_id),
+        ("Agent:Planning", planning.id.to_string()),
+        "the bindings were read for the new chain"
+    );
+    assert_eq!(claim_reads(&h, "redone").await, 1);
+    claim_redactor(&mut h).await;
+    assert_eq!(
+        (
+            claim_reads(&h, "separate").await,
+            claim_reads(&h, "redone").await,
+            claim_reads(&h, "joined").await
+        ),
+        (1, 1, 1)
+    );
+}
+
+/// `GENESIS_LEDGER_CACHE_MB=0` holds no instance kinds either: every
+/// claim reads its bundle after it.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn with_the_ledger_cache_off_every_claim_reads_its_bundle_after_it(pool: PgPool) {
+    let mut h = start_with(pool, |c| c.ledger_cache_mb = 0).await;
+    run_turns(&mut h, 3).await;
+    assert_eq!(claim_reads(&h, "separate").await, 3);
+    assert_eq!(claim_reads(&h, "joined").await, 0);
+}
