@@ -39,6 +39,18 @@ async fn message(store: &Store, t: Uuid, instance: Uuid) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A claim of `instance` asking for its bundle with `a`.
+async fn joined(
+    store: &Store,
+    t: Uuid,
+    instance: Uuid,
+    a: &BundleAsk<'_>,
+) -> anyhow::Result<(ClaimOutcome, Option<serde_json::Value>)> {
+    Ok(store
+        .claim_tick_reading(t, instance, Uuid::new_v4(), TTL, 5, Some(a))
+        .await?)
+}
+
 fn sites() -> Vec<String> {
     vec!["Agent:Planning".to_owned(), "Agent:Default".to_owned()]
 }
@@ -53,9 +65,7 @@ async fn the_joined_read_is_the_separate_read_of_the_claimed_instance(
     message(&store, t, inst.id).await?;
     let sites = sites();
     let a = ask(AgentType::Soa, &sites);
-    let (claim, bundle) = store
-        .claim_tick_reading(t, inst.id, Uuid::new_v4(), TTL, 5, Some(&a))
-        .await?;
+    let (claim, bundle) = joined(&store, t, inst.id, &a).await?;
     let ClaimOutcome::Claimed(c) = claim else {
         panic!("expected a claim, got {claim:?}");
     };
@@ -81,16 +91,7 @@ async fn a_claim_of_another_type_or_no_claim_carries_no_bundle(
 
     // Nothing due: the heartbeat is seeded and the lease released, as a
     // plain claim does, and no bundle is read.
-    let (claim, bundle) = store
-        .claim_tick_reading(
-            t,
-            inst.id,
-            Uuid::new_v4(),
-            TTL,
-            5,
-            Some(&ask(AgentType::Soa, &sites)),
-        )
-        .await?;
+    let (claim, bundle) = joined(&store, t, inst.id, &ask(AgentType::Soa, &sites)).await?;
     assert!(
         matches!(claim, ClaimOutcome::NothingDue { .. }),
         "{claim:?}"
@@ -100,23 +101,12 @@ async fn a_claim_of_another_type_or_no_claim_carries_no_bundle(
     // The type asked is not the instance's: claimed, no bundle.
     message(&store, t, inst.id).await?;
     let wrong = ask(AgentType::MissionResearch, &sites);
-    let (claim, bundle) = store
-        .claim_tick_reading(t, inst.id, Uuid::new_v4(), TTL, 5, Some(&wrong))
-        .await?;
+    let (claim, bundle) = joined(&store, t, inst.id, &wrong).await?;
     assert!(matches!(claim, ClaimOutcome::Claimed(_)), "{claim:?}");
     assert_eq!(bundle, None);
 
     // The lease is held now: no bundle for a second claimer.
-    let (claim, bundle) = store
-        .claim_tick_reading(
-            t,
-            inst.id,
-            Uuid::new_v4(),
-            TTL,
-            5,
-            Some(&ask(AgentType::Soa, &sites)),
-        )
-        .await?;
+    let (claim, bundle) = joined(&store, t, inst.id, &ask(AgentType::Soa, &sites)).await?;
     assert_eq!(claim, ClaimOutcome::LeaseHeld);
     assert_eq!(bundle, None);
     Ok(())
@@ -139,9 +129,7 @@ async fn a_compliance_read_is_never_joined(pool: sqlx::PgPool) -> anyhow::Result
     let sites = sites();
     let a = ask(AgentType::Compliance, &sites);
     assert!(!a.joins_claim());
-    let (claim, bundle) = store
-        .claim_tick_reading(t, inst.id, Uuid::new_v4(), TTL, 5, Some(&a))
-        .await?;
+    let (claim, bundle) = joined(&store, t, inst.id, &a).await?;
     assert!(matches!(claim, ClaimOutcome::Claimed(_)), "{claim:?}");
     assert_eq!(bundle, None);
     Ok(())
@@ -162,16 +150,7 @@ async fn racing_joined_claimers_have_one_winner_with_one_bundle(
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             let sites = sites();
-            store
-                .claim_tick_reading(
-                    t,
-                    inst.id,
-                    Uuid::new_v4(),
-                    TTL,
-                    5,
-                    Some(&ask(AgentType::Soa, &sites)),
-                )
-                .await
+            joined(&store, t, inst.id, &ask(AgentType::Soa, &sites)).await
         }));
     }
     let (mut claimed, mut held, mut bundles) = (0, 0, 0);
