@@ -262,3 +262,92 @@ async fn a_price_write_raises_the_epoch_the_attempt_context_reports(
     }
     Ok(())
 }
+
+/// Migration 0086: two transactions that each write two catalogue rows do
+/// not deadlock. The first raises the epoch with a preset, the second then
+/// binds a site, and the first binds the same site: with the epoch taken
+/// after a statement's rows (0083) the second held the binding while
+/// waiting for the epoch and the first waited for the binding, and
+/// PostgreSQL failed one of them. Taken before, the second waits for the
+/// epoch before it writes, and both commit in order.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn catalogue_writers_queue_for_the_epoch_before_their_rows(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let preset: Uuid = sqlx::query_scalar(
+        "INSERT INTO llm_presets (tenant_id, name, model, provider) VALUES ($1, 'p', 'm', 'scripted') RETURNING id",
+    )
+    .bind(t)
+    .fetch_one(&pool)
+    .await?;
+    let before = epoch(&pool).await;
+
+    let mut first = pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO llm_presets (tenant_id, name, model, provider) VALUES ($1, 'seeded', 'm', 'scripted')",
+    )
+    .bind(t)
+    .execute(&mut *first)
+    .await?;
+
+    let second = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            let mut tx = pool.begin().await?;
+            sqlx::query(
+                "INSERT INTO llm_site_bindings (tenant_id, site_id, preset_id) VALUES ($1, 'Agent:Default', $2)
+                 ON CONFLICT (tenant_id, site_id) DO UPDATE SET preset_id = EXCLUDED.preset_id",
+            )
+            .bind(t)
+            .bind(preset)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(())
+        }
+    });
+    // Let the second transaction reach its wait.
+    wait_for_a_lock_wait(&pool).await;
+    let bound = sqlx::query(
+        "INSERT INTO llm_site_bindings (tenant_id, site_id, preset_id)
+         SELECT $1, 'Agent:Default', id FROM llm_presets WHERE tenant_id = $1 AND name = 'seeded'
+         ON CONFLICT (tenant_id, site_id) DO NOTHING",
+    )
+    .bind(t)
+    .execute(&mut *first)
+    .await?;
+    assert_eq!(bound.rows_affected(), 1, "the first writer bound the site");
+    first.commit().await?;
+    second.await??;
+
+    // Both committed, in order: the second writer's binding stands.
+    let bound_to: Uuid = sqlx::query_scalar(
+        "SELECT preset_id FROM llm_site_bindings WHERE tenant_id = $1 AND site_id = 'Agent:Default'",
+    )
+    .bind(t)
+    .fetch_one(&pool)
+    .await?;
+    assert_eq!(bound_to, preset);
+    assert!(epoch(&pool).await >= before + 2);
+    Ok(())
+}
+
+/// Until some backend of this database waits on a lock (at most 5 s).
+async fn wait_for_a_lock_wait(pool: &PgPool) {
+    for _ in 0..500 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the second writer never waited");
+}
