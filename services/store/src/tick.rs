@@ -453,6 +453,44 @@ struct RawClaim {
     bundle: Option<serde_json::Value>,
 }
 
+impl RawClaim {
+    /// The claim's answer as the store's outcome; a malformed or unknown
+    /// answer is a database error.
+    fn into_outcome(self, session: Uuid) -> Result<ClaimOutcome, StoreError> {
+        match self.outcome.as_str() {
+            "claimed" => match (self.instance, self.event) {
+                (Some(instance), Some(event)) => Ok(ClaimOutcome::Claimed(Box::new(TickClaim {
+                    session,
+                    instance,
+                    event,
+                    dead_lettered: self.dead_lettered.unwrap_or(0),
+                }))),
+                _ => Err(StoreError::Database(
+                    "claim returned no instance/event".to_owned(),
+                )),
+            },
+            "lease_held" => Ok(ClaimOutcome::LeaseHeld),
+            "nothing_due" => match self.heartbeat {
+                Some(heartbeat) => Ok(ClaimOutcome::NothingDue {
+                    heartbeat,
+                    dead_lettered: self.dead_lettered.unwrap_or(0),
+                }),
+                None => Err(StoreError::Database(
+                    "claim returned no heartbeat".to_owned(),
+                )),
+            },
+            "not_active" => Err(StoreError::precondition(format!(
+                "agent instance is {}",
+                self.status.unwrap_or_default()
+            ))),
+            "not_found" => Err(StoreError::not_found("agent instance")),
+            other => Err(StoreError::Database(format!(
+                "unexpected claim outcome {other:?}"
+            ))),
+        }
+    }
+}
+
 /// What a claim's bundle read asks for (DESIGN §4 claim step 4), as
 /// [`Store::read_tick_bundle`] and [`Store::claim_tick_reading`] take it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -606,46 +644,7 @@ impl Store {
         let raw = bind_ask(query, ask).fetch_one(self.tenant_pool()).await?;
         let mut raw: RawClaim = decode(raw)?;
         let bundle = raw.bundle.take();
-        let claim = match raw.outcome.as_str() {
-            "claimed" => match (raw.instance, raw.event) {
-                (Some(instance), Some(event)) => ClaimOutcome::Claimed(Box::new(TickClaim {
-                    session,
-                    instance,
-                    event,
-                    dead_lettered: raw.dead_lettered.unwrap_or(0),
-                })),
-                _ => {
-                    return Err(StoreError::Database(
-                        "claim returned no instance/event".to_owned(),
-                    ));
-                }
-            },
-            "lease_held" => ClaimOutcome::LeaseHeld,
-            "nothing_due" => match raw.heartbeat {
-                Some(heartbeat) => ClaimOutcome::NothingDue {
-                    heartbeat,
-                    dead_lettered: raw.dead_lettered.unwrap_or(0),
-                },
-                None => {
-                    return Err(StoreError::Database(
-                        "claim returned no heartbeat".to_owned(),
-                    ));
-                }
-            },
-            "not_active" => {
-                return Err(StoreError::precondition(format!(
-                    "agent instance is {}",
-                    raw.status.unwrap_or_default()
-                )));
-            }
-            "not_found" => return Err(StoreError::not_found("agent instance")),
-            other => {
-                return Err(StoreError::Database(format!(
-                    "unexpected claim outcome {other:?}"
-                )));
-            }
-        };
-        Ok((claim, bundle))
+        Ok((raw.into_outcome(session)?, bundle))
     }
 
     /// The claim's bundle read (DESIGN §4 claim step 4) as the raw JSON of

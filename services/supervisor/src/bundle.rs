@@ -144,11 +144,24 @@ impl ClaimKinds {
     }
 }
 
-/// Whether a bundle read made with the claim for `asked` serves the claimed
-/// instance, whose type and site chain are `found`: only when they are
-/// the same, since the read was made for the asked ones.
-pub fn joined_read_serves(asked: &ClaimKind, found: &ClaimKind) -> bool {
-    asked == found
+impl ClaimKind {
+    /// The bundle of `instance` of this kind, with the newest `tail` turns
+    /// and the credit window of `week_start`.
+    pub fn bundle_for(
+        &self,
+        instance_id: Uuid,
+        tail: i64,
+        week_start: DateTime<Utc>,
+    ) -> BundleFor<'_> {
+        BundleFor {
+            tenant_id: self.tenant_id,
+            instance_id,
+            tail,
+            agent_type: self.agent_type,
+            sites: &self.sites,
+            week_start,
+        }
+    }
 }
 
 /// Take the catalogue out of the bundle's JSON: `None` when the database

@@ -36,8 +36,8 @@ use uuid::Uuid;
 
 use crate::bundle::ClaimCaches;
 use crate::bundle::{
-    BundleFor, ClaimKind, ClaimKinds, HeldForRead, corpus_to_proto, effective_options,
-    instance_to_proto, joined_read_serves, read_bundle, settle_bundle,
+    ClaimKind, ClaimKinds, HeldForRead, corpus_to_proto, effective_options, instance_to_proto,
+    read_bundle, settle_bundle,
 };
 use crate::catalogue_cache::CatalogueCache;
 use crate::error::{SupervisorError, store_status};
@@ -329,19 +329,15 @@ impl AgentPodService {
         let tail = i64::from(self.settings.options.ledger_tail.max(1));
         // An instance claimed before: ask for its bundle with the claim.
         let asked = self.caches.kinds.lookup(tenant_id, instance_id);
-        let joined = asked.as_deref().and_then(|k| {
-            let b = BundleFor {
-                tenant_id,
-                instance_id,
-                tail,
-                agent_type: k.agent_type,
-                sites: &k.sites,
-                week_start,
-            };
-            let held = HeldForRead::lookup(&self.caches, &b);
-            held.ask(&b).joins_claim().then_some((b, held))
-        });
-        let ask = joined.as_ref().map(|(b, held)| held.ask(b));
+        let joined = asked
+            .as_deref()
+            .map(|k| {
+                let b = k.bundle_for(instance_id, tail, week_start);
+                let held = HeldForRead::lookup(&self.caches, &b);
+                let ask = held.ask(&b);
+                (b, held, ask)
+            })
+            .filter(|(_, _, ask)| ask.joins_claim());
         let outcome = self
             .store
             .claim_tick_reading(
@@ -350,7 +346,7 @@ impl AgentPodService {
                 session,
                 self.settings.lease_ttl,
                 self.settings.max_attempts,
-                ask.as_ref(),
+                joined.as_ref().map(|(_, _, ask)| ask),
             )
             .await;
         let (outcome, joined_raw) = match outcome {
@@ -424,12 +420,10 @@ impl AgentPodService {
             agent_type: instance.agent_type,
             sites,
         };
+        // The joined read was made for the asked type and site chain: it
+        // serves only an instance that still yields the same.
         let read = match (joined, joined_raw) {
-            (Some((b, held)), Some(raw))
-                if asked
-                    .as_deref()
-                    .is_some_and(|a| joined_read_serves(a, &found)) =>
-            {
+            (Some((b, held, _)), Some(raw)) if asked.as_deref() == Some(&found) => {
                 self.metrics.claim_read("joined");
                 settle_bundle(&self.caches, &b, held, raw, None)
             }
@@ -439,14 +433,7 @@ impl AgentPodService {
                 } else {
                     "separate"
                 });
-                let b = BundleFor {
-                    tenant_id,
-                    instance_id,
-                    tail,
-                    agent_type: found.agent_type,
-                    sites: &found.sites,
-                    week_start,
-                };
+                let b = found.bundle_for(instance_id, tail, week_start);
                 read_bundle(&self.store, &self.caches, &b).await
             }
         };
@@ -602,7 +589,7 @@ impl AgentPodService {
                 active_mode: instance.active_mode.clone(),
                 prior: PriorCounters::from(instance),
                 catalogue_epoch: read.catalogue_epoch,
-                catalogue: Arc::clone(&read.catalogue),
+                opts,
             },
         );
         self.metrics.claim("bundle");
@@ -850,8 +837,7 @@ impl AgentPodService {
         let (agent_type, opts, price) = match held {
             Some((m, price)) => {
                 metrics.tick_context("attempt_held");
-                let opts = effective_options(&self.settings.options, &m.catalogue.configs);
-                (m.agent_type, opts, price)
+                (m.agent_type, m.opts.clone(), price)
             }
             None => {
                 metrics.tick_context("attempt_read");
@@ -1057,7 +1043,7 @@ impl AgentPodService {
             // no read. A snapshot named without attempts is read below.
             Some(m) if snapshot_id.is_none() || last_snapshot.is_some() => {
                 metrics.tick_context("complete_held");
-                TurnContext::remembered(&m, last_snapshot, &self.settings.options)
+                TurnContext::remembered(&m, last_snapshot)
             }
             _ => {
                 metrics.tick_context("complete_read");
@@ -1282,16 +1268,12 @@ impl TurnContext {
     /// The context as the tick's claim read it: the mode the pod was
     /// served, the configuration of the claim's catalogue, the counters and
     /// event kind the turn write compares under the lock.
-    fn remembered(
-        m: &TickMemo,
-        snapshot: Option<genesis_store::llm::CallSnapshotRow>,
-        defaults: &AgentDispatcherOptions,
-    ) -> Self {
+    fn remembered(m: &TickMemo, snapshot: Option<genesis_store::llm::CallSnapshotRow>) -> Self {
         Self {
             known_kind: Some(m.event_kind),
             prior: Some(m.prior.clone()),
             snapshot,
-            opts: effective_options(defaults, &m.catalogue.configs),
+            opts: m.opts.clone(),
             mode: recorded_mode(m.active_mode.as_deref(), Some(m.agent_type.as_str())),
         }
     }

@@ -1,6 +1,6 @@
 //! What the supervisor remembers of a tick it claimed, until the tick
 //! completes: the claimed event, the instance's type, mode and counters,
-//! and the catalogue (configuration) the claim was served under. With it,
+//! and the options its catalogue's configuration yields. With it,
 //! CompleteTick and the call attempts it carries need no context read
 //! (`genesis_complete_context`, `genesis_record_context`) when this same
 //! supervisor took the claim. Also holds model prices for one catalogue
@@ -18,13 +18,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use genesis_core::{AgentEventKind, AgentType};
+use genesis_core::{AgentDispatcherOptions, AgentEventKind, AgentType};
 use genesis_store::PriorCounters;
 use genesis_store::llm::PricingRow;
 use uuid::Uuid;
 
 use crate::budget_lru::BudgetLru;
-use crate::catalogue_cache::Catalogue;
 
 /// One claimed tick, as its claim read it.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +37,9 @@ pub struct TickMemo {
     pub prior: PriorCounters,
     /// The catalogue epoch the claim's bundle was read at: current then.
     pub catalogue_epoch: i64,
-    pub catalogue: Arc<Catalogue>,
+    /// The options the claim computed from its catalogue's configuration,
+    /// computed once per tick.
+    pub opts: AgentDispatcherOptions,
 }
 
 impl TickMemo {
@@ -51,8 +52,7 @@ impl TickMemo {
             && event_id.is_none_or(|e| e == self.event_id)
     }
 
-    /// The byte estimate for the budget: the struct and its strings (the
-    /// catalogue is shared with the catalogue cache and counted there).
+    /// The byte estimate for the budget: the struct and its strings.
     fn bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.active_mode.as_ref().map_or(0, String::len)
@@ -61,9 +61,9 @@ impl TickMemo {
 }
 
 /// The price of an attempt is looked up by the model it is priced as (the
-/// served one, else the requested one) and the requested one, exactly as
-/// `genesis_record_context` is asked.
-type PriceKey = (String, String);
+/// served one, else the requested one), then by the requested one, exactly
+/// as `genesis_record_context` is asked; nested so a lookup borrows both.
+type Prices = HashMap<String, HashMap<String, Option<PricingRow>>>;
 
 /// The most price pairs held at once; beyond it the book starts over (a
 /// fleet uses a handful of models).
@@ -73,7 +73,9 @@ const PRICE_BOOK_LIMIT: usize = 1024;
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct PriceBook {
     epoch: i64,
-    prices: HashMap<PriceKey, Option<PricingRow>>,
+    prices: Prices,
+    /// Pairs held.
+    len: usize,
 }
 
 impl PriceBook {
@@ -89,9 +91,7 @@ impl PriceBook {
         if claim_epoch != self.epoch || claim_epoch <= 0 {
             return None;
         }
-        self.prices
-            .get(&(priced_model.to_owned(), requested_model.to_owned()))
-            .cloned()
+        self.prices.get(priced_model)?.get(requested_model).cloned()
     }
 
     /// Learn a price `genesis_record_context` read at `epoch`: a newer epoch
@@ -106,12 +106,19 @@ impl PriceBook {
         if epoch <= 0 || epoch < self.epoch {
             return;
         }
-        if epoch > self.epoch || self.prices.len() >= PRICE_BOOK_LIMIT {
+        if epoch > self.epoch || self.len >= PRICE_BOOK_LIMIT {
             self.prices.clear();
+            self.len = 0;
             self.epoch = epoch;
         }
-        self.prices
-            .insert((priced_model.to_owned(), requested_model.to_owned()), price);
+        let held = self
+            .prices
+            .entry(priced_model.to_owned())
+            .or_default()
+            .insert(requested_model.to_owned(), price);
+        if held.is_none() {
+            self.len += 1;
+        }
     }
 }
 
@@ -209,7 +216,7 @@ mod tests {
                 consecutive_blocked_turns: 0,
             },
             catalogue_epoch: 7,
-            catalogue: Arc::new(Catalogue::default()),
+            opts: AgentDispatcherOptions::default(),
         }
     }
 
