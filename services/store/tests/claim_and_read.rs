@@ -51,6 +51,17 @@ async fn joined(
         .await?)
 }
 
+/// One tenant's SOA with one operator message due.
+async fn soa_with_a_message(
+    pool: &sqlx::PgPool,
+) -> anyhow::Result<(Store, Uuid, genesis_store::InstanceRow)> {
+    let store = store(pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    message(&store, t, inst.id).await?;
+    Ok((store, t, inst))
+}
+
 fn sites() -> Vec<String> {
     vec!["Agent:Planning".to_owned(), "Agent:Default".to_owned()]
 }
@@ -59,10 +70,7 @@ fn sites() -> Vec<String> {
 async fn the_joined_read_is_the_separate_read_of_the_claimed_instance(
     pool: sqlx::PgPool,
 ) -> anyhow::Result<()> {
-    let store = store(&pool);
-    let t = tenant(&store, "a").await?;
-    let inst = soa(&store, t).await?;
-    message(&store, t, inst.id).await?;
+    let (store, t, inst) = soa_with_a_message(&pool).await?;
     let sites = sites();
     let a = ask(AgentType::Soa, &sites);
     let (claim, bundle) = joined(&store, t, inst.id, &a).await?;
@@ -141,10 +149,7 @@ async fn a_compliance_read_is_never_joined(pool: sqlx::PgPool) -> anyhow::Result
 async fn racing_joined_claimers_have_one_winner_with_one_bundle(
     pool: sqlx::PgPool,
 ) -> anyhow::Result<()> {
-    let store = store(&pool);
-    let t = tenant(&store, "a").await?;
-    let inst = soa(&store, t).await?;
-    message(&store, t, inst.id).await?;
+    let (store, t, inst) = soa_with_a_message(&pool).await?;
     let mut tasks = Vec::new();
     for _ in 0..16 {
         let store = store.clone();

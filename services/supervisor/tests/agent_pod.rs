@@ -98,6 +98,25 @@ impl Harness {
         })
     }
 
+    /// A CompleteTick that must succeed.
+    async fn complete(&self, req: pb::CompleteTickRequest) -> pb::CompleteTickResponse {
+        self.client
+            .clone()
+            .complete_tick(self.req(req))
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    /// An operator message to `instance`: the event its next claim takes.
+    async fn wake(&self, instance: Uuid, text: &str) {
+        self.store
+            .messages()
+            .send_operator_message(self.tenant, instance, text)
+            .await
+            .unwrap();
+    }
+
     async fn count(&self, table: &str) -> i64 {
         sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
             .fetch_one(&self.pool)
@@ -1418,13 +1437,7 @@ async fn complete_tick_records_the_pending_attempts_and_links_their_snapshot(poo
             pending(scripted_attempt("success", 1000)),
         ],
     );
-    let done = h
-        .client
-        .clone()
-        .complete_tick(h.req(req))
-        .await
-        .unwrap()
-        .into_inner();
+    let done = h.complete(req).await;
     assert_eq!(h.count("llm_call_attempts").await, 2);
     assert_eq!(h.count("llm_call_snapshots").await, 1);
     let (snapshot, cost): (Option<Uuid>, Option<f64>) = sqlx::query_as(
@@ -1585,12 +1598,8 @@ async fn complete_and_wake(h: &Harness, b: &pb::TickBundle, summary: &str) {
     let event_id = b.event.as_ref().unwrap().id.clone();
     let mut req = completion_with(h, &b.session_id, &event_id, vec![]);
     req.reasoning_summary = summary.to_owned();
-    h.client.clone().complete_tick(h.req(req)).await.unwrap();
-    h.store
-        .messages()
-        .send_operator_message(h.tenant, h.instance, summary)
-        .await
-        .unwrap();
+    h.complete(req).await;
+    h.wake(h.instance, summary).await;
 }
 
 /// Claim and complete `n` turns, summarised "turn 1" … "turn n".
@@ -1878,18 +1887,8 @@ async fn tick_with_attempt_of(h: &Harness, b: &pb::TickBundle, input_tokens: i64
     let mut attempt = pending(scripted_attempt("success", input_tokens));
     attempt.invocation_id = format!("inv-{}", b.session_id);
     let req = completion_with(h, &b.session_id, &event_id, vec![attempt]);
-    let done = h
-        .client
-        .clone()
-        .complete_tick(h.req(req))
-        .await
-        .unwrap()
-        .into_inner();
-    h.store
-        .messages()
-        .send_operator_message(h.tenant, h.instance, "wake")
-        .await
-        .unwrap();
+    let done = h.complete(req).await;
+    h.wake(h.instance, "wake").await;
     sqlx::query_scalar("SELECT cost_usd::float8 FROM agent_state_ledger WHERE id = $1")
         .bind(done.ledger_id.parse::<Uuid>().unwrap())
         .fetch_one(&h.pool)
@@ -2121,16 +2120,12 @@ async fn a_joined_read_for_another_site_chain_is_read_again(pool: PgPool) {
         .unwrap()
         .id;
     let claim_redactor = async |h: &mut Harness| {
-        h.store
-            .messages()
-            .send_operator_message(h.tenant, redactor, "review")
-            .await
-            .unwrap();
+        h.wake(redactor, "review").await;
         let b = h.claim_instance(redactor).await;
         let event_id = b.event.as_ref().unwrap().id.clone();
         let mut req = completion_with(h, &b.session_id, &event_id, vec![]);
         req.instance_id = redactor.to_string();
-        h.client.clone().complete_tick(h.req(req)).await.unwrap();
+        h.complete(req).await;
         b
     };
     let b = claim_redactor(&mut h).await;
