@@ -283,7 +283,12 @@ pub struct ScriptContext {
     pub turn: usize,
     /// The `blockedReason` of the latest tool results, if one was blocked.
     pub blocked_reason: Option<String>,
-    first_user: String,
+    /// The first user message and the text `contains` rules search,
+    /// lowercased once: a script's rules are tried in turn against the same
+    /// prompt, and lowercasing the whole prompt per rule was the scripted
+    /// provider's largest cost under load.
+    first_user_lower: String,
+    haystack_lower: String,
 }
 
 impl ScriptContext {
@@ -333,12 +338,18 @@ impl ScriptContext {
                     }),
                 _ => None,
             });
+        let first_user_lower = first_user.to_lowercase();
+        let haystack_lower = match &operator_text {
+            Some(text) => text.to_lowercase(),
+            None => first_user_lower.clone(),
+        };
         ScriptContext {
             event,
             operator_text,
             turn,
             blocked_reason,
-            first_user,
+            first_user_lower,
+            haystack_lower,
         }
     }
 
@@ -349,19 +360,13 @@ impl ScriptContext {
             return false;
         }
         if let Some(needle) = &rule.objective_contains
-            && !self
-                .first_user
-                .to_lowercase()
-                .contains(&needle.to_lowercase())
+            && !self.first_user_lower.contains(&needle.to_lowercase())
         {
             return false;
         }
         match &rule.contains {
             None => true,
-            Some(needle) => {
-                let hay = self.operator_text.as_deref().unwrap_or(&self.first_user);
-                hay.to_lowercase().contains(&needle.to_lowercase())
-            }
+            Some(needle) => self.haystack_lower.contains(&needle.to_lowercase()),
         }
     }
 

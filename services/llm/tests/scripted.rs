@@ -223,6 +223,68 @@ async fn configured_script_matches_event_and_substring_per_turn() {
     assert_eq!(names(&unmatched), ["phase_complete"]);
 }
 
+/// `contains` searches the operator's text when there is one and the whole
+/// first message otherwise; `objective_contains` always searches the whole
+/// first message. Both ignore case on either side.
+#[tokio::test]
+async fn substring_rules_ignore_case_and_search_the_right_text() {
+    let script = Script::from_json(
+        &json!({
+            "rules": [
+                {"objective_contains": "mode: MISSION", "contains": "Ship",
+                 "turns": [[{"name": "soa_send_message", "arguments": {"body": "mission ship"}}]]},
+                {"contains": "URGENT",
+                 "turns": [[{"name": "soa_send_message", "arguments": {"body": "urgent"}}]]}
+            ]
+        })
+        .to_string(),
+    )
+    .expect("script");
+    let p = ScriptedProvider::with_script(script);
+    let body = |r: &ChatResponse| r.tool_calls[0].arguments["body"].clone();
+
+    let both = p
+        .chat(request(
+            "MODE: Mission
+EVENT: OperatorMessage
+OPERATOR_MESSAGE: please SHIP it",
+        ))
+        .await
+        .expect("both");
+    assert_eq!(body(&both), "mission ship");
+
+    // The objective matches but "ship" is outside the operator's text, which
+    // is the only text `contains` searches when there is one.
+    let outside = p
+        .chat(request(
+            "MODE: Mission ship
+EVENT: OperatorMessage
+OPERATOR_MESSAGE: urgent",
+        ))
+        .await
+        .expect("outside");
+    assert_eq!(body(&outside), "urgent");
+
+    // No operator text: `contains` falls back to the whole first message.
+    let fallback = p
+        .chat(request(
+            "EVENT: ExternalSignalReceived
+signal: Urgent rollout",
+        ))
+        .await
+        .expect("fallback");
+    assert_eq!(body(&fallback), "urgent");
+
+    let none = p
+        .chat(request(
+            "MODE: Redact
+EVENT: ExternalSignalReceived",
+        ))
+        .await
+        .expect("none");
+    assert_eq!(names(&none), ["phase_complete"]);
+}
+
 #[test]
 fn bad_scripts_are_rejected() {
     assert!(matches!(
