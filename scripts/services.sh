@@ -2,7 +2,8 @@
 # Makes PostgreSQL (127.0.0.1:5432, trust auth for local connections) and NATS with
 # JetStream (127.0.0.1:4222, monitoring on 127.0.0.1:8222) available. Idempotent: a
 # service that already answers is left alone; a missing one is installed with
-# apt-get and started. Source it or run it; it prints one line per service.
+# apt-get and started. It also installs gcc and make when either is missing, for
+# the build. Source it or run it; it prints one line per service.
 set -euo pipefail
 
 PGPORT=${PGPORT:-5432}
@@ -66,5 +67,17 @@ ensure_nats() {
   say "nats: started on 127.0.0.1:$NATS_PORT (JetStream on)"
 }
 
+# The build needs a C compiler and make besides the Rust toolchain: the
+# service bins link jemalloc, which its crate builds from source.
+ensure_build_tools() {
+  local missing=()
+  command -v cc >/dev/null 2>&1 || missing+=(gcc)
+  command -v make >/dev/null 2>&1 || missing+=(make)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    say "build tools: installing ${missing[*]}"; apt_install "${missing[@]}"
+  fi
+}
+
+ensure_build_tools
 ensure_postgres
 ensure_nats
