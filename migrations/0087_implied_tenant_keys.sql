@@ -13,13 +13,14 @@
 -- query. It also took a FOR KEY SHARE lock on the tenant's row. Those locks
 -- write WAL, and when concurrent transactions of one tenant hold them they
 -- turn into multixacts. A tick inserts into four of these tables
--- (agent_event_queue, agent_state_ledger, agent_state_ledger_actions,
--- llm_call_snapshots and llm_call_attempts), so every tick paid this for
--- nothing. BENCHMARKS 0d has the measurement.
+-- (agent_event_queue, agent_state_ledger, llm_call_snapshots and
+-- llm_call_attempts), and into agent_state_ledger_actions when its turn acts,
+-- so every tick paid this for nothing. BENCHMARKS 0d has the measurement.
 --
--- Tables with no composite key (agent_instances, attention_requests,
--- credit_windows and the catalogue tables) keep their direct tenant key. The
--- store test tenant_keys.rs checks that every tenant_id column still reaches
+-- The other tenant tables keep their direct key: agent_instances,
+-- credit_windows and the catalogue tables have no composite key, and the rest
+-- (attention_requests, missions and the like) are not written on every tick.
+-- The store test tenant_keys.rs checks that every tenant_id column still reaches
 -- tenants(id) through foreign keys whose other columns are NOT NULL.
 
 ALTER TABLE agent_event_queue DROP CONSTRAINT agent_event_queue_tenant_id_fkey;
