@@ -241,48 +241,35 @@ async fn substring_rules_ignore_case_and_search_the_right_text() {
     )
     .expect("script");
     let p = ScriptedProvider::with_script(script);
-    let body = |r: &ChatResponse| r.tool_calls[0].arguments["body"].clone();
+    // Which rule answered: its message's body, or the tool's name when the
+    // call has no body (the catch-all phase_complete).
+    let first_tool = |r: ChatResponse| {
+        r.tool_calls.first().map(|c| {
+            c.arguments
+                .get("body")
+                .cloned()
+                .unwrap_or(c.name.clone().into())
+        })
+    };
+    let answer = |first_user: &'static str| {
+        let call = p.chat(request(first_user));
+        async move { first_tool(call.await.expect(first_user)) }
+    };
 
-    let both = p
-        .chat(request(
-            "MODE: Mission
-EVENT: OperatorMessage
-OPERATOR_MESSAGE: please SHIP it",
-        ))
-        .await
-        .expect("both");
-    assert_eq!(body(&both), "mission ship");
+    let both = "MODE: Mission\nEVENT: OperatorMessage\nOPERATOR_MESSAGE: please SHIP it";
+    assert_eq!(answer(both).await, Some(json!("mission ship")));
 
     // The objective matches but "ship" is outside the operator's text, which
     // is the only text `contains` searches when there is one.
-    let outside = p
-        .chat(request(
-            "MODE: Mission ship
-EVENT: OperatorMessage
-OPERATOR_MESSAGE: urgent",
-        ))
-        .await
-        .expect("outside");
-    assert_eq!(body(&outside), "urgent");
+    let outside = "MODE: Mission ship\nEVENT: OperatorMessage\nOPERATOR_MESSAGE: urgent";
+    assert_eq!(answer(outside).await, Some(json!("urgent")));
 
     // No operator text: `contains` falls back to the whole first message.
-    let fallback = p
-        .chat(request(
-            "EVENT: ExternalSignalReceived
-signal: Urgent rollout",
-        ))
-        .await
-        .expect("fallback");
-    assert_eq!(body(&fallback), "urgent");
+    let fallback = "EVENT: ExternalSignalReceived\nsignal: Urgent rollout";
+    assert_eq!(answer(fallback).await, Some(json!("urgent")));
 
-    let none = p
-        .chat(request(
-            "MODE: Redact
-EVENT: ExternalSignalReceived",
-        ))
-        .await
-        .expect("none");
-    assert_eq!(names(&none), ["phase_complete"]);
+    let none = "MODE: Redact\nEVENT: ExternalSignalReceived";
+    assert_eq!(answer(none).await, Some(json!("phase_complete")));
 }
 
 #[test]

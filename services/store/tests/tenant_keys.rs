@@ -11,6 +11,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
+use genesis_store::InstanceRow;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -202,14 +203,20 @@ fn foreign_key_violation(e: sqlx::Error) -> String {
     db.constraint().unwrap_or_default().to_owned()
 }
 
+/// Tenants `a` and `b`, and an SOA of `a`.
+async fn owner_other_and_soa(pool: &PgPool) -> anyhow::Result<(Uuid, Uuid, InstanceRow)> {
+    let store = store(pool);
+    let a = tenant(&store, "a").await?;
+    let b = tenant(&store, "b").await?;
+    let inst = soa(&store, a).await?;
+    Ok((a, b, inst))
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_row_naming_a_missing_tenant_or_another_tenants_instance_is_refused(
     pool: PgPool,
 ) -> anyhow::Result<()> {
-    let store = store(&pool);
-    let a = tenant(&store, "a").await?;
-    let b = tenant(&store, "b").await?;
-    let inst = soa(&store, a).await?;
+    let (a, b, inst) = owner_other_and_soa(&pool).await?;
     let before = events_of(&pool, inst.id).await;
 
     // Superuser inserts bypass row-level security: only the keys stand here.
@@ -248,10 +255,7 @@ async fn a_row_naming_a_missing_tenant_or_another_tenants_instance_is_refused(
 async fn a_call_attempt_under_another_tenant_than_its_snapshot_is_refused(
     pool: PgPool,
 ) -> anyhow::Result<()> {
-    let store = store(&pool);
-    let a = tenant(&store, "a").await?;
-    let b = tenant(&store, "b").await?;
-    let inst = soa(&store, a).await?;
+    let (a, b, inst) = owner_other_and_soa(&pool).await?;
     let snapshot: Uuid = sqlx::query_scalar(
         "INSERT INTO llm_call_snapshots (tenant_id, instance_id, invocation_id, site_id, requested_model)
          VALUES ($1, $2, 'inv-1', 'Agent:Planning', 'scripted') RETURNING id",
