@@ -11,13 +11,7 @@ use genesis_telemetry::TelemetryConfig;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-/// jemalloc rather than glibc malloc: under load the services allocate and
-/// free many small buffers per tick (protobuf and JSON values, sqlx rows),
-/// and glibc's free-list consolidation was a measured share of their CPU.
-/// mimalloc saved as much CPU but kept about 11 MiB more resident per
-/// process; jemalloc keeps about 2 MiB more (BENCHMARKS 0d).
-#[global_allocator]
-static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+genesis_telemetry::global_allocator!();
 
 #[derive(Parser)]
 #[command(

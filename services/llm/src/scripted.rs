@@ -283,12 +283,12 @@ pub struct ScriptContext {
     pub turn: usize,
     /// The `blockedReason` of the latest tool results, if one was blocked.
     pub blocked_reason: Option<String>,
-    /// The first user message and the text `contains` rules search,
-    /// lowercased once: a script's rules are tried in turn against the same
-    /// prompt, and lowercasing the whole prompt per rule was the scripted
-    /// provider's largest cost under load.
+    /// The first user message and the operator's text, lowercased once: a
+    /// script's rules are tried in turn against the same prompt, and
+    /// lowercasing the whole prompt per rule was the scripted provider's
+    /// largest cost under load.
     first_user_lower: String,
-    haystack_lower: String,
+    operator_lower: Option<String>,
 }
 
 impl ScriptContext {
@@ -339,17 +339,14 @@ impl ScriptContext {
                 _ => None,
             });
         let first_user_lower = first_user.to_lowercase();
-        let haystack_lower = match &operator_text {
-            Some(text) => text.to_lowercase(),
-            None => first_user_lower.clone(),
-        };
+        let operator_lower = operator_text.as_deref().map(str::to_lowercase);
         ScriptContext {
             event,
             operator_text,
             turn,
             blocked_reason,
             first_user_lower,
-            haystack_lower,
+            operator_lower,
         }
     }
 
@@ -366,7 +363,13 @@ impl ScriptContext {
         }
         match &rule.contains {
             None => true,
-            Some(needle) => self.haystack_lower.contains(&needle.to_lowercase()),
+            Some(needle) => {
+                let hay = self
+                    .operator_lower
+                    .as_deref()
+                    .unwrap_or(&self.first_user_lower);
+                hay.contains(&needle.to_lowercase())
+            }
         }
     }
 

@@ -8,13 +8,7 @@ use genesis_supervisor::{LogFormat, SupervisorConfig};
 use genesis_telemetry::TelemetryConfig;
 use tokio_util::sync::CancellationToken;
 
-/// jemalloc rather than glibc malloc: under load the services allocate and
-/// free many small buffers per tick (protobuf and JSON values, sqlx rows),
-/// and glibc's free-list consolidation was a measured share of their CPU.
-/// mimalloc saved as much CPU but kept about 11 MiB more resident per
-/// process; jemalloc keeps about 2 MiB more (BENCHMARKS 0d).
-#[global_allocator]
-static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+genesis_telemetry::global_allocator!();
 
 async fn signalled() -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
