@@ -50,6 +50,9 @@ else
   cargo test --workspace --no-fail-fast "$@"
 fi
 
+step "transaction-shape probe (counts only: scripts/txn-shape.sh 1)"
+bash scripts/txn-shape.sh 1 >/dev/null
+
 if [ -x scripts/chart-check.sh ]; then
   step "helm chart checks"
   bash scripts/chart-check.sh
