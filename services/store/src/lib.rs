@@ -8,6 +8,7 @@
 //! and never offer an UPDATE or DELETE path on the ledger.
 
 pub mod attention;
+pub mod batch;
 pub mod coding_tasks;
 pub mod config;
 pub mod constitution;

@@ -580,31 +580,31 @@ impl Llm<'_> {
         // One round trip (migration 0078): the session guard, the snapshot
         // upsert, the attempt with the next ordinal and the credit
         // draw-down, in one transaction, as before.
-        let raw: serde_json::Value = sqlx::query_scalar(
-            "SELECT genesis_record_call_attempt($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-                                                $11, $12, $13, $14, $15, $16, $17, $18, $19)",
-        )
-        .bind(tenant_id)
-        .bind(attempt.instance_id)
-        .bind(attempt.session)
-        .bind(&attempt.invocation_id)
-        .bind(&attempt.site_id)
-        .bind(&attempt.requested_model)
-        .bind(served)
-        .bind(&attempt.provider)
-        .bind(&attempt.credential_name)
-        .bind(&attempt.outcome)
-        .bind(attempt.input_tokens)
-        .bind(attempt.output_tokens)
-        .bind(&usage)
-        .bind(attempt.latency_ms)
-        .bind(attempt.cost_usd)
-        .bind(&error_message)
-        .bind(attempt.prompt_overlay_sha256.as_deref())
-        .bind(credit.week_start)
-        .bind(credit.limit_usd)
-        .fetch_one(self.store.tenant_pool())
-        .await?;
+        let args = serde_json::json!([
+            tenant_id,
+            attempt.instance_id,
+            attempt.session,
+            &attempt.invocation_id,
+            &attempt.site_id,
+            &attempt.requested_model,
+            served,
+            &attempt.provider,
+            &attempt.credential_name,
+            &attempt.outcome,
+            attempt.input_tokens,
+            attempt.output_tokens,
+            usage,
+            attempt.latency_ms,
+            attempt.cost_usd,
+            &error_message,
+            attempt.prompt_overlay_sha256.as_deref(),
+            credit.week_start,
+            credit.limit_usd,
+        ]);
+        let raw = self
+            .store
+            .batched(RECORD_CALL_ATTEMPT, attempt.instance_id, args)
+            .await?;
         #[derive(serde::Deserialize)]
         struct Raw {
             outcome: String,
@@ -733,3 +733,14 @@ pub(crate) async fn replace_prompt_overlay_in(
     .await?;
     Ok(())
 }
+
+/// RecordCallAttempt's server function (migration 0078), batched
+/// ([`crate::batch`]): the arguments in its parameter order.
+const RECORD_CALL_ATTEMPT: crate::batch::Call = crate::batch::Call {
+    name: "record_call_attempt",
+    sql: "genesis_record_call_attempt((a->>0)::uuid, (a->>1)::uuid, (a->>2)::uuid, a->>3, a->>4,
+                                      a->>5, a->>6, a->>7, a->>8, a->>9, (a->>10)::bigint,
+                                      (a->>11)::bigint, a->12, (a->>13)::bigint,
+                                      (a->>14)::double precision, a->>15, a->>16,
+                                      (a->>17)::timestamptz, (a->>18)::double precision)",
+};

@@ -22,6 +22,9 @@ pub struct StoreOptions {
     pub acquire_timeout: Duration,
     /// Largest JSON event payload `enqueue` accepts, in bytes.
     pub max_event_payload_bytes: usize,
+    /// How concurrent claims, call-attempt records and completions share
+    /// statements ([`crate::batch`]).
+    pub batch: crate::batch::BatchOptions,
 }
 
 impl Default for StoreOptions {
@@ -32,6 +35,7 @@ impl Default for StoreOptions {
             acquire_timeout: Duration::from_secs(30),
             max_event_payload_bytes: genesis_core::AgentDispatcherOptions::default()
                 .max_event_payload_bytes,
+            batch: crate::batch::BatchOptions::default(),
         }
     }
 }
@@ -52,6 +56,7 @@ pub struct Store {
     tenant: PgPool,
     system: PgPool,
     options: StoreOptions,
+    batches: std::sync::Arc<crate::batch::Batches>,
 }
 
 /// A transaction on the tenant pool with `genesis.tenant_id` already set
@@ -120,6 +125,7 @@ impl Store {
         let opts: PgConnectOptions = url
             .parse()
             .map_err(|e: sqlx::Error| StoreError::invalid("database_url", e.to_string()))?;
+        options.batch.check()?;
         let store = Self::from_options(opts, options);
         store.ping().await?;
         Ok(store)
@@ -153,6 +159,7 @@ impl Store {
         Store {
             tenant,
             system,
+            batches: std::sync::Arc::new(crate::batch::Batches::new(options.batch)),
             options,
         }
     }
@@ -218,6 +225,23 @@ impl Store {
     /// tenant-scoped transaction).
     pub(crate) fn tenant_pool(&self) -> &PgPool {
         &self.tenant
+    }
+
+    /// Statements and calls of the batched hot functions so far
+    /// ([`crate::batch::BatchCounters`]), for the service's metrics.
+    pub fn batch_counters(&self) -> std::sync::Arc<crate::batch::BatchCounters> {
+        self.batches.counters()
+    }
+
+    /// Run one of the tick's hot server functions on the tenant pool,
+    /// sharing a statement with concurrent calls of it ([`crate::batch`]).
+    pub(crate) async fn batched(
+        &self,
+        call: crate::batch::Call,
+        key: Uuid,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, StoreError> {
+        self.batches.call(&self.tenant, call, key, args).await
     }
 
     /// The system pool (BYPASSRLS): platform-wide loops and tenant admin only.

@@ -21,6 +21,7 @@ use genesis_core::{
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::batch::Call;
 use crate::error::StoreError;
 use crate::events::EventRow;
 use crate::instances::InstanceRow;
@@ -519,6 +520,31 @@ impl BundleAsk<'_> {
     }
 }
 
+/// The claim without a bundle read, batched ([`crate::batch`]): arguments
+/// tenant, instance, session, lease TTL in ms, max attempts.
+const CLAIM_TICK: Call = Call {
+    name: "claim",
+    sql: "genesis_claim_tick((a->>0)::uuid, (a->>1)::uuid, (a->>2)::uuid,
+                             (a->>3)::bigint * interval '1 millisecond', (a->>4)::integer)",
+};
+
+/// The claim and its bundle read (migration 0085), batched: the claim's
+/// arguments, then the read's in [`bind_ask`]'s order.
+const CLAIM_AND_READ: Call = Call {
+    name: "claim_and_read",
+    sql: "genesis_claim_and_read((a->>0)::uuid, (a->>1)::uuid, (a->>2)::uuid,
+                                 (a->>3)::bigint * interval '1 millisecond', (a->>4)::integer,
+                                 (a->>5)::bigint, a->>6, ARRAY(SELECT jsonb_array_elements_text(a->7)),
+                                 (a->>8)::timestamptz, (a->>9)::bigint, (a->>10)::uuid, (a->>11)::bigint)",
+};
+
+/// The optimistic completion (migration 0082), batched: tenant, instance,
+/// session, the turn's parameters and the expected prior.
+const APPLY_COMPLETE: Call = Call {
+    name: "complete",
+    sql: "genesis_apply_complete((a->>0)::uuid, (a->>1)::uuid, (a->>2)::uuid, a->3, a->4)",
+};
+
 /// Bind a bundle read's arguments after those already bound, in the order
 /// `genesis_read_bundle` and `genesis_claim_and_read` take them.
 fn bind_ask<'q>(query: JsonScalar<'q>, ask: Option<&BundleAsk<'q>>) -> JsonScalar<'q> {
@@ -628,20 +654,31 @@ impl Store {
             .filter(|m| *m > 0)
             .ok_or_else(|| StoreError::invalid("max_attempts", "must be between 1 and 2^31-1"))?;
         let ask = ask.filter(|a| a.joins_claim());
-        let sql = match ask {
-            None => "SELECT genesis_claim_tick($1, $2, $3, $4::bigint * interval '1 millisecond', $5)",
-            Some(_) => {
-                "SELECT genesis_claim_and_read($1, $2, $3, $4::bigint * interval '1 millisecond', $5,
-                                               $6, $7, $8, $9, $10, $11, $12)"
+        let mut args = vec![
+            serde_json::json!(tenant_id),
+            serde_json::json!(instance_id),
+            serde_json::json!(session),
+            serde_json::json!(ttl_ms),
+            serde_json::json!(max_attempts),
+        ];
+        let call = match ask {
+            None => CLAIM_TICK,
+            Some(a) => {
+                args.extend([
+                    serde_json::json!(a.tail),
+                    serde_json::json!(a.agent_type.as_str()),
+                    serde_json::json!(a.sites),
+                    serde_json::json!(a.week_start),
+                    serde_json::json!(a.known.map_or(0, |(turn, _)| turn)),
+                    serde_json::json!(a.known.map(|(_, id)| id)),
+                    serde_json::json!(a.catalogue_epoch),
+                ]);
+                CLAIM_AND_READ
             }
         };
-        let query = sqlx::query_scalar(sql)
-            .bind(tenant_id)
-            .bind(instance_id)
-            .bind(session)
-            .bind(ttl_ms)
-            .bind(max_attempts);
-        let raw = bind_ask(query, ask).fetch_one(self.tenant_pool()).await?;
+        let raw = self
+            .batched(call, instance_id, serde_json::Value::Array(args))
+            .await?;
         let mut raw: RawClaim = decode(raw)?;
         let bundle = raw.bundle.take();
         Ok((raw.into_outcome(session)?, bundle))
@@ -786,15 +823,19 @@ impl Store {
                 let turn = plan_turn(opts, &completion, &expect.counters, expect.event_kind)?;
                 let mut expected = serde_json::to_value(&expect.counters)?;
                 expected["event_kind"] = serde_json::Value::from(expect.event_kind.as_str());
-                let raw: serde_json::Value =
-                    sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4, $5)")
-                        .bind(tenant_id)
-                        .bind(instance_id)
-                        .bind(session)
-                        .bind(&turn.params)
-                        .bind(&expected)
-                        .fetch_one(self.tenant_pool())
-                        .await?;
+                let raw = self
+                    .batched(
+                        APPLY_COMPLETE,
+                        instance_id,
+                        serde_json::json!([
+                            tenant_id,
+                            instance_id,
+                            session,
+                            &turn.params,
+                            expected
+                        ]),
+                    )
+                    .await?;
                 if let Some(done) = applied(raw, turn, PriorRead::Held)? {
                     return Ok(done);
                 }

@@ -81,6 +81,15 @@ pub struct SupervisorConfig {
     /// missed.
     #[arg(long, env = "GENESIS_CATALOGUE_CACHE_MB", default_value_t = 16, value_parser = clap::value_parser!(u64).range(0..=16_384))]
     pub catalogue_cache_mb: u64,
+    /// Most concurrent claims, call-attempt records or completions run
+    /// together as one statement (one round trip, one commit); 1 runs each
+    /// alone. A call never waits for company: a batch is what queued while
+    /// the previous one of its kind was in the database.
+    #[arg(long, env = "GENESIS_STORE_BATCH_MAX", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub store_batch_max: u64,
+    /// Statements of each of those kinds in the database at once.
+    #[arg(long, env = "GENESIS_STORE_BATCH_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub store_batch_workers: u64,
     /// Seconds in-flight calls get to finish after a shutdown signal.
     #[arg(long, env = "GENESIS_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
     pub shutdown_grace_secs: u64,

@@ -66,7 +66,14 @@ pub async fn run(
     http_listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let store = Store::connect(&config.database_url, StoreOptions::default())
+    let store_options = StoreOptions {
+        batch: genesis_store::batch::BatchOptions {
+            max: usize::try_from(config.store_batch_max).context("store_batch_max")?,
+            workers: usize::try_from(config.store_batch_workers).context("store_batch_workers")?,
+        },
+        ..StoreOptions::default()
+    };
+    let store = Store::connect(&config.database_url, store_options)
         .await
         .context("connecting to the database")?;
     let governance = Arc::new(tools::constitution_gate::ConstitutionGovernance::new(
@@ -93,6 +100,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let metrics = Arc::new(metrics::Metrics::default());
+    metrics.observe_store_batches(parts.store.batch_counters());
     genesis_telemetry::export_metrics("genesis-supervisor", {
         let metrics = metrics.clone();
         move || metrics.families()

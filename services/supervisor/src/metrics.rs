@@ -36,6 +36,7 @@ pub struct Metrics {
     unpriced_models: AtomicU64,
     tool_calls_total: AtomicU64,
     tool_errors_total: AtomicU64,
+    store_batches: std::sync::OnceLock<std::sync::Arc<genesis_store::batch::BatchCounters>>,
 }
 
 fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K) {
@@ -121,6 +122,15 @@ impl Metrics {
     /// An attempt whose model has no price (its cost was recorded as 0).
     pub fn unpriced_model(&self) {
         self.unpriced_models.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Also list the store's batching counters (statements and calls of
+    /// the claim, call-attempt and completion functions).
+    pub fn observe_store_batches(
+        &self,
+        counters: std::sync::Arc<genesis_store::batch::BatchCounters>,
+    ) {
+        let _ = self.store_batches.set(counters);
     }
 
     /// `(tool calls, tool errors)` since start, for the ops digest.
@@ -244,6 +254,27 @@ impl Metrics {
             Kind::Counter,
             tool_calls,
         ));
+        if let Some(batches) = self.store_batches.get() {
+            let counts = batches.snapshot();
+            let by_call = |pick: fn(&(&'static str, u64, u64)) -> u64| {
+                counts
+                    .iter()
+                    .map(|c| (vec![("call", c.0.to_owned())], pick(c)))
+                    .collect::<Vec<_>>()
+            };
+            families.push(Family::labelled(
+                "genesis.supervisor.store_batch_statements",
+                "Statements run for the batched hot calls, by call (claim, claim_and_read, record_call_attempt, complete).",
+                Kind::Counter,
+                by_call(|c| c.1),
+            ));
+            families.push(Family::labelled(
+                "genesis.supervisor.store_batch_calls",
+                "Calls those statements answered; calls per statement is the mean batch size.",
+                Kind::Counter,
+                by_call(|c| c.2),
+            ));
+        }
         families
     }
 
@@ -279,6 +310,22 @@ mod tests {
         assert!(text.contains("genesis_supervisor_constitution_blocks_total 1"));
         assert!(text.contains("genesis_supervisor_cost_usd_total 0.250000"));
         assert_eq!(m.tool_totals(), (3, 1));
+    }
+
+    #[test]
+    fn store_batches_are_listed_by_call_once_observed() {
+        let m = Metrics::default();
+        assert!(
+            !m.render().contains("store_batch"),
+            "nothing before a store is observed"
+        );
+        m.observe_store_batches(std::sync::Arc::default());
+        let text = m.render();
+        assert!(
+            text.contains("# TYPE genesis_supervisor_store_batch_statements_total counter"),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE genesis_supervisor_store_batch_calls_total counter"));
     }
 
     /// The page `/metrics` serves, byte for byte: the families are only a

@@ -1642,6 +1642,38 @@ async fn outcome_counter(h: &Harness, family: &str, outcome: &str) -> u64 {
         .map_or(0, |v| v.parse().unwrap())
 }
 
+/// `genesis_supervisor_store_batch_{what}_total{call="{call}"}`.
+async fn batch_counter(h: &Harness, what: &str, call: &str) -> u64 {
+    let (_, text) = reqwest_get(h.http, "/metrics").await;
+    let prefix = format!("genesis_supervisor_store_batch_{what}_total{{call=\"{call}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+/// The claims and completions of a tick go through the store's batchers,
+/// and `/metrics` shows how many statements answered how many calls.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn metrics_count_the_batched_claims_and_completions(pool: PgPool) {
+    let mut h = start(pool).await;
+    run_turns(&mut h, 3).await;
+    let claims = batch_counter(&h, "calls", "claim").await
+        + batch_counter(&h, "calls", "claim_and_read").await;
+    assert!(claims >= 3, "three claims were batched calls: {claims}");
+    // A completion whose claim's reads are held is one batched statement;
+    // one without takes the locked path in a transaction of its own.
+    let completes = batch_counter(&h, "calls", "complete").await;
+    assert!(
+        (1..=3).contains(&completes),
+        "{completes} batched completions"
+    );
+    let statements = batch_counter(&h, "statements", "complete").await;
+    assert!(
+        (1..=completes).contains(&statements),
+        "{statements} statements for {completes} calls"
+    );
+}
+
 async fn catalogue_counter(h: &Harness, outcome: &str) -> u64 {
     outcome_counter(h, "catalogue_cache", outcome).await
 }

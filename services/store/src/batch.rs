@@ -1,0 +1,533 @@
+//! Coalescing of the tick's hot autocommit calls: concurrent calls of one
+//! server function (the claim, the call-attempt record, the optimistic
+//! completion) that arrive while an earlier batch of theirs is in the
+//! database are run together as ONE statement, so they share one round
+//! trip, one snapshot and one commit (BENCHMARKS.md 0e: the per-transaction
+//! cost was about half of a tick's database work).
+//!
+//! Each call keeps its own answer: the functions answer refusals as JSON,
+//! they do not raise. When a batch of several fails as a whole (a raised
+//! error rolls back every call in it), each call is run again alone and
+//! gets its own result, so one call's error never becomes another's.
+//! Calls run in the order of their key (the instance id), so two batches
+//! take the instance rows' locks in the same order.
+//!
+//! Must never hold a call back to wait for company: a worker takes what is
+//! queued when it is free, at least one call, at most `max` — under light
+//! load every batch is one call, as before. Must never run anything but
+//! the functions' own calls, each of which sets its tenant first.
+
+use std::sync::{Arc, OnceLock};
+
+use sqlx::PgPool;
+use tokio::sync::{Mutex, mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::error::StoreError;
+
+/// How the hot calls are coalesced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchOptions {
+    /// Most calls in one statement; 1 runs every call alone.
+    pub max: usize,
+    /// Statements of one function in the database at once (each on its own
+    /// pooled connection).
+    pub workers: usize,
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        Self {
+            max: 16,
+            workers: 2,
+        }
+    }
+}
+
+impl BatchOptions {
+    /// Refuse settings that would stall every call (no worker) or never
+    /// run one (no room in a batch).
+    pub fn check(&self) -> Result<(), StoreError> {
+        if !(1..=256).contains(&self.max) {
+            return Err(StoreError::invalid(
+                "batch max",
+                "must be between 1 and 256",
+            ));
+        }
+        if !(1..=16).contains(&self.workers) {
+            return Err(StoreError::invalid(
+                "batch workers",
+                "must be between 1 and 16",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One server function's call: its name in the counters, and an SQL
+/// expression over `a`, the call's arguments as a JSON array (`a->>0` is
+/// the first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Call {
+    pub(crate) name: &'static str,
+    pub(crate) sql: &'static str,
+}
+
+/// Statements run and calls answered, per call name, since the store was
+/// built: calls ÷ statements is the mean batch size.
+#[derive(Debug, Default)]
+pub struct BatchCounters {
+    counts: std::sync::Mutex<std::collections::BTreeMap<&'static str, (u64, u64)>>,
+}
+
+impl BatchCounters {
+    fn add(&self, name: &'static str, statements: u64, calls: u64) {
+        if let Ok(mut c) = self.counts.lock() {
+            let e = c.entry(name).or_insert((0, 0));
+            e.0 += statements;
+            e.1 += calls;
+        }
+    }
+
+    /// `(call name, statements, calls)` for every call run so far.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64, u64)> {
+        self.counts
+            .lock()
+            .map(|c| c.iter().map(|(k, (s, n))| (*k, *s, *n)).collect())
+            .unwrap_or_default()
+    }
+}
+
+struct Job {
+    key: Uuid,
+    args: serde_json::Value,
+    reply: oneshot::Sender<Result<serde_json::Value, StoreError>>,
+}
+
+/// The queue and workers of one [`Call`].
+struct Batcher {
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+impl Batcher {
+    fn start(
+        pool: PgPool,
+        call: Call,
+        options: BatchOptions,
+        counters: Arc<BatchCounters>,
+    ) -> Batcher {
+        let (tx, rx) = mpsc::unbounded_channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let sql: Arc<str> = format!(
+            "SELECT x.ord, {} FROM jsonb_array_elements($1) WITH ORDINALITY AS x(a, ord)",
+            call.sql
+        )
+        .into();
+        let max = options.max.max(1);
+        for _ in 0..options.workers.max(1) {
+            let (rx, pool, sql) = (rx.clone(), pool.clone(), sql.clone());
+            let counters = counters.clone();
+            tokio::spawn(async move {
+                loop {
+                    let mut jobs = Vec::new();
+                    {
+                        let mut rx = rx.lock().await;
+                        match rx.recv().await {
+                            Some(job) => jobs.push(job),
+                            // Every sender is gone: the store was dropped.
+                            None => return,
+                        }
+                        while jobs.len() < max {
+                            match rx.try_recv() {
+                                Ok(job) => jobs.push(job),
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    let calls = jobs.len() as u64;
+                    let statements = run(&pool, &sql, jobs).await;
+                    counters.add(call.name, statements, calls);
+                }
+            });
+        }
+        Batcher { tx }
+    }
+}
+
+/// Run `jobs` as one statement and answer each. If one of the calls made
+/// the statement fail ([`refused_by_the_statement`]: it rolled back, so
+/// nothing of it was written) and there were several, each is run again
+/// alone. Any other failure (a lost connection, a terminated backend, a
+/// server out of resources) may leave the outcome unknown, so every call
+/// gets that error, as a lone call would: none is run twice.
+async fn run(pool: &PgPool, sql: &str, mut jobs: Vec<Job>) -> u64 {
+    jobs.sort_by_key(|j| j.key);
+    match execute(pool, sql, &jobs).await {
+        Ok(rows) => {
+            let answers = answers(rows, jobs.len());
+            for (job, answer) in jobs.into_iter().zip(answers) {
+                let _ = job.reply.send(answer);
+            }
+            1
+        }
+        Err(e) if jobs.len() > 1 && refused_by_the_statement(&e) => {
+            tracing::debug!(error = %e, calls = jobs.len(), "batch refused; running its calls alone");
+            let statements = 1 + jobs.len() as u64;
+            for job in jobs {
+                let answer = match execute(pool, sql, std::slice::from_ref(&job)).await {
+                    Ok(rows) => answers(rows, 1).pop().unwrap_or_else(|| Err(missing(1))),
+                    Err(e) => Err(StoreError::from(e)),
+                };
+                let _ = job.reply.send(answer);
+            }
+            statements
+        }
+        Err(e) => {
+            let e = StoreError::from(e);
+            for job in jobs {
+                let _ = job.reply.send(Err(e.clone()));
+            }
+            1
+        }
+    }
+}
+
+/// Whether the statement itself failed on something a call did (bad
+/// data, a constraint, a raised exception, a deadlock or serialization
+/// failure), which the server answers before the implicit transaction
+/// commits. Connection loss, operator intervention (class 57: a
+/// terminated backend, possibly after a local commit awaiting a standby),
+/// resource and system errors are not.
+fn refused_by_the_statement(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else {
+        return false;
+    };
+    let code = db.code().unwrap_or_default();
+    ["22", "23", "40", "42", "P0"]
+        .iter()
+        .any(|class| code.starts_with(class))
+}
+
+fn missing(ord: i64) -> StoreError {
+    StoreError::Database(format!("batched call {ord} returned no row"))
+}
+
+/// One statement for `jobs`: its rows, (1-based position, answer).
+async fn execute(
+    pool: &PgPool,
+    sql: &str,
+    jobs: &[Job],
+) -> Result<Vec<(i64, Option<serde_json::Value>)>, sqlx::Error> {
+    let args = serde_json::Value::Array(jobs.iter().map(|j| j.args.clone()).collect());
+    // The text is one of the crate's `Call` constants in a fixed frame;
+    // the calls' arguments are bound, never spliced.
+    sqlx::query_as(sqlx::AssertSqlSafe(sql.to_owned()))
+        .bind(args)
+        .fetch_all(pool)
+        .await
+}
+
+/// The answers of `n` calls in order, from a statement's rows.
+fn answers(
+    rows: Vec<(i64, Option<serde_json::Value>)>,
+    n: usize,
+) -> Vec<Result<serde_json::Value, StoreError>> {
+    let mut slots: Vec<Option<serde_json::Value>> = vec![None; n];
+    for (ord, answer) in rows {
+        if let Some(slot) = usize::try_from(ord - 1).ok().and_then(|i| slots.get_mut(i)) {
+            *slot = answer;
+        }
+    }
+    slots
+        .into_iter()
+        .zip(1..)
+        .map(|(a, ord)| a.ok_or_else(|| missing(ord)))
+        .collect()
+}
+
+/// The store's batchers, one per [`Call`], started on first use (the
+/// runtime is the caller's).
+pub(crate) struct Batches {
+    options: BatchOptions,
+    counters: Arc<BatchCounters>,
+    started: std::sync::Mutex<Vec<(Call, Arc<OnceLock<Batcher>>)>>,
+}
+
+impl std::fmt::Debug for Batches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batches")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Batches {
+    pub(crate) fn new(options: BatchOptions) -> Batches {
+        Batches {
+            options,
+            counters: Arc::default(),
+            started: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The counters of every call run through these batchers.
+    pub(crate) fn counters(&self) -> Arc<BatchCounters> {
+        self.counters.clone()
+    }
+
+    /// Run `call` with `args`, batched with concurrent calls of the same
+    /// function; `key` orders the calls of a batch.
+    pub(crate) async fn call(
+        &self,
+        pool: &PgPool,
+        call: Call,
+        key: Uuid,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, StoreError> {
+        let cell = {
+            let mut started = self
+                .started
+                .lock()
+                .map_err(|_| StoreError::Database("batch registry poisoned".to_owned()))?;
+            match started.iter().find(|(c, _)| *c == call) {
+                Some((_, cell)) => cell.clone(),
+                None => {
+                    let cell = Arc::new(OnceLock::new());
+                    started.push((call, cell.clone()));
+                    cell
+                }
+            }
+        };
+        let batcher = cell.get_or_init(|| {
+            Batcher::start(pool.clone(), call, self.options, self.counters.clone())
+        });
+        let (reply, answer) = oneshot::channel();
+        batcher
+            .tx
+            .send(Job { key, args, reply })
+            .map_err(|_| StoreError::Database("batch worker stopped".to_owned()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Database("batch worker dropped the call".to_owned()))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+    use sqlx::PgPool;
+    use uuid::Uuid;
+
+    use super::*;
+
+    /// Sleeps, writes one row (in statement order) and answers 100 / v, so
+    /// v = 0 raises after its write.
+    const PROBE: Call = Call {
+        name: "probe",
+        sql: "batch_probe((a->>0)::float8, (a->>1)::integer)",
+    };
+
+    /// The busy call's answer, the queued calls' answers in order, and the
+    /// counters' `(statements, calls)` of the probe.
+    type Probed = (
+        serde_json::Value,
+        Vec<Result<serde_json::Value, StoreError>>,
+        (u64, u64),
+    );
+
+    async fn probe_schema(pool: &PgPool) -> anyhow::Result<()> {
+        sqlx::raw_sql(
+            "CREATE TABLE batch_probe_rows (n bigserial PRIMARY KEY, v integer NOT NULL);
+             CREATE FUNCTION batch_probe(p_sleep float8, p_v integer) RETURNS jsonb
+             LANGUAGE plpgsql AS $$
+             BEGIN
+                 PERFORM pg_sleep(p_sleep);
+                 INSERT INTO batch_probe_rows (v) VALUES (p_v);
+                 RETURN jsonb_build_object('v', 100 / p_v, 'tx', txid_current()::text);
+             END $$;",
+        )
+        .execute(pool)
+        .await?;
+        Ok(())
+    }
+
+    /// One call that keeps the single worker busy, then `vs` queued behind
+    /// it (keys descending as v ascends); the answers in `vs`' order.
+    async fn behind_a_busy_worker(pool: &PgPool, vs: &[i32]) -> anyhow::Result<Probed> {
+        behind_a_busy_worker_then(pool, vs, 0.0, async {}).await
+    }
+
+    /// [`behind_a_busy_worker`] whose queued calls each sleep `sleep`
+    /// seconds, with `meanwhile` run once they are queued.
+    async fn behind_a_busy_worker_then(
+        pool: &PgPool,
+        vs: &[i32],
+        sleep: f64,
+        meanwhile: impl std::future::Future<Output = ()>,
+    ) -> anyhow::Result<Probed> {
+        let batches = Arc::new(Batches::new(BatchOptions { max: 8, workers: 1 }));
+        let busy = {
+            let (b, p) = (batches.clone(), pool.clone());
+            tokio::spawn(async move { b.call(&p, PROBE, Uuid::nil(), json!([0.4, 1])).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let queued: Vec<_> = vs
+            .iter()
+            .map(|&v| {
+                let (b, p) = (batches.clone(), pool.clone());
+                let key = Uuid::from_u128(1_000 - v as u128);
+                tokio::spawn(async move { b.call(&p, PROBE, key, json!([sleep, v])).await })
+            })
+            .collect();
+        meanwhile.await;
+        let busy = busy.await??;
+        let mut answers = Vec::new();
+        for q in queued {
+            answers.push(q.await?);
+        }
+        let counts = batches
+            .counters()
+            .snapshot()
+            .into_iter()
+            .find(|(name, ..)| *name == "probe")
+            .map_or((0, 0), |(_, s, c)| (s, c));
+        Ok((busy, answers, counts))
+    }
+
+    async fn rows(pool: &PgPool) -> anyhow::Result<Vec<i32>> {
+        Ok(
+            sqlx::query_scalar("SELECT v FROM batch_probe_rows ORDER BY n")
+                .fetch_all(pool)
+                .await?,
+        )
+    }
+
+    #[sqlx::test]
+    async fn calls_queued_behind_a_busy_worker_share_one_statement_in_key_order(
+        pool: PgPool,
+    ) -> anyhow::Result<()> {
+        probe_schema(&pool).await?;
+        let (busy, answers, counts) = behind_a_busy_worker(&pool, &[2, 4, 5, 10]).await?;
+        assert_eq!(counts, (2, 5), "two statements answered five calls");
+        let answers = answers.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let values: Vec<i64> = answers.iter().filter_map(|a| a["v"].as_i64()).collect();
+        assert_eq!(
+            values,
+            vec![50, 25, 20, 10],
+            "each call keeps its own answer"
+        );
+        let txs: std::collections::HashSet<&str> =
+            answers.iter().filter_map(|a| a["tx"].as_str()).collect();
+        assert_eq!(txs.len(), 1, "the four queued calls ran in one transaction");
+        assert_ne!(busy["tx"].as_str(), answers[0]["tx"].as_str());
+        // Lower keys first: v = 10 has the lowest key.
+        assert_eq!(rows(&pool).await?, vec![1, 10, 5, 4, 2]);
+        Ok(())
+    }
+
+    #[sqlx::test]
+    async fn a_failed_batch_runs_each_call_alone_and_only_the_failing_call_errs(
+        pool: PgPool,
+    ) -> anyhow::Result<()> {
+        probe_schema(&pool).await?;
+        let (_, answers, counts) = behind_a_busy_worker(&pool, &[2, 0, 4]).await?;
+        assert_eq!(
+            counts,
+            (5, 4),
+            "the busy call, the refused batch, then three alone"
+        );
+        let ok: Vec<i64> = answers
+            .iter()
+            .filter_map(|a| a.as_ref().ok().and_then(|a| a["v"].as_i64()))
+            .collect();
+        assert_eq!(ok, vec![50, 25]);
+        let err = answers[1].as_ref().err().map(ToString::to_string);
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("division by zero")),
+            "the failing call gets its own error: {err:?}"
+        );
+        let txs: std::collections::HashSet<&str> = answers
+            .iter()
+            .filter_map(|a| a.as_ref().ok().and_then(|a| a["tx"].as_str()))
+            .collect();
+        assert_eq!(txs.len(), 2, "the good calls ran again, each alone");
+        // The failed batch wrote nothing; each good call's row is there once.
+        let mut written = rows(&pool).await?;
+        written.sort_unstable();
+        assert_eq!(written, vec![1, 2, 4]);
+        Ok(())
+    }
+
+    #[sqlx::test]
+    async fn a_batch_whose_connection_is_lost_fails_every_call_and_runs_none_again(
+        pool: PgPool,
+    ) -> anyhow::Result<()> {
+        probe_schema(&pool).await?;
+        let killer = pool.clone();
+        let kill = async move {
+            // The busy call ends after 0.4 s; the queued pair then sleeps
+            // in its one statement until its backend is terminated.
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            let killed: Vec<bool> = sqlx::query_scalar(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                  WHERE query LIKE '%batch_probe((a->>0)%' AND pid <> pg_backend_pid()",
+            )
+            .fetch_all(&killer)
+            .await
+            .unwrap_or_default();
+            assert_eq!(killed, vec![true], "one batch statement was running");
+        };
+        let (_, answers, counts) = behind_a_busy_worker_then(&pool, &[2, 4], 5.0, kill).await?;
+        assert_eq!(counts, (2, 3), "the lost batch was not run again");
+        assert!(answers.iter().all(Result::is_err), "{answers:?}");
+        assert_eq!(
+            rows(&pool).await?,
+            vec![1],
+            "neither call was run again alone"
+        );
+        Ok(())
+    }
+
+    #[sqlx::test]
+    async fn a_lone_call_runs_at_once_and_its_error_is_its_own(pool: PgPool) -> anyhow::Result<()> {
+        probe_schema(&pool).await?;
+        let batches = Batches::new(BatchOptions::default());
+        let one = batches
+            .call(&pool, PROBE, Uuid::nil(), json!([0, 5]))
+            .await?;
+        assert_eq!(one["v"], 20);
+        let err = batches.call(&pool, PROBE, Uuid::nil(), json!([0, 0])).await;
+        assert!(matches!(err, Err(StoreError::Database(_))), "{err:?}");
+        assert_eq!(rows(&pool).await?, vec![5]);
+        Ok(())
+    }
+
+    #[test]
+    fn options_that_would_stall_or_never_run_a_call_are_refused() {
+        assert!(BatchOptions::default().check().is_ok());
+        assert!(BatchOptions { max: 1, workers: 1 }.check().is_ok());
+        for bad in [
+            BatchOptions { max: 0, workers: 2 },
+            BatchOptions {
+                max: 257,
+                workers: 2,
+            },
+            BatchOptions {
+                max: 16,
+                workers: 0,
+            },
+            BatchOptions {
+                max: 16,
+                workers: 17,
+            },
+        ] {
+            assert!(
+                matches!(bad.check(), Err(StoreError::InvalidArgument { .. })),
+                "{bad:?}"
+            );
+        }
+    }
+}
