@@ -112,7 +112,7 @@ pub struct PodConfig {
     #[arg(long, env = "GENESIS_AGENT_TOKEN", hide_env_values = true)]
     pub agent_token: Option<String>,
     /// Ticks this pod runs at once.
-    #[arg(long, env = "GENESIS_POD_CONCURRENCY", default_value_t = 4)]
+    #[arg(long, env = "GENESIS_POD_CONCURRENCY", default_value_t = genesis_core::DEFAULT_POD_CONCURRENCY)]
     pub concurrency: usize,
     /// Ticks one tenant may run at once on this pod; 0 means half of
     /// GENESIS_POD_CONCURRENCY, rounded up.
@@ -191,7 +191,7 @@ impl PodConfig {
             consumer: "agent-pods".into(),
             supervisor_url: supervisor_url.into(),
             agent_token: Some(agent_token.into()),
-            concurrency: 4,
+            concurrency: genesis_core::DEFAULT_POD_CONCURRENCY,
             tenant_concurrency: 0,
             http_addr: SocketAddr::from(([0, 0, 0, 0], 9092)),
             lease_ttl_secs: 60,
@@ -325,17 +325,24 @@ mod tests {
     #[test]
     fn the_tenant_share_defaults_to_half_the_pod_and_may_not_exceed_it() {
         let mut c = config();
+        assert_eq!(c.concurrency, 8, "the shipped default");
         assert!(c.validate().is_ok());
-        assert_eq!(c.tenant_cap(), 2);
-        assert!(c.dump().contains("tenant_concurrency = 2"), "{}", c.dump());
-        c.tenant_concurrency = 4;
-        assert!(c.validate().is_ok());
-        assert_eq!(c.tenant_cap(), 4);
+        assert_eq!(
+            c.tenant_cap(),
+            4,
+            "half of 8: the spec's per-tenant default"
+        );
+        assert!(c.dump().contains("tenant_concurrency = 4"), "{}", c.dump());
+        c.concurrency = 5;
+        assert_eq!(c.tenant_cap(), 3, "half rounded up");
         c.tenant_concurrency = 5;
+        assert!(c.validate().is_ok());
+        assert_eq!(c.tenant_cap(), 5);
+        c.tenant_concurrency = 6;
         let err = c.validate().unwrap_err().to_string();
         assert!(
-            err.contains("GENESIS_POD_TENANT_CONCURRENCY (5)")
-                && err.contains("GENESIS_POD_CONCURRENCY (4)"),
+            err.contains("GENESIS_POD_TENANT_CONCURRENCY (6)")
+                && err.contains("GENESIS_POD_CONCURRENCY (5)"),
             "{err}"
         );
     }

@@ -207,12 +207,17 @@ async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
         ),
         ("GENESIS_OUTBOX_BATCH".into(), BACKLOG_BATCH.to_string()),
     ];
-    // The pods' slots, when the caller sets them (the harness clears the
-    // children's environment, so it is passed on explicitly).
-    if let Ok(slots) = std::env::var("GENESIS_POD_CONCURRENCY") {
-        options
-            .extra_env
-            .push(("GENESIS_POD_CONCURRENCY".into(), slots));
+    // The pods' slots and the supervisor's statement batching, when the
+    // caller sets them (the harness clears the children's environment, so
+    // they are passed on explicitly).
+    for name in [
+        "GENESIS_POD_CONCURRENCY",
+        "GENESIS_STORE_BATCH_MAX",
+        "GENESIS_STORE_BATCH_WORKERS",
+    ] {
+        if let Ok(value) = std::env::var(name) {
+            options.extra_env.push((name.into(), value));
+        }
     }
     Fleet::start(options).await
 }
@@ -913,11 +918,19 @@ async fn backlog_window(
         secs: start.elapsed().as_secs_f64(),
         max_pending: BACKLOG_MAX_PENDING,
         batch: BACKLOG_BATCH,
-        // Four slots per pod: the pods' GENESIS_POD_CONCURRENCY default.
-        in_flight: fleet.pod_count() as u64 * 4,
+        in_flight: fleet.pod_count() as u64 * pod_slots(),
         max_in_stream,
         consumed,
         samples,
         rss_kib: rss,
     })
+}
+
+/// Ticks each pod runs at once: `GENESIS_POD_CONCURRENCY` when the bench
+/// passes it on, otherwise the pods' default.
+fn pod_slots() -> u64 {
+    std::env::var("GENESIS_POD_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(genesis_core::DEFAULT_POD_CONCURRENCY as u64)
 }
