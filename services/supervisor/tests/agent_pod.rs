@@ -1634,21 +1634,22 @@ async fn tail_in_db(h: &Harness, tail: i64) -> Vec<(i64, String)> {
     rows
 }
 
-async fn outcome_counter(h: &Harness, family: &str, outcome: &str) -> u64 {
+/// `genesis_supervisor_{family}_total{{label}="{value}"}` (0 when absent).
+async fn labelled_counter(h: &Harness, family: &str, label: &str, value: &str) -> u64 {
     let (_, text) = reqwest_get(h.http, "/metrics").await;
-    let prefix = format!("genesis_supervisor_{family}_total{{outcome=\"{outcome}\"}} ");
+    let prefix = format!("genesis_supervisor_{family}_total{{{label}=\"{value}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))
         .map_or(0, |v| v.parse().unwrap())
 }
 
+async fn outcome_counter(h: &Harness, family: &str, outcome: &str) -> u64 {
+    labelled_counter(h, family, "outcome", outcome).await
+}
+
 /// `genesis_supervisor_store_batch_{what}_total{call="{call}"}`.
 async fn batch_counter(h: &Harness, what: &str, call: &str) -> u64 {
-    let (_, text) = reqwest_get(h.http, "/metrics").await;
-    let prefix = format!("genesis_supervisor_store_batch_{what}_total{{call=\"{call}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .map_or(0, |v| v.parse().unwrap())
+    labelled_counter(h, &format!("store_batch_{what}"), "call", call).await
 }
 
 /// The claims and completions of a tick go through the store's batchers,
