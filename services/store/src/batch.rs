@@ -469,11 +469,13 @@ mod tests {
         let killer = pool.clone();
         let kill = async move {
             // The busy call ends after 0.4 s; the queued pair then sleeps
-            // in its one statement until its backend is terminated.
+            // in its one statement until its backend is terminated. Only
+            // this test's database: other tests run the probe beside it.
             tokio::time::sleep(Duration::from_millis(700)).await;
             let killed: Vec<bool> = sqlx::query_scalar(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                  WHERE query LIKE '%batch_probe((a->>0)%' AND pid <> pg_backend_pid()",
+                  WHERE datname = current_database() AND pid <> pg_backend_pid()
+                    AND query LIKE '%batch_probe((a->>0)%'",
             )
             .fetch_all(&killer)
             .await
