@@ -468,19 +468,36 @@ mod tests {
         probe_schema(&pool).await?;
         let killer = pool.clone();
         let kill = async move {
-            // The busy call ends after 0.4 s; the queued pair then sleeps
-            // in its one statement until its backend is terminated. Only
-            // this test's database: other tests run the probe beside it.
-            tokio::time::sleep(Duration::from_millis(700)).await;
-            let killed: Vec<bool> = sqlx::query_scalar(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                  WHERE datname = current_database() AND pid <> pg_backend_pid()
-                    AND query LIKE '%batch_probe((a->>0)%'",
-            )
-            .fetch_all(&killer)
-            .await
-            .unwrap_or_default();
-            assert_eq!(killed, vec![true], "one batch statement was running");
+            // Once the busy call's row is committed, the only probe
+            // statement in this test's database is the queued pair's, which
+            // sleeps until its backend is terminated. (Other tests run the
+            // probe beside this one, in their own databases.)
+            let running = "SELECT pid FROM pg_stat_activity
+                            WHERE datname = current_database() AND pid <> pg_backend_pid()
+                              AND state = 'active' AND query LIKE '%batch_probe((a->>0)%'";
+            let mut killed: Vec<bool> = Vec::new();
+            for _ in 0..400 {
+                let busy_done: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM batch_probe_rows WHERE v = 1)",
+                )
+                .fetch_one(&killer)
+                .await
+                .unwrap_or(false);
+                let pids: Vec<i32> = sqlx::query_scalar(running)
+                    .fetch_all(&killer)
+                    .await
+                    .unwrap_or_default();
+                if busy_done && pids.len() == 1 {
+                    killed = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+                        .bind(pids[0])
+                        .fetch_all(&killer)
+                        .await
+                        .unwrap_or_default();
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            assert_eq!(killed, vec![true], "the batch statement was terminated");
         };
         let (_, answers, counts) = behind_a_busy_worker_then(&pool, &[2, 4], 5.0, kill).await?;
         assert_eq!(counts, (2, 3), "the lost batch was not run again");
