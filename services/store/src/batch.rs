@@ -17,7 +17,7 @@
 //! load every batch is one call, as before. Must never run anything but
 //! the functions' own calls, each of which sets its tenant first.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use sqlx::PgPool;
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -104,54 +104,48 @@ struct Job {
     reply: oneshot::Sender<Result<serde_json::Value, StoreError>>,
 }
 
-/// The queue and workers of one [`Call`].
-struct Batcher {
-    tx: mpsc::UnboundedSender<Job>,
-}
-
-impl Batcher {
-    fn start(
-        pool: PgPool,
-        call: Call,
-        options: BatchOptions,
-        counters: Arc<BatchCounters>,
-    ) -> Batcher {
-        let (tx, rx) = mpsc::unbounded_channel::<Job>();
-        let rx = Arc::new(Mutex::new(rx));
-        let sql: Arc<str> = format!(
-            "SELECT x.ord, {} FROM jsonb_array_elements($1) WITH ORDINALITY AS x(a, ord)",
-            call.sql
-        )
-        .into();
-        let max = options.max.max(1);
-        for _ in 0..options.workers.max(1) {
-            let (rx, pool, sql) = (rx.clone(), pool.clone(), sql.clone());
-            let counters = counters.clone();
-            tokio::spawn(async move {
-                loop {
-                    let mut jobs = Vec::new();
-                    {
-                        let mut rx = rx.lock().await;
-                        match rx.recv().await {
-                            Some(job) => jobs.push(job),
-                            // Every sender is gone: the store was dropped.
-                            None => return,
-                        }
-                        while jobs.len() < max {
-                            match rx.try_recv() {
-                                Ok(job) => jobs.push(job),
-                                Err(_) => break,
-                            }
+/// Start the workers of one [`Call`]; the sender is its queue.
+fn start(
+    pool: PgPool,
+    call: Call,
+    options: BatchOptions,
+    counters: Arc<BatchCounters>,
+) -> mpsc::UnboundedSender<Job> {
+    let (tx, rx) = mpsc::unbounded_channel::<Job>();
+    let rx = Arc::new(Mutex::new(rx));
+    let sql: Arc<str> = format!(
+        "SELECT x.ord, {} FROM jsonb_array_elements($1) WITH ORDINALITY AS x(a, ord)",
+        call.sql
+    )
+    .into();
+    let max = options.max.max(1);
+    for _ in 0..options.workers.max(1) {
+        let (rx, pool, sql) = (rx.clone(), pool.clone(), sql.clone());
+        let counters = counters.clone();
+        tokio::spawn(async move {
+            loop {
+                let mut jobs = Vec::new();
+                {
+                    let mut rx = rx.lock().await;
+                    match rx.recv().await {
+                        Some(job) => jobs.push(job),
+                        // Every sender is gone: the store was dropped.
+                        None => return,
+                    }
+                    while jobs.len() < max {
+                        match rx.try_recv() {
+                            Ok(job) => jobs.push(job),
+                            Err(_) => break,
                         }
                     }
-                    let calls = jobs.len() as u64;
-                    let statements = run(&pool, &sql, jobs).await;
-                    counters.add(call.name, statements, calls);
                 }
-            });
-        }
-        Batcher { tx }
+                let calls = jobs.len() as u64;
+                let statements = run(&pool, &sql, jobs).await;
+                counters.add(call.name, statements, calls);
+            }
+        });
     }
+    tx
 }
 
 /// Run `jobs` as one statement and answer each. If one of the calls made
@@ -160,7 +154,7 @@ impl Batcher {
 /// alone. Any other failure (a lost connection, a terminated backend, a
 /// server out of resources) may leave the outcome unknown, so every call
 /// gets that error, as a lone call would: none is run twice.
-async fn run(pool: &PgPool, sql: &str, mut jobs: Vec<Job>) -> u64 {
+async fn run(pool: &PgPool, sql: &Arc<str>, mut jobs: Vec<Job>) -> u64 {
     jobs.sort_by_key(|j| j.key);
     match execute(pool, sql, &jobs).await {
         Ok(rows) => {
@@ -215,14 +209,14 @@ fn missing(ord: i64) -> StoreError {
 /// One statement for `jobs`: its rows, (1-based position, answer).
 async fn execute(
     pool: &PgPool,
-    sql: &str,
+    sql: &Arc<str>,
     jobs: &[Job],
 ) -> Result<Vec<(i64, Option<serde_json::Value>)>, sqlx::Error> {
-    let args = serde_json::Value::Array(jobs.iter().map(|j| j.args.clone()).collect());
+    let args: Vec<&serde_json::Value> = jobs.iter().map(|j| &j.args).collect();
     // The text is one of the crate's `Call` constants in a fixed frame;
     // the calls' arguments are bound, never spliced.
-    sqlx::query_as(sqlx::AssertSqlSafe(sql.to_owned()))
-        .bind(args)
+    sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+        .bind(sqlx::types::Json(args))
         .fetch_all(pool)
         .await
 }
@@ -250,7 +244,8 @@ fn answers(
 pub(crate) struct Batches {
     options: BatchOptions,
     counters: Arc<BatchCounters>,
-    started: std::sync::Mutex<Vec<(Call, Arc<OnceLock<Batcher>>)>>,
+    /// Each started call's queue, by name.
+    started: std::sync::Mutex<Vec<(&'static str, mpsc::UnboundedSender<Job>)>>,
 }
 
 impl std::fmt::Debug for Batches {
@@ -284,27 +279,22 @@ impl Batches {
         key: Uuid,
         args: serde_json::Value,
     ) -> Result<serde_json::Value, StoreError> {
-        let cell = {
+        let tx = {
             let mut started = self
                 .started
                 .lock()
                 .map_err(|_| StoreError::Database("batch registry poisoned".to_owned()))?;
-            match started.iter().find(|(c, _)| *c == call) {
-                Some((_, cell)) => cell.clone(),
+            match started.iter().find(|(name, _)| *name == call.name) {
+                Some((_, tx)) => tx.clone(),
                 None => {
-                    let cell = Arc::new(OnceLock::new());
-                    started.push((call, cell.clone()));
-                    cell
+                    let tx = start(pool.clone(), call, self.options, self.counters.clone());
+                    started.push((call.name, tx.clone()));
+                    tx
                 }
             }
         };
-        let batcher = cell.get_or_init(|| {
-            Batcher::start(pool.clone(), call, self.options, self.counters.clone())
-        });
         let (reply, answer) = oneshot::channel();
-        batcher
-            .tx
-            .send(Job { key, args, reply })
+        tx.send(Job { key, args, reply })
             .map_err(|_| StoreError::Database("batch worker stopped".to_owned()))?;
         answer
             .await
