@@ -282,14 +282,90 @@ pub struct OutboxBatch {
 impl OutboxBatch {
     /// Set `published_at` on the given events of this batch (the ones whose
     /// JetStream ack arrived) and release the locks.
+    ///
+    /// The statement is planned afresh on every call (not kept prepared):
+    /// a generic plan made while the queue was a few pages long is a
+    /// sequential scan, and a kept statement would go on scanning the whole
+    /// queue after it grew, until the table's next ANALYZE (BENCHMARKS.md
+    /// 0f: 5.5 s of a 50 s run). A plan with the batch's ids is a primary
+    /// key lookup at every size.
     pub async fn mark_published(mut self, event_ids: &[Uuid]) -> Result<u64, StoreError> {
         let done =
             sqlx::query("UPDATE agent_event_queue SET published_at = now() WHERE id = ANY($1)")
+                .persistent(false)
                 .bind(event_ids)
                 .execute(&mut *self.tx)
                 .await?
                 .rows_affected();
         self.tx.commit().await?;
         Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use genesis_core::{AgentType, InstanceStatus};
+    use serde_json::json;
+    use sqlx::PgPool;
+
+    use super::*;
+    use crate::instances::NewInstance;
+    use crate::store::StoreOptions;
+
+    /// The publisher marks a batch every few milliseconds on the same
+    /// connection while the queue grows from empty: the mark must not be
+    /// a statement the server keeps (and may freeze a small table's plan
+    /// for), so no call of it has a kept, generically planned statement.
+    #[sqlx::test(migrator = "crate::MIGRATOR")]
+    async fn the_outbox_mark_is_never_kept_with_a_frozen_plan(pool: PgPool) -> anyhow::Result<()> {
+        let store = Store::from_pool_with(
+            &pool,
+            StoreOptions {
+                system_pool_size: 1,
+                ..StoreOptions::default()
+            },
+        );
+        let tenant = store.tenants().create("outbox-plan").await?.id;
+        let mut new = NewInstance::foundational(AgentType::Soa, InstanceStatus::Active);
+        new.seed_initialized = false;
+        let instance = store.instances().create(tenant, new).await?.id;
+        let mut marked = 0;
+        for n in 0..8 {
+            store
+                .events()
+                .enqueue(
+                    tenant,
+                    instance,
+                    AgentEventKind::OperatorMessage,
+                    &json!({"message": n}),
+                    None,
+                )
+                .await?;
+            let batch = store.events().begin_outbox_batch(10).await?;
+            let ids: Vec<Uuid> = batch.events.iter().map(|e| e.id).collect();
+            marked += batch.mark_published(&ids).await?;
+        }
+        assert_eq!(marked, 8, "each round marked its one new event");
+        // The same (only) system connection the marks ran on.
+        let kept: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements
+              WHERE statement LIKE 'UPDATE agent_event_queue SET published_at%'",
+        )
+        .fetch_all(store.system_pool())
+        .await?;
+        assert_eq!(kept, vec![], "the mark was kept as a prepared statement");
+        // The control: a kept statement on that connection is listed.
+        sqlx::query("SELECT count(*) FROM agent_event_queue WHERE id = ANY($1)")
+            .bind(Vec::<Uuid>::new())
+            .fetch_one(store.system_pool())
+            .await?;
+        let listed: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_prepared_statements
+              WHERE statement LIKE 'SELECT count(*) FROM agent_event_queue WHERE id = ANY%'",
+        )
+        .fetch_one(store.system_pool())
+        .await?;
+        assert_eq!(listed, 1, "the view sees this connection's kept statements");
+        Ok(())
     }
 }
