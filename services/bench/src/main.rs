@@ -214,6 +214,7 @@ async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
         "GENESIS_POD_CONCURRENCY",
         "GENESIS_STORE_BATCH_MAX",
         "GENESIS_STORE_BATCH_WORKERS",
+        "GENESIS_STORE_BATCH_SHARED",
     ] {
         if let Ok(value) = std::env::var(name) {
             options.extra_env.push((name.into(), value));

@@ -1,9 +1,12 @@
-//! Coalescing of the tick's hot autocommit calls: concurrent calls of one
-//! server function (the claim, the call-attempt record, the optimistic
-//! completion) that arrive while an earlier batch of theirs is in the
+//! Coalescing of the tick's hot autocommit calls: concurrent calls of the
+//! server functions (the claim, the call-attempt record, the optimistic
+//! completion) that arrive while an earlier batch of their queue is in the
 //! database are run together as ONE statement, so they share one round
 //! trip, one snapshot and one commit (BENCHMARKS.md 0e: the per-transaction
-//! cost was about half of a tick's database work).
+//! cost was about half of a tick's database work). By default the three
+//! functions share one queue, so one statement may carry claims, records
+//! and completions of different instances (BENCHMARKS.md 0f); each call
+//! runs its own function through a `CASE` on its name.
 //!
 //! Each call keeps its own answer: the functions answer refusals as JSON,
 //! they do not raise. When a batch of several fails as a whole (a raised
@@ -30,9 +33,13 @@ use crate::error::StoreError;
 pub struct BatchOptions {
     /// Most calls in one statement; 1 runs every call alone.
     pub max: usize,
-    /// Statements of one function in the database at once (each on its own
+    /// Statements of one queue in the database at once (each on its own
     /// pooled connection).
     pub workers: usize,
+    /// Whether the tick's calls of every function share one queue (so a
+    /// statement may carry claims, call records and completions together)
+    /// instead of one queue per function.
+    pub shared: bool,
 }
 
 impl Default for BatchOptions {
@@ -40,6 +47,7 @@ impl Default for BatchOptions {
         Self {
             max: 16,
             workers: 2,
+            shared: true,
         }
     }
 }
@@ -81,11 +89,20 @@ pub struct BatchCounters {
 }
 
 impl BatchCounters {
-    fn add(&self, name: &'static str, statements: u64, calls: u64) {
+    /// Count one batch of `calls` (a name per call): the statement counts
+    /// once for each function it carried, and a re-run call once more.
+    fn add(&self, calls: &[&'static str], rerun: bool) {
         if let Ok(mut c) = self.counts.lock() {
-            let e = c.entry(name).or_insert((0, 0));
-            e.0 += statements;
-            e.1 += calls;
+            for (i, name) in calls.iter().enumerate() {
+                let e = c.entry(name).or_insert((0, 0));
+                if !calls[..i].contains(name) {
+                    e.0 += 1;
+                }
+                if rerun {
+                    e.0 += 1;
+                }
+                e.1 += 1;
+            }
         }
     }
 
@@ -99,28 +116,24 @@ impl BatchCounters {
 }
 
 struct Job {
+    call: Call,
     key: Uuid,
     args: serde_json::Value,
     reply: oneshot::Sender<Result<serde_json::Value, StoreError>>,
 }
 
-/// Start the workers of one [`Call`]; the sender is its queue.
+/// Start the workers of one queue; the sender is its queue.
 fn start(
     pool: PgPool,
-    call: Call,
     options: BatchOptions,
     counters: Arc<BatchCounters>,
 ) -> mpsc::UnboundedSender<Job> {
     let (tx, rx) = mpsc::unbounded_channel::<Job>();
     let rx = Arc::new(Mutex::new(rx));
-    let sql: Arc<str> = format!(
-        "SELECT x.ord, {} FROM jsonb_array_elements($1) WITH ORDINALITY AS x(a, ord)",
-        call.sql
-    )
-    .into();
+    let texts = Arc::new(Texts::default());
     let max = options.max.max(1);
     for _ in 0..options.workers.max(1) {
-        let (rx, pool, sql) = (rx.clone(), pool.clone(), sql.clone());
+        let (rx, pool, texts) = (rx.clone(), pool.clone(), texts.clone());
         let counters = counters.clone();
         tokio::spawn(async move {
             loop {
@@ -139,13 +152,49 @@ fn start(
                         }
                     }
                 }
-                let calls = jobs.len() as u64;
-                let statements = run(&pool, &sql, jobs).await;
-                counters.add(call.name, statements, calls);
+                let calls = jobs.iter().map(|j| j.call.name).collect::<Vec<_>>();
+                let rerun = run(&pool, &texts, jobs).await;
+                counters.add(&calls, rerun);
             }
         });
     }
     tx
+}
+
+/// The statement text for each set of calls a batch has carried: one
+/// `CASE` branch per function, in name order, so a set has one text (and
+/// one prepared statement per connection).
+#[derive(Default)]
+struct Texts {
+    by_calls: std::sync::Mutex<Vec<(Vec<&'static str>, Arc<str>)>>,
+}
+
+impl Texts {
+    fn text(&self, jobs: &[Job]) -> Arc<str> {
+        let mut calls: Vec<Call> = jobs.iter().map(|j| j.call).collect();
+        calls.sort_by_key(|c| c.name);
+        calls.dedup_by_key(|c| c.name);
+        let names: Vec<&'static str> = calls.iter().map(|c| c.name).collect();
+        let mut known = match self.by_calls.lock() {
+            Ok(k) => k,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some((_, text)) = known.iter().find(|(n, _)| *n == names) {
+            return text.clone();
+        }
+        let branches: String = calls
+            .iter()
+            .map(|c| format!(" WHEN '{}' THEN {}", c.name, c.sql))
+            .collect();
+        let text: Arc<str> = format!(
+            "SELECT x.ord, CASE x.e->>0{branches} END \
+             FROM jsonb_array_elements($1) WITH ORDINALITY AS x(e, ord) \
+             CROSS JOIN LATERAL (SELECT x.e->1) AS y(a)"
+        )
+        .into();
+        known.push((names, text.clone()));
+        text
+    }
 }
 
 /// Run `jobs` as one statement and answer each. If one of the calls made
@@ -154,34 +203,35 @@ fn start(
 /// alone. Any other failure (a lost connection, a terminated backend, a
 /// server out of resources) may leave the outcome unknown, so every call
 /// gets that error, as a lone call would: none is run twice.
-async fn run(pool: &PgPool, sql: &Arc<str>, mut jobs: Vec<Job>) -> u64 {
+/// Whether the calls were run again alone.
+async fn run(pool: &PgPool, texts: &Texts, mut jobs: Vec<Job>) -> bool {
     jobs.sort_by_key(|j| j.key);
-    match execute(pool, sql, &jobs).await {
+    match execute(pool, &texts.text(&jobs), &jobs).await {
         Ok(rows) => {
             let answers = answers(rows, jobs.len());
             for (job, answer) in jobs.into_iter().zip(answers) {
                 let _ = job.reply.send(answer);
             }
-            1
+            false
         }
         Err(e) if jobs.len() > 1 && refused_by_the_statement(&e) => {
             tracing::debug!(error = %e, calls = jobs.len(), "batch refused; running its calls alone");
-            let statements = 1 + jobs.len() as u64;
             for job in jobs {
-                let answer = match execute(pool, sql, std::slice::from_ref(&job)).await {
+                let alone = std::slice::from_ref(&job);
+                let answer = match execute(pool, &texts.text(alone), alone).await {
                     Ok(rows) => answers(rows, 1).pop().unwrap_or_else(|| Err(missing(1))),
                     Err(e) => Err(StoreError::from(e)),
                 };
                 let _ = job.reply.send(answer);
             }
-            statements
+            true
         }
         Err(e) => {
             let e = StoreError::from(e);
             for job in jobs {
                 let _ = job.reply.send(Err(e.clone()));
             }
-            1
+            false
         }
     }
 }
@@ -212,7 +262,8 @@ async fn execute(
     sql: &Arc<str>,
     jobs: &[Job],
 ) -> Result<Vec<(i64, Option<serde_json::Value>)>, sqlx::Error> {
-    let args: Vec<&serde_json::Value> = jobs.iter().map(|j| &j.args).collect();
+    let args: Vec<(&str, &serde_json::Value)> =
+        jobs.iter().map(|j| (j.call.name, &j.args)).collect();
     // The text is one of the crate's `Call` constants in a fixed frame;
     // the calls' arguments are bound, never spliced.
     sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
@@ -239,12 +290,16 @@ fn answers(
         .collect()
 }
 
-/// The store's batchers, one per [`Call`], started on first use (the
+/// The queue name when every call shares one.
+const SHARED: &str = "shared";
+
+/// The store's batchers, one queue per [`Call`] or one shared by all
+/// (`BatchOptions::shared`), started on first use (the
 /// runtime is the caller's).
 pub(crate) struct Batches {
     options: BatchOptions,
     counters: Arc<BatchCounters>,
-    /// Each started call's queue, by name.
+    /// Each started queue, by its call's name (or `SHARED`).
     started: std::sync::Mutex<Vec<(&'static str, mpsc::UnboundedSender<Job>)>>,
 }
 
@@ -284,18 +339,28 @@ impl Batches {
                 .started
                 .lock()
                 .map_err(|_| StoreError::Database("batch registry poisoned".to_owned()))?;
-            match started.iter().find(|(name, _)| *name == call.name) {
+            let queue = if self.options.shared {
+                SHARED
+            } else {
+                call.name
+            };
+            match started.iter().find(|(name, _)| *name == queue) {
                 Some((_, tx)) => tx.clone(),
                 None => {
-                    let tx = start(pool.clone(), call, self.options, self.counters.clone());
-                    started.push((call.name, tx.clone()));
+                    let tx = start(pool.clone(), self.options, self.counters.clone());
+                    started.push((queue, tx.clone()));
                     tx
                 }
             }
         };
         let (reply, answer) = oneshot::channel();
-        tx.send(Job { key, args, reply })
-            .map_err(|_| StoreError::Database("batch worker stopped".to_owned()))?;
+        tx.send(Job {
+            call,
+            key,
+            args,
+            reply,
+        })
+        .map_err(|_| StoreError::Database("batch worker stopped".to_owned()))?;
         answer
             .await
             .map_err(|_| StoreError::Database("batch worker dropped the call".to_owned()))?
@@ -357,7 +422,11 @@ mod tests {
         sleep: f64,
         meanwhile: impl std::future::Future<Output = ()>,
     ) -> anyhow::Result<Probed> {
-        let batches = Arc::new(Batches::new(BatchOptions { max: 8, workers: 1 }));
+        let batches = Arc::new(Batches::new(BatchOptions {
+            max: 8,
+            workers: 1,
+            shared: false,
+        }));
         let busy = {
             let (b, p) = (batches.clone(), pool.clone());
             tokio::spawn(async move { b.call(&p, PROBE, Uuid::nil(), json!([0.4, 1])).await })
@@ -414,6 +483,66 @@ mod tests {
         assert_ne!(busy["tx"].as_str(), answers[0]["tx"].as_str());
         // Lower keys first: v = 10 has the lowest key.
         assert_eq!(rows(&pool).await?, vec![1, 10, 5, 4, 2]);
+        Ok(())
+    }
+
+    /// Another function's call on the same probe: it writes and answers
+    /// for ten times its value.
+    const PROBE_TENFOLD: Call = Call {
+        name: "probe_tenfold",
+        sql: "batch_probe((a->>0)::float8, 10 * (a->>1)::integer)",
+    };
+
+    #[sqlx::test]
+    async fn a_shared_queue_runs_calls_of_different_functions_in_one_statement(
+        pool: PgPool,
+    ) -> anyhow::Result<()> {
+        probe_schema(&pool).await?;
+        let batches = Arc::new(Batches::new(BatchOptions {
+            max: 8,
+            workers: 1,
+            shared: true,
+        }));
+        let busy = {
+            let (b, p) = (batches.clone(), pool.clone());
+            tokio::spawn(async move { b.call(&p, PROBE, Uuid::nil(), json!([0.4, 1])).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let queued: Vec<_> = [(PROBE, 3, 2), (PROBE_TENFOLD, 2, 1), (PROBE, 1, 5)]
+            .into_iter()
+            .map(|(call, key, v)| {
+                let (b, p) = (batches.clone(), pool.clone());
+                tokio::spawn(
+                    async move { b.call(&p, call, Uuid::from_u128(key), json!([0, v])).await },
+                )
+            })
+            .collect();
+        let busy = busy.await??;
+        let mut answers = Vec::new();
+        for q in queued {
+            answers.push(q.await??);
+        }
+        let values: Vec<i64> = answers.iter().filter_map(|a| a["v"].as_i64()).collect();
+        assert_eq!(
+            values,
+            vec![50, 10, 20],
+            "each call answered by its own function"
+        );
+        let txs: std::collections::HashSet<&str> =
+            answers.iter().filter_map(|a| a["tx"].as_str()).collect();
+        assert_eq!(
+            txs.len(),
+            1,
+            "the three queued calls ran in one transaction"
+        );
+        assert_ne!(busy["tx"].as_str(), answers[0]["tx"].as_str());
+        // In key order across the two functions.
+        assert_eq!(rows(&pool).await?, vec![1, 5, 10, 2]);
+        assert_eq!(
+            batches.counters().snapshot(),
+            vec![("probe", 2, 3), ("probe_tenfold", 1, 1)],
+            "statements that carried each function, and its calls"
+        );
         Ok(())
     }
 
@@ -517,20 +646,35 @@ mod tests {
     #[test]
     fn options_that_would_stall_or_never_run_a_call_are_refused() {
         assert!(BatchOptions::default().check().is_ok());
-        assert!(BatchOptions { max: 1, workers: 1 }.check().is_ok());
+        assert!(
+            BatchOptions {
+                max: 1,
+                workers: 1,
+                shared: false
+            }
+            .check()
+            .is_ok()
+        );
         for bad in [
-            BatchOptions { max: 0, workers: 2 },
+            BatchOptions {
+                max: 0,
+                workers: 2,
+                shared: false,
+            },
             BatchOptions {
                 max: 257,
                 workers: 2,
+                shared: false,
             },
             BatchOptions {
                 max: 16,
                 workers: 0,
+                shared: false,
             },
             BatchOptions {
                 max: 16,
                 workers: 17,
+                shared: false,
             },
         ] {
             assert!(

@@ -87,9 +87,14 @@ pub struct SupervisorConfig {
     /// the previous one of its kind was in the database.
     #[arg(long, env = "GENESIS_STORE_BATCH_MAX", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=256))]
     pub store_batch_max: u64,
-    /// Statements of each of those kinds in the database at once.
+    /// Statements of each batching queue in the database at once.
     #[arg(long, env = "GENESIS_STORE_BATCH_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
     pub store_batch_workers: u64,
+    /// Whether claims, call-attempt records and completions share one queue,
+    /// so one statement may carry all three kinds (false: a queue, and
+    /// `GENESIS_STORE_BATCH_WORKERS` statements, per kind).
+    #[arg(long, env = "GENESIS_STORE_BATCH_SHARED", default_value_t = true, action = clap::ArgAction::Set)]
+    pub store_batch_shared: bool,
     /// Seconds in-flight calls get to finish after a shutdown signal.
     #[arg(long, env = "GENESIS_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
     pub shutdown_grace_secs: u64,
@@ -197,5 +202,34 @@ mod tests {
         assert_eq!(c.lease_ttl_secs, 60);
         assert_eq!(c.max_attempts, 5);
         assert_eq!(c.default_provider, DefaultProvider::Scripted);
+        assert_eq!((c.store_batch_max, c.store_batch_workers), (16, 2));
+        assert!(c.store_batch_shared, "the tick's calls share one queue");
+    }
+
+    #[test]
+    fn store_batching_flags_parse_and_bad_values_are_refused() {
+        use clap::Parser as _;
+        let parse = |args: &[&str]| {
+            SupervisorConfig::try_parse_from(
+                std::iter::once("genesis-supervisor").chain(args.iter().copied()),
+            )
+        };
+        let c = parse(&[
+            "--store-batch-shared",
+            "false",
+            "--store-batch-workers",
+            "3",
+        ])
+        .expect("valid flags");
+        assert!(!c.store_batch_shared);
+        assert_eq!(c.store_batch_workers, 3);
+        for bad in [
+            &["--store-batch-shared", "sometimes"][..],
+            &["--store-batch-max", "0"],
+            &["--store-batch-workers", "17"],
+        ] {
+            let err = parse(bad).expect_err("refused").to_string();
+            assert!(err.contains(bad[0]), "{bad:?}: {err}");
+        }
     }
 }

@@ -70,6 +70,7 @@ pub async fn run(
         batch: genesis_store::batch::BatchOptions {
             max: usize::try_from(config.store_batch_max).context("store_batch_max")?,
             workers: usize::try_from(config.store_batch_workers).context("store_batch_workers")?,
+            shared: config.store_batch_shared,
         },
         ..StoreOptions::default()
     };

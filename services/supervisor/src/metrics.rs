@@ -264,7 +264,7 @@ impl Metrics {
             };
             families.push(Family::labelled(
                 "genesis.supervisor.store_batch_statements",
-                "Statements run for the batched hot calls, by call (claim, claim_and_read, record_call_attempt, complete).",
+                "Statements that carried the batched hot calls, by call (claim, claim_and_read, record_call_attempt, complete); a statement of the shared queue counts once for each kind it carried.",
                 Kind::Counter,
                 by_call(|c| c.1),
             ));
