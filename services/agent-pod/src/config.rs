@@ -114,8 +114,9 @@ pub struct PodConfig {
     /// Ticks this pod runs at once.
     #[arg(long, env = "GENESIS_POD_CONCURRENCY", default_value_t = genesis_core::DEFAULT_POD_CONCURRENCY)]
     pub concurrency: usize,
-    /// Ticks one tenant may run at once on this pod; 0 means half of
-    /// GENESIS_POD_CONCURRENCY, rounded up.
+    /// Ticks one tenant may run at once on this pod; 0 means the spec's
+    /// MaxConcurrentInstancesPerTenant default (4), or half of
+    /// GENESIS_POD_CONCURRENCY (rounded up) when that is less.
     #[arg(long, env = "GENESIS_POD_TENANT_CONCURRENCY", default_value_t = 0)]
     pub tenant_concurrency: usize,
     /// `/healthz`, `/readyz`, `/metrics` listen address.
@@ -323,15 +324,11 @@ mod tests {
     }
 
     #[test]
-    fn the_tenant_share_defaults_to_half_the_pod_and_may_not_exceed_it() {
+    fn the_tenant_share_defaults_to_the_specs_four_and_may_not_exceed_the_pod() {
         let mut c = config();
-        assert_eq!(c.concurrency, 8, "the shipped default");
+        assert_eq!(c.concurrency, 16, "the shipped default");
         assert!(c.validate().is_ok());
-        assert_eq!(
-            c.tenant_cap(),
-            4,
-            "half of 8: the spec's per-tenant default"
-        );
+        assert_eq!(c.tenant_cap(), 4, "the spec's per-tenant default");
         assert!(c.dump().contains("tenant_concurrency = 4"), "{}", c.dump());
         c.concurrency = 5;
         assert_eq!(c.tenant_cap(), 3, "half rounded up");

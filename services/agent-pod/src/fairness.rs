@@ -75,11 +75,14 @@ impl Drop for TenantSlot {
     }
 }
 
-/// The default per-tenant cap for a pod running `concurrency` ticks: half
-/// the pod (rounded up), so one tenant can never take every slot of a pod
-/// with two or more.
+/// The default per-tenant cap for a pod running `concurrency` ticks: the
+/// spec's `MaxConcurrentInstancesPerTenant` default (4), and never more than
+/// half the pod (rounded up), so one tenant can never take every slot of a
+/// pod with two or more.
 pub fn default_tenant_cap(concurrency: usize) -> usize {
-    concurrency.div_ceil(2).max(1)
+    let spec = genesis_core::AgentDispatcherOptions::default().max_concurrent_instances_per_tenant;
+    let spec = usize::try_from(spec).unwrap_or(usize::MAX);
+    concurrency.div_ceil(2).min(spec).max(1)
 }
 
 #[cfg(test)]
@@ -105,11 +108,14 @@ mod tests {
     }
 
     #[test]
-    fn the_default_cap_is_half_the_pod_and_never_zero() {
+    fn the_default_cap_is_the_specs_four_at_most_half_the_pod_and_never_zero() {
         assert_eq!(default_tenant_cap(1), 1);
         assert_eq!(default_tenant_cap(2), 1);
         assert_eq!(default_tenant_cap(4), 2);
         assert_eq!(default_tenant_cap(5), 3);
+        assert_eq!(default_tenant_cap(8), 4);
+        assert_eq!(default_tenant_cap(16), 4, "the spec's default, not half");
+        assert_eq!(default_tenant_cap(64), 4);
         assert_eq!(TenantSlots::new(0).cap(), 1);
     }
 }
