@@ -414,6 +414,28 @@ mod tests {
         behind_a_busy_worker_then(pool, vs, 0.0, async {}).await
     }
 
+    /// Batchers with one worker, kept busy for 0.4 s by a probe call (v = 1)
+    /// that is in the database when this returns.
+    async fn busy_worker(
+        pool: &PgPool,
+        shared: bool,
+    ) -> (
+        Arc<Batches>,
+        tokio::task::JoinHandle<Result<serde_json::Value, StoreError>>,
+    ) {
+        let batches = Arc::new(Batches::new(BatchOptions {
+            max: 8,
+            workers: 1,
+            shared,
+        }));
+        let busy = {
+            let (b, p) = (batches.clone(), pool.clone());
+            tokio::spawn(async move { b.call(&p, PROBE, Uuid::nil(), json!([0.4, 1])).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (batches, busy)
+    }
+
     /// [`behind_a_busy_worker`] whose queued calls each sleep `sleep`
     /// seconds, with `meanwhile` run once they are queued.
     async fn behind_a_busy_worker_then(
@@ -422,16 +444,7 @@ mod tests {
         sleep: f64,
         meanwhile: impl std::future::Future<Output = ()>,
     ) -> anyhow::Result<Probed> {
-        let batches = Arc::new(Batches::new(BatchOptions {
-            max: 8,
-            workers: 1,
-            shared: false,
-        }));
-        let busy = {
-            let (b, p) = (batches.clone(), pool.clone());
-            tokio::spawn(async move { b.call(&p, PROBE, Uuid::nil(), json!([0.4, 1])).await })
-        };
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (batches, busy) = busy_worker(pool, false).await;
         let queued: Vec<_> = vs
             .iter()
             .map(|&v| {
@@ -498,16 +511,7 @@ mod tests {
         pool: PgPool,
     ) -> anyhow::Result<()> {
         probe_schema(&pool).await?;
-        let batches = Arc::new(Batches::new(BatchOptions {
-            max: 8,
-            workers: 1,
-            shared: true,
-        }));
-        let busy = {
-            let (b, p) = (batches.clone(), pool.clone());
-            tokio::spawn(async move { b.call(&p, PROBE, Uuid::nil(), json!([0.4, 1])).await })
-        };
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (batches, busy) = busy_worker(&pool, true).await;
         let queued: Vec<_> = [(PROBE, 3, 2), (PROBE_TENFOLD, 2, 1), (PROBE, 1, 5)]
             .into_iter()
             .map(|(call, key, v)| {
