@@ -72,9 +72,10 @@ impl BatchOptions {
     }
 }
 
-/// One server function's call: its name in the counters, and an SQL
-/// expression over `a`, the call's arguments as a JSON array (`a->>0` is
-/// the first).
+/// One server function's call: its name (in the counters, and the `CASE`
+/// label that picks its function in a statement, so a plain identifier),
+/// and an SQL expression over `a`, the call's arguments as a JSON array
+/// (`a->>0` is the first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Call {
     pub(crate) name: &'static str,
