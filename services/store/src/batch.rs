@@ -44,29 +44,35 @@ pub struct BatchOptions {
 
 impl Default for BatchOptions {
     fn default() -> Self {
-        Self {
-            max: 16,
-            workers: 2,
-            shared: true,
-        }
+        Self::DEFAULT
     }
 }
 
 impl BatchOptions {
+    /// The shipped settings (the services' configuration defaults).
+    pub const DEFAULT: BatchOptions = BatchOptions {
+        max: 16,
+        workers: 2,
+        shared: true,
+    };
+    /// The largest `max` accepted.
+    pub const MAX_CALLS: usize = 256;
+    /// The largest `workers` accepted.
+    pub const MAX_WORKERS: usize = 16;
+
     /// Refuse settings that would stall every call (no worker) or never
     /// run one (no room in a batch).
     pub fn check(&self) -> Result<(), StoreError> {
-        if !(1..=256).contains(&self.max) {
-            return Err(StoreError::invalid(
-                "batch max",
-                "must be between 1 and 256",
-            ));
-        }
-        if !(1..=16).contains(&self.workers) {
-            return Err(StoreError::invalid(
-                "batch workers",
-                "must be between 1 and 16",
-            ));
+        for (setting, value, most) in [
+            ("batch max", self.max, Self::MAX_CALLS),
+            ("batch workers", self.workers, Self::MAX_WORKERS),
+        ] {
+            if !(1..=most).contains(&value) {
+                return Err(StoreError::invalid(
+                    setting,
+                    format!("must be between 1 and {most}"),
+                ));
+            }
         }
         Ok(())
     }
@@ -76,7 +82,7 @@ impl BatchOptions {
 /// label that picks its function in a statement, so a plain identifier),
 /// and an SQL expression over `a`, the call's arguments as a JSON array
 /// (`a->>0` is the first).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Call {
     pub(crate) name: &'static str,
     pub(crate) sql: &'static str,
@@ -175,14 +181,16 @@ impl Texts {
         let mut calls: Vec<Call> = jobs.iter().map(|j| j.call).collect();
         calls.sort_by_key(|c| c.name);
         calls.dedup_by_key(|c| c.name);
-        let names: Vec<&'static str> = calls.iter().map(|c| c.name).collect();
         let mut known = match self.by_calls.lock() {
             Ok(k) => k,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if let Some((_, text)) = known.iter().find(|(n, _)| *n == names) {
+        let same =
+            |names: &Vec<&'static str>| names.iter().copied().eq(calls.iter().map(|c| c.name));
+        if let Some((_, text)) = known.iter().find(|(names, _)| same(names)) {
             return text.clone();
         }
+        let names = calls.iter().map(|c| c.name).collect();
         let branches: String = calls
             .iter()
             .map(|c| format!(" WHEN '{}' THEN {}", c.name, c.sql))
@@ -203,8 +211,8 @@ impl Texts {
 /// nothing of it was written) and there were several, each is run again
 /// alone. Any other failure (a lost connection, a terminated backend, a
 /// server out of resources) may leave the outcome unknown, so every call
-/// gets that error, as a lone call would: none is run twice.
-/// Whether the calls were run again alone.
+/// gets that error, as a lone call would: none is run twice. Answers
+/// whether the calls were run again alone.
 async fn run(pool: &PgPool, texts: &Texts, mut jobs: Vec<Job>) -> bool {
     jobs.sort_by_key(|j| j.key);
     match execute(pool, &texts.text(&jobs), &jobs).await {
@@ -469,6 +477,16 @@ mod tests {
         Ok((busy, answers, counts))
     }
 
+    /// The distinct transactions the probe answers ran in.
+    fn transactions<'a>(
+        answers: impl IntoIterator<Item = &'a serde_json::Value>,
+    ) -> std::collections::HashSet<&'a str> {
+        answers
+            .into_iter()
+            .filter_map(|a| a["tx"].as_str())
+            .collect()
+    }
+
     async fn rows(pool: &PgPool) -> anyhow::Result<Vec<i32>> {
         Ok(
             sqlx::query_scalar("SELECT v FROM batch_probe_rows ORDER BY n")
@@ -491,8 +509,7 @@ mod tests {
             vec![50, 25, 20, 10],
             "each call keeps its own answer"
         );
-        let txs: std::collections::HashSet<&str> =
-            answers.iter().filter_map(|a| a["tx"].as_str()).collect();
+        let txs = transactions(&answers);
         assert_eq!(txs.len(), 1, "the four queued calls ran in one transaction");
         assert_ne!(busy["tx"].as_str(), answers[0]["tx"].as_str());
         // Lower keys first: v = 10 has the lowest key.
@@ -533,8 +550,7 @@ mod tests {
             vec![50, 10, 20],
             "each call answered by its own function"
         );
-        let txs: std::collections::HashSet<&str> =
-            answers.iter().filter_map(|a| a["tx"].as_str()).collect();
+        let txs = transactions(&answers);
         assert_eq!(
             txs.len(),
             1,
@@ -573,10 +589,7 @@ mod tests {
                 .is_some_and(|e| e.contains("division by zero")),
             "the failing call gets its own error: {err:?}"
         );
-        let txs: std::collections::HashSet<&str> = answers
-            .iter()
-            .filter_map(|a| a.as_ref().ok().and_then(|a| a["tx"].as_str()))
-            .collect();
+        let txs = transactions(answers.iter().filter_map(|a| a.as_ref().ok()));
         assert_eq!(txs.len(), 2, "the good calls ran again, each alone");
         // The failed batch wrote nothing; each good call's row is there once.
         let mut written = rows(&pool).await?;

@@ -5,6 +5,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use clap::builder::RangedU64ValueParser;
+use genesis_store::batch::BatchOptions;
+
 use crate::presets::DefaultProvider;
 
 /// Log line format.
@@ -85,15 +88,17 @@ pub struct SupervisorConfig {
     /// together as one statement (one round trip, one commit); 1 runs each
     /// alone. A call never waits for company: a batch is what queued while
     /// the previous one of its kind was in the database.
-    #[arg(long, env = "GENESIS_STORE_BATCH_MAX", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=256))]
-    pub store_batch_max: u64,
+    #[arg(long, env = "GENESIS_STORE_BATCH_MAX", default_value_t = BatchOptions::DEFAULT.max,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=BatchOptions::MAX_CALLS as u64))]
+    pub store_batch_max: usize,
     /// Statements of each batching queue in the database at once.
-    #[arg(long, env = "GENESIS_STORE_BATCH_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
-    pub store_batch_workers: u64,
+    #[arg(long, env = "GENESIS_STORE_BATCH_WORKERS", default_value_t = BatchOptions::DEFAULT.workers,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=BatchOptions::MAX_WORKERS as u64))]
+    pub store_batch_workers: usize,
     /// Whether claims, call-attempt records and completions share one queue,
     /// so one statement may carry all three kinds (false: a queue, and
     /// `GENESIS_STORE_BATCH_WORKERS` statements, per kind).
-    #[arg(long, env = "GENESIS_STORE_BATCH_SHARED", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "GENESIS_STORE_BATCH_SHARED", default_value_t = BatchOptions::DEFAULT.shared, action = clap::ArgAction::Set)]
     pub store_batch_shared: bool,
     /// Seconds in-flight calls get to finish after a shutdown signal.
     #[arg(long, env = "GENESIS_SHUTDOWN_GRACE_SECS", default_value_t = 20)]

@@ -68,8 +68,8 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let store_options = StoreOptions {
         batch: genesis_store::batch::BatchOptions {
-            max: usize::try_from(config.store_batch_max).context("store_batch_max")?,
-            workers: usize::try_from(config.store_batch_workers).context("store_batch_workers")?,
+            max: config.store_batch_max,
+            workers: config.store_batch_workers,
             shared: config.store_batch_shared,
         },
         ..StoreOptions::default()
