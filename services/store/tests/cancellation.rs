@@ -1,0 +1,107 @@
+//! A transaction whose future is dropped while its `BEGIN` is in flight must
+//! not leave its pooled connection inside a transaction: the next borrower's
+//! statements would run in it, hold their row locks until some later COMMIT
+//! on that connection, and be lost if the connection closed first. A gRPC
+//! handler is dropped exactly there when its client (a killed pod) goes
+//! away, which is how the fault suite met it.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
+
+mod common;
+
+use std::task::Poll;
+use std::time::Duration;
+
+use common::*;
+use genesis_store::{Store, StoreOptions};
+use sqlx::PgPool;
+
+/// The backend's `pg_stat_activity.state`, read from the test's own pool.
+async fn state(pool: &PgPool, pid: i32) -> anyhow::Result<String> {
+    Ok(
+        sqlx::query_scalar("SELECT state FROM pg_stat_activity WHERE pid = $1")
+            .bind(pid)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// Wait up to `within` for the backend to reach `want`; the last state seen.
+async fn wait_for(pool: &PgPool, pid: i32, want: &str, within: Duration) -> anyhow::Result<String> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let seen = state(pool, pid).await?;
+        if seen == want || tokio::time::Instant::now() >= deadline {
+            return Ok(seen);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_transaction_dropped_during_begin_leaves_its_connection_out_of_any_transaction(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    // One tenant connection, so every borrow below is the same backend.
+    let store = Store::from_pool_with(
+        &pool,
+        StoreOptions {
+            tenant_pool_size: 1,
+            ..StoreOptions::default()
+        },
+    );
+    let t = tenant(&store, "a").await?;
+    let mut tx = store.tenant_tx(t).await?;
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(tx.conn())
+        .await?;
+    tx.commit().await?;
+    assert_eq!(
+        wait_for(&pool, pid, "idle", Duration::from_secs(5)).await?,
+        "idle"
+    );
+
+    // Poll the next begin once: the pool hands over its idle connection and
+    // BEGIN goes out; the future then waits for the answer. Once the server
+    // shows the backend inside the transaction, and without polling again,
+    // drop the future: it has sent BEGIN and never read its answer.
+    let mut hit = false;
+    for _ in 0..20 {
+        let mut begin = Box::pin(store.tenant_tx(t));
+        if let Poll::Ready(done) = futures::poll!(begin.as_mut()) {
+            done?.rollback().await?;
+            continue;
+        }
+        let seen = wait_for(&pool, pid, "idle in transaction", Duration::from_secs(2)).await?;
+        drop(begin);
+        if seen == "idle in transaction" {
+            hit = true;
+            break;
+        }
+        // BEGIN was not yet on the wire; the dropped borrow goes back idle.
+        wait_for(&pool, pid, "idle", Duration::from_secs(5)).await?;
+    }
+    assert!(hit, "never caught a begin with its BEGIN on the server");
+
+    // The dropped borrow goes back to the pool with the transaction ended.
+    assert_eq!(
+        wait_for(&pool, pid, "idle", Duration::from_secs(5)).await?,
+        "idle",
+        "the connection went back to the pool inside the dropped transaction"
+    );
+
+    // And what the next borrower writes is committed when its call returns,
+    // not held in a transaction nobody ends.
+    let inst = soa(&store, t).await?;
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(*) FROM agent_instances WHERE id = $1",
+            inst.id
+        )
+        .await?,
+        1
+    );
+    assert_eq!(state(&pool, pid).await?, "idle");
+    Ok(())
+}
