@@ -230,6 +230,17 @@ impl ControlConfig {
                 "GENESIS_OUTBOX_POLL_MS and GENESIS_PUBLISH_ACK_TIMEOUT_MS must be positive",
             );
         }
+        // The outbox waits for a batch's acks inside its transaction; the
+        // store's server-side bound on an idle transaction must not end it.
+        let ack_bound = genesis_store::DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT.as_millis() / 2;
+        if u128::from(self.publish_ack_timeout_ms) > ack_bound {
+            return Err(ControlError::Config(format!(
+                "GENESIS_PUBLISH_ACK_TIMEOUT_MS must be at most {ack_bound}: the outbox holds its \
+                 batch's transaction open while it waits, and the store ends a transaction idle \
+                 for {} s",
+                genesis_store::DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT.as_secs()
+            )));
+        }
         if self.bootstrap_rescan_secs == 0 {
             return bad("GENESIS_BOOTSTRAP_RESCAN_SECS must be at least 1");
         }
@@ -363,6 +374,17 @@ mod tests {
                 .contains("GENESIS_MAX_ATTEMPTS")
         );
         c.max_attempts = 5;
+        c.publish_ack_timeout_ms = 30_001;
+        let err = c
+            .validate()
+            .expect_err("an ack wait past half the idle bound");
+        assert!(
+            err.to_string()
+                .contains("GENESIS_PUBLISH_ACK_TIMEOUT_MS must be at most 30000"),
+            "{err}"
+        );
+        c.publish_ack_timeout_ms = 30_000;
+        assert!(c.validate().is_ok());
         c.dashboard_addr = "localhost".into();
         assert!(
             c.validate()

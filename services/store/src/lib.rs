@@ -45,7 +45,9 @@ pub use messages::MessageRow;
 pub use missions::{MissionFilter, MissionRow, MissionStatus, NewMission};
 pub use modes::{ModeChange, ModeRow};
 pub use sessions::DashboardSession;
-pub use store::{DatabaseStats, Store, StoreOptions, TenantTx};
+pub use store::{
+    DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DatabaseStats, Store, StoreOptions, TenantTx,
+};
 pub use tenants::Tenant;
 pub use tick::{
     BundleAsk, ClaimOutcome, CompleteContext, CompletedTurn, ExpectedPrior, LedgerAction,

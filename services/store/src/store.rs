@@ -11,6 +11,12 @@ use uuid::Uuid;
 
 use crate::error::StoreError;
 
+/// The default [`StoreOptions::idle_in_transaction_timeout`]. A caller that
+/// holds a store transaction open across other I/O (the outbox publisher
+/// waits for JetStream acks inside its batch) must bound that wait well
+/// below it.
+pub const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Pool sizes and input limits. `Default` suits a service; tests use it too.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -25,6 +31,13 @@ pub struct StoreOptions {
     /// How concurrent claims, call-attempt records and completions share
     /// statements ([`crate::batch`]).
     pub batch: crate::batch::BatchOptions,
+    /// PostgreSQL's `idle_in_transaction_session_timeout` for every store
+    /// connection. The store's transactions wait on nothing but their own
+    /// statements (and the outbox on its bounded publish acks), so one idle
+    /// this long was abandoned by a bug; the server then ends the session,
+    /// which rolls it back and frees its row locks instead of stalling every
+    /// tick that needs them.
+    pub idle_in_transaction_timeout: Duration,
 }
 
 impl Default for StoreOptions {
@@ -36,6 +49,7 @@ impl Default for StoreOptions {
             max_event_payload_bytes: genesis_core::AgentDispatcherOptions::default()
                 .max_event_payload_bytes,
             batch: crate::batch::BatchOptions::default(),
+            idle_in_transaction_timeout: DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
         }
     }
 }
@@ -144,6 +158,15 @@ impl Store {
     }
 
     fn from_options(opts: PgConnectOptions, options: StoreOptions) -> Store {
+        // A startup parameter, so it holds from the first statement and for
+        // both roles; appended to any `options` the URL carries.
+        let opts = opts.options([(
+            "idle_in_transaction_session_timeout",
+            format!(
+                "{}ms",
+                options.idle_in_transaction_timeout.as_millis().max(1)
+            ),
+        )]);
         let tenant = pool_with_role(
             opts.clone(),
             options.tenant_pool_size,

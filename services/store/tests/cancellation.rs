@@ -105,3 +105,83 @@ async fn a_transaction_dropped_during_begin_leaves_its_connection_out_of_any_tra
     assert_eq!(state(&pool, pid).await?, "idle");
     Ok(())
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_transaction_left_idle_past_the_bound_is_ended_and_its_row_lock_freed(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = Store::from_pool_with(
+        &pool,
+        StoreOptions {
+            tenant_pool_size: 1,
+            idle_in_transaction_timeout: Duration::from_millis(300),
+            ..StoreOptions::default()
+        },
+    );
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+
+    // Take the instance's row lock and write under it, then go idle.
+    let mut tx = store.tenant_tx(t).await?;
+    sqlx::query("UPDATE agent_instances SET consecutive_idle_ticks = 7 WHERE id = $1")
+        .bind(inst.id)
+        .execute(tx.conn())
+        .await?;
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(tx.conn())
+        .await?;
+
+    // Within the bound the lock is held: another session cannot take it.
+    let held = sqlx::query("SELECT 1 FROM agent_instances WHERE id = $1 FOR UPDATE NOWAIT")
+        .bind(inst.id)
+        .execute(&pool)
+        .await;
+    assert!(held.is_err(), "the row lock was not held inside the bound");
+
+    // Past it the server has ended the session: the lock is free without
+    // waiting, the write is rolled back, and the abandoned transaction can
+    // no longer commit.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let gone: bool =
+            sqlx::query_scalar("SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)")
+                .bind(pid)
+                .fetch_one(&pool)
+                .await?;
+        if gone {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the idle transaction's session was never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sqlx::query("SELECT 1 FROM agent_instances WHERE id = $1 FOR UPDATE NOWAIT")
+        .bind(inst.id)
+        .execute(&pool)
+        .await?;
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT consecutive_idle_ticks::bigint FROM agent_instances WHERE id = $1",
+            inst.id
+        )
+        .await?,
+        0
+    );
+    assert!(
+        tx.commit().await.is_err(),
+        "a terminated transaction committed"
+    );
+
+    // The pool replaces the dead connection: the next transaction works.
+    let mut tx = store.tenant_tx(t).await?;
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_instances WHERE id = $1")
+        .bind(inst.id)
+        .fetch_one(tx.conn())
+        .await?;
+    tx.commit().await?;
+    assert_eq!(n, 1);
+    Ok(())
+}
