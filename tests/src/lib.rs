@@ -1237,7 +1237,7 @@ impl Fleet {
     /// Wait until nothing is due: no visible unconsumed, un-dead-lettered
     /// event and no lease held.
     pub async fn wait_quiescent(&self, timeout: Duration) -> anyhow::Result<()> {
-        wait_for("the queue to drain (no due event, no lease)", timeout, || async {
+        let waited = wait_for("the queue to drain (no due event, no lease)", timeout, || async {
             let due: i64 = sqlx::query_scalar(
                 "SELECT count(*) FROM agent_event_queue
                  WHERE consumed_at IS NULL AND dead_lettered_at IS NULL AND visible_at <= now()",
@@ -1251,7 +1251,47 @@ impl Fleet {
             .await?;
             Ok((due == 0 && leased == 0).then_some(()))
         })
-        .await
+        .await;
+        match waited {
+            Ok(()) => Ok(()),
+            // Say what is left, so a stall explains itself in the log.
+            Err(e) => match self.unquiet().await {
+                Ok(left) => Err(e.context(left)),
+                Err(d) => Err(e.context(format!("(what is left could not be read: {d:#})"))),
+            },
+        }
+    }
+
+    /// The due events and live leases that keep the fleet from quiescence,
+    /// at most ten of each, one per line.
+    async fn unquiet(&self) -> anyhow::Result<String> {
+        let events: Vec<String> = sqlx::query_scalar(
+            "SELECT format('due event %s %s seq %s of %s: visible %s, published %s (epoch %s), \
+                            claimed by %s, %s attempts; instance %s, lease %s until %s',
+                           e.id, e.event_kind, e.sequence_number, e.instance_id, e.visible_at,
+                           coalesce(e.published_at::text, 'never'), e.publish_epoch,
+                           coalesce(e.claimed_session::text, 'nobody'), e.attempts, i.status,
+                           coalesce(i.lease_session::text, 'none'), i.lease_expires_at)
+               FROM agent_event_queue e JOIN agent_instances i ON i.id = e.instance_id
+              WHERE e.consumed_at IS NULL AND e.dead_lettered_at IS NULL AND e.visible_at <= now()
+              ORDER BY e.visible_at LIMIT 10",
+        )
+        .fetch_all(&self.db)
+        .await?;
+        let leases: Vec<String> = sqlx::query_scalar(
+            "SELECT format('lease on %s: session %s until %s, phase %s',
+                           id, lease_session, lease_expires_at, phase)
+               FROM agent_instances
+              WHERE lease_session IS NOT NULL AND lease_expires_at > now()
+              ORDER BY lease_expires_at LIMIT 10",
+        )
+        .fetch_all(&self.db)
+        .await?;
+        Ok(events
+            .into_iter()
+            .chain(leases)
+            .collect::<Vec<_>>()
+            .join("\n"))
     }
 
     /// Counts for the invariants after a fault.
