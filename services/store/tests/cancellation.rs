@@ -13,8 +13,26 @@ use std::task::Poll;
 use std::time::Duration;
 
 use common::*;
-use genesis_store::{Store, StoreOptions};
+use genesis_store::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, Store, StoreOptions, TenantTx};
 use sqlx::PgPool;
+
+/// A store with one tenant connection, so every borrow is the same backend.
+fn one_connection_store(pool: &PgPool, idle_in_transaction_timeout: Duration) -> Store {
+    Store::from_pool_with(
+        pool,
+        StoreOptions {
+            tenant_pool_size: 1,
+            idle_in_transaction_timeout,
+            ..StoreOptions::default()
+        },
+    )
+}
+
+async fn backend_pid(tx: &mut TenantTx) -> anyhow::Result<i32> {
+    Ok(sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(tx.conn())
+        .await?)
+}
 
 /// The backend's `pg_stat_activity.state`, read from the test's own pool.
 async fn state(pool: &PgPool, pid: i32) -> anyhow::Result<String> {
@@ -42,19 +60,10 @@ async fn wait_for(pool: &PgPool, pid: i32, want: &str, within: Duration) -> anyh
 async fn a_transaction_dropped_during_begin_leaves_its_connection_out_of_any_transaction(
     pool: PgPool,
 ) -> anyhow::Result<()> {
-    // One tenant connection, so every borrow below is the same backend.
-    let store = Store::from_pool_with(
-        &pool,
-        StoreOptions {
-            tenant_pool_size: 1,
-            ..StoreOptions::default()
-        },
-    );
+    let store = one_connection_store(&pool, DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT);
     let t = tenant(&store, "a").await?;
     let mut tx = store.tenant_tx(t).await?;
-    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(tx.conn())
-        .await?;
+    let pid = backend_pid(&mut tx).await?;
     tx.commit().await?;
     assert_eq!(
         wait_for(&pool, pid, "idle", Duration::from_secs(5)).await?,
@@ -64,7 +73,9 @@ async fn a_transaction_dropped_during_begin_leaves_its_connection_out_of_any_tra
     // Poll the next begin once: the pool hands over its idle connection and
     // BEGIN goes out; the future then waits for the answer. Once the server
     // shows the backend inside the transaction, and without polling again,
-    // drop the future: it has sent BEGIN and never read its answer.
+    // drop the future: it has sent BEGIN and never read its answer. (A poll
+    // that completes the begin, or that finds the pool still taking its
+    // connection back and sends nothing, makes the attempt again.)
     let mut hit = false;
     for _ in 0..20 {
         let mut begin = Box::pin(store.tenant_tx(t));
@@ -78,7 +89,6 @@ async fn a_transaction_dropped_during_begin_leaves_its_connection_out_of_any_tra
             hit = true;
             break;
         }
-        // BEGIN was not yet on the wire; the dropped borrow goes back idle.
         wait_for(&pool, pid, "idle", Duration::from_secs(5)).await?;
     }
     assert!(hit, "never caught a begin with its BEGIN on the server");
@@ -110,14 +120,7 @@ async fn a_transaction_dropped_during_begin_leaves_its_connection_out_of_any_tra
 async fn a_transaction_left_idle_past_the_bound_is_ended_and_its_row_lock_freed(
     pool: PgPool,
 ) -> anyhow::Result<()> {
-    let store = Store::from_pool_with(
-        &pool,
-        StoreOptions {
-            tenant_pool_size: 1,
-            idle_in_transaction_timeout: Duration::from_millis(300),
-            ..StoreOptions::default()
-        },
-    );
+    let store = one_connection_store(&pool, Duration::from_millis(300));
     let t = tenant(&store, "a").await?;
     let inst = soa(&store, t).await?;
 
@@ -127,9 +130,7 @@ async fn a_transaction_left_idle_past_the_bound_is_ended_and_its_row_lock_freed(
         .bind(inst.id)
         .execute(tx.conn())
         .await?;
-    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(tx.conn())
-        .await?;
+    let pid = backend_pid(&mut tx).await?;
 
     // Within the bound the lock is held: another session cannot take it.
     let held = sqlx::query("SELECT 1 FROM agent_instances WHERE id = $1 FOR UPDATE NOWAIT")
