@@ -1255,11 +1255,45 @@ impl Fleet {
         match waited {
             Ok(()) => Ok(()),
             // Say what is left, so a stall explains itself in the log.
-            Err(e) => match self.unquiet().await {
-                Ok(left) => Err(e.context(left)),
-                Err(d) => Err(e.context(format!("(what is left could not be read: {d:#})"))),
-            },
+            Err(e) => {
+                let left = match self.unquiet().await {
+                    Ok(left) => left,
+                    Err(d) => format!("(what is left could not be read: {d:#})"),
+                };
+                let queue =
+                    match tokio::time::timeout(Duration::from_secs(5), self.consumer_state()).await
+                    {
+                        Ok(Ok(state)) => state,
+                        Ok(Err(d)) => format!("(the consumer could not be read: {d:#})"),
+                        Err(_) => "(the consumer could not be read in 5 s)".to_owned(),
+                    };
+                Err(e.context(format!("{left}\n{queue}")))
+            }
         }
+    }
+
+    /// The stream's held messages and the durable consumer's counters: whether
+    /// a wake-up for what is left is still queued, in a pod's hands, or gone.
+    pub async fn consumer_state(&self) -> anyhow::Result<String> {
+        let js = async_nats::jetstream::new(async_nats::connect(&self.nats_url).await?);
+        let mut stream = js.get_stream(&self.stream).await?;
+        let held = stream.info().await?.state.messages;
+        let mut consumer: async_nats::jetstream::consumer::PullConsumer = stream
+            .get_consumer(&self.consumer)
+            .await
+            .map_err(|e| anyhow!("consumer {}: {e}", self.consumer))?;
+        let c = consumer.info().await?;
+        Ok(format!(
+            "stream {}: {held} message(s) held; consumer {}: {} pending, {} awaiting ack, \
+             {} redelivered, delivered up to stream sequence {}, acked up to {}",
+            self.stream,
+            self.consumer,
+            c.num_pending,
+            c.num_ack_pending,
+            c.num_redelivered,
+            c.delivered.stream_sequence,
+            c.ack_floor.stream_sequence
+        ))
     }
 
     /// The due events and live leases that keep the fleet from quiescence,

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use anyhow::ensure;
-use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded};
+use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded, wait_for};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -32,6 +32,14 @@ async fn sigterm_stops_every_service_cleanly_and_loses_no_work() -> anyhow::Resu
         fleet.start_pod(0).await?;
         fleet.wait_decision(&soa, 1, "MessageAcknowledged", T).await?;
         fleet.wait_quiescent(T).await?;
+        // The stall report's view of the queue: every wake-up settled.
+        let queue = wait_for("the consumer to settle", T, || async {
+            let q = fleet.consumer_state().await?;
+            Ok((q.contains("0 message(s) held") && q.contains(": 0 pending, 0 awaiting ack"))
+                .then_some(q))
+        })
+        .await?;
+        ensure!(queue.contains(&fleet.consumer), "{queue}");
         let s = fleet.check_invariants().await?;
         ensure!(s.dead_lettered == 0, "{} dead-lettered", s.dead_lettered);
         let acks: i64 = sqlx::query_scalar(
