@@ -1028,3 +1028,50 @@ async fn resuming_an_instance_re_arms_the_events_published_while_it_was_paused(
     assert_eq!(c.event.id, stranded.event.id);
     Ok(())
 }
+
+/// A claim that runs late in a statement begun before an event was enqueued
+/// (a shared batch statement, or one that waited for the instance's row
+/// lock) still finds that event due: due is judged by the clock once the
+/// lease is held, not by the statement's start (migration 0088). Judged by
+/// `now()`, the claim answered `nothing_due`, the pod acked the wake-up, and
+/// the event waited for the next heartbeat.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_claim_in_a_statement_begun_before_the_enqueue_still_finds_the_event_due(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let mut early = pool.begin().await?;
+    let began: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+        .fetch_one(&mut *early)
+        .await?;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let enqueued = store
+        .events()
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::OperatorMessage,
+            &json!({"text": "hi"}),
+            None,
+        )
+        .await?;
+    assert!(enqueued.created);
+    let event = enqueued.event;
+    assert!(
+        event.visible_at > began,
+        "the event must be newer than the statement"
+    );
+    let raw: serde_json::Value =
+        sqlx::query_scalar("SELECT genesis_claim_tick($1, $2, $3, interval '60 seconds', 5)")
+            .bind(t)
+            .bind(inst.id)
+            .bind(Uuid::new_v4())
+            .fetch_one(&mut *early)
+            .await?;
+    early.commit().await?;
+    assert_eq!(raw["outcome"], "claimed", "{raw}");
+    assert_eq!(raw["event"]["id"], json!(event.id), "{raw}");
+    Ok(())
+}
