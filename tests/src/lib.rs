@@ -550,6 +550,26 @@ pub struct Fleet {
     supervisor: Proc,
     pods: Vec<Proc>,
     dropped: bool,
+    /// One NATS connection for the harness's own reads of the stream,
+    /// opened on first use (tests poll `consumer_state`).
+    nats: tokio::sync::OnceCell<async_nats::Client>,
+}
+
+/// An event that keeps the fleet from quiescence: visible, unconsumed and
+/// not dead-lettered (alias `e` of `agent_event_queue`). A macro so that
+/// `concat!` keeps each query a static string.
+macro_rules! due_event {
+    () => {
+        "e.consumed_at IS NULL AND e.dead_lettered_at IS NULL AND e.visible_at <= now()"
+    };
+}
+
+/// A lease that keeps the fleet from quiescence: held and not yet expired
+/// (alias `i` of `agent_instances`).
+macro_rules! live_lease {
+    () => {
+        "i.lease_session IS NOT NULL AND i.lease_expires_at > now()"
+    };
 }
 
 fn spawn(logs: &Path, p: &mut Proc) -> anyhow::Result<()> {
@@ -781,6 +801,7 @@ impl Fleet {
             control,
             supervisor,
             pods: Vec::new(),
+            nats: tokio::sync::OnceCell::new(),
             dropped: false,
         };
         control_command(&fleet.logs, "migrate", &common, &["migrate"])?;
@@ -1237,20 +1258,21 @@ impl Fleet {
     /// Wait until nothing is due: no visible unconsumed, un-dead-lettered
     /// event and no lease held.
     pub async fn wait_quiescent(&self, timeout: Duration) -> anyhow::Result<()> {
-        let waited = wait_for("the queue to drain (no due event, no lease)", timeout, || async {
-            let due: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM agent_event_queue
-                 WHERE consumed_at IS NULL AND dead_lettered_at IS NULL AND visible_at <= now()",
-            )
-            .fetch_one(&self.db)
-            .await?;
-            let leased: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM agent_instances WHERE lease_session IS NOT NULL AND lease_expires_at > now()",
-            )
-            .fetch_one(&self.db)
-            .await?;
-            Ok((due == 0 && leased == 0).then_some(()))
-        })
+        let probe = concat!(
+            "SELECT NOT EXISTS (SELECT FROM agent_event_queue e WHERE ",
+            due_event!(),
+            ") AND NOT EXISTS (SELECT FROM agent_instances i WHERE ",
+            live_lease!(),
+            ")"
+        );
+        let waited = wait_for(
+            "the queue to drain (no due event, no lease)",
+            timeout,
+            || async {
+                let quiet: bool = sqlx::query_scalar(probe).fetch_one(&self.db).await?;
+                Ok(quiet.then_some(()))
+            },
+        )
         .await;
         match waited {
             Ok(()) => Ok(()),
@@ -1275,7 +1297,11 @@ impl Fleet {
     /// The stream's held messages and the durable consumer's counters: whether
     /// a wake-up for what is left is still queued, in a pod's hands, or gone.
     pub async fn consumer_state(&self) -> anyhow::Result<String> {
-        let js = async_nats::jetstream::new(async_nats::connect(&self.nats_url).await?);
+        let client = self
+            .nats
+            .get_or_try_init(|| async_nats::connect(&self.nats_url))
+            .await?;
+        let js = async_nats::jetstream::new(client.clone());
         let mut stream = js.get_stream(&self.stream).await?;
         let held = stream.info().await?.state.messages;
         let mut consumer: async_nats::jetstream::consumer::PullConsumer = stream
@@ -1299,7 +1325,7 @@ impl Fleet {
     /// The due events and live leases that keep the fleet from quiescence,
     /// at most ten of each, one per line.
     async fn unquiet(&self) -> anyhow::Result<String> {
-        let events: Vec<String> = sqlx::query_scalar(
+        let events: Vec<String> = sqlx::query_scalar(concat!(
             "SELECT format('due event %s %s seq %s of %s: visible %s, published %s (epoch %s), \
                             claimed by %s, %s attempts; instance %s, lease %s until %s',
                            e.id, e.event_kind, e.sequence_number, e.instance_id, e.visible_at,
@@ -1307,18 +1333,20 @@ impl Fleet {
                            coalesce(e.claimed_session::text, 'nobody'), e.attempts, i.status,
                            coalesce(i.lease_session::text, 'none'), i.lease_expires_at)
                FROM agent_event_queue e JOIN agent_instances i ON i.id = e.instance_id
-              WHERE e.consumed_at IS NULL AND e.dead_lettered_at IS NULL AND e.visible_at <= now()
-              ORDER BY e.visible_at LIMIT 10",
-        )
+              WHERE ",
+            due_event!(),
+            " ORDER BY e.visible_at LIMIT 10"
+        ))
         .fetch_all(&self.db)
         .await?;
-        let leases: Vec<String> = sqlx::query_scalar(
+        let leases: Vec<String> = sqlx::query_scalar(concat!(
             "SELECT format('lease on %s: session %s until %s, phase %s',
-                           id, lease_session, lease_expires_at, phase)
-               FROM agent_instances
-              WHERE lease_session IS NOT NULL AND lease_expires_at > now()
-              ORDER BY lease_expires_at LIMIT 10",
-        )
+                           i.id, i.lease_session, i.lease_expires_at, i.phase)
+               FROM agent_instances i
+              WHERE ",
+            live_lease!(),
+            " ORDER BY i.lease_expires_at LIMIT 10"
+        ))
         .fetch_all(&self.db)
         .await?;
         Ok(events

@@ -50,6 +50,18 @@ async fn consumer_pending_counts_due_events_and_drains_when_pods_start() -> anyh
                 .fetch_one(&fleet.db)
                 .await?;
         ensure!(unconsumed == K as i64, "{unconsumed} due events in the database, expected {K}");
+        // With no pod the fleet cannot quiesce, and the harness's report names
+        // what is left: each due event (at most ten) and the consumer holding
+        // its wake-up.
+        let stalled = match fleet.wait_quiescent(Duration::from_millis(300)).await {
+            Ok(()) => anyhow::bail!("the fleet was reported quiescent with {K} due events and no pod"),
+            Err(e) => format!("{e:#}"),
+        };
+        for inst in &instances {
+            ensure!(stalled.contains(&format!("of {inst}: visible")), "the stall report misses {inst}: {stalled}");
+        }
+        ensure!(stalled.matches("due event ").count() == K as usize, "{stalled}");
+        ensure!(stalled.contains(&format!("consumer {consumer}: {K} pending, 0 awaiting ack")), "{stalled}");
 
         // Scale from zero: two pods drain it.
         fleet.add_pod().await?;
