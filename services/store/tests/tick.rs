@@ -28,16 +28,7 @@ async fn sixteen_concurrent_claimers_exactly_one_holds_the_lease(
     let store = store(&pool);
     let t = tenant(&store, "a").await?;
     let inst = soa(&store, t).await?;
-    store
-        .events()
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::OperatorMessage,
-            &json!({"text": "hi"}),
-            None,
-        )
-        .await?;
+    message(&store, t, inst.id, json!({"text": "hi"})).await?;
     let mut tasks = Vec::new();
     for _ in 0..16 {
         let store = store.clone();
@@ -73,16 +64,7 @@ async fn eight_workers_drain_a_thousand_events_over_fifty_instances_exactly_once
     }
     for (t, id) in &instances {
         for n in 0..20 {
-            store
-                .events()
-                .enqueue(
-                    *t,
-                    *id,
-                    AgentEventKind::OperatorMessage,
-                    &json!({"n": n}),
-                    None,
-                )
-                .await?;
+            message(&store, *t, *id, json!({"n": n})).await?;
         }
     }
     let instances = Arc::new(instances);
@@ -158,16 +140,7 @@ async fn complete_with_a_stale_session_writes_nothing_and_returns_lease_lost(
     let store = store(&pool);
     let t = tenant(&store, "a").await?;
     let inst = soa(&store, t).await?;
-    store
-        .events()
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::OperatorMessage,
-            &json!({}),
-            None,
-        )
-        .await?;
+    message(&store, t, inst.id, json!({})).await?;
     let first = match store
         .claim_tick(t, inst.id, Uuid::new_v4(), Duration::from_millis(200), 5)
         .await?
@@ -243,16 +216,7 @@ async fn an_expired_lease_is_reclaimed_and_its_event_retried_with_attempts_incre
     let store = store(&pool);
     let t = tenant(&store, "a").await?;
     let inst = soa(&store, t).await?;
-    store
-        .events()
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::OperatorMessage,
-            &json!({}),
-            None,
-        )
-        .await?;
+    message(&store, t, inst.id, json!({})).await?;
     let s1 = Uuid::new_v4();
     let first = match store
         .claim_tick(t, inst.id, s1, Duration::from_millis(200), 5)
@@ -288,17 +252,7 @@ async fn an_event_past_max_attempts_is_dead_lettered_with_an_attention_request(
     let store = store(&pool);
     let t = tenant(&store, "a").await?;
     let inst = soa(&store, t).await?;
-    let ev = store
-        .events()
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::OperatorMessage,
-            &json!({}),
-            None,
-        )
-        .await?
-        .event;
+    let ev = message(&store, t, inst.id, json!({})).await?.event;
     for attempt in 1..=2 {
         match store
             .claim_tick(t, inst.id, Uuid::new_v4(), Duration::from_millis(100), 2)
@@ -359,16 +313,7 @@ async fn three_blocked_turns_halt_the_instance_with_no_heartbeat_and_one_attenti
     let inst = soa(&store, t).await?;
     let opts = AgentDispatcherOptions::default();
     for n in 0..4 {
-        store
-            .events()
-            .enqueue(
-                t,
-                inst.id,
-                AgentEventKind::OperatorMessage,
-                &json!({"n": n}),
-                None,
-            )
-            .await?;
+        message(&store, t, inst.id, json!({"n": n})).await?;
     }
     // blocked, then a clean turn resets the streak.
     let c = claim(&store, t, inst.id).await?;
@@ -389,16 +334,7 @@ async fn three_blocked_turns_halt_the_instance_with_no_heartbeat_and_one_attenti
     let c = claim(&store, t, inst.id).await?;
     let turn = complete_planned(&store, t, &c).await?;
     assert_eq!(turn.consecutive_blocked_turns, 0);
-    store
-        .events()
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::OperatorMessage,
-            &json!({"n": 9}),
-            None,
-        )
-        .await?;
+    message(&store, t, inst.id, json!({"n": 9})).await?;
 
     let mut last = None;
     for expected in 1..=3u32 {
@@ -460,16 +396,7 @@ async fn blocked_turns_without_the_enforced_guard_count_but_never_halt(
         ..AgentDispatcherOptions::default()
     };
     for _ in 0..4 {
-        store
-            .events()
-            .enqueue(
-                t,
-                inst.id,
-                AgentEventKind::OperatorMessage,
-                &json!({}),
-                None,
-            )
-            .await?;
+        message(&store, t, inst.id, json!({})).await?;
     }
     for expected in 1..=4u32 {
         let c = claim(&store, t, inst.id).await?;
@@ -624,15 +551,7 @@ async fn a_turn_records_its_actions_consumes_its_event_and_keeps_exactly_one_hea
     let store = store(&pool);
     let t = tenant(&store, "a").await?;
     let inst = soa(&store, t).await?;
-    let ev = store
-        .events()
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::OperatorMessage,
-            &json!({"text": "status?"}),
-            None,
-        )
+    let ev = message(&store, t, inst.id, json!({"text": "status?"}))
         .await?
         .event;
     let c = claim(&store, t, inst.id).await?;
@@ -727,16 +646,7 @@ async fn an_outcome_for_a_different_event_kind_is_refused_and_writes_nothing(
     let store = store(&pool);
     let t = tenant(&store, "a").await?;
     let inst = soa(&store, t).await?;
-    store
-        .events()
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::OperatorMessage,
-            &json!({}),
-            None,
-        )
-        .await?;
+    message(&store, t, inst.id, json!({})).await?;
     let c = claim(&store, t, inst.id).await?;
     let wrong = TickCompletion::new(c.event.id, blocked_outcome(AgentEventKind::AgentTick));
     let err = store
@@ -794,16 +704,7 @@ async fn an_unknown_stored_decision_kind_loads_as_other_and_round_trips(
     let store = store(&pool);
     let t = tenant(&store, "a").await?;
     let inst = soa(&store, t).await?;
-    store
-        .events()
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::OperatorMessage,
-            &json!({}),
-            None,
-        )
-        .await?;
+    message(&store, t, inst.id, json!({})).await?;
     let c = claim(&store, t, inst.id).await?;
     let kind = AgentDecisionKind::Other("DelegatedToPeer".into());
     let turn = store
@@ -835,16 +736,7 @@ async fn reset_is_refused_mid_tick_and_otherwise_clears_the_ledger_and_reseeds_t
     let t = tenant(&store, "a").await?;
     let inst = soa(&store, t).await?;
     for _ in 0..3 {
-        store
-            .events()
-            .enqueue(
-                t,
-                inst.id,
-                AgentEventKind::OperatorMessage,
-                &json!({}),
-                None,
-            )
-            .await?;
+        message(&store, t, inst.id, json!({})).await?;
     }
     let c = claim(&store, t, inst.id).await?;
     let err = store.reset_instance(t, inst.id).await.unwrap_err();
@@ -928,15 +820,7 @@ async fn resuming_an_instance_re_arms_the_events_published_while_it_was_paused(
     let other = soa(&store, t).await?;
     let events = store.events();
     // One event consumed while active: resuming must not touch it.
-    let done = events
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::OperatorMessage,
-            &json!({"message": "a"}),
-            None,
-        )
-        .await?;
+    let done = message(&store, t, inst.id, json!({"message": "a"})).await?;
     let c = claim(&store, t, inst.id).await?;
     assert_eq!(c.event.id, done.event.id);
     complete_planned(&store, t, &c).await?;
@@ -944,24 +828,8 @@ async fn resuming_an_instance_re_arms_the_events_published_while_it_was_paused(
         .instances()
         .set_status(t, inst.id, InstanceStatus::Paused)
         .await?;
-    let stranded = events
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::OperatorMessage,
-            &json!({"message": "b"}),
-            None,
-        )
-        .await?;
-    let elsewhere = events
-        .enqueue(
-            t,
-            other.id,
-            AgentEventKind::OperatorMessage,
-            &json!({"message": "c"}),
-            None,
-        )
-        .await?;
+    let stranded = message(&store, t, inst.id, json!({"message": "b"})).await?;
+    let elsewhere = message(&store, t, other.id, json!({"message": "c"})).await?;
     let batch = events.begin_outbox_batch(100).await?;
     let ids: Vec<Uuid> = batch.events.iter().map(|e| e.id).collect();
     assert!(ids.contains(&stranded.event.id) && ids.contains(&elsewhere.event.id));
@@ -1047,16 +915,7 @@ async fn a_claim_in_a_statement_begun_before_the_enqueue_still_finds_the_event_d
         .fetch_one(&mut *early)
         .await?;
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let enqueued = store
-        .events()
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::OperatorMessage,
-            &json!({"text": "hi"}),
-            None,
-        )
-        .await?;
+    let enqueued = message(&store, t, inst.id, json!({"text": "hi"})).await?;
     assert!(enqueued.created);
     let event = enqueued.event;
     assert!(

@@ -5,10 +5,12 @@
 
 use std::time::Duration;
 
-use genesis_core::{AgentDecisionKind, AgentDispatcherOptions, AgentType, InstanceStatus, Phase};
+use genesis_core::{
+    AgentDecisionKind, AgentDispatcherOptions, AgentEventKind, AgentType, InstanceStatus, Phase,
+};
 use genesis_store::{
-    ClaimOutcome, CompletedTurn, InstanceRow, NewInstance, Store, StoreOptions, TickClaim,
-    TickCompletion, TickDecision,
+    ClaimOutcome, CompletedTurn, EnqueueOutcome, InstanceRow, NewInstance, Store, StoreOptions,
+    TickClaim, TickCompletion, TickDecision,
 };
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -33,6 +35,25 @@ pub async fn soa(store: &Store, tenant: Uuid) -> anyhow::Result<InstanceRow> {
     let mut new = NewInstance::foundational(AgentType::Soa, InstanceStatus::Active);
     new.seed_initialized = false;
     Ok(store.instances().create(tenant, new).await?)
+}
+
+/// An operator message to `instance`, visible now.
+pub async fn message(
+    store: &Store,
+    tenant: Uuid,
+    instance: Uuid,
+    payload: serde_json::Value,
+) -> anyhow::Result<EnqueueOutcome> {
+    Ok(store
+        .events()
+        .enqueue(
+            tenant,
+            instance,
+            AgentEventKind::OperatorMessage,
+            &payload,
+            None,
+        )
+        .await?)
 }
 
 pub const TTL: Duration = Duration::from_secs(60);
