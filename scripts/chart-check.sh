@@ -307,6 +307,14 @@ for v, docs in renders.items():
         cenv = {e["name"]: e.get("value") for e in ctl["spec"]["template"]["spec"]["containers"][0].get("env", [])}
         check(cenv.get("GENESIS_DASHBOARD_ADDR") == "0.0.0.0:8080",
               f"{v}: control serves the dashboard on :8080 ({cenv.get('GENESIS_DASHBOARD_ADDR')})")
+        cfull = {e["name"]: e for e in ctl["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+        ns_ref = cfull.get("GENESIS_CODER_NAMESPACE", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        check(ns_ref == "metadata.namespace" and cenv.get("GENESIS_CODER_IMAGE") == "",
+              f"{v}: control runs coder Jobs in its own namespace (the Role's) with no image by default ({ns_ref})")
+        sup = by_component(docs, "Deployment", "supervisor")
+        senv = {e["name"]: e.get("value") for e in sup["spec"]["template"]["spec"]["containers"][0].get("env", [])} if sup else {}
+        check(cenv.get("GENESIS_DEFAULT_PROVIDER") == "scripted" and senv.get("GENESIS_DEFAULT_PROVIDER") == "scripted",
+              f"{v}: control and supervisor get GENESIS_DEFAULT_PROVIDER=scripted by default")
     agent = by_component(docs, "Deployment", "agent-pod")
     ac = agent["spec"]["template"]["spec"]["containers"][0]
     check("GENESIS_DATABASE_URL" not in env_names(ac) and "GENESIS_AGENT_TOKEN" in env_names(ac)
@@ -424,6 +432,24 @@ if "$HELM" template genesis "$CHART" --set control.dashboard.sessionHours=0 >/de
   fail "control.dashboard.sessionHours=0: helm template ACCEPTED a session of zero hours"
 fi
 ok "control.dashboard.sessionHours=0 refused"
+
+for bad in llm.defaultProvider=gemini tick.maxAttempts=1001 tick.leaseTtlSecs=86401; do
+  if "$HELM" template genesis "$CHART" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
+    fail "$bad: helm template ACCEPTED a value the services refuse at start"
+  fi
+  grep -q "schema" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "$bad: refused, but not by the values schema"; }
+  ok "$bad refused by the schema"
+done
+
+step "a real LLM provider and a coder image"
+"$HELM" template genesis "$CHART" --set llm.defaultProvider=anthropic --set control.coderImage=registry.example/coder:1 \
+  >"$WORK/provider.yaml" 2>"$WORK/provider.err" || { cat "$WORK/provider.err" >&2; fail "helm template with llm.defaultProvider=anthropic"; }
+n=$(grep -A1 'name: GENESIS_DEFAULT_PROVIDER' "$WORK/provider.yaml" | grep -c 'value: "anthropic"' || true)
+[ "$n" -eq 2 ] || fail "llm.defaultProvider=anthropic reached $n of control and the supervisor, want 2"
+ok "llm.defaultProvider reaches control and the supervisor"
+grep -A1 'name: GENESIS_CODER_IMAGE' "$WORK/provider.yaml" | grep -q 'value: "registry.example/coder:1"' \
+  || fail "control.coderImage: GENESIS_CODER_IMAGE is not rendered"
+ok "control.coderImage reaches GENESIS_CODER_IMAGE"
 
 step "dashboard switched off"
 "$HELM" template genesis "$CHART" --set control.dashboard.enabled=false >"$WORK/nodash.yaml" 2>"$WORK/nodash.err" \
