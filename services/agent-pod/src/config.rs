@@ -244,8 +244,11 @@ impl PodConfig {
     /// Reject values `run` cannot work with, naming the setting.
     pub fn validate(&self) -> Result<(), crate::error::PodError> {
         use crate::error::PodError::Config;
-        if self.concurrency == 0 {
-            return Err(Config("GENESIS_POD_CONCURRENCY must be at least 1".into()));
+        if !(1..=genesis_core::MAX_POD_CONCURRENCY).contains(&self.concurrency) {
+            return Err(Config(format!(
+                "GENESIS_POD_CONCURRENCY must be 1 to {}",
+                genesis_core::MAX_POD_CONCURRENCY
+            )));
         }
         if self.tenant_concurrency > self.concurrency {
             return Err(Config(format!(
@@ -253,8 +256,11 @@ impl PodConfig {
                 self.tenant_concurrency, self.concurrency
             )));
         }
-        if self.lease_ttl_secs == 0 {
-            return Err(Config("GENESIS_LEASE_TTL_SECS must be at least 1".into()));
+        if !(1..=genesis_core::MAX_LEASE_TTL_SECS).contains(&self.lease_ttl_secs) {
+            return Err(Config(format!(
+                "GENESIS_LEASE_TTL_SECS must be 1 to {}",
+                genesis_core::MAX_LEASE_TTL_SECS
+            )));
         }
         // A config built in code skips clap's value parsers: the same ranges.
         for (setting, value) in [
@@ -346,14 +352,28 @@ mod tests {
 
     #[test]
     fn bad_settings_are_refused_by_name_and_the_token_never_dumped() {
+        for bad in [0, 4097, usize::MAX] {
+            let mut c = config();
+            c.concurrency = bad;
+            c.tenant_concurrency = 0;
+            let err = c.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("GENESIS_POD_CONCURRENCY must be 1 to 4096"),
+                "{bad}: {err}"
+            );
+        }
         let mut c = config();
-        c.concurrency = 0;
-        assert!(
-            c.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("GENESIS_POD_CONCURRENCY")
-        );
+        c.concurrency = 4096;
+        assert!(c.validate().is_ok());
+        for bad in [0, 86_401, u64::MAX] {
+            let mut c = config();
+            c.lease_ttl_secs = bad;
+            let err = c.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("GENESIS_LEASE_TTL_SECS must be 1 to 86400"),
+                "{bad}: {err}"
+            );
+        }
         let mut c = config();
         c.log_format = "yaml".into();
         assert!(

@@ -10,6 +10,11 @@ use std::time::Duration;
 
 use crate::error::ControlError;
 
+/// The longest bootstrap re-scan period, in seconds (a day): the re-scan only
+/// catches tenants whose NOTIFY was missed, so a longer one is a typo, and the
+/// loop's timer must stay inside `Instant`'s range.
+pub const MAX_BOOTSTRAP_RESCAN_SECS: u64 = 86_400;
+
 /// Everything [`crate::run`] needs.
 #[derive(Clone, clap::Args)]
 pub struct ControlConfig {
@@ -84,7 +89,8 @@ pub struct ControlConfig {
     /// is unbounded.
     #[arg(long, env = "GENESIS_OUTBOX_MAX_PENDING", default_value_t = 100_000)]
     pub outbox_max_pending: u64,
-    /// Periodic re-scan of tenants for the bootstrap, in seconds.
+    /// Periodic re-scan of tenants for the bootstrap, in seconds (1 to
+    /// [`MAX_BOOTSTRAP_RESCAN_SECS`]).
     #[arg(long, env = "GENESIS_BOOTSTRAP_RESCAN_SECS", default_value_t = 30)]
     pub bootstrap_rescan_secs: u64,
     /// How long in-flight RPCs may drain after a shutdown signal, in seconds.
@@ -216,8 +222,11 @@ impl ControlConfig {
     /// Refuse values the service cannot work with, naming the setting.
     pub fn validate(&self) -> Result<(), ControlError> {
         let bad = |m: &str| Err(ControlError::Config(m.to_owned()));
-        if self.lease_ttl_secs == 0 {
-            return bad("GENESIS_LEASE_TTL_SECS must be at least 1");
+        if !(1..=genesis_core::MAX_LEASE_TTL_SECS).contains(&self.lease_ttl_secs) {
+            return Err(ControlError::Config(format!(
+                "GENESIS_LEASE_TTL_SECS must be 1 to {}",
+                genesis_core::MAX_LEASE_TTL_SECS
+            )));
         }
         if self.max_attempts == 0 {
             return bad("GENESIS_MAX_ATTEMPTS must be at least 1");
@@ -241,8 +250,10 @@ impl ControlConfig {
                 genesis_store::DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT.as_secs()
             )));
         }
-        if self.bootstrap_rescan_secs == 0 {
-            return bad("GENESIS_BOOTSTRAP_RESCAN_SECS must be at least 1");
+        if !(1..=MAX_BOOTSTRAP_RESCAN_SECS).contains(&self.bootstrap_rescan_secs) {
+            return Err(ControlError::Config(format!(
+                "GENESIS_BOOTSTRAP_RESCAN_SECS must be 1 to {MAX_BOOTSTRAP_RESCAN_SECS}"
+            )));
         }
         let name_ok = |s: &str| {
             !s.is_empty()
@@ -385,6 +396,43 @@ mod tests {
         );
         c.publish_ack_timeout_ms = 30_000;
         assert!(c.validate().is_ok());
+        for (ttl, ok) in [
+            (0, false),
+            (1, true),
+            (86_400, true),
+            (86_401, false),
+            (u64::MAX, false),
+        ] {
+            c.lease_ttl_secs = ttl;
+            match c.validate() {
+                Ok(()) => assert!(ok, "lease ttl {ttl} accepted"),
+                Err(e) => assert!(
+                    !ok && e
+                        .to_string()
+                        .contains("GENESIS_LEASE_TTL_SECS must be 1 to 86400"),
+                    "lease ttl {ttl}: {e}"
+                ),
+            }
+        }
+        c.lease_ttl_secs = 60;
+        for (secs, ok) in [
+            (0, false),
+            (86_400, true),
+            (86_401, false),
+            (u64::MAX, false),
+        ] {
+            c.bootstrap_rescan_secs = secs;
+            match c.validate() {
+                Ok(()) => assert!(ok, "rescan {secs} accepted"),
+                Err(e) => assert!(
+                    !ok && e
+                        .to_string()
+                        .contains("GENESIS_BOOTSTRAP_RESCAN_SECS must be 1 to 86400"),
+                    "rescan {secs}: {e}"
+                ),
+            }
+        }
+        c.bootstrap_rescan_secs = 30;
         c.dashboard_addr = "localhost".into();
         assert!(
             c.validate()

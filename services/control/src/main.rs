@@ -117,11 +117,10 @@ async fn command(cli: Cli) -> anyhow::Result<()> {
             let scope: TokenScope = scope.parse().map_err(|e| anyhow::anyhow!("--scope: {e}"))?;
             let expires_at = match ttl {
                 None => None,
-                Some(t) => {
-                    let d = genesis_control::tokens::parse_ttl(&t)
-                        .map_err(|e| anyhow::anyhow!("--ttl: {e}"))?;
-                    Some(chrono::Utc::now() + chrono::Duration::from_std(d)?)
-                }
+                Some(t) => Some(
+                    genesis_control::tokens::expires_after(&t)
+                        .map_err(|e| anyhow::anyhow!("--ttl: {e}"))?,
+                ),
             };
             let store =
                 genesis_store::Store::connect(&cli.config.database_url, Default::default()).await?;

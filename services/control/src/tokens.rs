@@ -30,6 +30,16 @@ pub async fn mint(
     Ok((raw, row))
 }
 
+/// The expiry of a token minted now with `--ttl` `text`: refused, naming the
+/// reason, when the ttl does not parse or lands past the calendar's end.
+pub fn expires_after(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let d = parse_ttl(text)?;
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| chrono::Utc::now().checked_add_signed(d))
+        .ok_or_else(|| format!("ttl {text:?} is too large"))
+}
+
 /// Parse a `--ttl` such as `30d`, `12h` or `90m`.
 pub fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
     let d = humantime::parse_duration(text).map_err(|e| format!("invalid ttl {text:?}: {e}"))?;
@@ -48,5 +58,15 @@ mod tests {
         assert_eq!(parse_ttl("30d").expect("days").as_secs(), 30 * 86_400);
         assert!(parse_ttl("0s").is_err());
         assert!(parse_ttl("soon").is_err());
+    }
+
+    #[test]
+    fn an_expiry_past_the_calendar_is_refused_not_a_panic() {
+        let in_a_day = expires_after("1d").expect("a day");
+        let delta = in_a_day - chrono::Utc::now();
+        assert!((86_390..=86_400).contains(&delta.num_seconds()), "{delta}");
+        let err = expires_after("300000y").expect_err("past chrono's last year");
+        assert!(err.contains("too large"), "{err}");
+        assert!(expires_after("0s").is_err());
     }
 }

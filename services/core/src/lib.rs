@@ -40,6 +40,8 @@ pub use modes::{
     MISSION_MODE, ModeDefinition, ResolvedMode, SELF_APPLYING_TOOLS, TOOL_SUPERSET, ToolClass,
     default_mode, resolve_mode, tool_superset_for,
 };
-pub use options::{AgentDispatcherOptions, DEFAULT_POD_CONCURRENCY};
+pub use options::{
+    AgentDispatcherOptions, DEFAULT_POD_CONCURRENCY, MAX_LEASE_TTL_SECS, MAX_POD_CONCURRENCY,
+};
 pub use plan_hash::{OpsDigest, PlanInputHash};
 pub use sites::{LlmCallSite, parent_site_id, policy_site_for, site_chain};

@@ -17,6 +17,16 @@ use crate::error::CoreError;
 /// `MaxConcurrentInstancesPerTenant` default of 4.
 pub const DEFAULT_POD_CONCURRENCY: usize = 16;
 
+/// The most ticks one agent pod may run at once. Every slot is a permit and
+/// a tenant-share entry held for the pod's life; past this the setting is a
+/// typo, not a deployment (and far past it tokio's semaphore refuses).
+pub const MAX_POD_CONCURRENCY: usize = 4096;
+
+/// The longest tick lease, in seconds (a day). Every service derives
+/// intervals from it (the consumer's ack wait is twice it, renewal a third),
+/// so all of them refuse the same range, 1 to this.
+pub const MAX_LEASE_TTL_SECS: u64 = 86_400;
+
 /// The dispatcher's tunables. `Default` is the spec's code default; the
 /// deploy layer (file/env) and then `system_configs` (DB-first, live) are
 /// layered on top.

@@ -41,7 +41,7 @@ pub struct SupervisorConfig {
     #[arg(long, env = "GENESIS_HTTP_ADDR", default_value = "0.0.0.0:9091")]
     pub http_addr: SocketAddr,
     /// Tick lease TTL in seconds.
-    #[arg(long, env = "GENESIS_LEASE_TTL_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, env = "GENESIS_LEASE_TTL_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=genesis_core::MAX_LEASE_TTL_SECS))]
     pub lease_ttl_secs: u64,
     /// Deliveries of one event before it is dead-lettered.
     #[arg(long, env = "GENESIS_MAX_ATTEMPTS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
