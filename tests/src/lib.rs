@@ -95,16 +95,34 @@ pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// Whether all four binaries exist. Tests call this first and skip with a
-/// message naming the missing one rather than failing obscurely.
+/// message naming the missing one rather than failing obscurely. Under
+/// `CI=true` a missing binary is a failure instead (a panic naming it): the
+/// suite builds them first, so their absence there means a broken build
+/// step, and every end-to-end test passing as "skipped" would hide it.
 pub fn binaries_missing() -> Option<String> {
-    [
+    let why = [
         "genesis-control",
         "genesis-supervisor",
         "genesis-agent-pod",
         "genesisctl",
     ]
     .iter()
-    .find_map(|b| binary(b).err().map(|e| e.to_string()))
+    .find_map(|b| binary(b).err().map(|e| e.to_string()));
+    match skip_or_fail(why, std::env::var("CI").ok().as_deref()) {
+        Ok(skip) => skip,
+        Err(fail) => panic!("{fail}"),
+    }
+}
+
+/// `Ok(reason)` to skip (or `Ok(None)` to run), `Err` when CI requires
+/// what is missing.
+fn skip_or_fail(missing: Option<String>, ci: Option<&str>) -> Result<Option<String>, String> {
+    match (missing, ci) {
+        (Some(why), Some("true")) => Err(format!(
+            "{why}; CI=true runs every end-to-end test, so a missing binary fails instead of skipping"
+        )),
+        (missing, _) => Ok(missing),
+    }
 }
 
 /// A free TCP port on 127.0.0.1 (bound, then released).
@@ -1642,6 +1660,19 @@ mod tests {
             "gen_abcDEF123-_xyz"
         );
         assert!(extract_token("no token here").is_err());
+    }
+
+    #[test]
+    fn a_missing_binary_skips_locally_and_fails_under_ci() {
+        let why = || Some("binary x not built".to_owned());
+        assert_eq!(skip_or_fail(why(), None), Ok(why()));
+        assert_eq!(skip_or_fail(why(), Some("false")), Ok(why()));
+        let err = skip_or_fail(why(), Some("true")).expect_err("CI must fail");
+        assert!(
+            err.starts_with("binary x not built;") && err.contains("CI=true"),
+            "{err}"
+        );
+        assert_eq!(skip_or_fail(None, Some("true")), Ok(None));
     }
 
     #[test]
