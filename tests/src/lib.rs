@@ -100,18 +100,23 @@ pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
 /// suite builds them first, so their absence there means a broken build
 /// step, and every end-to-end test passing as "skipped" would hide it.
 pub fn binaries_missing() -> Option<String> {
-    let why = [
+    match skip_or_fail(missing_binary(), std::env::var("CI").ok().as_deref()) {
+        Ok(skip) => skip,
+        Err(fail) => panic!("{fail}"),
+    }
+}
+
+/// The first of the four service binaries that is not built, and how to
+/// build it; for a caller that refuses to run without them either way.
+pub fn missing_binary() -> Option<String> {
+    [
         "genesis-control",
         "genesis-supervisor",
         "genesis-agent-pod",
         "genesisctl",
     ]
     .iter()
-    .find_map(|b| binary(b).err().map(|e| e.to_string()));
-    match skip_or_fail(why, std::env::var("CI").ok().as_deref()) {
-        Ok(skip) => skip,
-        Err(fail) => panic!("{fail}"),
-    }
+    .find_map(|b| binary(b).err().map(|e| e.to_string()))
 }
 
 /// `Ok(reason)` to skip (or `Ok(None)` to run), `Err` when CI requires

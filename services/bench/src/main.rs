@@ -172,7 +172,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
-    if let Some(missing) = genesis_e2e::binaries_missing() {
+    if let Some(missing) = genesis_e2e::missing_binary() {
         bail!("{missing}");
     }
     progress(&format!(
