@@ -425,4 +425,85 @@ mod tests {
         }
         assert!(undocumented.is_empty(), "undocumented: {undocumented:?}");
     }
+
+    /// DESIGN §5.12: cost is computed by the supervisor; the pod never sends
+    /// a dollar amount. Every message an AgentPod RPC accepts, and every
+    /// message nested in one, is walked: no field may be named for money.
+    #[test]
+    fn no_agent_pod_request_can_carry_a_dollar_amount() {
+        let fds = FileDescriptorSet::decode(crate::FILE_DESCRIPTOR_SET).expect("descriptor set");
+        let messages: std::collections::HashMap<String, &prost_types::DescriptorProto> = fds
+            .file
+            .iter()
+            .flat_map(|f| {
+                f.message_type
+                    .iter()
+                    .map(move |m| (format!(".{}.{}", f.package(), m.name()), m))
+            })
+            .collect();
+        let enums: std::collections::HashSet<String> = fds
+            .file
+            .iter()
+            .flat_map(|f| {
+                f.enum_type
+                    .iter()
+                    .map(move |e| format!(".{}.{}", f.package(), e.name()))
+            })
+            .collect();
+        let service = fds
+            .file
+            .iter()
+            .flat_map(|f| f.service.iter())
+            .find(|s| s.name() == "AgentPod")
+            .expect("the AgentPod service");
+        let mut todo: Vec<String> = service
+            .method
+            .iter()
+            .map(|m| m.input_type().to_owned())
+            .collect();
+        assert!(todo.len() >= 5, "{todo:?}");
+        let mut seen = std::collections::HashSet::new();
+        let mut money = Vec::new();
+        while let Some(name) = todo.pop() {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            // Enums and well-known types (Timestamp, Struct) carry no amounts.
+            let Some(message) = messages.get(&name) else {
+                assert!(
+                    enums.contains(&name) || name.starts_with(".google.protobuf."),
+                    "unknown type {name}"
+                );
+                continue;
+            };
+            assert!(
+                message.nested_type.is_empty(),
+                "{name}: nested types are not walked"
+            );
+            for field in &message.field {
+                let lower = field.name().to_ascii_lowercase();
+                if ["cost", "usd", "dollar", "price", "amount", "spend"]
+                    .iter()
+                    .any(|w| lower.contains(w))
+                {
+                    money.push(format!("{name}.{}", field.name()));
+                }
+                if !field.type_name().is_empty() {
+                    todo.push(field.type_name().to_owned());
+                }
+            }
+        }
+        assert!(
+            seen.contains(".genesis.v1.RecordCallAttemptRequest"),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains(".genesis.v1.CallAttempt"),
+            "nested messages walked: {seen:?}"
+        );
+        assert!(
+            money.is_empty(),
+            "a pod could send a dollar amount in {money:?}"
+        );
+    }
 }
