@@ -654,6 +654,41 @@ async fn the_invariant_checker_refuses_each_broken_invariant() -> anyhow::Result
             .execute(db)
             .await?;
 
+        // An event consumed without its ledger turn (invariant 3).
+        let orphan: uuid::Uuid = sqlx::query_scalar(
+            "INSERT INTO agent_event_queue
+               (tenant_id, instance_id, sequence_number, event_kind, payload, visible_at, published_at, consumed_at)
+             SELECT $1, $2, max(sequence_number) + 1000, 'OperatorMessage', '{}', now(), now(), now()
+               FROM agent_event_queue WHERE instance_id = $2
+             RETURNING id",
+        )
+        .bind(tenant_id)
+        .bind(soa_id)
+        .fetch_one(db)
+        .await?;
+        refused(&fleet, "a consumed event without its turn", "!= consumed events").await?;
+        sqlx::query("DELETE FROM agent_event_queue WHERE id = $1")
+            .bind(orphan)
+            .execute(db)
+            .await?;
+
+        // An active instance left without its pending heartbeat (invariant 2's
+        // other half: exactly one, not at most one).
+        let heartbeat: uuid::Uuid = sqlx::query_scalar(
+            "UPDATE agent_event_queue SET dead_lettered_at = now()
+              WHERE instance_id = $1 AND event_kind = 'AgentTick'
+                AND consumed_at IS NULL AND dead_lettered_at IS NULL
+              RETURNING id",
+        )
+        .bind(soa_id)
+        .fetch_one(db)
+        .await?;
+        refused(&fleet, "no pending heartbeat", "without exactly one pending heartbeat").await?;
+        sqlx::query("UPDATE agent_event_queue SET dead_lettered_at = NULL WHERE id = $1")
+            .bind(heartbeat)
+            .execute(db)
+            .await?;
+
         // A lease one second past its expiry, within the old TTL grace.
         sqlx::query(
             "UPDATE agent_instances SET lease_session = gen_random_uuid(),
@@ -669,7 +704,7 @@ async fn the_invariant_checker_refuses_each_broken_invariant() -> anyhow::Result
             .await?;
 
         fleet.check_invariants().await.context("every breakage undone")?;
-        println!("FAULT checker: 3 breakages refused, the repaired fleet accepted ok");
+        println!("FAULT checker: 5 breakages refused, the repaired fleet accepted ok");
         Ok(())
     })
     .await
