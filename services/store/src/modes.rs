@@ -154,9 +154,20 @@ pub(crate) async fn set_active_mode_in(
         }
         .into());
     }
+    // The chokepoint's mark for this instance, which the guard trigger of
+    // migration 0089 requires of any service-role change to active_mode;
+    // cleared right after the write, so nothing later in the caller's
+    // transaction rides on it. The chokepoint is not on the tick path.
+    sqlx::query("SELECT set_config('genesis.mode_chokepoint', $1::text, true)")
+        .bind(instance_id)
+        .execute(&mut *conn)
+        .await?;
     sqlx::query("UPDATE agent_instances SET active_mode = $2, updated_at = now() WHERE id = $1")
         .bind(instance_id)
         .bind(to_mode)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("SELECT set_config('genesis.mode_chokepoint', '', true)")
         .execute(&mut *conn)
         .await?;
     let row: serde_json::Value = sqlx::query_scalar(

@@ -32,6 +32,91 @@ fn decision(instance: Uuid) -> NewAttentionRequest {
     }
 }
 
+/// DESIGN §5.7 held by the database: a service-role UPDATE that changes
+/// `active_mode` without the chokepoint is refused (migration 0089), so no
+/// code path can change a mode and skip the audit row.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_mode_write_past_the_chokepoint_is_refused_for_both_service_roles(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    store
+        .modes()
+        .set_active_mode(t, inst.id, "Incident", ModeChangeSource::Ui, "alice", None)
+        .await?;
+    let audits = |pool: PgPool| async move {
+        count(
+            &pool,
+            "SELECT count(*) FROM agent_mode_change_events WHERE instance_id = $1",
+            inst.id,
+        )
+        .await
+    };
+    assert_eq!(audits(pool.clone()).await?, 1);
+    let write = "UPDATE agent_instances SET active_mode = NULL, updated_at = now() WHERE id = $1";
+
+    // genesis_app, through the store's own tenant transaction.
+    let mut tx = store.tenant_tx(t).await?;
+    let err = sqlx::query(write)
+        .bind(inst.id)
+        .execute(tx.conn())
+        .await
+        .map_err(StoreError::from)
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::PermissionDenied { reason } if reason.contains("mode chokepoint")),
+        "{err:?}"
+    );
+    tx.rollback().await?;
+    // An update that leaves the mode as it is, and every other column, pass.
+    let mut tx = store.tenant_tx(t).await?;
+    sqlx::query(
+        "UPDATE agent_instances SET active_mode = active_mode, updated_at = now() WHERE id = $1",
+    )
+    .bind(inst.id)
+    .execute(tx.conn())
+    .await?;
+    tx.commit().await?;
+
+    // genesis_system.
+    let mut conn = pool.acquire().await?;
+    sqlx::query("SET ROLE genesis_system")
+        .execute(&mut *conn)
+        .await?;
+    let err = sqlx::query(write)
+        .bind(inst.id)
+        .execute(&mut *conn)
+        .await
+        .map_err(StoreError::from)
+        .unwrap_err();
+    sqlx::query("RESET ROLE").execute(&mut *conn).await?;
+    assert!(
+        matches!(err, StoreError::PermissionDenied { .. }),
+        "{err:?}"
+    );
+
+    // Nothing changed and nothing was audited; the chokepoint still works,
+    // and its mark does not outlive its own transaction.
+    let mode = store.instances().get(t, inst.id).await?.active_mode;
+    assert_eq!(mode.as_deref(), Some("Incident"));
+    assert_eq!(audits(pool.clone()).await?, 1);
+    store
+        .modes()
+        .set_active_mode(t, inst.id, "Incident", ModeChangeSource::Ui, "bob", None)
+        .await?;
+    assert_eq!(audits(pool.clone()).await?, 2);
+    let mut tx = store.tenant_tx(t).await?;
+    let mark: String =
+        sqlx::query_scalar("SELECT coalesce(current_setting('genesis.mode_chokepoint', true), '')")
+            .fetch_one(tx.conn())
+            .await?;
+    assert_eq!(mark, "", "the chokepoint's mark outlived its transaction");
+    tx.rollback().await?;
+    Ok(())
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn the_mode_chokepoint_always_audits_and_rejects_modes_outside_the_catalogue(
     pool: PgPool,

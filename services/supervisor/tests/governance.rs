@@ -37,14 +37,18 @@ async fn instance(store: &Store, tenant: Uuid, t: AgentType, mode: Option<&str>)
     new.seed_initialized = false;
     let id = store.instances().create(tenant, new).await.unwrap().id;
     if let Some(m) = mode {
-        let mut tx = store.tenant_tx(tenant).await.unwrap();
-        sqlx::query("UPDATE agent_instances SET active_mode = $2 WHERE id = $1")
-            .bind(id)
-            .bind(m)
-            .execute(tx.conn())
+        store
+            .modes()
+            .set_active_mode(
+                tenant,
+                id,
+                m,
+                genesis_core::ModeChangeSource::Ui,
+                "test",
+                None,
+            )
             .await
             .unwrap();
-        tx.commit().await.unwrap();
     }
     id
 }
