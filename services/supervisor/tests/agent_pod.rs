@@ -2198,3 +2198,74 @@ async fn with_the_ledger_cache_off_every_claim_reads_its_bundle_after_it(pool: P
     assert_eq!(claim_reads(&h, "separate").await, 3);
     assert_eq!(claim_reads(&h, "joined").await, 0);
 }
+
+/// DESIGN §5.8 on the database: a catalogue row that grants a Compliance mode
+/// `soa_propose_task` (outside the Compliance superset) makes the claim fail
+/// closed with MODE_RESOLUTION_FAILED: no bundle, so no tool runs and no turn
+/// is written. Restoring the row (which raises the catalogue epoch) lets the
+/// instance's next tick run.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_catalogue_row_granting_compliance_soa_propose_task_fails_the_claim_closed(pool: PgPool) {
+    let mut h = start(pool).await;
+    let compliance = compliance_instance(&h.store, h.tenant).await;
+    let seed: Vec<String> = genesis_core::modes::seed_catalogue(AgentType::Compliance)
+        .into_iter()
+        .find(|m| m.name == "Cadence")
+        .expect("the Cadence seed")
+        .toolset;
+    let mut widened = seed.clone();
+    widened.push("soa_propose_task".into());
+    sqlx::query(
+        "UPDATE agent_modes SET toolset = $1 WHERE agent_type = 'Compliance' AND name = 'Cadence'",
+    )
+    .bind(serde_json::json!(widened))
+    .execute(&h.pool)
+    .await
+    .unwrap();
+    let claim = |h: &Harness| {
+        h.req(pb::ClaimTickRequest {
+            instance_id: compliance.to_string(),
+            tenant_id: h.tenant.to_string(),
+            event_id: None,
+        })
+    };
+    let err = h.client.claim_tick(claim(&h)).await.expect_err("claimed");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().starts_with("MODE_RESOLUTION_FAILED")
+            && err.message().contains("soa_propose_task"),
+        "{}",
+        err.message()
+    );
+    let turns: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger WHERE instance_id = $1")
+            .bind(compliance)
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert_eq!(turns, 0);
+
+    // The seed restored: the instance ticks again once any lease the
+    // refused claim left has lapsed.
+    sqlx::query(
+        "UPDATE agent_modes SET toolset = NULL WHERE agent_type = 'Compliance' AND name = 'Cadence'",
+    )
+    .execute(&h.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE agent_instances SET lease_session = NULL, lease_expires_at = NULL WHERE id = $1",
+    )
+    .bind(compliance)
+    .execute(&h.pool)
+    .await
+    .unwrap();
+    let bundle = h.claim_instance(compliance).await;
+    let mode = bundle.mode.expect("a resolved mode");
+    assert_eq!(mode.name, "Cadence");
+    assert!(
+        !mode.toolset.iter().any(|t| t == "soa_propose_task"),
+        "{:?}",
+        mode.toolset
+    );
+}
