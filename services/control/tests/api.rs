@@ -1373,3 +1373,31 @@ async fn thousands_of_malformed_requests_get_precise_refusals_and_write_nothing(
         .await?;
     h.stop().await
 }
+
+/// The auth-matrix tests above walk the RPCs of `SERVED_SERVICES` only, so a
+/// service added to the proto and the server but not to that list would
+/// escape them: every service of the descriptor but the supervisor's
+/// AgentPod must be in it.
+#[test]
+fn every_admin_service_of_the_descriptor_is_served_and_so_covered_by_the_auth_matrix() {
+    let mut services: Vec<String> = genesis_proto::convert::all_rpcs()
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    services.sort();
+    services.dedup();
+    assert!(
+        services.iter().any(|s| s == "genesis.v1.AgentPod"),
+        "{services:?}"
+    );
+    let missing: Vec<&String> = services
+        .iter()
+        .filter(|s| s.as_str() != "genesis.v1.AgentPod")
+        .filter(|s| !genesis_control::SERVED_SERVICES.contains(&s.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "admin services outside SERVED_SERVICES: {missing:?}"
+    );
+    assert_eq!(services.len(), genesis_control::SERVED_SERVICES.len() + 1);
+}
