@@ -386,9 +386,24 @@ sup_in = nps.get("supervisor", {}).get("spec", {}).get("ingress", [])
 grpc_rule = [r for r in sup_in if any(p["port"] == 50052 for p in r["ports"])]
 check(grpc_rule and grpc_rule[0].get("from", [{}])[0].get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/component") == "agent-pod",
       "default: supervisor gRPC accepts agent pods only")
-for comp in ("control", "supervisor"):
-    ports = {p["port"] for r in nps.get(comp, {}).get("spec", {}).get("egress", []) for p in r["ports"]}
-    check({5432, 4222, 53} <= ports, f"default: {comp} egress reaches PostgreSQL and NATS")
+ctl_ports = {p["port"] for r in nps.get("control", {}).get("spec", {}).get("egress", []) for p in r["ports"]}
+check({5432, 4222, 53} <= ctl_ports, f"default: control egress reaches PostgreSQL and NATS ({sorted(ctl_ports)})")
+sup_ports = sorted({p["port"] for r in nps.get("supervisor", {}).get("spec", {}).get("egress", []) for p in r["ports"]})
+check(sup_ports == [53, 5432], f"default: the supervisor, which never talks to NATS, egresses only to DNS and PostgreSQL ({sup_ports})")
+# Each service gets exactly the settings it reads: the supervisor no NATS
+# secret or stream names, the agent pods no subject prefix or attempt bound.
+def env_of(comp):
+    dep = by_component(renders["default"], "Deployment", comp)
+    return {e["name"] for e in dep["spec"]["template"]["spec"]["containers"][0].get("env", [])} if dep else set()
+nats_names = {"GENESIS_NATS_URL", "GENESIS_STREAM", "GENESIS_SUBJECT_PREFIX", "GENESIS_CONSUMER"}
+check(not (env_of("supervisor") & nats_names), f"default: supervisor gets no NATS setting ({sorted(env_of('supervisor') & nats_names)})")
+check(nats_names <= env_of("control"), "default: control gets the NATS URL, stream, subject prefix and consumer")
+pod_env = env_of("agent-pod")
+check({"GENESIS_NATS_URL", "GENESIS_STREAM", "GENESIS_CONSUMER"} <= pod_env
+      and not ({"GENESIS_SUBJECT_PREFIX", "GENESIS_MAX_ATTEMPTS"} & pod_env),
+      "default: agent pods get the NATS URL, stream and consumer, not the subject prefix or attempt bound")
+check("GENESIS_MAX_ATTEMPTS" in env_of("control") and "GENESIS_MAX_ATTEMPTS" in env_of("supervisor"),
+      "default: control and supervisor get GENESIS_MAX_ATTEMPTS")
 eph_np = {component(d): d for d in of_kind(renders["ephemeral"], "NetworkPolicy")}
 ctl_in = eph_np["control"]["spec"]["ingress"]
 check(any(r.get("from") and any(p["port"] == 50051 for p in r["ports"]) for r in ctl_in),

@@ -138,20 +138,12 @@ imagePullSecrets:
 {{- end }}
 {{- end }}
 
-{{/* Environment every service shares. */}}
+{{/* Environment every service reads. */}}
 {{- define "genesis.commonEnv" -}}
 - name: GENESIS_LOG_FORMAT
   value: {{ .Values.logFormat | quote }}
-- name: GENESIS_STREAM
-  value: {{ .Values.nats.stream | quote }}
-- name: GENESIS_SUBJECT_PREFIX
-  value: {{ .Values.nats.subjectPrefix | quote }}
-- name: GENESIS_CONSUMER
-  value: {{ .Values.nats.consumer | quote }}
 - name: GENESIS_LEASE_TTL_SECS
   value: {{ .Values.tick.leaseTtlSecs | quote }}
-- name: GENESIS_MAX_ATTEMPTS
-  value: {{ .Values.tick.maxAttempts | quote }}
 {{- with .Values.otel }}
 {{- if .endpoint }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
@@ -184,6 +176,10 @@ imagePullSecrets:
     secretKeyRef:
       name: {{ include "genesis.natsSecretName" . }}
       key: {{ include "genesis.natsSecretKey" . }}
+- name: GENESIS_STREAM
+  value: {{ .Values.nats.stream | quote }}
+- name: GENESIS_CONSUMER
+  value: {{ .Values.nats.consumer | quote }}
 {{- end }}
 
 {{/*
