@@ -396,43 +396,37 @@ mod tests {
         );
         c.publish_ack_timeout_ms = 30_000;
         assert!(c.validate().is_ok());
-        for (ttl, ok) in [
-            (0, false),
-            (1, true),
-            (86_400, true),
-            (86_401, false),
-            (u64::MAX, false),
-        ] {
-            c.lease_ttl_secs = ttl;
-            match c.validate() {
-                Ok(()) => assert!(ok, "lease ttl {ttl} accepted"),
-                Err(e) => assert!(
-                    !ok && e
-                        .to_string()
-                        .contains("GENESIS_LEASE_TTL_SECS must be 1 to 86400"),
-                    "lease ttl {ttl}: {e}"
-                ),
+        // Each bounded setting: refused below 1 and past a day, by name.
+        type Set = fn(&mut ControlConfig, u64);
+        let bounded: [(&str, Set, u64); 2] = [
+            ("GENESIS_LEASE_TTL_SECS", |c, v| c.lease_ttl_secs = v, 60),
+            (
+                "GENESIS_BOOTSTRAP_RESCAN_SECS",
+                |c, v| c.bootstrap_rescan_secs = v,
+                30,
+            ),
+        ];
+        for (name, set, default) in bounded {
+            for (value, ok) in [
+                (0, false),
+                (1, true),
+                (86_400, true),
+                (86_401, false),
+                (u64::MAX, false),
+            ] {
+                set(&mut c, value);
+                match c.validate() {
+                    Ok(()) => assert!(ok, "{name} {value} accepted"),
+                    Err(e) => assert!(
+                        !ok && e
+                            .to_string()
+                            .contains(&format!("{name} must be 1 to 86400")),
+                        "{name} {value}: {e}"
+                    ),
+                }
             }
+            set(&mut c, default);
         }
-        c.lease_ttl_secs = 60;
-        for (secs, ok) in [
-            (0, false),
-            (86_400, true),
-            (86_401, false),
-            (u64::MAX, false),
-        ] {
-            c.bootstrap_rescan_secs = secs;
-            match c.validate() {
-                Ok(()) => assert!(ok, "rescan {secs} accepted"),
-                Err(e) => assert!(
-                    !ok && e
-                        .to_string()
-                        .contains("GENESIS_BOOTSTRAP_RESCAN_SECS must be 1 to 86400"),
-                    "rescan {secs}: {e}"
-                ),
-            }
-        }
-        c.bootstrap_rescan_secs = 30;
         c.dashboard_addr = "localhost".into();
         assert!(
             c.validate()

@@ -171,37 +171,28 @@ async fn a_second_resume_of_one_escalation_is_refused_by_the_database_itself(
         .await?;
     assert!(resumed.created);
 
-    let err = raw_insert(
-        &store,
-        t,
-        inst.id,
-        "OperatorAnsweredEscalation",
-        Some(ar.id),
-    )
-    .await
-    .expect_err("a second resume of one escalation inserted");
-    assert!(
-        is_conflict_on(&err, "agent_event_queue_resume_dedup"),
-        "{err:?}"
-    );
+    let second_resume_is_refused = || async {
+        let err = raw_insert(
+            &store,
+            t,
+            inst.id,
+            "OperatorAnsweredEscalation",
+            Some(ar.id),
+        )
+        .await
+        .expect_err("a second resume of one escalation inserted");
+        assert!(
+            is_conflict_on(&err, "agent_event_queue_resume_dedup"),
+            "{err:?}"
+        );
+    };
+    second_resume_is_refused().await;
     // Consumption does not free the key: an escalation resumes once, ever.
     sqlx::query("UPDATE agent_event_queue SET consumed_at = now() WHERE id = $1")
         .bind(resumed.event.id)
         .execute(&pool)
         .await?;
-    let err = raw_insert(
-        &store,
-        t,
-        inst.id,
-        "OperatorAnsweredEscalation",
-        Some(ar.id),
-    )
-    .await
-    .expect_err("a resume after the first was consumed inserted");
-    assert!(
-        is_conflict_on(&err, "agent_event_queue_resume_dedup"),
-        "{err:?}"
-    );
+    second_resume_is_refused().await;
     // Another escalation's resume is its own key.
     let other = store.attention().create(t, request("Roll back?")).await?;
     raw_insert(

@@ -81,17 +81,7 @@ async fn a_mode_write_past_the_chokepoint_is_refused_for_both_service_roles(
     tx.commit().await?;
 
     // genesis_system.
-    let mut conn = pool.acquire().await?;
-    sqlx::query("SET ROLE genesis_system")
-        .execute(&mut *conn)
-        .await?;
-    let err = sqlx::query(write)
-        .bind(inst.id)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::from)
-        .unwrap_err();
-    sqlx::query("RESET ROLE").execute(&mut *conn).await?;
+    let err = as_system(&pool, write, Some(inst.id)).await?.unwrap_err();
     assert!(
         matches!(err, StoreError::PermissionDenied { .. }),
         "{err:?}"

@@ -453,16 +453,7 @@ async fn the_ledger_cannot_be_updated_or_deleted_by_either_service_role(
                 "genesis_app {stmt}: {err:?}"
             );
             tx.rollback().await?;
-            let mut conn = pool.acquire().await?;
-            sqlx::query("SET ROLE genesis_system")
-                .execute(&mut *conn)
-                .await?;
-            let err = sqlx::query(sqlx::AssertSqlSafe(stmt.clone()))
-                .execute(&mut *conn)
-                .await
-                .map_err(StoreError::from)
-                .unwrap_err();
-            sqlx::query("RESET ROLE").execute(&mut *conn).await?;
+            let err = as_system(&pool, &stmt, None).await?.unwrap_err();
             assert!(
                 matches!(err, StoreError::PermissionDenied { .. }),
                 "genesis_system {stmt}: {err:?}"

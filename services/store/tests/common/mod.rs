@@ -56,6 +56,31 @@ pub async fn message(
         .await?)
 }
 
+/// Run one statement as the service role `genesis_system` on a connection
+/// of `pool` (`id`: its one uuid parameter, if any) and give back its
+/// outcome; the role is reset either way.
+pub async fn as_system(
+    pool: &PgPool,
+    sql: &str,
+    id: Option<Uuid>,
+) -> anyhow::Result<Result<(), genesis_store::StoreError>> {
+    let mut conn = pool.acquire().await?;
+    sqlx::query("SET ROLE genesis_system")
+        .execute(&mut *conn)
+        .await?;
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()));
+    if let Some(id) = id {
+        query = query.bind(id);
+    }
+    let out = query
+        .execute(&mut *conn)
+        .await
+        .map(|_| ())
+        .map_err(genesis_store::StoreError::from);
+    sqlx::query("RESET ROLE").execute(&mut *conn).await?;
+    Ok(out)
+}
+
 pub const TTL: Duration = Duration::from_secs(60);
 
 pub async fn claim(store: &Store, tenant: Uuid, instance: Uuid) -> anyhow::Result<TickClaim> {
