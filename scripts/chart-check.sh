@@ -309,6 +309,8 @@ for v, docs in renders.items():
               f"{v}: control serves the dashboard on :8080 ({cenv.get('GENESIS_DASHBOARD_ADDR')})")
         cfull = {e["name"]: e for e in ctl["spec"]["template"]["spec"]["containers"][0].get("env", [])}
         ns_ref = cfull.get("GENESIS_CODER_NAMESPACE", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        check(cenv.get("GENESIS_OUTBOX_MAX_PENDING") == "100000",
+              f"{v}: control's back-pressure bound is the service default, 100000 ({cenv.get('GENESIS_OUTBOX_MAX_PENDING')})")
         check(ns_ref == "metadata.namespace" and cenv.get("GENESIS_CODER_IMAGE") == "",
               f"{v}: control runs coder Jobs in its own namespace (the Role's) with no image by default ({ns_ref})")
         sup = by_component(docs, "Deployment", "supervisor")
@@ -448,7 +450,7 @@ if "$HELM" template genesis "$CHART" --set control.dashboard.sessionHours=0 >/de
 fi
 ok "control.dashboard.sessionHours=0 refused"
 
-for bad in llm.defaultProvider=gemini tick.maxAttempts=1001 tick.leaseTtlSecs=86401; do
+for bad in llm.defaultProvider=gemini tick.maxAttempts=1001 tick.leaseTtlSecs=86401 control.outboxMaxPending=-1; do
   if "$HELM" template genesis "$CHART" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
     fail "$bad: helm template ACCEPTED a value the services refuse at start"
   fi

@@ -284,6 +284,19 @@ async fn exhausted_weekly_credit_makes_no_llm_call_and_idles() -> anyhow::Result
         let calls = llm_calls(&fleet, &soa).await?;
         let messages = agent_messages(&fleet, &soa).await?.len();
         let before = fleet.last_turn(&soa).await?;
+        // Invariant 11 says "in every phase, foundational included": a new
+        // SOA is still building its starting workset, whose phase lifts every
+        // per-tick axis, so this is the case where the ceiling must still hold.
+        let foundational: bool = sqlx::query_scalar(
+            "SELECT is_building_starting_workset FROM agent_instances WHERE id = $1::uuid",
+        )
+        .bind(&soa)
+        .fetch_one(&fleet.db)
+        .await?;
+        ensure!(
+            foundational,
+            "the SOA left its foundational phase before the test could use it"
+        );
         fleet.send(&tenant, &soa, "anything new?").await?;
         let turn = fleet
             .wait_turn(&soa, before, T, "the turn of the message", |t| {

@@ -151,6 +151,14 @@ async fn complete_with_a_stale_session_writes_nothing_and_returns_lease_lost(
     tokio::time::sleep(Duration::from_millis(400)).await;
     let second = claim(&store, t, inst.id).await?;
     assert_eq!(second.event.id, first.event.id);
+    // The whole instance row (phase, next tick, every counter, the hash, the
+    // lease) as the live session holds it: the stale completion must leave
+    // every column as it is, not only the lease and the last decision.
+    let instance_row = "SELECT to_jsonb(i)::text FROM agent_instances i WHERE id = $1";
+    let before: String = sqlx::query_scalar(instance_row)
+        .bind(inst.id)
+        .fetch_one(&pool)
+        .await?;
 
     let stale = TickCompletion::new(
         first.event.id,
@@ -175,6 +183,14 @@ async fn complete_with_a_stale_session_writes_nothing_and_returns_lease_lost(
         )
         .await?,
         0
+    );
+    let after: String = sqlx::query_scalar(instance_row)
+        .bind(inst.id)
+        .fetch_one(&pool)
+        .await?;
+    assert_eq!(
+        after, before,
+        "a stale completion wrote to the instance row"
     );
     let row = store.instances().get(t, inst.id).await?;
     assert_eq!(row.lease_session, Some(second.session));
