@@ -109,13 +109,19 @@ impl Metrics {
         bump(&self.tool_calls, (tool.to_owned(), outcome.to_owned()));
     }
 
-    /// A priced call attempt.
+    /// A priced call attempt. The cost comes from provider-reported usage,
+    /// so an absurd report must not wrap the counter back towards zero (a
+    /// counter that falls reads as a restart): it saturates instead.
     pub fn cost(&self, usd: f64) {
         self.call_attempts.fetch_add(1, Ordering::Relaxed);
         if usd.is_finite() && usd > 0.0 {
-            let micro = (usd * 1_000_000.0).round();
-            self.cost_micro_usd
-                .fetch_add(micro as u64, Ordering::Relaxed);
+            // `as` saturates a float past u64::MAX; the add saturates too.
+            let micro = (usd * 1_000_000.0).round() as u64;
+            let _ = self
+                .cost_micro_usd
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                    Some(c.saturating_add(micro))
+                });
         }
     }
 
@@ -287,6 +293,19 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_absurd_cost_saturates_the_counter_instead_of_wrapping_it() {
+        let m = Metrics::default();
+        m.cost(0.5);
+        m.cost(f64::MAX);
+        m.cost(1e13);
+        assert_eq!(m.cost_micro_usd.load(Ordering::Relaxed), u64::MAX);
+        m.cost(f64::NAN);
+        m.cost(-3.0);
+        assert_eq!(m.cost_micro_usd.load(Ordering::Relaxed), u64::MAX);
+        assert_eq!(m.call_attempts.load(Ordering::Relaxed), 5);
+    }
 
     #[test]
     fn render_lists_every_counter_with_labels() {
