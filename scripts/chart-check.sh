@@ -309,6 +309,12 @@ for v, docs in renders.items():
               f"{v}: control serves the dashboard on :8080 ({cenv.get('GENESIS_DASHBOARD_ADDR')})")
         cfull = {e["name"]: e for e in ctl["spec"]["template"]["spec"]["containers"][0].get("env", [])}
         ns_ref = cfull.get("GENESIS_CODER_NAMESPACE", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        want = {"GENESIS_STANDING_AGENTS_ENABLED": "true", "GENESIS_AUTO_BOOTSTRAP": "true",
+                "GENESIS_STANDING_AGENTS_IDLE_BY_DEFAULT": "true", "GENESIS_ADMIN_RATE_PER_SEC": "100",
+                "GENESIS_ADMIN_RATE_BURST": "200", "GENESIS_ENQUEUE_RATE_PER_SEC": "20",
+                "GENESIS_ENQUEUE_RATE_BURST": "100"}
+        got = {k: cenv.get(k) for k in want}
+        check(got == want, f"{v}: control's standing-agents switches and rate limits are the service defaults ({got})")
         check(cenv.get("GENESIS_OUTBOX_MAX_PENDING") == "100000",
               f"{v}: control's back-pressure bound is the service default, 100000 ({cenv.get('GENESIS_OUTBOX_MAX_PENDING')})")
         check(ns_ref == "metadata.namespace" and cenv.get("GENESIS_CODER_IMAGE") == "",
@@ -450,7 +456,8 @@ if "$HELM" template genesis "$CHART" --set control.dashboard.sessionHours=0 >/de
 fi
 ok "control.dashboard.sessionHours=0 refused"
 
-for bad in llm.defaultProvider=gemini tick.maxAttempts=1001 tick.leaseTtlSecs=86401 control.outboxMaxPending=-1; do
+for bad in llm.defaultProvider=gemini tick.maxAttempts=1001 tick.leaseTtlSecs=86401 control.outboxMaxPending=-1 \
+           control.rateLimits.enqueueBurst=0 control.rateLimits.adminPerSec=-1 control.standingAgents.enabled=maybe; do
   if "$HELM" template genesis "$CHART" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
     fail "$bad: helm template ACCEPTED a value the services refuse at start"
   fi
