@@ -475,6 +475,31 @@ grep -A1 'name: GENESIS_CODER_IMAGE' "$WORK/provider.yaml" | grep -q 'value: "re
   || fail "control.coderImage: GENESIS_CODER_IMAGE is not rendered"
 ok "control.coderImage reaches GENESIS_CODER_IMAGE"
 
+step "a Windows pool"
+if grep -q 'GENESIS_WINDOWS_POOL' "$WORK/default.yaml"; then fail "default values: a Windows pool setting rendered without a pool"; fi
+ok "no Windows pool by default: no GENESIS_WINDOWS_POOL_* variable"
+"$HELM" template genesis "$CHART" --set control.windowsPool.url=https://pool.lanes:8443 --set control.windowsPool.port=8443 \
+  --set control.windowsPool.existingSecret=genesis-pool >"$WORK/pool.yaml" 2>"$WORK/pool.err" \
+  || { cat "$WORK/pool.err" >&2; fail "helm template with a Windows pool"; }
+PYTHONPATH="$PYDEPS" "$PYTHON" - "$WORK/pool.yaml" <<'PY' || fail "Windows pool: env or NetworkPolicy egress wrong"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+comp = lambda d: d["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+ctl = next(d for d in docs if d["kind"] == "Deployment" and comp(d) == "control")
+env = {e["name"]: e for e in ctl["spec"]["template"]["spec"]["containers"][0]["env"]}
+assert env["GENESIS_WINDOWS_POOL_URL"]["value"] == "https://pool.lanes:8443", env.get("GENESIS_WINDOWS_POOL_URL")
+ref = env["GENESIS_WINDOWS_POOL_TOKEN"]["valueFrom"]["secretKeyRef"]
+assert ref == {"name": "genesis-pool", "key": "token"}, ref
+np = next(d for d in docs if d["kind"] == "NetworkPolicy" and comp(d) == "control")
+ports = {p["port"] for r in np["spec"]["egress"] for p in r["ports"]}
+assert 8443 in ports, ports
+PY
+ok "control.windowsPool: URL, token from its Secret, NetworkPolicy egress to its port"
+if "$HELM" template genesis "$CHART" --set control.windowsPool.url=pool.lanes:8443 >/dev/null 2>&1; then
+  fail "control.windowsPool.url without a scheme accepted"
+fi
+ok "control.windowsPool.url without http(s):// refused"
+
 step "dashboard switched off"
 "$HELM" template genesis "$CHART" --set control.dashboard.enabled=false >"$WORK/nodash.yaml" 2>"$WORK/nodash.err" \
   || { cat "$WORK/nodash.err" >&2; fail "helm template with the dashboard off"; }
