@@ -256,12 +256,7 @@ impl PodConfig {
                 self.tenant_concurrency, self.concurrency
             )));
         }
-        if !(1..=genesis_core::MAX_LEASE_TTL_SECS).contains(&self.lease_ttl_secs) {
-            return Err(Config(format!(
-                "GENESIS_LEASE_TTL_SECS must be 1 to {}",
-                genesis_core::MAX_LEASE_TTL_SECS
-            )));
-        }
+        genesis_core::check_lease_ttl_secs(self.lease_ttl_secs).map_err(Config)?;
         // A config built in code skips clap's value parsers: the same ranges.
         for (setting, value) in [
             (LLM_CONNECT_TIMEOUT, self.llm_connect_timeout_secs),

@@ -222,12 +222,7 @@ impl ControlConfig {
     /// Refuse values the service cannot work with, naming the setting.
     pub fn validate(&self) -> Result<(), ControlError> {
         let bad = |m: &str| Err(ControlError::Config(m.to_owned()));
-        if !(1..=genesis_core::MAX_LEASE_TTL_SECS).contains(&self.lease_ttl_secs) {
-            return Err(ControlError::Config(format!(
-                "GENESIS_LEASE_TTL_SECS must be 1 to {}",
-                genesis_core::MAX_LEASE_TTL_SECS
-            )));
-        }
+        genesis_core::check_lease_ttl_secs(self.lease_ttl_secs).map_err(ControlError::Config)?;
         if self.max_attempts == 0 {
             return bad("GENESIS_MAX_ATTEMPTS must be at least 1");
         }

@@ -42,6 +42,7 @@ pub use modes::{
 };
 pub use options::{
     AgentDispatcherOptions, DEFAULT_POD_CONCURRENCY, MAX_LEASE_TTL_SECS, MAX_POD_CONCURRENCY,
+    check_lease_ttl_secs,
 };
 pub use plan_hash::{OpsDigest, PlanInputHash};
 pub use sites::{LlmCallSite, parent_site_id, policy_site_for, site_chain};

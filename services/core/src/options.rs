@@ -27,6 +27,19 @@ pub const MAX_POD_CONCURRENCY: usize = 4096;
 /// so all of them refuse the same range, 1 to this.
 pub const MAX_LEASE_TTL_SECS: u64 = 86_400;
 
+/// The one check of `GENESIS_LEASE_TTL_SECS` that control and the agent pod
+/// run at start (the supervisor's clap parser takes the same range from
+/// [`MAX_LEASE_TTL_SECS`]): the refusal names the setting and its range.
+pub fn check_lease_ttl_secs(secs: u64) -> Result<(), String> {
+    if (1..=MAX_LEASE_TTL_SECS).contains(&secs) {
+        Ok(())
+    } else {
+        Err(format!(
+            "GENESIS_LEASE_TTL_SECS must be 1 to {MAX_LEASE_TTL_SECS}"
+        ))
+    }
+}
+
 /// The dispatcher's tunables. `Default` is the spec's code default; the
 /// deploy layer (file/env) and then `system_configs` (DB-first, live) are
 /// layered on top.
@@ -427,6 +440,17 @@ impl AgentDispatcherOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lease_ttl_range_is_one_second_to_a_day() {
+        for ok in [1, 60, MAX_LEASE_TTL_SECS] {
+            assert_eq!(check_lease_ttl_secs(ok), Ok(()));
+        }
+        for bad in [0, MAX_LEASE_TTL_SECS + 1, u64::MAX] {
+            let err = check_lease_ttl_secs(bad).expect_err("refused");
+            assert_eq!(err, "GENESIS_LEASE_TTL_SECS must be 1 to 86400");
+        }
+    }
     use std::collections::BTreeMap;
 
     #[test]

@@ -53,7 +53,8 @@ async fn instance(store: &Store, tenant: Uuid, t: AgentType, mode: Option<&str>)
     id
 }
 
-/// Events of the tenant, as the tool's own transaction sees them.
+/// Events in the queue as `conn` sees them: the tenant's inside a tool's
+/// transaction, every tenant's on the test's own pool.
 async fn events_seen(conn: &mut sqlx::PgConnection) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM agent_event_queue")
         .fetch_one(conn)
@@ -731,16 +732,10 @@ impl Server {
             tool_name: tool.to_owned(),
             arguments_json: args.to_string(),
         });
-        let events = "SELECT count(*) FROM agent_event_queue";
-        let before: i64 = sqlx::query_scalar(events)
-            .fetch_one(&self.pool)
-            .await
-            .unwrap();
+        let mut conn = self.pool.acquire().await.unwrap();
+        let before = events_seen(&mut conn).await;
         let out = self.client.invoke_tool(req).await.unwrap().into_inner();
-        let after: i64 = sqlx::query_scalar(events)
-            .fetch_one(&self.pool)
-            .await
-            .unwrap();
+        let after = events_seen(&mut conn).await;
         assert_eq!(
             after, before,
             "InvokeTool {tool} enqueued: the agent never enqueues (DESIGN §5.4)"
