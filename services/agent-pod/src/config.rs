@@ -1,4 +1,4 @@
-//! The pod's configuration: `GENESIS_*` env and flags (docs/internals.md
+//! The pod's configuration: the `--config` file, `GENESIS_*` env and flags (docs/internals.md
 //! "Configuration"), parsed by clap in the bin and built directly by tests.
 //!
 //! This module must never print the agent token: `Debug` and
@@ -123,7 +123,8 @@ pub struct PodConfig {
     #[arg(long, env = "GENESIS_HTTP_ADDR", default_value = "0.0.0.0:9092")]
     pub http_addr: SocketAddr,
     /// Tick lease TTL in seconds; the lease is renewed every third of it.
-    #[arg(long, env = "GENESIS_LEASE_TTL_SECS", default_value_t = 60)]
+    #[arg(long, env = "GENESIS_LEASE_TTL_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=genesis_core::MAX_LEASE_TTL_SECS))]
     pub lease_ttl_secs: u64,
     /// How long in-flight ticks may run after SIGTERM before they are abandoned.
     #[arg(long, env = "GENESIS_SHUTDOWN_DEADLINE_SECS", default_value_t = 30)]

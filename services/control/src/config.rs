@@ -49,7 +49,8 @@ pub struct ControlConfig {
     #[arg(long, env = "GENESIS_HTTP_ADDR", default_value = "0.0.0.0:9090")]
     pub http_addr: SocketAddr,
     /// Tick lease TTL in seconds; the consumer's ack_wait is twice this.
-    #[arg(long, env = "GENESIS_LEASE_TTL_SECS", default_value_t = 60)]
+    #[arg(long, env = "GENESIS_LEASE_TTL_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=genesis_core::MAX_LEASE_TTL_SECS))]
     pub lease_ttl_secs: u64,
     /// Claims of one event before it is dead-lettered with an attention request (the retry bound; the JetStream consumer has no delivery cap).
     #[arg(long, env = "GENESIS_MAX_ATTEMPTS", default_value_t = 5)]
