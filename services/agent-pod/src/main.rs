@@ -1,5 +1,5 @@
-//! The `genesis-agent-pod` bin: parse the configuration (flags and
-//! `GENESIS_*` env), install logging and OTLP export (genesis-telemetry), wire
+//! The `genesis-agent-pod` bin: parse the configuration (defaults, the
+//! `--config` file, `GENESIS_*` env, flags), install logging and OTLP export (genesis-telemetry), wire
 //! SIGTERM/SIGINT to a cancellation token (a second signal exits at once),
 //! build the production collaborators (their counters exported over OTLP when
 //! configured), call the library's `run_with` and flush the telemetry once
@@ -7,7 +7,6 @@
 //!
 //! Logic must stay in the library so tests drive the same entry point.
 
-use clap::Parser;
 use genesis_agent_pod::{PodConfig, PodDeps, run_with};
 use genesis_telemetry::TelemetryConfig;
 use tokio_util::sync::CancellationToken;
@@ -38,7 +37,7 @@ async fn next_signal() {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let config = PodConfig::parse();
+    let config: PodConfig = genesis_telemetry::config_file::parse();
     if config.dump_config {
         print!("{}", config.dump());
         return Ok(());

@@ -1,5 +1,6 @@
 //! The `genesis-control` bin: `serve` (default), `migrate`, `token create`
-//! and `--dump-config`. Parses configuration (flags and `GENESIS_*` env),
+//! and `--dump-config`. Parses configuration (defaults, the `--config` file,
+//! `GENESIS_*` env, flags; genesis-telemetry's `config_file`),
 //! installs logging and OTLP export (genesis-telemetry), wires SIGTERM/SIGINT
 //! to cancellation (a second signal exits at once), calls the library and
 //! flushes the telemetry before exiting. Logic must stay in the library.
@@ -84,7 +85,7 @@ async fn next_signal() {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli: Cli = genesis_telemetry::config_file::parse();
     if cli.dump_config {
         print!("{}", cli.config.dump());
         return Ok(());

@@ -1,4 +1,5 @@
-//! The supervisor's configuration: defaults → `GENESIS_*` env → flags (clap),
+//! The supervisor's configuration: defaults → the `--config` file →
+//! `GENESIS_*` env → flags (clap, with genesis-telemetry's `config_file`),
 //! with `--dump-config` printing the effective values, the database password
 //! redacted. Must never print or log a secret.
 
@@ -176,9 +177,10 @@ impl SupervisorConfig {
         Duration::from_secs(self.lease_ttl_secs)
     }
 
-    /// `--dump-config` output.
+    /// `--dump-config` output: `key = value` lines, as the other bins print
+    /// them (unset options are left out).
     pub fn dump(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_default()
+        toml::to_string(self).unwrap_or_default()
     }
 }
 

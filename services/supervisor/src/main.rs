@@ -3,7 +3,6 @@
 //! [`genesis_supervisor::run`] until SIGTERM or SIGINT (a second signal exits
 //! at once), then flushes the telemetry. Must stay thin: no logic here.
 
-use clap::Parser as _;
 use genesis_supervisor::{LogFormat, SupervisorConfig};
 use genesis_telemetry::TelemetryConfig;
 use tokio_util::sync::CancellationToken;
@@ -21,7 +20,7 @@ async fn signalled() -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let config = SupervisorConfig::parse();
+    let config: SupervisorConfig = genesis_telemetry::config_file::parse();
     if config.dump_config {
         println!("{}", config.dump());
         return Ok(());

@@ -1,5 +1,6 @@
-//! Logging and telemetry of the Genesis bins (`genesis-control`,
-//! `genesis-supervisor`, `genesis-agent-pod`): one place that installs the
+//! Logging, telemetry and the config-file layer ([`config_file`]) of the
+//! Genesis bins (`genesis-control`, `genesis-supervisor`,
+//! `genesis-agent-pod`): one place that installs the
 //! global `tracing` subscriber (text or JSON lines filtered by `RUST_LOG`,
 //! default `info`) and, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, OTLP export
 //! of spans (every `tracing` span, bridged by tracing-opentelemetry, batched)
@@ -31,6 +32,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod config;
+pub mod config_file;
 pub mod metrics;
 pub mod prometheus;
 

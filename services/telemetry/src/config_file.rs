@@ -1,0 +1,421 @@
+//! The config-file layer the Genesis bins share (DESIGN §11): a setting is
+//! taken from the service default, then a TOML file (`--config FILE` or
+//! `GENESIS_CONFIG`), then its `GENESIS_*` environment variable, then its
+//! flag, the later winning. The file's keys are the flag names without the
+//! leading `--` (`lease-ttl-secs = 60`; `lease_ttl_secs` is read the same)
+//! or their environment variables (`GENESIS_LEASE_TTL_SECS = 60`), so the
+//! `--help` of each bin and the README's tables both list the keys.
+//!
+//! How: each value of the file becomes the default of its clap argument,
+//! which clap already ranks below env and flags, so there is one precedence
+//! rule and it is clap's. Every value is checked by its argument's own value
+//! parser before anything starts, and the error names the file and the key.
+//!
+//! This module must never start a service on a file it could not read in
+//! full: an unreadable file, a key no flag has, or a value its flag refuses
+//! is an error, never a skipped line. It must never print a value either
+//! (the file may hold the database password); errors name keys only.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use clap::{Arg, Command, CommandFactory, FromArgMatches};
+
+/// The environment variable naming the config file when `--config` is not
+/// given.
+pub const CONFIG_ENV: &str = "GENESIS_CONFIG";
+
+/// The flag naming the config file.
+const CONFIG_FLAG: &str = "config";
+
+/// Keys a file may not set: they choose the file or make the bin print and
+/// exit, which only the operator at the command line should decide.
+const RESERVED: [&str; 4] = [CONFIG_FLAG, "dump-config", "help", "version"];
+
+/// Why a config file could not be used. Each names the file, and a key when
+/// one is at fault; none carries a value.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    #[error("config file {path}: cannot read it: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: not valid TOML: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error(
+        "config file {path}: unknown key `{key}` (a key is a flag name without `--`, or its GENESIS_* variable; `--help` lists both)"
+    )]
+    UnknownKey { path: PathBuf, key: String },
+    #[error("config file {path}: key `{key}`: {reason}")]
+    Value {
+        path: PathBuf,
+        key: String,
+        reason: String,
+    },
+}
+
+/// Parse the bin's configuration `C` from the process's arguments and
+/// environment with the config-file layer beneath the environment; on any
+/// error print it as clap does and exit with clap's code (2 for bad input,
+/// 0 for `--help`).
+pub fn parse<C: CommandFactory + FromArgMatches>() -> C {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    match try_parse_from::<C>(&args, std::env::var_os(CONFIG_ENV)) {
+        Ok(c) => c,
+        Err(ParseError::Clap(e)) => e.exit(),
+        Err(ParseError::File(e)) => {
+            let bin = C::command().get_name().to_owned();
+            eprintln!("{bin}: error: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// What [`try_parse_from`] refuses with.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// The file itself (clap never saw it).
+    #[error(transparent)]
+    File(#[from] ConfigFileError),
+    /// The command line or environment, as clap reports it (also `--help`).
+    #[error(transparent)]
+    Clap(#[from] clap::Error),
+}
+
+/// [`parse`] with the arguments (the bin's name first) and the value of
+/// [`CONFIG_ENV`] given, for tests. The environment variables of the
+/// settings themselves are still read from the process, as clap does.
+pub fn try_parse_from<C: CommandFactory + FromArgMatches>(
+    args: &[OsString],
+    config_env: Option<OsString>,
+) -> Result<C, ParseError> {
+    let mut cmd = C::command().arg(config_arg());
+    let path = config_flag(args)
+        .or_else(|| config_env.filter(|v| !v.is_empty()))
+        .map(PathBuf::from);
+    if let Some(path) = path {
+        for (id, value) in read(&cmd, &path)? {
+            // Hidden from `--help`: the file may hold a password.
+            cmd = cmd.mut_arg(id, |a| a.default_value(value).hide_default_value(true));
+        }
+    }
+    let matches = cmd.try_get_matches_from(args)?;
+    Ok(C::from_arg_matches(&matches)?)
+}
+
+fn config_arg() -> Arg {
+    Arg::new(CONFIG_FLAG)
+        .long(CONFIG_FLAG)
+        .env(CONFIG_ENV)
+        .value_name("FILE")
+        .value_parser(clap::value_parser!(PathBuf))
+        .global(true)
+        .help("A TOML file of settings (keys: the flag names); env and flags override it")
+}
+
+/// The value of `--config FILE` or `--config=FILE` on the command line, if
+/// any (the last wins, as clap's would). Read before clap parses because the
+/// file changes what clap is given.
+fn config_flag(args: &[OsString]) -> Option<OsString> {
+    let flag = format!("--{CONFIG_FLAG}");
+    let with_eq = format!("--{CONFIG_FLAG}=");
+    let mut found = None;
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if *a == *flag {
+            found = it.next().cloned();
+        } else if let Some(rest) = a.to_str().and_then(|s| s.strip_prefix(&with_eq)) {
+            found = Some(OsString::from(rest));
+        }
+    }
+    found
+}
+
+/// Every key of the file as (argument id, value text), each checked by its
+/// argument's own value parser.
+fn read(cmd: &Command, path: &Path) -> Result<Vec<(String, String)>, ConfigFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let table: toml::Table =
+        text.parse()
+            .map_err(|e: toml::de::Error| ConfigFileError::Syntax {
+                path: path.to_owned(),
+                message: e.message().to_owned(),
+            })?;
+    let mut out = Vec::with_capacity(table.len());
+    for (key, value) in table {
+        let long = key.replace('_', "-");
+        let value_error = |reason: String| ConfigFileError::Value {
+            path: path.to_owned(),
+            key: key.clone(),
+            reason,
+        };
+        if RESERVED.contains(&long.as_str()) {
+            return Err(value_error(
+                "cannot be set from a file; give it on the command line".into(),
+            ));
+        }
+        let Some(arg) = cmd.get_arguments().find(|a| {
+            a.get_long() == Some(&long) || a.get_env() == Some(std::ffi::OsStr::new(&key))
+        }) else {
+            return Err(ConfigFileError::UnknownKey {
+                path: path.to_owned(),
+                key,
+            });
+        };
+        let text = scalar(&value).map_err(|what| {
+            value_error(format!(
+                "{what}; give the value as its flag takes it (a string, number or boolean)"
+            ))
+        })?;
+        check(cmd, arg, arg.get_long().unwrap_or(&long), &text).map_err(value_error)?;
+        out.push((arg.get_id().to_string(), text));
+    }
+    Ok(out)
+}
+
+/// Run `text` through `arg`'s own value parser, alone (no env, nothing
+/// required), as `--long=text` would be.
+fn check(cmd: &Command, arg: &Arg, long: &str, text: &str) -> Result<(), String> {
+    if !arg.get_action().takes_values() {
+        // A switch: only a boolean may stand for it.
+        return match text {
+            "true" | "false" => Ok(()),
+            _ => Err("invalid value; possible values: true, false".into()),
+        };
+    }
+    let probe = Command::new(cmd.get_name().to_owned())
+        .no_binary_name(true)
+        .arg(arg.clone().env(None).required(false).global(false));
+    probe
+        .try_get_matches_from([format!("--{long}={text}")])
+        .map(drop)
+        .map_err(|e| clap_reason(&e, text))
+}
+
+/// A TOML scalar as the text its flag would be given.
+fn scalar(value: &toml::Value) -> Result<String, &'static str> {
+    match value {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Boolean(b) => Ok(b.to_string()),
+        toml::Value::Datetime(_) => Err("a date-time"),
+        toml::Value::Array(_) => Err("an array"),
+        toml::Value::Table(_) => Err("a table"),
+    }
+}
+
+/// clap's reason for refusing `value`, without its `error: ` prefix, its
+/// usage block, or the value itself (which may be a secret).
+fn clap_reason(e: &clap::Error, value: &str) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let mut reason = match e.kind() {
+        clap::error::ErrorKind::InvalidValue => "invalid value".to_owned(),
+        clap::error::ErrorKind::ValueValidation => "invalid value".to_owned(),
+        other => other.to_string(),
+    };
+    if let Some(ContextValue::Strings(valid)) = e.get(ContextKind::ValidValue) {
+        reason.push_str(&format!("; possible values: {}", valid.join(", ")));
+    }
+    if let Some(source) = std::error::Error::source(e) {
+        let source = source.to_string();
+        // Value parsers open with the value ("0 is not in 1..=86400"); a
+        // long value is masked wherever it appears, a short one (a digit
+        // may recur in the range) only there.
+        let source = match source.strip_prefix(value) {
+            Some(rest) if !value.is_empty() => format!("the value{rest}"),
+            _ if value.len() >= 8 => source.replace(value, "the value"),
+            _ => source,
+        };
+        reason.push_str(&format!(": {source}"));
+    }
+    reason
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for a bin's configuration, with the kinds of argument the
+    /// real ones use.
+    #[derive(Debug, clap::Parser)]
+    #[command(name = "genesis-test")]
+    struct Conf {
+        #[arg(
+            long,
+            env = "GENESIS_CONFIG_FILE_TEST_URL",
+            default_value = "postgres://d/x"
+        )]
+        database_url: String,
+        #[arg(long, env = "GENESIS_CONFIG_FILE_TEST_SLOTS", default_value_t = 16,
+              value_parser = clap::value_parser!(u32).range(1..=4096))]
+        pod_concurrency: u32,
+        #[arg(long, env = "GENESIS_CONFIG_FILE_TEST_FLAG", default_value_t = true, action = clap::ArgAction::Set)]
+        auto_bootstrap: bool,
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        log_format: String,
+        #[arg(long)]
+        dump_config: bool,
+        #[arg(long)]
+        ratio: Option<f64>,
+    }
+
+    fn file(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("genesis.toml");
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    fn args(extra: &[&str]) -> Vec<OsString> {
+        std::iter::once("genesis-test")
+            .chain(extra.iter().copied())
+            .map(OsString::from)
+            .collect()
+    }
+
+    fn parse_with(path: &Path, extra: &[&str]) -> Result<Conf, ParseError> {
+        let p = path.to_str().unwrap();
+        let mut a = vec!["--config", p];
+        a.extend_from_slice(extra);
+        try_parse_from::<Conf>(&args(&a), None)
+    }
+
+    #[test]
+    fn without_a_file_the_defaults_stand() {
+        let c = try_parse_from::<Conf>(&args(&[]), None).unwrap();
+        assert_eq!(c.database_url, "postgres://d/x");
+        assert_eq!(c.pod_concurrency, 16);
+        assert!(c.auto_bootstrap);
+    }
+
+    #[test]
+    fn a_file_sets_values_under_flag_or_variable_names() {
+        let (_d, path) = file(
+            "database-url = \"postgres://app@db/genesis\"\n\
+             pod_concurrency = 32\nGENESIS_CONFIG_FILE_TEST_FLAG = false\n\
+             log-format = \"json\"\nratio = 0.5\n",
+        );
+        let c = parse_with(&path, &[]).unwrap();
+        assert_eq!(c.database_url, "postgres://app@db/genesis");
+        assert_eq!(c.pod_concurrency, 32);
+        assert!(!c.auto_bootstrap);
+        assert_eq!(c.log_format, "json");
+        assert_eq!(c.ratio, Some(0.5));
+        assert!(!c.dump_config);
+    }
+
+    #[test]
+    fn the_env_variable_names_the_file_and_the_flag_wins_over_it() {
+        let (_d, path) = file("pod-concurrency = 32\n");
+        let (_d2, other) = file("pod-concurrency = 64\n");
+        let c = try_parse_from::<Conf>(&args(&[]), Some(path.clone().into_os_string())).unwrap();
+        assert_eq!(c.pod_concurrency, 32);
+        let flag = format!("--config={}", other.display());
+        let c = try_parse_from::<Conf>(&args(&[&flag]), Some(path.into_os_string())).unwrap();
+        assert_eq!(c.pod_concurrency, 64);
+    }
+
+    #[test]
+    fn a_flag_overrides_the_file() {
+        let (_d, path) = file("pod-concurrency = 32\nauto-bootstrap = false\n");
+        // A flag beats the file.
+        let c = parse_with(&path, &["--pod-concurrency", "8"]).unwrap();
+        assert_eq!(c.pod_concurrency, 8);
+        assert!(!c.auto_bootstrap);
+        // Env over the file is clap's own order (file values are defaults);
+        // tests/tests/config_file.rs checks it on the real bins.
+    }
+
+    fn refused(text: &str) -> String {
+        let (_d, path) = file(text);
+        let e = parse_with(&path, &[]).unwrap_err();
+        let ParseError::File(e) = e else {
+            panic!("expected a file error, got {e}")
+        };
+        let msg = e.to_string();
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        msg
+    }
+
+    #[test]
+    fn a_key_no_flag_has_is_refused_by_name() {
+        let msg = refused("pod-concurency = 32\n");
+        assert!(msg.contains("unknown key `pod-concurency`"), "{msg}");
+    }
+
+    #[test]
+    fn a_value_its_flag_refuses_is_refused_without_echoing_it() {
+        let msg = refused("pod-concurrency = 5000\n");
+        assert!(
+            msg.ends_with("key `pod-concurrency`: invalid value: the value is not in 1..=4096"),
+            "{msg}"
+        );
+        let msg = refused("pod-concurrency = 0\n");
+        assert!(msg.ends_with("the value is not in 1..=4096"), "{msg}");
+        let msg = refused("log-format = \"xml-secret\"\n");
+        assert!(msg.contains("possible values: text, json"), "{msg}");
+        assert!(!msg.contains("xml-secret"), "{msg}");
+        let msg = refused("auto-bootstrap = \"maybe\"\n");
+        assert!(msg.contains("key `auto-bootstrap`: invalid value"), "{msg}");
+    }
+
+    #[test]
+    fn arrays_tables_and_dates_are_refused() {
+        assert!(refused("database-url = [\"a\"]\n").contains("an array"));
+        assert!(refused("[database-url]\nx = 1\n").contains("a table"));
+        assert!(refused("database-url = 1979-05-27\n").contains("a date-time"));
+    }
+
+    #[test]
+    fn the_file_cannot_choose_a_file_or_a_printout() {
+        for key in ["config", "dump-config", "dump_config", "help"] {
+            let msg = refused(&format!("{key} = \"x\"\n"));
+            assert!(msg.contains("cannot be set from a file"), "{key}: {msg}");
+        }
+    }
+
+    #[test]
+    fn an_unreadable_or_malformed_file_is_refused() {
+        let missing =
+            try_parse_from::<Conf>(&args(&["--config", "/nonexistent/genesis.toml"]), None)
+                .unwrap_err()
+                .to_string();
+        assert!(
+            missing.contains("/nonexistent/genesis.toml: cannot read it"),
+            "{missing}"
+        );
+        let msg = refused("pod-concurrency = \n");
+        assert!(msg.contains("not valid TOML"), "{msg}");
+    }
+
+    #[test]
+    fn the_config_flag_is_found_anywhere_before_a_double_dash() {
+        let a = args(&[
+            "serve",
+            "--config",
+            "a.toml",
+            "--x",
+            "--config=b.toml",
+            "--",
+            "--config",
+            "c",
+        ]);
+        assert_eq!(config_flag(&a), Some(OsString::from("b.toml")));
+        assert_eq!(config_flag(&args(&["--config"])), None);
+    }
+
+    #[test]
+    fn bad_command_line_input_is_still_clap_s_error() {
+        let (_d, path) = file("pod-concurrency = 32\n");
+        let e = parse_with(&path, &["--pod-concurrency", "0"]).unwrap_err();
+        assert!(matches!(e, ParseError::Clap(_)), "{e}");
+    }
+}
