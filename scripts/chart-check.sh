@@ -10,6 +10,10 @@
 #   4. assert the behaviour the chart promises (KEDA-off has no ScaledObject,
 #      ephemeral scales from 0, warm keeps >= 1, hardening on every container...);
 #   5. assert that values the schema forbids are REFUSED by helm template.
+#   6. render the chart with each optional feature switched on (a real LLM
+#      provider, a Windows pool, the dashboard off, Alertmanager, OTLP), assert
+#      what each promises, and validate those renders as in step 3
+#      (scripts/chart_schemas.py holds the validation both steps use).
 # Needs python3 with pip and network access to PyPI on the first run only.
 # Exits non-zero on the first failing check; prints each check as it runs.
 set -euo pipefail
@@ -139,9 +143,9 @@ done
 # ---------------------------------------------------------------- validate + assert
 step "schema validation and chart assertions"
 py_ok=true
-PYTHONPATH="$PYDEPS" "$PYTHON" - "$WORK" "$K8S_VERSION" "${VARIANTS[@]}" <<'PY' || py_ok=false
-import sys, yaml, jsonschema
-import kubernetes_validate.utils as kv
+PYTHONPATH="$PYDEPS:$ROOT/scripts" "$PYTHON" - "$WORK" "$K8S_VERSION" "${VARIANTS[@]}" <<'PY' || py_ok=false
+import sys, yaml
+from chart_schemas import invalid
 
 work, k8s_version, variants = sys.argv[1], sys.argv[2], sys.argv[3:]
 failures = 0
@@ -156,87 +160,12 @@ def check(cond, msg):
         failures += 1
         print(f"FAIL {msg}", file=sys.stderr)
 
-# Small schemas for the CRD kinds the Kubernetes schemas do not know. They pin
-# the fields the chart relies on; KEDA's and the Prometheus Operator's own CRDs
-# are not available offline.
-SCALED_OBJECT = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "keda.sh/v1alpha1"},
-        "metadata": {"type": "object", "required": ["name", "namespace"]},
-        "spec": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["scaleTargetRef", "minReplicaCount", "maxReplicaCount",
-                         "cooldownPeriod", "pollingInterval", "triggers"],
-            "properties": {
-                "scaleTargetRef": {
-                    "type": "object", "additionalProperties": False,
-                    "required": ["name"],
-                    "properties": {"apiVersion": {"type": "string"},
-                                   "kind": {"type": "string"},
-                                   "name": {"type": "string", "minLength": 1}}},
-                "minReplicaCount": {"type": "integer", "minimum": 0},
-                "maxReplicaCount": {"type": "integer", "minimum": 1},
-                "cooldownPeriod": {"type": "integer", "minimum": 0},
-                "pollingInterval": {"type": "integer", "minimum": 1},
-                "triggers": {
-                    "type": "array", "minItems": 1,
-                    "items": {
-                        "type": "object",
-                        "required": ["type", "metadata"],
-                        "properties": {
-                            "type": {"const": "nats-jetstream"},
-                            "metadata": {
-                                "type": "object",
-                                "additionalProperties": {"type": "string"},
-                                "required": ["natsServerMonitoringEndpoint", "account",
-                                             "stream", "consumer", "lagThreshold",
-                                             "activationLagThreshold", "useHttps"],
-                                "properties": {
-                                    "lagThreshold": {"pattern": "^[0-9]+$"},
-                                    "activationLagThreshold": {"pattern": "^[0-9]+$"},
-                                    "useHttps": {"enum": ["true", "false"]}}}}}}}}}}
-SERVICE_MONITOR = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "monitoring.coreos.com/v1"},
-        "spec": {
-            "type": "object",
-            "required": ["selector", "endpoints"],
-            "properties": {
-                "selector": {"type": "object", "required": ["matchLabels"]},
-                "namespaceSelector": {"type": "object"},
-                "endpoints": {
-                    "type": "array", "minItems": 1,
-                    "items": {"type": "object", "required": ["port"],
-                              "properties": {"port": {"type": "string"},
-                                             "path": {"type": "string"},
-                                             "interval": {"type": "string"},
-                                             "scrapeTimeout": {"type": "string"}}}}}}}}
-CRDS = {("keda.sh/v1alpha1", "ScaledObject"): SCALED_OBJECT,
-        ("monitoring.coreos.com/v1", "ServiceMonitor"): SERVICE_MONITOR}
-
 renders = {}
 for v in variants:
     with open(f"{work}/{v}.yaml") as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
     renders[v] = docs
-    bad = []
-    for d in docs:
-        key = (d.get("apiVersion"), d.get("kind"))
-        name = f'{d.get("kind")}/{d.get("metadata", {}).get("name")}'
-        try:
-            if key in CRDS:
-                jsonschema.validate(d, CRDS[key])
-            else:
-                kv.validate(d, k8s_version, strict=True)
-        except (jsonschema.ValidationError, kv.ValidationError) as e:
-            bad.append(f"{name}: {e.message}")
-        except kv.SchemaNotFoundError as e:
-            bad.append(f"{name}: no schema ({e})")
+    bad = invalid(docs, k8s_version)
     for b in bad:
         print(f"     {b}", file=sys.stderr)
     check(not bad, f"{v}: {len(docs)} manifests valid (Kubernetes {k8s_version} strict; CRDs by local schema)")
@@ -553,5 +482,19 @@ if "$HELM" template genesis "$CHART" --set otel.protocol=http/json >/dev/null 2>
   fail "otel.protocol=http/json accepted"
 fi
 ok "otel.protocol=http/json refused"
+
+step "the feature renders against the Kubernetes schemas"
+for r in provider pool nodash am otel; do
+  PYTHONPATH="$PYDEPS:$ROOT/scripts" "$PYTHON" - "$WORK/$r.yaml" "$K8S_VERSION" <<'PY' || fail "$r render: a manifest fails its schema"
+import sys, yaml
+from chart_schemas import invalid
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+bad = invalid(docs, sys.argv[2])
+for b in bad:
+    print(f"     {b}", file=sys.stderr)
+sys.exit(1 if bad or not docs else 0)
+PY
+  ok "$r render: $(grep -c '^kind:' "$WORK/$r.yaml") manifests valid (Kubernetes $K8S_VERSION strict; CRDs by local schema)"
+done
 
 printf '\nchart-check: %d passed, %d failed\n' "$PASSED" "$FAILED"
