@@ -408,7 +408,8 @@ step "a Windows pool"
 if grep -q 'GENESIS_WINDOWS_POOL' "$WORK/default.yaml"; then fail "default values: a Windows pool setting rendered without a pool"; fi
 ok "no Windows pool by default: no GENESIS_WINDOWS_POOL_* variable"
 "$HELM" template genesis "$CHART" --set control.windowsPool.url=https://pool.lanes:8443 --set control.windowsPool.port=8443 \
-  --set control.windowsPool.existingSecret=genesis-pool >"$WORK/pool.yaml" 2>"$WORK/pool.err" \
+  --set control.windowsPool.existingSecret=genesis-pool \
+  --set-json 'networkPolicy.windowsPoolTo=[{"ipBlock":{"cidr":"10.20.0.0/16"}}]' >"$WORK/pool.yaml" 2>"$WORK/pool.err" \
   || { cat "$WORK/pool.err" >&2; fail "helm template with a Windows pool"; }
 PYTHONPATH="$PYDEPS" "$PYTHON" - "$WORK/pool.yaml" <<'PY' || fail "Windows pool: env or NetworkPolicy egress wrong"
 import sys, yaml
@@ -420,10 +421,11 @@ assert env["GENESIS_WINDOWS_POOL_URL"]["value"] == "https://pool.lanes:8443", en
 ref = env["GENESIS_WINDOWS_POOL_TOKEN"]["valueFrom"]["secretKeyRef"]
 assert ref == {"name": "genesis-pool", "key": "token"}, ref
 np = next(d for d in docs if d["kind"] == "NetworkPolicy" and comp(d) == "control")
-ports = {p["port"] for r in np["spec"]["egress"] for p in r["ports"]}
-assert 8443 in ports, ports
+rules = [r for r in np["spec"]["egress"] if any(p["port"] == 8443 for p in r["ports"])]
+assert len(rules) == 1, np["spec"]["egress"]
+assert rules[0].get("to") == [{"ipBlock": {"cidr": "10.20.0.0/16"}}], rules[0]
 PY
-ok "control.windowsPool: URL, token from its Secret, NetworkPolicy egress to its port"
+ok "control.windowsPool: URL, token from its Secret, NetworkPolicy egress to its port and windowsPoolTo"
 if "$HELM" template genesis "$CHART" --set control.windowsPool.url=pool.lanes:8443 >/dev/null 2>&1; then
   fail "control.windowsPool.url without a scheme accepted"
 fi
@@ -449,6 +451,20 @@ ok "agentPod.tenantConcurrency above concurrency refused with the reason"
 step "ops digest sources"
 "$HELM" template genesis "$CHART" --set supervisor.ops.alertmanagerUrl=http://am.monitoring:9093 \
   >"$WORK/am.yaml" 2>"$WORK/am.err" || { cat "$WORK/am.err" >&2; fail "helm template with an Alertmanager URL"; }
+"$HELM" template genesis "$CHART" --set supervisor.ops.alertmanagerUrl=http://am.monitoring:9093 \
+  --set-json 'networkPolicy.alertmanagerTo=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]' \
+  >"$WORK/am-to.yaml" 2>"$WORK/am-to.err" || { cat "$WORK/am-to.err" >&2; fail "helm template with networkPolicy.alertmanagerTo"; }
+PYTHONPATH="$PYDEPS" "$PYTHON" - "$WORK/am-to.yaml" <<'PY' || fail "networkPolicy.alertmanagerTo: the supervisor's egress to Alertmanager is not narrowed"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+comp = lambda d: d["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+np = next(d for d in docs if d["kind"] == "NetworkPolicy" and comp(d) == "supervisor")
+rules = [r for r in np["spec"]["egress"] if any(p["port"] == 9093 for p in r["ports"])]
+assert len(rules) == 1, np["spec"]["egress"]
+want = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+assert rules[0].get("to") == want, rules[0]
+PY
+ok "networkPolicy.alertmanagerTo narrows the supervisor's egress to Alertmanager"
 grep -A1 'name: GENESIS_ALERTMANAGER_URL' "$WORK/am.yaml" | grep -q 'http://am.monitoring:9093' \
   || fail "alertmanagerUrl: GENESIS_ALERTMANAGER_URL is not rendered"
 grep -q 'port: 9093' "$WORK/am.yaml" || fail "alertmanagerUrl: no NetworkPolicy egress to port 9093"
@@ -484,7 +500,7 @@ fi
 ok "otel.protocol=http/json refused"
 
 step "the feature renders against the Kubernetes schemas"
-for r in provider pool nodash am otel; do
+for r in provider pool nodash am am-to otel; do
   PYTHONPATH="$PYDEPS:$ROOT/scripts" "$PYTHON" - "$WORK/$r.yaml" "$K8S_VERSION" <<'PY' || fail "$r render: a manifest fails its schema"
 import sys, yaml
 from chart_schemas import invalid
