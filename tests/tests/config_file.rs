@@ -121,6 +121,13 @@ fn each_bin_reads_its_config_file_beneath_env_and_flags() -> anyhow::Result<()> 
                 case.bin
             );
         }
+        // An empty GENESIS_CONFIG (as a template may render it) is no file.
+        let out = run(case.bin, &["--dump-config"], &[("GENESIS_CONFIG", "")])?;
+        ensure!(
+            out.status.success(),
+            "{}: empty GENESIS_CONFIG: {out:?}",
+            case.bin
+        );
         // By GENESIS_CONFIG, alone: the file's own values.
         let out = run(case.bin, &["--dump-config"], &[("GENESIS_CONFIG", &path)])?;
         ensure!(out.status.success(), "{}: {out:?}", case.bin);

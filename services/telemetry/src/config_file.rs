@@ -107,11 +107,15 @@ pub fn try_parse_from<C: CommandFactory + FromArgMatches>(
 fn config_arg() -> Arg {
     Arg::new(CONFIG_FLAG)
         .long(CONFIG_FLAG)
-        .env(CONFIG_ENV)
         .value_name("FILE")
         .value_parser(clap::value_parser!(PathBuf))
         .global(true)
-        .help("A TOML file of settings (keys: the flag names); env and flags override it")
+        // GENESIS_CONFIG is read by `parse`, not clap: clap refuses an
+        // empty variable, and an empty one must mean "no file".
+        .help(
+            "A TOML file of settings (keys: flag names or their GENESIS_* variables); \
+             env and flags override it [env: GENESIS_CONFIG]",
+        )
 }
 
 /// The value of `--config FILE` or `--config=FILE` on the command line, if
@@ -394,6 +398,12 @@ mod tests {
         );
         let msg = refused("pod-concurrency = \n");
         assert!(msg.contains("not valid TOML"), "{msg}");
+    }
+
+    #[test]
+    fn an_empty_variable_means_no_file() {
+        let c = try_parse_from::<Conf>(&args(&[]), Some(OsString::new())).unwrap();
+        assert_eq!(c.pod_concurrency, 16);
     }
 
     #[test]
