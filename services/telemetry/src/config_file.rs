@@ -146,13 +146,20 @@ fn read(cmd: &Command, path: &Path) -> Result<Vec<(String, String)>, ConfigFileE
         path: path.to_owned(),
         source,
     })?;
-    let table: toml::Table =
-        text.parse()
-            .map_err(|e: toml::de::Error| ConfigFileError::Syntax {
-                path: path.to_owned(),
-                message: e.message().to_owned(),
-            })?;
-    let mut out = Vec::with_capacity(table.len());
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        ConfigFileError::Syntax {
+            path: path.to_owned(),
+            message: match line {
+                Some(n) => format!("line {n}: {}", e.message()),
+                None => e.message().to_owned(),
+            },
+        }
+    })?;
+    // (argument id, value text, the key that set it)
+    let mut out: Vec<(String, String, String)> = Vec::with_capacity(table.len());
     for (key, value) in table {
         let long = key.replace('_', "-");
         let value_error = |reason: String| ConfigFileError::Value {
@@ -179,9 +186,15 @@ fn read(cmd: &Command, path: &Path) -> Result<Vec<(String, String)>, ConfigFileE
             ))
         })?;
         check(cmd, arg, arg.get_long().unwrap_or(&long), &text).map_err(value_error)?;
-        out.push((arg.get_id().to_string(), text));
+        let id = arg.get_id().to_string();
+        if let Some((_, _, first)) = out.iter().find(|(seen, _, _)| *seen == id) {
+            return Err(value_error(format!(
+                "sets the same setting as key `{first}`; keep one"
+            )));
+        }
+        out.push((id, text, key.clone()));
     }
-    Ok(out)
+    Ok(out.into_iter().map(|(id, text, _)| (id, text)).collect())
 }
 
 /// Run `text` through `arg`'s own value parser, alone (no env, nothing
@@ -372,6 +385,14 @@ mod tests {
     }
 
     #[test]
+    fn two_keys_for_one_setting_are_refused() {
+        let msg = refused("pod-concurrency = 8\nGENESIS_CONFIG_FILE_TEST_SLOTS = 9\n");
+        assert!(msg.contains("sets the same setting as key"), "{msg}");
+        let msg = refused("pod-concurrency = 8\npod_concurrency = 9\n");
+        assert!(msg.contains("sets the same setting as key"), "{msg}");
+    }
+
+    #[test]
     fn arrays_tables_and_dates_are_refused() {
         assert!(refused("database-url = [\"a\"]\n").contains("an array"));
         assert!(refused("[database-url]\nx = 1\n").contains("a table"));
@@ -396,8 +417,8 @@ mod tests {
             missing.contains("/nonexistent/genesis.toml: cannot read it"),
             "{missing}"
         );
-        let msg = refused("pod-concurrency = \n");
-        assert!(msg.contains("not valid TOML"), "{msg}");
+        let msg = refused("log-format = \"json\"\npod-concurrency = \n");
+        assert!(msg.contains("not valid TOML: line 2:"), "{msg}");
     }
 
     #[test]
