@@ -130,8 +130,31 @@ fn skip_or_fail(missing: Option<String>, ci: Option<&str>) -> Result<Option<Stri
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound, then released).
+/// A free TCP port on 127.0.0.1 for a service to bind later: checked free
+/// by binding it, then released. It is drawn at random from below the
+/// kernel's ephemeral range, because a port the kernel handed out for
+/// `bind(0)` is also a candidate source port of every outgoing connection
+/// (to PostgreSQL, to NATS) until the service binds it, and a service then
+/// failed to start with "Address already in use". No port is handed out
+/// twice in one process.
 pub fn free_port() -> anyhow::Result<u16> {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_low.max(10_001));
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..500 {
+        let port = rand::random_range(low..high);
+        if given.contains(&port) {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
+            return Ok(port);
+        }
+    }
     let l = TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
 }
