@@ -139,10 +139,13 @@ fn skip_or_fail(missing: Option<String>, ci: Option<&str>) -> Result<Option<Stri
 /// twice in one process.
 pub fn free_port() -> anyhow::Result<u16> {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
+    static EPHEMERAL_LOW: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    let ephemeral_low = *EPHEMERAL_LOW.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32768)
+    });
     let (low, high) = (10_000u16, ephemeral_low.max(10_001));
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
     for _ in 0..500 {
