@@ -141,6 +141,46 @@ fn each_bin_reads_its_config_file_beneath_env_and_flags() -> anyhow::Result<()> 
     Ok(())
 }
 
+/// A dump is TOML under the keys a file takes: written back as a config
+/// file, it is accepted and prints the same configuration. (Only a dump
+/// without secrets round-trips: a masked one would set `***`.)
+#[test]
+fn each_bin_s_dump_is_a_config_file_it_accepts() -> anyhow::Result<()> {
+    if let Some(why) = binaries_missing() {
+        println!("skipped: {why}");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    for case in &CASES {
+        let path = write(dir.path(), &format!("{}.toml", case.bin), case.file)?;
+        let out = run(case.bin, &["--config", &path, "--dump-config"], &[])?;
+        ensure!(out.status.success(), "{}: {out:?}", case.bin);
+        let dump = String::from_utf8(out.stdout)?;
+        let table: toml::Table = dump
+            .parse()
+            .with_context(|| format!("{}: the dump is not TOML:\n{dump}", case.bin))?;
+        ensure!(
+            table.len() > 10 && !table.contains_key("dump_config"),
+            "{}: {table:?}",
+            case.bin
+        );
+        let again = write(dir.path(), &format!("{}-dump.toml", case.bin), &dump)?;
+        let out = run(case.bin, &["--config", &again, "--dump-config"], &[])?;
+        ensure!(
+            out.status.success(),
+            "{}: its own dump refused as a config file: {}",
+            case.bin,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ensure!(
+            String::from_utf8(out.stdout)? == dump,
+            "{}: the dump read back prints another configuration",
+            case.bin
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn a_file_a_bin_cannot_use_stops_it_before_it_starts() -> anyhow::Result<()> {
     if let Some(why) = binaries_missing() {

@@ -82,7 +82,7 @@ fn parse_llm_max_retry_after(raw: &str) -> Result<u64, String> {
 }
 
 /// Everything `run` needs.
-#[derive(Clone, clap::Parser)]
+#[derive(Clone, clap::Parser, serde::Serialize)]
 #[command(
     name = "genesis-agent-pod",
     about = "Genesis agent pod: pulls ticks, plans with the LLM, completes over gRPC"
@@ -94,6 +94,7 @@ pub struct PodConfig {
         env = "GENESIS_NATS_URL",
         default_value = "nats://127.0.0.1:4222"
     )]
+    #[serde(serialize_with = "genesis_telemetry::config_file::redacted_url")]
     pub nats_url: String,
     /// JetStream stream the ticks are published to (created by control).
     #[arg(long, env = "GENESIS_STREAM", default_value = "GENESIS_TICKS")]
@@ -107,9 +108,14 @@ pub struct PodConfig {
         env = "GENESIS_SUPERVISOR_URL",
         default_value = "http://127.0.0.1:50052"
     )]
+    #[serde(serialize_with = "genesis_telemetry::config_file::redacted_url")]
     pub supervisor_url: String,
     /// The agent-pod token (secret).
     #[arg(long, env = "GENESIS_AGENT_TOKEN", hide_env_values = true)]
+    #[serde(
+        serialize_with = "genesis_telemetry::config_file::redacted_secret",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub agent_token: Option<String>,
     /// Ticks this pod runs at once.
     #[arg(long, env = "GENESIS_POD_CONCURRENCY", default_value_t = genesis_core::DEFAULT_POD_CONCURRENCY)]
@@ -168,12 +174,17 @@ pub struct PodConfig {
     pub llm_max_retry_after_secs: u64,
     /// OpenAI-compatible base URL override.
     #[arg(long, env = "OPENAI_BASE_URL")]
+    #[serde(
+        serialize_with = "genesis_telemetry::config_file::redacted_optional_url",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub openai_base_url: Option<String>,
     /// Log format: `text` or `json`.
     #[arg(long, env = "GENESIS_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
     /// Print the effective configuration (secrets redacted) and exit.
     #[arg(long)]
+    #[serde(skip)]
     pub dump_config: bool,
 }
 
@@ -287,33 +298,15 @@ impl PodConfig {
         Ok(())
     }
 
-    /// The effective configuration as `key = value` lines, token redacted.
+    /// `--dump-config` output: TOML `key = value` lines under the keys a
+    /// config file takes, secrets redacted (unset options are left out). The
+    /// tenant share is printed as it applies, 0 resolved, which a file may
+    /// give as well.
     pub fn dump(&self) -> String {
-        format!(
-            "nats_url = {:?}\nstream = {:?}\nconsumer = {:?}\nsupervisor_url = {:?}\nagent_token = {}\nconcurrency = {}\ntenant_concurrency = {}\nhttp_addr = {:?}\nlease_ttl_secs = {}\nshutdown_deadline_secs = {}\nlease_held_nak_ms = {}\nretry_nak_ms = {}\ntenant_busy_nak_ms = {}\nllm_connect_timeout_secs = {}\nllm_request_timeout_secs = {}\nllm_max_retry_after_secs = {}\nopenai_base_url = {:?}\nlog_format = {:?}\n",
-            self.nats_url,
-            self.stream,
-            self.consumer,
-            self.supervisor_url,
-            if self.agent_token.is_some() {
-                "\"<redacted>\""
-            } else {
-                "<unset>"
-            },
-            self.concurrency,
-            self.tenant_cap(),
-            self.http_addr.to_string(),
-            self.lease_ttl_secs,
-            self.shutdown_deadline_secs,
-            self.lease_held_nak_ms,
-            self.retry_nak_ms,
-            self.tenant_busy_nak_ms,
-            self.llm_connect_timeout_secs,
-            self.llm_request_timeout_secs,
-            self.llm_max_retry_after_secs,
-            self.openai_base_url,
-            self.log_format,
-        )
+        genesis_telemetry::config_file::dump(&PodConfig {
+            tenant_concurrency: self.tenant_cap(),
+            ..self.clone()
+        })
     }
 }
 
@@ -378,8 +371,28 @@ mod tests {
                 .to_string()
                 .contains("GENESIS_LOG_FORMAT")
         );
-        let c = config();
-        assert!(!c.dump().contains("tok\""), "{}", c.dump());
+        let mut c = PodConfig::new(
+            "nats://pod:natspass@n:4222",
+            "http://127.0.0.1:50052",
+            "agent-token-value",
+        );
+        c.openai_base_url = Some("https://u:apipass@llm.example/v1".into());
+        for printed in [c.dump(), format!("{c:?}")] {
+            for secret in ["natspass", "agent-token-value", "apipass"] {
+                assert!(!printed.contains(secret), "{secret} in {printed}");
+            }
+        }
+        let t: toml::Table = c.dump().parse().expect("the dump is TOML");
+        assert_eq!(t["agent_token"].as_str(), Some("***"));
+        assert_eq!(t["nats_url"].as_str(), Some("nats://pod:***@n:4222"));
+        assert!(!t.contains_key("dump_config"), "{t:?}");
+        c.agent_token = None;
+        c.openai_base_url = None;
+        let t: toml::Table = c.dump().parse().expect("the dump is TOML");
+        assert!(
+            !t.contains_key("agent_token") && !t.contains_key("openai_base_url"),
+            "unset options are left out: {t:?}"
+        );
     }
 
     fn parse(args: &[&str]) -> Result<PodConfig, clap::Error> {

@@ -16,7 +16,7 @@ use crate::error::ControlError;
 pub const MAX_BOOTSTRAP_RESCAN_SECS: u64 = 86_400;
 
 /// Everything [`crate::run`] needs.
-#[derive(Clone, clap::Args)]
+#[derive(Clone, clap::Args, serde::Serialize)]
 pub struct ControlConfig {
     /// PostgreSQL URL.
     #[arg(
@@ -25,6 +25,7 @@ pub struct ControlConfig {
         default_value = "postgres://127.0.0.1:5432/genesis",
         hide_env_values = true
     )]
+    #[serde(serialize_with = "genesis_telemetry::config_file::redacted_url")]
     pub database_url: String,
     /// NATS URL.
     #[arg(
@@ -32,6 +33,7 @@ pub struct ControlConfig {
         env = "GENESIS_NATS_URL",
         default_value = "nats://127.0.0.1:4222"
     )]
+    #[serde(serialize_with = "genesis_telemetry::config_file::redacted_url")]
     pub nats_url: String,
     /// JetStream stream the ticks are published to (created or updated here).
     #[arg(long, env = "GENESIS_STREAM", default_value = "GENESIS_TICKS")]
@@ -112,9 +114,17 @@ pub struct ControlConfig {
     pub coder_image: String,
     /// Base URL of the Windows pool; unset answers every Windows verb POOL_UNAVAILABLE.
     #[arg(long, env = "GENESIS_WINDOWS_POOL_URL")]
+    #[serde(
+        serialize_with = "genesis_telemetry::config_file::redacted_optional_url",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub windows_pool_url: Option<String>,
     /// Control's credential for the Windows pool (secret).
     #[arg(long, env = "GENESIS_WINDOWS_POOL_TOKEN", hide_env_values = true)]
+    #[serde(
+        serialize_with = "genesis_telemetry::config_file::redacted_secret",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub windows_pool_token: Option<String>,
     /// Operator dashboard listen address, or `off` to serve no dashboard.
     #[arg(long, env = "GENESIS_DASHBOARD_ADDR", default_value = "0.0.0.0:8080")]
@@ -146,20 +156,6 @@ pub struct ControlConfig {
 impl std::fmt::Debug for ControlConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.dump())
-    }
-}
-
-/// `postgres://user:secret@host/db` → `postgres://user:<redacted>@host/db`.
-fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme + 3 => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:<redacted>{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
     }
 }
 
@@ -301,54 +297,10 @@ impl ControlConfig {
         Ok(())
     }
 
-    /// The effective configuration as `key = value` lines, secrets redacted.
+    /// `--dump-config` output: TOML `key = value` lines under the keys a
+    /// config file takes, secrets redacted (unset options are left out).
     pub fn dump(&self) -> String {
-        format!(
-            "database_url = {:?}\nnats_url = {:?}\nstream = {:?}\nsubject_prefix = {:?}\nconsumer = {:?}\n\
-             grpc_addr = {:?}\nhttp_addr = {:?}\nlease_ttl_secs = {}\nmax_attempts = {}\nlog_format = {:?}\n\
-             standing_agents_enabled = {}\nauto_bootstrap = {}\nstanding_agents_idle_by_default = {}\n\
-             default_provider = {:?}\noutbox_batch = {}\noutbox_poll_ms = {}\npublish_ack_timeout_ms = {}\noutbox_max_pending = {}\nbootstrap_rescan_secs = {}\n\
-             shutdown_deadline_secs = {}\nregistry_bucket = {:?}\ncoder_namespace = {:?}\ncoder_image = {:?}\n\
-             windows_pool_url = {:?}\nwindows_pool_token = {}\ndashboard_addr = {:?}\n\
-             dashboard_session_hours = {}\ndashboard_secure_cookie = {}\nadmin_rate_per_sec = {}\n\
-             admin_rate_burst = {}\nenqueue_rate_per_sec = {}\nenqueue_rate_burst = {}\n",
-            redact_url(&self.database_url),
-            redact_url(&self.nats_url),
-            self.stream,
-            self.subject_prefix,
-            self.consumer,
-            self.grpc_addr.to_string(),
-            self.http_addr.to_string(),
-            self.lease_ttl_secs,
-            self.max_attempts,
-            self.log_format,
-            self.standing_agents_enabled,
-            self.auto_bootstrap,
-            self.standing_agents_idle_by_default,
-            self.default_provider.as_str(),
-            self.outbox_batch,
-            self.outbox_poll_ms,
-            self.publish_ack_timeout_ms,
-            self.outbox_max_pending,
-            self.bootstrap_rescan_secs,
-            self.shutdown_deadline_secs,
-            self.registry_bucket,
-            self.coder_namespace,
-            self.coder_image,
-            self.windows_pool_url,
-            if self.windows_pool_token.is_some() {
-                "<redacted>"
-            } else {
-                "<unset>"
-            },
-            self.dashboard_addr,
-            self.dashboard_session_hours,
-            self.dashboard_secure_cookie,
-            self.admin_rate_per_sec,
-            self.admin_rate_burst,
-            self.enqueue_rate_per_sec,
-            self.enqueue_rate_burst,
-        )
+        genesis_telemetry::config_file::dump(self)
     }
 }
 
@@ -358,11 +310,28 @@ mod tests {
 
     #[test]
     fn dump_redacts_the_database_password() {
-        let c = ControlConfig::new("postgres://app:hunter2@db:5432/genesis", "nats://n:4222");
-        let d = c.dump();
-        assert!(!d.contains("hunter2"), "{d}");
-        assert!(d.contains("app:<redacted>@db:5432/genesis"));
-        assert!(!format!("{c:?}").contains("hunter2"));
+        let mut c = ControlConfig::new(
+            "postgres://app:hunter2@db:5432/genesis",
+            "nats://bus:natspass@n:4222",
+        );
+        c.windows_pool_url = Some("https://pool:poolpass@pool.example:8443".into());
+        c.windows_pool_token = Some("pool-token-value".into());
+        for printed in [c.dump(), format!("{c:?}")] {
+            for secret in ["hunter2", "natspass", "poolpass", "pool-token-value"] {
+                assert!(!printed.contains(secret), "{secret} in {printed}");
+            }
+        }
+        let t: toml::Table = c.dump().parse().expect("the dump is TOML");
+        assert_eq!(
+            t["database_url"].as_str(),
+            Some("postgres://app:***@db:5432/genesis")
+        );
+        assert_eq!(t["nats_url"].as_str(), Some("nats://bus:***@n:4222"));
+        assert_eq!(t["windows_pool_token"].as_str(), Some("***"));
+        assert_eq!(t["lease_ttl_secs"].as_integer(), Some(60));
+        assert_eq!(t["default_provider"].as_str(), Some("scripted"));
+        let unset = ControlConfig::new("postgres://h/db", "nats://h").dump();
+        assert!(!unset.contains("windows_pool"), "{unset}");
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub struct SupervisorConfig {
         env = "GENESIS_DATABASE_URL",
         default_value = "postgres://127.0.0.1:5432/genesis"
     )]
-    #[serde(serialize_with = "redacted_url")]
+    #[serde(serialize_with = "genesis_telemetry::config_file::redacted_url")]
     pub database_url: String,
     /// gRPC listen address.
     #[arg(long, env = "GENESIS_GRPC_ADDR", default_value = "0.0.0.0:50052")]
@@ -49,6 +49,10 @@ pub struct SupervisorConfig {
     pub max_attempts: u32,
     /// Alertmanager base URL for the ops digest's firing alerts (optional).
     #[arg(long, env = "GENESIS_ALERTMANAGER_URL")]
+    #[serde(
+        serialize_with = "genesis_telemetry::config_file::redacted_optional_url",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub alertmanager_url: Option<String>,
     /// Seconds between ops-digest samples (database counters, Alertmanager).
     #[arg(long, env = "GENESIS_OPS_SAMPLE_SECS", default_value_t = crate::ops::DEFAULT_SAMPLE_INTERVAL.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3_600))]
@@ -110,42 +114,10 @@ pub struct SupervisorConfig {
     pub dump_config: bool,
 }
 
-/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let Some((userinfo, host)) = rest.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_owned(),
-    }
-}
-
-fn redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&redact_url(url))
-}
-
+/// Prints [`SupervisorConfig::dump`], so a logged config is redacted too.
 impl std::fmt::Debug for SupervisorConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SupervisorConfig")
-            .field("database_url", &redact_url(&self.database_url))
-            .field("grpc_addr", &self.grpc_addr)
-            .field("http_addr", &self.http_addr)
-            .field("lease_ttl_secs", &self.lease_ttl_secs)
-            .field("max_attempts", &self.max_attempts)
-            .field("alertmanager_url", &self.alertmanager_url)
-            .field("ops_sample_secs", &self.ops_sample_secs)
-            .field("ops_window_secs", &self.ops_window_secs)
-            .field("log_format", &self.log_format)
-            .field("default_provider", &self.default_provider)
-            .field("token_cache_ms", &self.token_cache_ms)
-            .field("ledger_cache_mb", &self.ledger_cache_mb)
-            .field("catalogue_cache_mb", &self.catalogue_cache_mb)
-            .field("shutdown_grace_secs", &self.shutdown_grace_secs)
-            .finish()
+        f.write_str(&self.dump())
     }
 }
 
@@ -177,10 +149,10 @@ impl SupervisorConfig {
         Duration::from_secs(self.lease_ttl_secs)
     }
 
-    /// `--dump-config` output: `key = value` lines, as the other bins print
-    /// them (unset options are left out).
+    /// `--dump-config` output: TOML `key = value` lines under the keys a
+    /// config file takes, secrets redacted (unset options are left out).
     pub fn dump(&self) -> String {
-        toml::to_string(self).unwrap_or_default()
+        genesis_telemetry::config_file::dump(self)
     }
 }
 
@@ -191,14 +163,17 @@ mod tests {
     #[test]
     fn passwords_are_redacted_in_debug_and_dump() {
         let mut c = SupervisorConfig::for_tests("postgres://app:hunter2@db:5432/genesis");
+        c.alertmanager_url = Some("http://ops:am-pass@am:9093".into());
         c.dump_config = true;
-        assert!(!format!("{c:?}").contains("hunter2"));
-        assert!(!c.dump().contains("hunter2"));
-        assert!(c.dump().contains("app:***@db"));
-        assert_eq!(
-            redact_url("postgres://127.0.0.1/x"),
-            "postgres://127.0.0.1/x"
-        );
+        for printed in [format!("{c:?}"), c.dump()] {
+            assert!(!printed.contains("hunter2"), "{printed}");
+            assert!(!printed.contains("am-pass"), "{printed}");
+            assert!(printed.contains("app:***@db"), "{printed}");
+            assert!(printed.contains("ops:***@am:9093"), "{printed}");
+        }
+        let t: toml::Table = c.dump().parse().expect("the dump is TOML");
+        assert_eq!(t["lease_ttl_secs"].as_integer(), Some(60));
+        assert!(!t.contains_key("dump_config"), "{t:?}");
     }
 
     #[test]

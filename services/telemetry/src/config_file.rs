@@ -15,7 +15,13 @@
 //! full: an unreadable file, a key no flag has, or a value its flag refuses
 //! is an error, never a skipped line. It must never print a value either
 //! (the file may hold the database password); errors name keys only.
+//!
+//! It also owns the other direction, `--dump-config`: [`dump`] prints a
+//! bin's effective configuration as TOML under the same keys a file takes,
+//! with secrets masked by [`redacted_url`] and [`redacted_secret`], so every
+//! bin prints the same shape and redacts the same way.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -158,8 +164,9 @@ fn read(cmd: &Command, path: &Path) -> Result<Vec<(String, String)>, ConfigFileE
             },
         }
     })?;
-    // (argument id, value text, the key that set it)
-    let mut out: Vec<(String, String, String)> = Vec::with_capacity(table.len());
+    let mut out: Vec<(String, String)> = Vec::with_capacity(table.len());
+    // argument id → the key that set it, to name the first of two keys for one setting
+    let mut set_by: HashMap<String, String> = HashMap::new();
     for (key, value) in table {
         let long = key.replace('_', "-");
         let value_error = |reason: String| ConfigFileError::Value {
@@ -187,14 +194,74 @@ fn read(cmd: &Command, path: &Path) -> Result<Vec<(String, String)>, ConfigFileE
         })?;
         check(cmd, arg, arg.get_long().unwrap_or(&long), &text).map_err(value_error)?;
         let id = arg.get_id().to_string();
-        if let Some((_, _, first)) = out.iter().find(|(seen, _, _)| *seen == id) {
+        if let Some(first) = set_by.get(&id) {
             return Err(value_error(format!(
                 "sets the same setting as key `{first}`; keep one"
             )));
         }
-        out.push((id, text, key.clone()));
+        set_by.insert(id.clone(), key.clone());
+        out.push((id, text));
     }
-    Ok(out.into_iter().map(|(id, text, _)| (id, text)).collect())
+    Ok(out)
+}
+
+/// The placeholder a secret is printed as.
+pub const REDACTED: &str = "***";
+
+/// `scheme://user:secret@host/…` → `scheme://user:***@host/…`: the
+/// password of a URL's userinfo masked, everything else kept so an operator
+/// can still see where a service connects. A URL without a password is
+/// returned as it is.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    // The last `@`, not the first: a password written unencoded may hold
+    // `@` or `/`, and masking too much is better than printing part of it.
+    let Some((userinfo, host)) = rest.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:{REDACTED}@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+/// `#[serde(serialize_with)]` for a URL that may carry a password.
+pub fn redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact_url(url))
+}
+
+/// [`redacted_url`] for an optional URL (pair it with
+/// `skip_serializing_if = "Option::is_none"`).
+pub fn redacted_optional_url<S: serde::Serializer>(
+    url: &Option<String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match url {
+        Some(url) => redacted_url(url, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// `#[serde(serialize_with)]` for an optional secret: [`REDACTED`] when it
+/// is set (pair it with `skip_serializing_if = "Option::is_none"`, so an
+/// unset one is left out, as every unset option is).
+pub fn redacted_secret<S: serde::Serializer>(
+    secret: &Option<String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match secret {
+        Some(_) => s.serialize_str(REDACTED),
+        None => s.serialize_none(),
+    }
+}
+
+/// `--dump-config` output: the configuration as TOML `key = value` lines,
+/// under the keys a config file takes (unset options are left out).
+pub fn dump<T: serde::Serialize>(config: &T) -> String {
+    toml::to_string(config)
+        .unwrap_or_else(|e| format!("# the configuration cannot be printed: {e}\n"))
 }
 
 /// Run `text` through `arg`'s own value parser, alone (no env, nothing
@@ -448,5 +515,68 @@ mod tests {
         let (_d, path) = file("pod-concurrency = 32\n");
         let e = parse_with(&path, &["--pod-concurrency", "0"]).unwrap_err();
         assert!(matches!(e, ParseError::Clap(_)), "{e}");
+    }
+
+    #[test]
+    fn a_url_password_is_masked_and_nothing_else() {
+        for (url, want) in [
+            (
+                "postgres://app:hunter2@db:5432/genesis",
+                "postgres://app:***@db:5432/genesis",
+            ),
+            // Unencoded `@` and `/` in the password: all of it is masked.
+            ("nats://u:p@ss/w0rd@nats:4222", "nats://u:***@nats:4222"),
+            ("postgres://127.0.0.1/x", "postgres://127.0.0.1/x"),
+            ("nats://user@nats:4222", "nats://user@nats:4222"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(redact_url(url), want, "{url}");
+        }
+    }
+
+    #[derive(serde::Serialize)]
+    struct Printed {
+        #[serde(serialize_with = "redacted_url")]
+        database_url: String,
+        #[serde(
+            serialize_with = "redacted_secret",
+            skip_serializing_if = "Option::is_none"
+        )]
+        token: Option<String>,
+        #[serde(
+            serialize_with = "redacted_secret",
+            skip_serializing_if = "Option::is_none"
+        )]
+        unset_token: Option<String>,
+        base_url: Option<String>,
+        slots: u32,
+        rate: f64,
+        on: bool,
+    }
+
+    #[test]
+    fn a_dump_is_toml_under_the_file_keys_with_secrets_masked() {
+        let d = dump(&Printed {
+            database_url: "postgres://app:hunter2@db/x".into(),
+            token: Some("s3cret-token".into()),
+            unset_token: None,
+            base_url: None,
+            slots: 16,
+            rate: 2.5,
+            on: true,
+        });
+        assert!(!d.contains("hunter2") && !d.contains("s3cret"), "{d}");
+        let t: toml::Table = d.parse().expect("a dump is TOML");
+        assert_eq!(t["database_url"].as_str(), Some("postgres://app:***@db/x"));
+        assert_eq!(t["token"].as_str(), Some(REDACTED));
+        assert!(
+            !t.contains_key("unset_token") && !t.contains_key("base_url"),
+            "{d}"
+        );
+        assert_eq!(t["slots"].as_integer(), Some(16));
+        assert_eq!(t["rate"].as_float(), Some(2.5));
+        assert_eq!(t["on"].as_bool(), Some(true));
+        // Every key is one a config file takes (snake_case long names).
+        assert!(d.lines().any(|l| l == "slots = 16"), "{d}");
     }
 }
