@@ -249,7 +249,8 @@ pub fn parse_tps(out: &str) -> Option<f64> {
 }
 
 /// EXPLAIN (ANALYZE, BUFFERS) of claim's due-event lookup, the outbox
-/// select and complete's heartbeat check, each under the role and tenant
+/// select, complete's heartbeat check and the bootstrap re-scan's census
+/// (the one statement an idle control repeats per re-scan), each under the role and tenant
 /// the services use (so row-level security is in the plan), rolled back.
 pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
     let (tenant, instance): (Uuid, Uuid) = sqlx::query_as(
@@ -258,7 +259,7 @@ pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
     .fetch_optional(db)
     .await?
     .context("no idle-fleet instance to explain against")?;
-    let queries: [(&str, &str, &str); 3] = [
+    let queries: [(&str, &str, &str); 4] = [
         (
             "claim: next due event of an instance",
             "genesis_app",
@@ -278,6 +279,11 @@ pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
             "genesis_app",
             "SELECT * FROM agent_event_queue
               WHERE instance_id = $1 AND event_kind = 'AgentTick' AND consumed_at IS NULL AND dead_lettered_at IS NULL",
+        ),
+        (
+            "bootstrap re-scan: every tenant and its SOA",
+            "genesis_system",
+            genesis_store::tenants::CENSUS_SQL,
         ),
     ];
     let mut out = Vec::new();

@@ -4,7 +4,9 @@
 //! foundational phase, Active with an `AgentInitialized` opener when
 //! StandingAgentsIdleByDefault, else Paused. Tenants created or enabled at
 //! runtime are picked up by `LISTEN genesis_tenants` and by a periodic
-//! re-scan, without a restart.
+//! re-scan, without a restart. A scan reads one census of every tenant and
+//! its SOA and works only on tenants where something is missing, so an idle
+//! fleet's re-scan costs one query, not a lock and three reads per tenant.
 //!
 //! The singleton holds across control replicas: the find-or-create runs
 //! under a PostgreSQL advisory lock keyed by tenant and singleton, so two
@@ -16,7 +18,7 @@ use std::time::Duration;
 use genesis_core::presets::{DEFAULT_PRESET_NAME, DefaultProvider, SEEDED_SITES, code_default};
 use genesis_core::{AgentType, InstanceStatus};
 use genesis_store::llm::{DefaultSeed, PresetCouple};
-use genesis_store::{InstanceRow, NewInstance, Store};
+use genesis_store::{InstanceRow, NewInstance, Store, TenantCensus};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
@@ -322,16 +324,68 @@ pub async fn bootstrap_tenant(state: &AppState, tenant_id: Uuid) -> Result<bool,
     Ok(created)
 }
 
-/// Bootstrap every active tenant (seeding each; a SOA where the gates are
-/// on); one failing tenant never stops the rest.
+/// What one scan does for one tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanStep {
+    /// Nothing is missing (or the tenant is not active).
+    Nothing,
+    /// Run [`bootstrap_tenant`]: its preset is not seeded by this process,
+    /// or the gates are on and it has no SOA.
+    Bootstrap,
+    /// Its SOA exists but this replica does not keep its registry entry
+    /// alive yet (another replica or an operator created it).
+    Register(Uuid),
+}
+
+/// The scan's rule for one tenant: only what [`bootstrap_tenant`] would
+/// change is done, so a scan of a fleet where nothing is missing writes
+/// nothing and reads only the census. `soa_gates_on` is the deploy level
+/// with AutoBootstrap; `registered` whether this replica holds the
+/// tenant's SOA entry.
+pub fn scan_step(
+    tenant: &TenantCensus,
+    seeded: bool,
+    soa_gates_on: bool,
+    registered: bool,
+) -> ScanStep {
+    if tenant.status != "active" {
+        return ScanStep::Nothing;
+    }
+    if !seeded {
+        return ScanStep::Bootstrap;
+    }
+    if !soa_gates_on || !tenant.standing_agents_enabled {
+        return ScanStep::Nothing;
+    }
+    match tenant.soa_id {
+        None => ScanStep::Bootstrap,
+        Some(soa) if !registered => ScanStep::Register(soa),
+        Some(_) => ScanStep::Nothing,
+    }
+}
+
+/// Scan every tenant (the start-up pass and each re-scan): one census
+/// query, then [`bootstrap_tenant`] only for a tenant [`scan_step`] finds
+/// something missing in, and a registry entry for a SOA this replica does
+/// not yet keep. One failing tenant never stops the rest. Returns the SOAs
+/// created.
 pub async fn bootstrap_all(state: &AppState) -> Result<usize, ControlError> {
-    let tenants = state.store.tenants().list().await?;
+    let soa_gates_on = state.config.standing_agents_enabled && state.config.auto_bootstrap;
     let mut created = 0;
-    for t in tenants.iter().filter(|t| t.status == "active") {
-        match bootstrap_tenant(state, t.id).await {
-            Ok(true) => created += 1,
-            Ok(false) => {}
-            Err(e) => tracing::warn!(tenant = %t.id, error = %e, "bootstrap: tenant failed"),
+    for t in state.store.tenants().census().await? {
+        let registered = t.soa_id.is_some_and(|soa| state.lanes.knows_soa(t.id, soa));
+        match scan_step(&t, state.seeded(t.id), soa_gates_on, registered) {
+            ScanStep::Nothing => {}
+            ScanStep::Bootstrap => match bootstrap_tenant(state, t.id).await {
+                Ok(true) => created += 1,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(tenant = %t.id, error = %e, "bootstrap: tenant failed"),
+            },
+            ScanStep::Register(soa) => {
+                if let Err(e) = state.lanes.ensure_soa_registered(t.id, soa).await {
+                    tracing::warn!(tenant = %t.id, error = %e, "bootstrap: SOA registry registration failed");
+                }
+            }
         }
     }
     Ok(created)
@@ -395,5 +449,63 @@ pub async fn run_bootstrap(state: AppState, rescan: Duration, shutdown: Cancella
                 _ = tokio::time::sleep(Duration::from_secs(1).min(rescan)) => {}
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenant(status: &str, enabled: bool, soa: Option<Uuid>) -> TenantCensus {
+        TenantCensus {
+            id: Uuid::now_v7(),
+            status: status.into(),
+            standing_agents_enabled: enabled,
+            soa_id: soa,
+        }
+    }
+
+    #[test]
+    fn a_tenant_with_nothing_missing_gets_nothing() {
+        let soa = Uuid::now_v7();
+        let t = tenant("active", true, Some(soa));
+        assert_eq!(scan_step(&t, true, true, true), ScanStep::Nothing);
+        // Gates off at either level: the SOA part is not this scan's.
+        assert_eq!(scan_step(&t, true, false, false), ScanStep::Nothing);
+        let off = tenant("active", false, None);
+        assert_eq!(scan_step(&off, true, true, false), ScanStep::Nothing);
+    }
+
+    #[test]
+    fn an_inactive_tenant_is_neither_seeded_nor_given_a_soa() {
+        for status in ["suspended", "deleted", ""] {
+            let t = tenant(status, true, None);
+            assert_eq!(
+                scan_step(&t, false, true, false),
+                ScanStep::Nothing,
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unseeded_tenant_is_bootstrapped_whatever_its_gates() {
+        for (enabled, gates, soa) in [
+            (false, false, None),
+            (true, true, Some(Uuid::now_v7())),
+            (true, false, None),
+        ] {
+            let t = tenant("active", enabled, soa);
+            assert_eq!(scan_step(&t, false, gates, true), ScanStep::Bootstrap);
+        }
+    }
+
+    #[test]
+    fn a_missing_soa_is_created_and_an_unknown_one_registered() {
+        let t = tenant("active", true, None);
+        assert_eq!(scan_step(&t, true, true, false), ScanStep::Bootstrap);
+        let soa = Uuid::now_v7();
+        let t = tenant("active", true, Some(soa));
+        assert_eq!(scan_step(&t, true, true, false), ScanStep::Register(soa));
     }
 }

@@ -836,3 +836,54 @@ async fn without_a_pool_url_windows_verbs_answer_pool_unavailable(
     assert!(err.retryable);
     h.stop().await
 }
+
+/// A scan works only where something is missing (DESIGN §4 bootstrap): a
+/// second scan creates nothing, and a SOA another replica created, which
+/// this replica keeps no registry entry for, is registered here, not
+/// created again.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_scan_registers_another_replica_s_soa_and_creates_nothing_twice(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    use genesis_control::bootstrap::bootstrap_all;
+    use genesis_core::AgentType;
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let off = store.tenants().create("off").await?.id;
+    store.tenants().set_standing_agents_enabled(a, true).await?;
+    let mut cfg = lane_config(&pool);
+    cfg.auto_bootstrap = true;
+    let one =
+        genesis_control::server::state(cfg.clone(), tokio_util::sync::CancellationToken::new())
+            .await?;
+    let two =
+        genesis_control::server::state(cfg, tokio_util::sync::CancellationToken::new()).await?;
+
+    assert_eq!(bootstrap_all(&one).await?, 1);
+    assert_eq!(
+        bootstrap_all(&one).await?,
+        0,
+        "a second scan creates nothing"
+    );
+    let soa_a = store.instances().list(a, Some(AgentType::Soa)).await?;
+    assert_eq!(soa_a.len(), 1);
+    assert!(one.lanes.knows_soa(a, soa_a[0].id));
+    assert!(store.instances().list(off, None).await?.is_empty());
+
+    // A tenant enabled later, bootstrapped by replica two alone.
+    let b = store.tenants().create("b").await?.id;
+    store.tenants().set_standing_agents_enabled(b, true).await?;
+    assert_eq!(bootstrap_all(&two).await?, 1);
+    let soa_b = store.instances().list(b, Some(AgentType::Soa)).await?;
+    assert_eq!(soa_b.len(), 1);
+    assert!(two.lanes.knows_soa(b, soa_b[0].id));
+    assert!(!one.lanes.knows_soa(b, soa_b[0].id));
+    // Replica one's scan takes over keeping its entry, and adds no SOA.
+    assert_eq!(bootstrap_all(&one).await?, 0);
+    assert!(one.lanes.knows_soa(b, soa_b[0].id));
+    assert_eq!(
+        store.instances().list(b, Some(AgentType::Soa)).await?.len(),
+        1
+    );
+    Ok(())
+}

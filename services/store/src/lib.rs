@@ -48,7 +48,7 @@ pub use sessions::DashboardSession;
 pub use store::{
     DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DatabaseStats, Store, StoreOptions, TenantTx,
 };
-pub use tenants::Tenant;
+pub use tenants::{Tenant, TenantCensus};
 pub use tick::{
     BundleAsk, ClaimOutcome, CompleteContext, CompletedTurn, ExpectedPrior, LedgerAction,
     PriorCounters, PriorRead, ResetOutcome, TickClaim, TickCompletion, TickDecision,

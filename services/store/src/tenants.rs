@@ -34,6 +34,28 @@ impl Tenant {
     }
 }
 
+/// The statement of [`Tenants::census`] (public so the benchmark can show
+/// its plan). `'Soa'` is `AgentType::Soa`'s stored name, the predicate of
+/// the partial index `agent_instances_soa` (migration 0090), which the
+/// subquery reads.
+pub const CENSUS_SQL: &str = "SELECT t.id, t.status, t.standing_agents_enabled,
+        (SELECT i.id FROM agent_instances i
+          WHERE i.tenant_id = t.id AND i.agent_type = 'Soa'
+          ORDER BY i.created_at, i.id LIMIT 1)
+   FROM tenants t ORDER BY t.created_at, t.id";
+
+/// One tenant as the bootstrap re-scan sees it ([`Tenants::census`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantCensus {
+    pub id: Uuid,
+    /// `tenants.status` (`active`, ...).
+    pub status: String,
+    /// The tenant level of the standing-agents gate.
+    pub standing_agents_enabled: bool,
+    /// The tenant's oldest SOA, of any status; `None` when it has none.
+    pub soa_id: Option<Uuid>,
+}
+
 /// Repository handle, from [`Store::tenants`].
 pub struct Tenants<'a> {
     store: &'a Store,
@@ -67,6 +89,27 @@ impl Tenants<'_> {
                 .fetch_optional(self.store.system_pool())
                 .await?;
         decode(row.ok_or_else(|| StoreError::not_found("tenant"))?)
+    }
+
+    /// Every tenant with its oldest SOA (any status), oldest tenant first,
+    /// in one statement. The bootstrap re-scan reads this instead of a tenant
+    /// read, a lock and an instance list per tenant, so a re-scan that finds
+    /// nothing missing costs one query however many tenants there are.
+    pub async fn census(&self) -> Result<Vec<TenantCensus>, StoreError> {
+        let rows: Vec<(Uuid, String, bool, Option<Uuid>)> = sqlx::query_as(CENSUS_SQL)
+            .fetch_all(self.store.system_pool())
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, status, standing_agents_enabled, soa_id)| TenantCensus {
+                    id,
+                    status,
+                    standing_agents_enabled,
+                    soa_id,
+                },
+            )
+            .collect())
     }
 
     /// Every tenant, oldest first.

@@ -522,6 +522,52 @@ async fn tenants_are_unique_by_name_and_carry_the_gate_and_feature_flags(
     Ok(())
 }
 
+/// The bootstrap re-scan's one query: every tenant, its gate and status,
+/// and its oldest SOA of any status; other agent types never stand in.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_census_lists_every_tenant_with_its_oldest_soa(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let with_soa = tenant(&store, "with-soa").await?;
+    let compliance_only = tenant(&store, "compliance-only").await?;
+    let bare = tenant(&store, "bare").await?;
+    store
+        .tenants()
+        .set_standing_agents_enabled(with_soa, true)
+        .await?;
+    let first = soa(&store, with_soa).await?;
+    let second = soa(&store, with_soa).await?;
+    store
+        .instances()
+        .set_status(with_soa, first.id, InstanceStatus::Closed)
+        .await?;
+    store
+        .instances()
+        .create(
+            compliance_only,
+            NewInstance::foundational(AgentType::Compliance, InstanceStatus::Paused),
+        )
+        .await?;
+
+    let census = store.tenants().census().await?;
+    let ids: Vec<Uuid> = census.iter().map(|t| t.id).collect();
+    assert_eq!(
+        ids,
+        vec![with_soa, compliance_only, bare],
+        "oldest tenant first"
+    );
+    assert_eq!(
+        census[0].soa_id,
+        Some(first.id),
+        "the oldest SOA, closed or not"
+    );
+    assert_ne!(census[0].soa_id, Some(second.id));
+    assert!(census[0].standing_agents_enabled && census[0].status == "active");
+    assert_eq!(census[1].soa_id, None, "a Compliance instance is not a SOA");
+    assert!(!census[1].standing_agents_enabled);
+    assert_eq!(census[2].soa_id, None);
+    Ok(())
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn instances_start_foundational_and_start_seeds_the_opener(
     pool: PgPool,

@@ -166,6 +166,12 @@ impl Lanes {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether this replica registered `instance` as `tenant`'s SOA and
+    /// keeps its entry alive ([`Self::heartbeat_soas`]).
+    pub fn knows_soa(&self, tenant: Uuid, instance: Uuid) -> bool {
+        self.entries().get(&tenant) == Some(&instance)
+    }
+
     /// Make sure the tenant's SOA `instance` is in the registry (role
     /// Orchestration, capability `orchestration`) so it shows in the listing.
     /// The entry's id is the instance's own, so every control replica
