@@ -91,15 +91,30 @@ fn write(dir: &Path, name: &str, text: &str) -> anyhow::Result<String> {
     Ok(path.display().to_string())
 }
 
-#[test]
-fn each_bin_reads_its_config_file_beneath_env_and_flags() -> anyhow::Result<()> {
+/// A temporary directory with each case's file written in it, paired with
+/// its case; `None` (the test skips) when the binaries are not built.
+type WrittenCases = (tempfile::TempDir, Vec<(&'static Case, String)>);
+
+fn written_cases() -> anyhow::Result<Option<WrittenCases>> {
     if let Some(why) = binaries_missing() {
         println!("skipped: {why}");
-        return Ok(());
+        return Ok(None);
     }
     let dir = tempfile::tempdir()?;
+    let mut cases = Vec::new();
     for case in &CASES {
         let path = write(dir.path(), &format!("{}.toml", case.bin), case.file)?;
+        cases.push((case, path));
+    }
+    Ok(Some((dir, cases)))
+}
+
+#[test]
+fn each_bin_reads_its_config_file_beneath_env_and_flags() -> anyhow::Result<()> {
+    let Some((_dir, cases)) = written_cases()? else {
+        return Ok(());
+    };
+    for (case, path) in cases {
         // By flag, with env and a flag over two of the file's values.
         let out = run(
             case.bin,
@@ -146,13 +161,10 @@ fn each_bin_reads_its_config_file_beneath_env_and_flags() -> anyhow::Result<()> 
 /// without secrets round-trips: a masked one would set `***`.)
 #[test]
 fn each_bin_s_dump_is_a_config_file_it_accepts() -> anyhow::Result<()> {
-    if let Some(why) = binaries_missing() {
-        println!("skipped: {why}");
+    let Some((dir, cases)) = written_cases()? else {
         return Ok(());
-    }
-    let dir = tempfile::tempdir()?;
-    for case in &CASES {
-        let path = write(dir.path(), &format!("{}.toml", case.bin), case.file)?;
+    };
+    for (case, path) in cases {
         let out = run(case.bin, &["--config", &path, "--dump-config"], &[])?;
         ensure!(out.status.success(), "{}: {out:?}", case.bin);
         let dump = String::from_utf8(out.stdout)?;
