@@ -65,7 +65,8 @@ fn quick_run_completes_and_its_counts_add_up() -> anyhow::Result<()> {
             .as_i64()
             .is_some_and(|n| n >= 1_000)
     );
-    assert_eq!(report["explains"].as_array().map(Vec::len), Some(3));
+    // Claim, outbox, heartbeat check, and the bootstrap re-scan's census.
+    assert_eq!(report["explains"].as_array().map(Vec::len), Some(4));
     assert!(out_dir.path().join("report.md").is_file());
     Ok(())
 }
