@@ -785,9 +785,18 @@ impl Fleet {
 
         // From here on the database exists: a failure must drop it, so the
         // fleet value is built before anything else can fail.
+        // Named, so a reading of pg_stat_activity (the bench's idle report)
+        // tells the harness's connections from the services'.
+        let db_options = match db_url.parse::<sqlx::postgres::PgConnectOptions>() {
+            Ok(o) => o.application_name("genesis-e2e"),
+            Err(e) => {
+                drop_database(&db_name);
+                return Err(e.into());
+            }
+        };
         let db = match PgPoolOptions::new()
             .max_connections(4)
-            .connect(&db_url)
+            .connect_with(db_options)
             .await
         {
             Ok(db) => db,

@@ -815,6 +815,15 @@ async fn idle_fleet(
     let turns1: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
         .fetch_one(db)
         .await?;
+    counted();
+    let connections: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT coalesce(application_name, ''), count(*) FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid()
+            AND backend_type = 'client backend'
+          GROUP BY 1 ORDER BY 1",
+    )
+    .fetch_all(db)
+    .await?;
     let commits = (c1 - c0).max(0);
     let cpu = procs::cpu_delta(&cpu0, &cpu1);
     let cpu_total: f64 = cpu.iter().map(|(_, s)| s).sum();
@@ -828,6 +837,7 @@ async fn idle_fleet(
         turns: turns1 - turns0,
         llm_calls: llm1.saturating_sub(llm0),
         rss_kib: cpu1.iter().map(|s| (s.name.clone(), s.rss_kib)).collect(),
+        connections,
     };
     progress(&format!(
         "  {:.3} % of one core, {:.0} commits/min, {} turns, {} LLM calls",

@@ -96,6 +96,9 @@ pub struct IdleFigures {
     pub llm_calls: u64,
     /// VmRSS per service, idle.
     pub rss_kib: Vec<(String, u64)>,
+    /// Connections to the fleet database at the window's end, by
+    /// `application_name` (the services name theirs), the bench's own left out.
+    pub connections: Vec<(String, i64)>,
 }
 
 /// The back-pressure window: a large due backlog inserted at once.
@@ -463,6 +466,18 @@ impl Report {
                 s,
                 "- database commits per minute (fleet database): {:.0}",
                 i.commits_per_min
+            );
+            let held: Vec<String> = i
+                .connections
+                .iter()
+                .map(|(name, n)| {
+                    format!("{} {n}", if name.is_empty() { "(unnamed)" } else { name })
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "- database connections held (by application_name): {}",
+                held.join(", ")
             );
             let _ = writeln!(
                 s,

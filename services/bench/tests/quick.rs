@@ -60,6 +60,15 @@ fn quick_run_completes_and_its_counts_add_up() -> anyhow::Result<()> {
         "no pgbench figure"
     );
     assert_eq!(report["idle"]["llm_calls"], 0);
+    // Each service's connections are named, so the idle report attributes
+    // them (serialised as [name, count] pairs).
+    let held: Vec<(String, i64)> = serde_json::from_value(report["idle"]["connections"].clone())?;
+    for service in ["genesis-control", "genesis-supervisor"] {
+        assert!(
+            held.iter().any(|(name, n)| name == service && *n > 0),
+            "{service} holds no named connection: {held:?}"
+        );
+    }
     assert!(
         report["idle"]["instances"]
             .as_i64()

@@ -117,6 +117,10 @@ pub fn routes(state: &AppState) -> tonic::service::RoutesBuilder {
     b
 }
 
+/// The service's name in its metrics and in PostgreSQL's `application_name`
+/// of every connection it opens.
+pub const SERVICE_NAME: &str = "genesis-control";
+
 /// Build the shared state from configuration (pools are lazy: an
 /// unreachable database surfaces in `/readyz` and in RPCs, not here).
 pub async fn state(
@@ -124,11 +128,21 @@ pub async fn state(
     shutdown: CancellationToken,
 ) -> Result<AppState, ControlError> {
     config.validate()?;
-    let store = Store::connect(&config.database_url, StoreOptions::default()).await?;
+    let store = Store::connect(
+        &config.database_url,
+        StoreOptions {
+            application_name: Some(SERVICE_NAME.to_owned()),
+            ..StoreOptions::default()
+        },
+    )
+    .await?;
     let locks = PgPoolOptions::new()
         .max_connections(8)
         .acquire_timeout(Duration::from_secs(10))
-        .connect_lazy(&config.database_url)?;
+        .connect_lazy_with(genesis_store::connect_options(
+            &config.database_url,
+            Some(SERVICE_NAME),
+        )?);
     let lanes = lanes::Lanes::connect(&config, &store).await;
     let mut state = AppState::new(store, config, locks, shutdown);
     state.lanes = std::sync::Arc::new(lanes);
@@ -144,7 +158,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), ControlError> {
     let state = state(config, shutdown.clone()).await?;
-    genesis_telemetry::export_metrics("genesis-control", {
+    genesis_telemetry::export_metrics(SERVICE_NAME, {
         let metrics = state.metrics.clone();
         move || metrics.families()
     });

@@ -47,6 +47,7 @@ pub use modes::{ModeChange, ModeRow};
 pub use sessions::DashboardSession;
 pub use store::{
     DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DatabaseStats, Store, StoreOptions, TenantTx,
+    connect_options,
 };
 pub use tenants::{Tenant, TenantCensus};
 pub use tick::{

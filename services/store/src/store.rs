@@ -38,6 +38,10 @@ pub struct StoreOptions {
     /// which rolls it back and frees its row locks instead of stalling every
     /// tick that needs them.
     pub idle_in_transaction_timeout: Duration,
+    /// The `application_name` every connection reports (`pg_stat_activity`,
+    /// the server's `%a` log prefix), so an operator can tell which service
+    /// holds a connection or ran a statement. One the URL sets wins.
+    pub application_name: Option<String>,
 }
 
 impl Default for StoreOptions {
@@ -50,6 +54,7 @@ impl Default for StoreOptions {
                 .max_event_payload_bytes,
             batch: crate::batch::BatchOptions::default(),
             idle_in_transaction_timeout: DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
+            application_name: None,
         }
     }
 }
@@ -104,6 +109,26 @@ impl TenantTx {
     }
 }
 
+/// `url` parsed, with `application_name` set when the URL names none (an
+/// operator's own choice in the URL wins). Every pool a service opens goes
+/// through this, so all of its connections carry its name.
+pub fn connect_options(
+    url: &str,
+    application_name: Option<&str>,
+) -> Result<PgConnectOptions, StoreError> {
+    let opts: PgConnectOptions = url
+        .parse()
+        .map_err(|e: sqlx::Error| StoreError::invalid("database_url", e.to_string()))?;
+    Ok(named(opts, application_name))
+}
+
+fn named(opts: PgConnectOptions, application_name: Option<&str>) -> PgConnectOptions {
+    match application_name {
+        Some(name) if opts.get_application_name().is_none() => opts.application_name(name),
+        _ => opts,
+    }
+}
+
 fn pool_with_role(
     opts: PgConnectOptions,
     size: u32,
@@ -136,9 +161,7 @@ impl Store {
     /// statement surfaces a bad URL or an unreachable server as
     /// [`StoreError::Database`].
     pub async fn connect(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
-        let opts: PgConnectOptions = url
-            .parse()
-            .map_err(|e: sqlx::Error| StoreError::invalid("database_url", e.to_string()))?;
+        let opts = connect_options(url, None)?;
         options.batch.check()?;
         let store = Self::from_options(opts, options);
         store.ping().await?;
@@ -158,6 +181,7 @@ impl Store {
     }
 
     fn from_options(opts: PgConnectOptions, options: StoreOptions) -> Store {
+        let opts = named(opts, options.application_name.as_deref());
         // A startup parameter, so it holds from the first statement and for
         // both roles; appended to any `options` the URL carries.
         let opts = opts.options([(

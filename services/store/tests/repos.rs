@@ -817,3 +817,51 @@ async fn dashboard_sessions_open_only_for_usable_operator_tokens_of_their_tenant
     ));
     Ok(())
 }
+
+/// Every connection of a store reports the service's `application_name`
+/// (both roles' pools), unless the URL names one itself; a URL the driver
+/// cannot parse is refused naming the setting.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_store_s_connections_carry_the_service_s_application_name(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let named = Store::from_pool_with(
+        &pool,
+        StoreOptions {
+            application_name: Some("genesis-test-service".into()),
+            ..StoreOptions::default()
+        },
+    );
+    let t = tenant(&named, "a").await?;
+    let mut tx = named.tenant_tx(t).await?;
+    let tenant_side: String = sqlx::query_scalar("SELECT current_setting('application_name')")
+        .fetch_one(tx.conn())
+        .await?;
+    tx.commit().await?;
+    assert_eq!(tenant_side, "genesis-test-service");
+    // The system pool made the tenant above; its backend shows the name too.
+    let system_side: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name = 'genesis-test-service'",
+    )
+    .fetch_one(&pool)
+    .await?;
+    assert!(system_side >= 2, "{system_side} named backends");
+
+    let url = "postgres://u@h:5432/db";
+    let opts = genesis_store::connect_options(url, Some("genesis-control"))?;
+    assert_eq!(opts.get_application_name(), Some("genesis-control"));
+    let own = genesis_store::connect_options(&format!("{url}?application_name=ops"), Some("x"))?;
+    assert_eq!(
+        own.get_application_name(),
+        Some("ops"),
+        "the URL's own wins"
+    );
+    assert_eq!(
+        genesis_store::connect_options(url, None)?.get_application_name(),
+        None
+    );
+    let err = genesis_store::connect_options("postgres://h:notaport/db", Some("x")).unwrap_err();
+    assert!(err.to_string().contains("database_url"), "{err}");
+    Ok(())
+}

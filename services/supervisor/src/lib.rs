@@ -57,6 +57,10 @@ pub struct Parts {
     pub governance: Arc<dyn Governance>,
 }
 
+/// The service's name in its metrics and in PostgreSQL's `application_name`
+/// of every connection it opens.
+pub const SERVICE_NAME: &str = "genesis-supervisor";
+
 /// Connect to the database and serve until `shutdown` is cancelled, with the
 /// standard tool registry and the tenant's constitution as the governance
 /// gate (rules cached per tenant for `DEFAULT_RULES_TTL`).
@@ -72,6 +76,7 @@ pub async fn run(
             workers: config.store_batch_workers,
             shared: config.store_batch_shared,
         },
+        application_name: Some(SERVICE_NAME.to_owned()),
         ..StoreOptions::default()
     };
     let store = Store::connect(&config.database_url, store_options)
@@ -102,7 +107,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let metrics = Arc::new(metrics::Metrics::default());
     metrics.observe_store_batches(parts.store.batch_counters());
-    genesis_telemetry::export_metrics("genesis-supervisor", {
+    genesis_telemetry::export_metrics(SERVICE_NAME, {
         let metrics = metrics.clone();
         move || metrics.families()
     });
