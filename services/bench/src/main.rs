@@ -86,6 +86,12 @@ struct Plan {
     warmup: Duration,
     idle_instances: i64,
     idle_window: Duration,
+    /// Each per-process window of the idle fleet (the other service
+    /// stopped), and the wait before it for the stopped process's database
+    /// backends to flush their statistics (PostgreSQL flushes an idle
+    /// backend's within 10 s).
+    idle_split_window: Duration,
+    idle_split_settle: Duration,
     pgbench_secs: u32,
     peer_jobs: u64,
     backlog_events: i64,
@@ -103,6 +109,8 @@ impl Plan {
                 warmup: Duration::from_millis(300),
                 idle_instances: 1_000,
                 idle_window: Duration::from_secs(3),
+                idle_split_window: Duration::from_secs(1),
+                idle_split_settle: Duration::ZERO,
                 pgbench_secs: 1,
                 peer_jobs: 0,
                 backlog_events: 3_000,
@@ -117,6 +125,8 @@ impl Plan {
                 warmup: Duration::from_secs(2),
                 idle_instances: 100_000,
                 idle_window: Duration::from_secs(60),
+                idle_split_window: Duration::from_secs(30),
+                idle_split_settle: Duration::from_secs(11),
                 pgbench_secs: 10,
                 peer_jobs: 5_000,
                 backlog_events: 1_000_000,
@@ -825,6 +835,7 @@ async fn idle_fleet(
     .fetch_all(db)
     .await?;
     let commits = (c1 - c0).max(0);
+    let commits_by_process = commits_by_process(fleet, db, plan).await?;
     let cpu = procs::cpu_delta(&cpu0, &cpu1);
     let cpu_total: f64 = cpu.iter().map(|(_, s)| s).sum();
     let figures = report::IdleFigures {
@@ -838,12 +849,47 @@ async fn idle_fleet(
         llm_calls: llm1.saturating_sub(llm0),
         rss_kib: cpu1.iter().map(|s| (s.name.clone(), s.rss_kib)).collect(),
         connections,
+        commits_by_process,
     };
     progress(&format!(
         "  {:.3} % of one core, {:.0} commits/min, {} turns, {} LLM calls",
         figures.core_percent, figures.commits_per_min, figures.turns, figures.llm_calls
     ));
     Ok(figures)
+}
+
+/// Database commits per minute of control and of the supervisor apart, on
+/// the idle fleet: each is measured alone while the other is stopped
+/// (SIGSTOP, continued after its window). The pods never connect to the
+/// database; the publisher runs inside control.
+async fn commits_by_process(
+    fleet: &Fleet,
+    db: &PgPool,
+    plan: &Plan,
+) -> anyhow::Result<Vec<(String, f64)>> {
+    let pid = |name: &str| {
+        fleet
+            .processes()
+            .into_iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.pid)
+            .with_context(|| format!("{name} is not running"))
+    };
+    let mut out = Vec::new();
+    for (alone, stopped) in [("control", "supervisor"), ("supervisor", "control")] {
+        let _held = procs::Stopped::new(pid(stopped)?)?;
+        tokio::time::sleep(plan.idle_split_settle).await;
+        let (c0, _) = db_counters(db).await?;
+        let t0 = Instant::now();
+        tokio::time::sleep(plan.idle_split_window).await;
+        let (c1, _) = db_counters(db).await?;
+        let per_min = (c1 - c0).max(0) as f64 * 60.0 / t0.elapsed().as_secs_f64();
+        progress(&format!(
+            "  {alone} alone ({stopped} stopped): {per_min:.0} commits/min"
+        ));
+        out.push((alone.to_owned(), per_min));
+    }
+    Ok(out)
 }
 
 /// Insert `plan.backlog_events` due events at once (spread over the idle

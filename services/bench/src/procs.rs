@@ -94,6 +94,36 @@ pub fn sample(fleet: &Fleet) -> Vec<ProcSample> {
     samples
 }
 
+/// A fleet process held stopped (SIGSTOP) while this lives and continued
+/// (SIGCONT) when it is dropped, so a failing window never leaves a service
+/// frozen.
+pub struct Stopped(u32);
+
+impl Stopped {
+    /// Stop `pid`.
+    pub fn new(pid: u32) -> anyhow::Result<Stopped> {
+        signal("STOP", pid)?;
+        Ok(Stopped(pid))
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Err(e) = signal("CONT", self.0) {
+            eprintln!("bench: could not continue process {}: {e}", self.0);
+        }
+    }
+}
+
+fn signal(name: &str, pid: u32) -> anyhow::Result<()> {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()?;
+    anyhow::ensure!(status.success(), "kill -{name} {pid}: {status}");
+    Ok(())
+}
+
 /// The shared servers [`sample`] sums by command name.
 pub const SERVERS: &[&str] = &["postgres", "nats-server"];
 
@@ -176,6 +206,39 @@ async fn fleet_counter(fleet: &Fleet, process: &str, sample: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The state letter of `/proc/<pid>/stat` (after the command's `)`).
+    fn state(pid: u32) -> char {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        let after = stat.rsplit_once(')').expect("comm").1;
+        after.trim_start().chars().next().expect("state")
+    }
+
+    #[test]
+    fn a_stopped_process_is_continued_when_the_guard_drops() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id();
+        // A signal takes effect when the target next runs: poll for it.
+        let settles_to = |stopped: bool| {
+            (0..500).any(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                (state(pid) == 'T') == stopped
+            })
+        };
+        let held = Stopped::new(pid).expect("stop");
+        let stopped = settles_to(true);
+        drop(held);
+        let continued = settles_to(false);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(stopped, "never stopped");
+        assert!(continued, "not continued on drop");
+        // A process that is not there is an error, not a silent no-op.
+        assert!(Stopped::new(u32::MAX / 2).is_err());
+    }
 
     #[test]
     fn counter_reads_the_named_sample_and_ignores_comments() {

@@ -99,6 +99,9 @@ pub struct IdleFigures {
     /// Connections to the fleet database at the window's end, by
     /// `application_name` (the services name theirs), the bench's own left out.
     pub connections: Vec<(String, i64)>,
+    /// Database commits per minute of each service measured alone, the
+    /// other stopped (control includes its publisher; pods never connect).
+    pub commits_by_process: Vec<(String, f64)>,
 }
 
 /// The back-pressure window: a large due backlog inserted at once.
@@ -466,6 +469,16 @@ impl Report {
                 s,
                 "- database commits per minute (fleet database): {:.0}",
                 i.commits_per_min
+            );
+            let alone: Vec<String> = i
+                .commits_by_process
+                .iter()
+                .map(|(name, per_min)| format!("{name} {per_min:.0}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "- of them by process, each measured alone with the other stopped (SIGSTOP): {} (control includes its publisher; the pods never connect)",
+                alone.join(", ")
             );
             let held: Vec<String> = i
                 .connections

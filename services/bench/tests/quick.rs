@@ -63,6 +63,10 @@ fn quick_run_completes_and_its_counts_add_up() -> anyhow::Result<()> {
     // Each service's connections are named, so the idle report attributes
     // them (serialised as [name, count] pairs).
     let held: Vec<(String, i64)> = serde_json::from_value(report["idle"]["connections"].clone())?;
+    let alone: Vec<(String, f64)> =
+        serde_json::from_value(report["idle"]["commits_by_process"].clone())?;
+    let names: Vec<&str> = alone.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["control", "supervisor"], "{alone:?}");
     for service in ["genesis-control", "genesis-supervisor"] {
         assert!(
             held.iter().any(|(name, n)| name == service && *n > 0),
