@@ -811,6 +811,7 @@ async fn idle_fleet(
             .collect()
     };
     let cpu0 = services(fleet);
+    let vac0 = autovacuum_runs(db).await?;
     let (c0, _) = db_counters(db).await?;
     counted();
     let turns0: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
@@ -820,6 +821,7 @@ async fn idle_fleet(
     tokio::time::sleep(plan.idle_window).await;
     let secs = t0.elapsed().as_secs_f64();
     let (c1, _) = db_counters(db).await?;
+    let autovacuum_runs = autovacuum_runs(db).await? - vac0;
     let cpu1 = services(fleet);
     let llm1 = procs::llm_calls(fleet).await;
     let turns1: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
@@ -850,12 +852,29 @@ async fn idle_fleet(
         rss_kib: cpu1.iter().map(|s| (s.name.clone(), s.rss_kib)).collect(),
         connections,
         commits_by_process,
+        autovacuum_runs,
     };
     progress(&format!(
         "  {:.3} % of one core, {:.0} commits/min, {} turns, {} LLM calls",
         figures.core_percent, figures.commits_per_min, figures.turns, figures.llm_calls
     ));
     Ok(figures)
+}
+
+/// Autovacuum and autoanalyze runs on the fleet database's tables so far:
+/// their transactions count in `xact_commit` too, and a freshly loaded
+/// idle fleet draws some.
+async fn autovacuum_runs(db: &PgPool) -> anyhow::Result<i64> {
+    counted();
+    sqlx::query("SELECT pg_stat_clear_snapshot()")
+        .execute(db)
+        .await?;
+    counted();
+    Ok(sqlx::query_scalar(
+        "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0)::bigint FROM pg_stat_user_tables",
+    )
+    .fetch_one(db)
+    .await?)
 }
 
 /// Database commits per minute of control and of the supervisor apart, on
@@ -904,6 +923,12 @@ async fn backlog_window(
 ) -> anyhow::Result<report::BacklogFigures> {
     const DEPTH: i64 = 10;
     let t0 = Instant::now();
+    // The events, their instances' sequence counters and the wake-up in one
+    // transaction: committed apart, the outbox could publish the events and
+    // the supervisor claim them (locking instance rows in id order) while
+    // the counter update still walked the same rows in another order, and
+    // PostgreSQL broke the deadlock by failing one side.
+    let mut tx = db.begin().await?;
     counted();
     let inserted = sqlx::query(
         "WITH targets AS (
@@ -917,22 +942,21 @@ async fn backlog_window(
     .bind(plan.backlog_events)
     .bind(DEPTH)
     .bind(BENCH_KIND)
-    .execute(db)
+    .execute(&mut *tx)
     .await?
     .rows_affected() as i64;
-    counted();
     sqlx::query(
         "UPDATE agent_instances i SET event_sequence = m.s
            FROM (SELECT instance_id, max(sequence_number) AS s FROM agent_event_queue
                   WHERE payload->>'benchRun' = 'backlog' GROUP BY instance_id) m
           WHERE i.id = m.instance_id",
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
-    counted();
     sqlx::query("SELECT pg_notify('genesis_due', '')")
-        .execute(db)
+        .execute(&mut *tx)
         .await?;
+    tx.commit().await?;
     let insert_secs = t0.elapsed().as_secs_f64();
     progress(&format!(
         "  {inserted} events in {insert_secs:.1} s; sampling {:?}",

@@ -102,6 +102,9 @@ pub struct IdleFigures {
     /// Database commits per minute of each service measured alone, the
     /// other stopped (control includes its publisher; pods never connect).
     pub commits_by_process: Vec<(String, f64)>,
+    /// Autovacuum and autoanalyze runs in the window (PostgreSQL's own
+    /// commits, counted in the fleet database's total).
+    pub autovacuum_runs: i64,
 }
 
 /// The back-pressure window: a large due backlog inserted at once.
@@ -467,8 +470,8 @@ impl Report {
             );
             let _ = writeln!(
                 s,
-                "- database commits per minute (fleet database): {:.0}",
-                i.commits_per_min
+                "- database commits per minute (fleet database): {:.0}, with {} autovacuum/autoanalyze runs in the window",
+                i.commits_per_min, i.autovacuum_runs
             );
             let alone: Vec<String> = i
                 .commits_by_process
