@@ -162,6 +162,17 @@ pub fn free_port() -> anyhow::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
+/// Send signal `name` (`TERM`, `STOP`, `CONT`, ...) to `pid`; a process
+/// that is not there is an error.
+pub fn signal(name: &str, pid: u32) -> anyhow::Result<()> {
+    let sent = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()?;
+    ensure!(sent.success(), "kill -{name} {pid} failed: {sent}");
+    Ok(())
+}
+
 /// A short random lower-case hex suffix for names.
 pub fn suffix() -> String {
     format!("{:08x}", rand::random::<u32>())
@@ -787,22 +798,20 @@ impl Fleet {
         // fleet value is built before anything else can fail.
         // Named, so a reading of pg_stat_activity (the bench's idle report)
         // tells the harness's connections from the services'.
-        let db_options = match db_url.parse::<sqlx::postgres::PgConnectOptions>() {
-            Ok(o) => o.application_name("genesis-e2e"),
-            Err(e) => {
-                drop_database(&db_name);
-                return Err(e.into());
-            }
+        let connected = async {
+            let options = genesis_store::connect_options(&db_url, Some("genesis-e2e"))?;
+            anyhow::Ok(
+                PgPoolOptions::new()
+                    .max_connections(4)
+                    .connect_with(options)
+                    .await?,
+            )
         };
-        let db = match PgPoolOptions::new()
-            .max_connections(4)
-            .connect_with(db_options)
-            .await
-        {
+        let db = match connected.await {
             Ok(db) => db,
             Err(e) => {
                 drop_database(&db_name);
-                return Err(e.into());
+                return Err(e);
             }
         };
         let control_grpc: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
@@ -1047,9 +1056,7 @@ impl Fleet {
             .child
             .as_mut()
             .ok_or_else(|| anyhow!("{name} is not running"))?;
-        let pid = child.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status()?;
-        ensure!(sent.success(), "kill -TERM {pid} failed");
+        signal("TERM", child.id())?;
         let deadline = tokio::time::Instant::now() + within;
         loop {
             if let Some(status) = child.try_wait()? {

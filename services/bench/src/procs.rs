@@ -102,26 +102,17 @@ pub struct Stopped(u32);
 impl Stopped {
     /// Stop `pid`.
     pub fn new(pid: u32) -> anyhow::Result<Stopped> {
-        signal("STOP", pid)?;
+        genesis_e2e::signal("STOP", pid)?;
         Ok(Stopped(pid))
     }
 }
 
 impl Drop for Stopped {
     fn drop(&mut self) {
-        if let Err(e) = signal("CONT", self.0) {
+        if let Err(e) = genesis_e2e::signal("CONT", self.0) {
             eprintln!("bench: could not continue process {}: {e}", self.0);
         }
     }
-}
-
-fn signal(name: &str, pid: u32) -> anyhow::Result<()> {
-    let status = std::process::Command::new("kill")
-        .arg(format!("-{name}"))
-        .arg(pid.to_string())
-        .status()?;
-    anyhow::ensure!(status.success(), "kill -{name} {pid}: {status}");
-    Ok(())
 }
 
 /// The shared servers [`sample`] sums by command name.
