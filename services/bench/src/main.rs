@@ -503,22 +503,38 @@ fn spawn_feeder(
     })
 }
 
-/// (commits of the services, rows written) on the fleet database so far:
-/// the server's `xact_commit` less this process's own statements.
-async fn db_counters(db: &PgPool) -> anyhow::Result<(i64, i64)> {
+/// The fleet database's counters so far, read in one statement.
+struct DbCounters {
+    /// Commits of the services: the server's `xact_commit` less this
+    /// process's own statements.
+    commits: i64,
+    /// Rows inserted, updated and deleted.
+    writes: i64,
+    /// Autovacuum and autoanalyze runs on its tables: their transactions
+    /// count in `xact_commit` too, and a freshly loaded idle fleet may draw some.
+    autovacuum_runs: i64,
+}
+
+async fn db_counters(db: &PgPool) -> anyhow::Result<DbCounters> {
     counted();
     counted();
     sqlx::query("SELECT pg_stat_clear_snapshot()")
         .execute(db)
         .await?;
     let r = sqlx::query(
-        "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted AS w
+        "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted AS w,
+                (SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0)::bigint
+                   FROM pg_stat_user_tables) AS vac
            FROM pg_stat_database WHERE datname = current_database()",
     )
     .fetch_one(db)
     .await?;
     let own = BENCH_STATEMENTS.load(Ordering::Relaxed) as i64;
-    Ok((r.try_get::<i64, _>("xact_commit")? - own, r.try_get("w")?))
+    Ok(DbCounters {
+        commits: r.try_get::<i64, _>("xact_commit")? - own,
+        writes: r.try_get("w")?,
+        autovacuum_runs: r.try_get("vac")?,
+    })
 }
 
 async fn bench_turns(db: &PgPool) -> anyhow::Result<i64> {
@@ -554,13 +570,13 @@ async fn throughput(
     tokio::time::sleep(plan.warmup).await;
     let cpu0 = procs::sample(fleet);
     let held0 = procs::claims(fleet, "lease_held").await;
-    let (c0, w0) = db_counters(db).await?;
+    let d0 = db_counters(db).await?;
     let n0 = bench_turns(db).await?;
     let t0 = Instant::now();
     tokio::time::sleep(plan.window).await;
     let n1 = bench_turns(db).await?;
     let elapsed = t0.elapsed().as_secs_f64();
-    let (c1, w1) = db_counters(db).await?;
+    let d1 = db_counters(db).await?;
     let held1 = procs::claims(fleet, "lease_held").await;
     let cpu1 = procs::sample(fleet);
     stop.store(true, Ordering::SeqCst);
@@ -579,8 +595,8 @@ async fn throughput(
         ticks,
         secs: elapsed,
         ticks_per_sec: ticks as f64 / elapsed,
-        commits_per_tick: per(c1 - c0),
-        rows_written_per_tick: per(w1 - w0),
+        commits_per_tick: per(d1.commits - d0.commits),
+        rows_written_per_tick: per(d1.writes - d0.writes),
         lease_held_per_tick: per(i64::try_from(held1.saturating_sub(held0)).unwrap_or(i64::MAX)),
         cpu_secs: procs::cpu_delta(&cpu0, &cpu1),
         rss_kib: cpu1
@@ -811,8 +827,7 @@ async fn idle_fleet(
             .collect()
     };
     let cpu0 = services(fleet);
-    let vac0 = autovacuum_runs(db).await?;
-    let (c0, _) = db_counters(db).await?;
+    let d0 = db_counters(db).await?;
     counted();
     let turns0: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
         .fetch_one(db)
@@ -820,8 +835,7 @@ async fn idle_fleet(
     let t0 = Instant::now();
     tokio::time::sleep(plan.idle_window).await;
     let secs = t0.elapsed().as_secs_f64();
-    let (c1, _) = db_counters(db).await?;
-    let autovacuum_runs = autovacuum_runs(db).await? - vac0;
+    let d1 = db_counters(db).await?;
     let cpu1 = services(fleet);
     let llm1 = procs::llm_calls(fleet).await;
     let turns1: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
@@ -836,7 +850,7 @@ async fn idle_fleet(
     )
     .fetch_all(db)
     .await?;
-    let commits = (c1 - c0).max(0);
+    let commits = (d1.commits - d0.commits).max(0);
     let commits_by_process = commits_by_process(fleet, db, plan).await?;
     let cpu = procs::cpu_delta(&cpu0, &cpu1);
     let cpu_total: f64 = cpu.iter().map(|(_, s)| s).sum();
@@ -852,29 +866,13 @@ async fn idle_fleet(
         rss_kib: cpu1.iter().map(|s| (s.name.clone(), s.rss_kib)).collect(),
         connections,
         commits_by_process,
-        autovacuum_runs,
+        autovacuum_runs: d1.autovacuum_runs - d0.autovacuum_runs,
     };
     progress(&format!(
         "  {:.3} % of one core, {:.0} commits/min, {} turns, {} LLM calls",
         figures.core_percent, figures.commits_per_min, figures.turns, figures.llm_calls
     ));
     Ok(figures)
-}
-
-/// Autovacuum and autoanalyze runs on the fleet database's tables so far:
-/// their transactions count in `xact_commit` too, and a freshly loaded
-/// idle fleet draws some.
-async fn autovacuum_runs(db: &PgPool) -> anyhow::Result<i64> {
-    counted();
-    sqlx::query("SELECT pg_stat_clear_snapshot()")
-        .execute(db)
-        .await?;
-    counted();
-    Ok(sqlx::query_scalar(
-        "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0)::bigint FROM pg_stat_user_tables",
-    )
-    .fetch_one(db)
-    .await?)
 }
 
 /// Database commits per minute of control and of the supervisor apart, on
@@ -898,10 +896,10 @@ async fn commits_by_process(
     for (alone, stopped) in [("control", "supervisor"), ("supervisor", "control")] {
         let _held = procs::Stopped::new(pid(stopped)?)?;
         tokio::time::sleep(plan.idle_split_settle).await;
-        let (c0, _) = db_counters(db).await?;
+        let c0 = db_counters(db).await?.commits;
         let t0 = Instant::now();
         tokio::time::sleep(plan.idle_split_window).await;
-        let (c1, _) = db_counters(db).await?;
+        let c1 = db_counters(db).await?.commits;
         let per_min = (c1 - c0).max(0) as f64 * 60.0 / t0.elapsed().as_secs_f64();
         progress(&format!(
             "  {alone} alone ({stopped} stopped): {per_min:.0} commits/min"
