@@ -97,7 +97,9 @@ pub struct IdleFigures {
     /// VmRSS per service, idle.
     pub rss_kib: Vec<(String, u64)>,
     /// Connections to the fleet database at the window's end, by
-    /// `application_name` (the services name theirs), the bench's own left out.
+    /// `application_name` (the services name theirs; the harness's pool,
+    /// which the bench reads through, is `genesis-e2e`), the reading
+    /// connection itself left out.
     pub connections: Vec<(String, i64)>,
     /// Database commits per minute of each service measured alone, the
     /// other stopped (control includes its publisher; pods never connect).
