@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use genesis_core::presets::{DEFAULT_PRESET_NAME, DefaultProvider, SEEDED_SITES, code_default};
-use genesis_core::{AgentType, InstanceStatus};
+use genesis_core::{AgentType, InstanceStatus, TenantStatus};
 use genesis_store::llm::{DefaultSeed, PresetCouple};
 use genesis_store::{InstanceRow, NewInstance, Store, TenantCensus};
 use sqlx::PgPool;
@@ -302,7 +302,7 @@ pub async fn bootstrap_tenant(state: &AppState, tenant_id: Uuid) -> Result<bool,
         return Ok(false);
     }
     let tenant = state.store.tenants().get(tenant_id).await?;
-    if !tenant.standing_agents_enabled || tenant.status != "active" {
+    if !tenant.standing_agents_enabled || tenant.status != TenantStatus::Active {
         return Ok(false);
     }
     let (soa, created) = ensure_soa(
@@ -348,7 +348,7 @@ pub fn scan_step(
     soa_gates_on: bool,
     registered: bool,
 ) -> ScanStep {
-    if tenant.status != "active" {
+    if tenant.status != TenantStatus::Active {
         return ScanStep::Nothing;
     }
     if !seeded {
@@ -456,10 +456,10 @@ pub async fn run_bootstrap(state: AppState, rescan: Duration, shutdown: Cancella
 mod tests {
     use super::*;
 
-    fn tenant(status: &str, enabled: bool, soa: Option<Uuid>) -> TenantCensus {
+    fn tenant(status: TenantStatus, enabled: bool, soa: Option<Uuid>) -> TenantCensus {
         TenantCensus {
             id: Uuid::now_v7(),
-            status: status.into(),
+            status,
             standing_agents_enabled: enabled,
             soa_id: soa,
         }
@@ -468,23 +468,24 @@ mod tests {
     #[test]
     fn a_tenant_with_nothing_missing_gets_nothing() {
         let soa = Uuid::now_v7();
-        let t = tenant("active", true, Some(soa));
+        let t = tenant(TenantStatus::Active, true, Some(soa));
         assert_eq!(scan_step(&t, true, true, true), ScanStep::Nothing);
         // Gates off at either level: the SOA part is not this scan's.
         assert_eq!(scan_step(&t, true, false, false), ScanStep::Nothing);
-        let off = tenant("active", false, None);
+        let off = tenant(TenantStatus::Active, false, None);
         assert_eq!(scan_step(&off, true, true, false), ScanStep::Nothing);
     }
 
     #[test]
     fn an_inactive_tenant_is_neither_seeded_nor_given_a_soa() {
-        for status in ["suspended", "deleted", ""] {
-            let t = tenant(status, true, None);
-            assert_eq!(
-                scan_step(&t, false, true, false),
-                ScanStep::Nothing,
-                "{status}"
-            );
+        for status in TenantStatus::ALL {
+            let t = tenant(*status, true, None);
+            let expected = if *status == TenantStatus::Active {
+                ScanStep::Bootstrap
+            } else {
+                ScanStep::Nothing
+            };
+            assert_eq!(scan_step(&t, false, true, false), expected, "{status}");
         }
     }
 
@@ -495,17 +496,17 @@ mod tests {
             (true, true, Some(Uuid::now_v7())),
             (true, false, None),
         ] {
-            let t = tenant("active", enabled, soa);
+            let t = tenant(TenantStatus::Active, enabled, soa);
             assert_eq!(scan_step(&t, false, gates, true), ScanStep::Bootstrap);
         }
     }
 
     #[test]
     fn a_missing_soa_is_created_and_an_unknown_one_registered() {
-        let t = tenant("active", true, None);
+        let t = tenant(TenantStatus::Active, true, None);
         assert_eq!(scan_step(&t, true, true, false), ScanStep::Bootstrap);
         let soa = Uuid::now_v7();
-        let t = tenant("active", true, Some(soa));
+        let t = tenant(TenantStatus::Active, true, Some(soa));
         assert_eq!(scan_step(&t, true, true, false), ScanStep::Register(soa));
     }
 }

@@ -21,7 +21,7 @@ pub fn tenant(t: &Tenant) -> v1::Tenant {
         standing_agents_enabled: t.standing_agents_enabled,
         features: t.feature_flags.clone().into_iter().collect(),
         created_at: Some(timestamp_from_chrono(t.created_at)),
-        status: t.status.clone(),
+        status: t.status.as_str().to_owned(),
     }
 }
 

@@ -223,6 +223,40 @@ stored_enum! {
     }
 }
 
+impl MissionStatus {
+    /// Whether no further change is allowed (completed, cancelled).
+    pub const fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Cancelled)
+    }
+
+    /// The lifecycle: proposed → active | cancelled; active → blocked |
+    /// completed | cancelled; blocked → active | cancelled; the terminal
+    /// statuses never change. Staying in the same status is not a
+    /// transition: the store answers it without writing or enqueueing.
+    pub const fn can_become(self, to: Self) -> bool {
+        matches!(
+            (self, to),
+            (Self::Proposed, Self::Active | Self::Cancelled)
+                | (
+                    Self::Active,
+                    Self::Blocked | Self::Completed | Self::Cancelled
+                )
+                | (Self::Blocked, Self::Active | Self::Cancelled)
+        )
+    }
+}
+
+stored_enum! {
+    /// Status of a `tenants` row. Only an active tenant runs standing
+    /// agents or is bootstrapped; the schema's CHECK holds the same list.
+    TenantStatus {
+        /// Serving.
+        Active => "active",
+        /// Kept, but nothing of it is started.
+        Suspended => "suspended",
+    }
+}
+
 stored_enum! {
     /// What an API token may reach.
     TokenScope {
@@ -391,6 +425,7 @@ mod tests {
         round_trips(AttentionKind::ALL);
         round_trips(AttentionStatus::ALL);
         round_trips(MissionStatus::ALL);
+        round_trips(TenantStatus::ALL);
         round_trips(TokenScope::ALL);
     }
 
@@ -513,5 +548,46 @@ mod tests {
             Phase::ALL,
             ["idle", "idle:blocked", "acted", "escalated", "halted:stuck"]
         );
+    }
+
+    #[test]
+    fn mission_terminal_statuses_never_change() {
+        use MissionStatus::*;
+        for to in MissionStatus::ALL {
+            assert!(!Completed.can_become(*to));
+            assert!(!Cancelled.can_become(*to));
+        }
+        assert!(Completed.is_terminal() && Cancelled.is_terminal());
+        assert!(!Proposed.is_terminal() && !Active.is_terminal() && !Blocked.is_terminal());
+    }
+
+    #[test]
+    fn mission_lifecycle_allows_only_forward_and_unblock_moves() {
+        use MissionStatus::*;
+        let allowed = [
+            (Proposed, Active),
+            (Proposed, Cancelled),
+            (Active, Blocked),
+            (Active, Completed),
+            (Active, Cancelled),
+            (Blocked, Active),
+            (Blocked, Cancelled),
+        ];
+        for from in MissionStatus::ALL {
+            for to in MissionStatus::ALL {
+                assert_eq!(
+                    from.can_become(*to),
+                    allowed.contains(&(*from, *to)),
+                    "{from} -> {to}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn tenant_status_matches_the_schema_check() {
+        let texts: Vec<_> = TenantStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(texts, ["active", "suspended"]);
+        assert!("Active".parse::<TenantStatus>().is_err());
     }
 }

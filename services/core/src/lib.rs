@@ -32,7 +32,8 @@ pub use budget::{
 pub use cadence::{compute_next_heartbeat_delay, compute_tick_delay};
 pub use enums::{
     AgentDecisionKind, AgentEventKind, AgentSignalKind, AgentType, AttentionKind, AttentionStatus,
-    InstanceStatus, MessageDirection, MissionStatus, ModeChangeSource, Phase, TokenScope,
+    InstanceStatus, MessageDirection, MissionStatus, ModeChangeSource, Phase, TenantStatus,
+    TokenScope,
 };
 pub use error::CoreError;
 pub use mapper::{AgentDecisionMapper, Completion, MappedDecision, TickOutcome};

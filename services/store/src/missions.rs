@@ -6,11 +6,8 @@
 //! Must never start a mission agent, and never write a status outside the
 //! transition table of [`MissionStatus::can_become`].
 
-use std::fmt;
-use std::str::FromStr;
-
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::error::StoreError;
@@ -25,95 +22,9 @@ pub const MAX_DESCRIPTION_BYTES: usize = 16 * 1024;
 /// Longest kind accepted.
 pub const MAX_KIND_BYTES: usize = 100;
 
-/// A mission's status, stored lower case (docs/internals.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MissionStatus {
-    /// Created by `soa_propose_task`, not yet started.
-    Proposed,
-    /// Being worked on.
-    Active,
-    /// Waiting on something outside the mission.
-    Blocked,
-    /// Done (terminal).
-    Completed,
-    /// Abandoned (terminal).
-    Cancelled,
-}
-
-impl MissionStatus {
-    /// Every status, in lifecycle order.
-    pub const ALL: &'static [Self] = &[
-        Self::Proposed,
-        Self::Active,
-        Self::Blocked,
-        Self::Completed,
-        Self::Cancelled,
-    ];
-
-    /// The stored text form.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Proposed => "proposed",
-            Self::Active => "active",
-            Self::Blocked => "blocked",
-            Self::Completed => "completed",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    /// Whether no further change is allowed (completed, cancelled).
-    pub const fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Cancelled)
-    }
-
-    /// The lifecycle: proposed → active | cancelled; active → blocked |
-    /// completed | cancelled; blocked → active | cancelled; the terminal
-    /// statuses never change. Staying in the same status is not a transition
-    /// (see [`Missions::set_status`]).
-    pub const fn can_become(self, to: Self) -> bool {
-        matches!(
-            (self, to),
-            (Self::Proposed, Self::Active | Self::Cancelled)
-                | (
-                    Self::Active,
-                    Self::Blocked | Self::Completed | Self::Cancelled
-                )
-                | (Self::Blocked, Self::Active | Self::Cancelled)
-        )
-    }
-}
-
-impl fmt::Display for MissionStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for MissionStatus {
-    type Err = StoreError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| {
-                StoreError::invalid(
-                    "status",
-                    format!(
-                        "unknown mission status {s:?}; expected one of proposed, active, blocked, completed, cancelled"
-                    ),
-                )
-            })
-    }
-}
-
-impl<'de> Deserialize<'de> for MissionStatus {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
+/// A mission's status and its lifecycle rule live in genesis-core, beside
+/// the other stored enumerations.
+pub use genesis_core::MissionStatus;
 
 /// A `missions` row.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -345,37 +256,5 @@ fn enqueued_event(raw: serde_json::Value) -> Result<EventRow, StoreError> {
         (other, _) => Err(StoreError::Database(format!(
             "unexpected enqueue outcome {other:?}"
         ))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::MissionStatus::{self, *};
-
-    #[test]
-    fn terminal_statuses_never_change() {
-        for to in MissionStatus::ALL {
-            assert!(!Completed.can_become(*to));
-            assert!(!Cancelled.can_become(*to));
-        }
-    }
-
-    #[test]
-    fn lifecycle_allows_only_forward_and_unblock_moves() {
-        assert!(Proposed.can_become(Active));
-        assert!(Active.can_become(Blocked));
-        assert!(Blocked.can_become(Active));
-        assert!(Active.can_become(Completed));
-        assert!(!Proposed.can_become(Completed));
-        assert!(!Active.can_become(Proposed));
-        assert!(!Active.can_become(Active));
-    }
-
-    #[test]
-    fn status_text_round_trips_and_unknown_is_refused() {
-        for s in MissionStatus::ALL {
-            assert_eq!(s.as_str().parse::<MissionStatus>().ok(), Some(*s));
-        }
-        assert!("Active".parse::<MissionStatus>().is_err());
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use genesis_core::TenantStatus;
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -23,7 +24,7 @@ pub struct Tenant {
     /// The tenant level of the standing-agents gate (default off).
     pub standing_agents_enabled: bool,
     pub feature_flags: BTreeMap<String, bool>,
-    pub status: String,
+    pub status: TenantStatus,
     pub created_at: DateTime<Utc>,
 }
 
@@ -48,8 +49,8 @@ pub const CENSUS_SQL: &str = "SELECT t.id, t.status, t.standing_agents_enabled,
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantCensus {
     pub id: Uuid,
-    /// `tenants.status` (`active`, ...).
-    pub status: String,
+    /// `tenants.status`.
+    pub status: TenantStatus,
     /// The tenant level of the standing-agents gate.
     pub standing_agents_enabled: bool,
     /// The tenant's oldest SOA, of any status; `None` when it has none.
@@ -99,17 +100,16 @@ impl Tenants<'_> {
         let rows: Vec<(Uuid, String, bool, Option<Uuid>)> = sqlx::query_as(CENSUS_SQL)
             .fetch_all(self.store.system_pool())
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(id, status, standing_agents_enabled, soa_id)| TenantCensus {
+        rows.into_iter()
+            .map(|(id, status, standing_agents_enabled, soa_id)| {
+                Ok(TenantCensus {
                     id,
-                    status,
+                    status: status.parse()?,
                     standing_agents_enabled,
                     soa_id,
-                },
-            )
-            .collect())
+                })
+            })
+            .collect()
     }
 
     /// Every tenant, oldest first.

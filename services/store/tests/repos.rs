@@ -561,7 +561,9 @@ async fn the_census_lists_every_tenant_with_its_oldest_soa(pool: PgPool) -> anyh
         "the oldest SOA, closed or not"
     );
     assert_ne!(census[0].soa_id, Some(second.id));
-    assert!(census[0].standing_agents_enabled && census[0].status == "active");
+    assert!(
+        census[0].standing_agents_enabled && census[0].status == genesis_core::TenantStatus::Active
+    );
     assert_eq!(census[1].soa_id, None, "a Compliance instance is not a SOA");
     assert!(!census[1].standing_agents_enabled);
     assert_eq!(census[2].soa_id, None);

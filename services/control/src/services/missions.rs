@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 use super::{observe, record_ids};
 use crate::auth::caller;
 use crate::state::AppState;
-use crate::status::{opt_uuid, store_status, uuid};
+use crate::status::{opt_uuid, parse_enum, parse_opt_enum, store_status, uuid};
 
 /// The service.
 #[derive(Clone)]
@@ -26,16 +26,6 @@ impl Missions {
     pub fn new(state: AppState) -> Self {
         Self { state }
     }
-}
-
-/// Parse a mission status field (`INVALID_ARGUMENT` naming the field).
-fn status_field(field: &str, value: &str) -> Result<MissionStatus, Status> {
-    value.parse().map_err(|e| match e {
-        genesis_store::StoreError::InvalidArgument { reason, .. } => {
-            genesis_proto::convert::invalid_argument(field, reason)
-        }
-        other => store_status(other),
-    })
 }
 
 /// Mission row → wire `Mission`.
@@ -66,10 +56,8 @@ impl MissionService for Missions {
                 let caller = caller(&request)?;
                 let req = request.get_ref();
                 let t = caller.tenant("tenant_id", &req.tenant_id)?;
-                let status = match req.status.as_deref() {
-                    None | Some("") => None,
-                    Some(s) => Some(status_field("status", s)?),
-                };
+                let status: Option<MissionStatus> =
+                    parse_opt_enum("status", req.status.as_deref())?;
                 let instance = opt_uuid("instance_id", req.instance_id.as_deref())?;
                 record_ids(t, instance);
                 let rows = self
@@ -131,7 +119,7 @@ impl MissionService for Missions {
                 let req = request.get_ref();
                 let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 let id = uuid("mission_id", &req.mission_id)?;
-                let to = status_field("status", &req.status)?;
+                let to: MissionStatus = parse_enum("status", &req.status)?;
                 record_ids(t, None);
                 let change = self
                     .state
