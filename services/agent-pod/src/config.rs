@@ -84,7 +84,7 @@ fn parse_llm_max_retry_after(raw: &str) -> Result<u64, String> {
 /// Everything `run` needs.
 #[derive(Clone, clap::Parser, serde::Serialize)]
 #[command(
-    name = "genesis-agent-pod",
+    name = crate::SERVICE_NAME,
     about = "Genesis agent pod: pulls ticks, plans with the LLM, completes over gRPC"
 )]
 pub struct PodConfig {

@@ -22,6 +22,10 @@ pub mod planning;
 pub mod supervisor;
 pub mod worker;
 
+/// The service's name: its command name, its telemetry `service.name` and
+/// its metrics' service label.
+pub const SERVICE_NAME: &str = "genesis-agent-pod";
+
 pub use config::PodConfig;
 pub use error::PodError;
 pub use invoker::{

@@ -43,7 +43,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let telemetry = genesis_telemetry::init(TelemetryConfig::from_env(
-        "genesis-agent-pod",
+        genesis_agent_pod::SERVICE_NAME,
         config.log_format.parse()?,
     )?)?;
     let shutdown = CancellationToken::new();
@@ -59,7 +59,7 @@ async fn main() -> anyhow::Result<()> {
         });
     }
     let deps = PodDeps::from_config(&config)?;
-    genesis_telemetry::export_metrics("genesis-agent-pod", {
+    genesis_telemetry::export_metrics(genesis_agent_pod::SERVICE_NAME, {
         let metrics = deps.metrics.clone();
         move || metrics.families()
     });

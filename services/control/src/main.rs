@@ -16,7 +16,7 @@ genesis_telemetry::global_allocator!();
 
 #[derive(Parser)]
 #[command(
-    name = "genesis-control",
+    name = genesis_control::server::SERVICE_NAME,
     about = "Genesis control: admin API, bootstrap, outbox publisher"
 )]
 struct Cli {
@@ -91,7 +91,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let telemetry = genesis_telemetry::init(TelemetryConfig::from_env(
-        "genesis-control",
+        genesis_control::server::SERVICE_NAME,
         cli.config.log_format.parse()?,
     )?)?;
     let result = command(cli).await;

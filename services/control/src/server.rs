@@ -117,8 +117,8 @@ pub fn routes(state: &AppState) -> tonic::service::RoutesBuilder {
     b
 }
 
-/// The service's name in its metrics and in PostgreSQL's `application_name`
-/// of every connection it opens.
+/// The service's name: its command name, its telemetry `service.name`, its
+/// metrics and PostgreSQL's `application_name` of every connection it opens.
 pub const SERVICE_NAME: &str = "genesis-control";
 
 /// Build the shared state from configuration (pools are lazy: an

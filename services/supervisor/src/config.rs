@@ -23,7 +23,7 @@ pub enum LogFormat {
 /// Everything `genesis-supervisor` is configured with.
 #[derive(Clone, clap::Parser, serde::Serialize)]
 #[command(
-    name = "genesis-supervisor",
+    name = crate::SERVICE_NAME,
     about = "The tick supervisor agent pods talk to (genesis.v1.AgentPod)"
 )]
 pub struct SupervisorConfig {

@@ -57,8 +57,8 @@ pub struct Parts {
     pub governance: Arc<dyn Governance>,
 }
 
-/// The service's name in its metrics and in PostgreSQL's `application_name`
-/// of every connection it opens.
+/// The service's name: its command name, its telemetry `service.name`, its
+/// metrics and PostgreSQL's `application_name` of every connection it opens.
 pub const SERVICE_NAME: &str = "genesis-supervisor";
 
 /// Connect to the database and serve until `shutdown` is cancelled, with the

@@ -29,8 +29,10 @@ async fn main() -> anyhow::Result<()> {
         LogFormat::Text => genesis_telemetry::LogFormat::Text,
         LogFormat::Json => genesis_telemetry::LogFormat::Json,
     };
-    let telemetry =
-        genesis_telemetry::init(TelemetryConfig::from_env("genesis-supervisor", log_format)?)?;
+    let telemetry = genesis_telemetry::init(TelemetryConfig::from_env(
+        genesis_supervisor::SERVICE_NAME,
+        log_format,
+    )?)?;
     let result = serve(config).await;
     telemetry.shutdown().await;
     result
