@@ -16,11 +16,10 @@ pub mod compliance_dossier_list;
 pub mod compliance_dossier_record;
 pub mod compliance_dossier_translate;
 pub mod compliance_knowledge_ingest;
-pub mod compliance_knowledge_query;
 pub mod compliance_query_posture;
 pub mod constitution_gate;
 pub mod intelligence_code_search;
-pub mod intelligence_knowledge_query;
+pub mod knowledge_query;
 pub mod mission_ask_user;
 pub mod orchestrator_research_create;
 pub mod orchestrator_research_get;
@@ -197,12 +196,8 @@ impl ToolRegistry {
         r.register(Arc::new(agent_workset_complete::AgentWorksetComplete));
         r.register(Arc::new(soa_query_telemetry::SoaQueryTelemetry));
         r.register(Arc::new(agent_query_memory::AgentQueryMemory));
-        r.register(Arc::new(
-            intelligence_knowledge_query::IntelligenceKnowledgeQuery,
-        ));
-        r.register(Arc::new(
-            compliance_knowledge_query::ComplianceKnowledgeQuery,
-        ));
+        r.register(Arc::new(knowledge_query::KnowledgeQuery::INTELLIGENCE));
+        r.register(Arc::new(knowledge_query::KnowledgeQuery::COMPLIANCE));
         r.register(Arc::new(intelligence_code_search::IntelligenceCodeSearch));
         r.register(Arc::new(compliance_query_posture::ComplianceQueryPosture));
         r.register(Arc::new(orchestrator_research_get::OrchestratorResearchGet));
