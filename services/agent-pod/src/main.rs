@@ -9,31 +9,8 @@
 
 use genesis_agent_pod::{PodConfig, PodDeps, run_with};
 use genesis_telemetry::TelemetryConfig;
-use tokio_util::sync::CancellationToken;
 
 genesis_telemetry::global_allocator!();
-
-async fn next_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -46,18 +23,7 @@ async fn main() -> anyhow::Result<()> {
         genesis_agent_pod::SERVICE_NAME,
         config.log_format.parse()?,
     )?)?;
-    let shutdown = CancellationToken::new();
-    {
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            next_signal().await;
-            tracing::info!("shutdown signal received; stopping");
-            shutdown.cancel();
-            next_signal().await;
-            tracing::warn!("second signal; exiting at once");
-            std::process::exit(130);
-        });
-    }
+    let shutdown = genesis_telemetry::shutdown::cancel_on_signal();
     let deps = PodDeps::from_config(&config)?;
     genesis_telemetry::export_metrics(genesis_agent_pod::SERVICE_NAME, {
         let metrics = deps.metrics.clone();

@@ -9,7 +9,6 @@ use clap::{Parser, Subcommand};
 use genesis_control::{ControlConfig, run};
 use genesis_core::TokenScope;
 use genesis_telemetry::TelemetryConfig;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 genesis_telemetry::global_allocator!();
@@ -59,28 +58,6 @@ enum TokenCommand {
         #[arg(long)]
         ttl: Option<String>,
     },
-}
-
-async fn next_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 #[tokio::main]
@@ -138,18 +115,7 @@ async fn command(cli: Cli) -> anyhow::Result<()> {
             cli.config.validate()?;
             let grpc = tokio::net::TcpListener::bind(cli.config.grpc_addr).await?;
             let http = tokio::net::TcpListener::bind(cli.config.http_addr).await?;
-            let shutdown = CancellationToken::new();
-            {
-                let shutdown = shutdown.clone();
-                tokio::spawn(async move {
-                    next_signal().await;
-                    tracing::info!("shutdown signal received; stopping");
-                    shutdown.cancel();
-                    next_signal().await;
-                    tracing::warn!("second signal; exiting at once");
-                    std::process::exit(130);
-                });
-            }
+            let shutdown = genesis_telemetry::shutdown::cancel_on_signal();
             run(cli.config, grpc, http, shutdown).await?;
             Ok(())
         }

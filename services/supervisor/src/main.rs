@@ -5,18 +5,8 @@
 
 use genesis_supervisor::{LogFormat, SupervisorConfig};
 use genesis_telemetry::TelemetryConfig;
-use tokio_util::sync::CancellationToken;
 
 genesis_telemetry::global_allocator!();
-
-async fn signalled() -> anyhow::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        r = tokio::signal::ctrl_c() => r?,
-    }
-    Ok(())
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -41,18 +31,6 @@ async fn main() -> anyhow::Result<()> {
 async fn serve(config: SupervisorConfig) -> anyhow::Result<()> {
     let grpc = tokio::net::TcpListener::bind(config.grpc_addr).await?;
     let http = tokio::net::TcpListener::bind(config.http_addr).await?;
-    let shutdown = CancellationToken::new();
-    let trigger = shutdown.clone();
-    tokio::spawn(async move {
-        if let Err(e) = signalled().await {
-            tracing::error!(error = %e, "signal handling failed");
-        }
-        tracing::info!("shutdown signal: draining");
-        trigger.cancel();
-        if signalled().await.is_ok() {
-            tracing::warn!("second signal: exiting now");
-            std::process::exit(130);
-        }
-    });
+    let shutdown = genesis_telemetry::shutdown::cancel_on_signal();
     genesis_supervisor::run(config, grpc, http, shutdown).await
 }

@@ -35,6 +35,7 @@ mod config;
 pub mod config_file;
 pub mod metrics;
 pub mod prometheus;
+pub mod shutdown;
 
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
