@@ -172,6 +172,21 @@ mod tests {
         let e = parse_enum::<genesis_core::AgentType>("agent_type", "Robot").expect_err("unknown");
         assert_eq!(e.code(), Code::InvalidArgument);
         assert!(e.message().starts_with("agent_type:"));
+        assert!(
+            e.message().ends_with(
+                "(expected one of Soa, Compliance, PromptRedactor, MissionDevelopment, \
+                 MissionResearch, MissionOperations)"
+            ),
+            "{}",
+            e.message()
+        );
+        let m = parse_enum::<genesis_core::MissionStatus>("status", "done").expect_err("unknown");
+        assert!(
+            m.message()
+                .contains("expected one of proposed, active, blocked, completed, cancelled"),
+            "{}",
+            m.message()
+        );
         assert!(parse_enum::<genesis_core::AgentType>("agent_type", "").is_err());
         assert_eq!(limit("limit", 0, 50, 500).expect("default"), 50);
         assert!(

@@ -30,6 +30,9 @@ macro_rules! stored_enum {
             /// Every member, in declaration order.
             pub const ALL: &'static [Self] = &[ $( Self::$variant ),+ ];
 
+            /// Every member's text form, in declaration order.
+            pub const TEXTS: &'static [&'static str] = &[ $( $text ),+ ];
+
             /// The stored text form (docs/internals.md).
             pub const fn as_str(self) -> &'static str {
                 match self {
@@ -53,6 +56,7 @@ macro_rules! stored_enum {
                     _ => Err($crate::error::CoreError::UnknownEnum {
                         kind: stringify!($name),
                         value: s.to_owned(),
+                        expected: Self::TEXTS,
                     }),
                 }
             }
@@ -347,6 +351,7 @@ impl FromStr for AgentDecisionKind {
             return Err(CoreError::UnknownEnum {
                 kind: "AgentDecisionKind",
                 value: String::new(),
+                expected: &[],
             });
         }
         Ok(Self::KNOWN
@@ -468,14 +473,16 @@ mod tests {
             "soa".parse::<AgentType>(),
             Err(CoreError::UnknownEnum {
                 kind: "AgentType",
-                value: "soa".into()
+                value: "soa".into(),
+                expected: AgentType::TEXTS,
             })
         );
         assert_eq!(
             "Active".parse::<InstanceStatus>(),
             Err(CoreError::UnknownEnum {
                 kind: "InstanceStatus",
-                value: "Active".into()
+                value: "Active".into(),
+                expected: &["active", "paused", "closed"],
             })
         );
         assert!(serde_json::from_str::<AgentEventKind>("\"Tick\"").is_err());
@@ -537,7 +544,8 @@ mod tests {
             "".parse::<AgentDecisionKind>(),
             Err(CoreError::UnknownEnum {
                 kind: "AgentDecisionKind",
-                value: String::new()
+                value: String::new(),
+                expected: &[]
             })
         );
     }

@@ -11,12 +11,15 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum CoreError {
     /// A stored or supplied string is not a member of a closed enumeration.
-    #[error("unknown {kind} value {value:?}")]
+    #[error("unknown {kind} value {value:?}{}", expected_list(.expected))]
     UnknownEnum {
         /// The enumeration's name, e.g. `AgentType`.
         kind: &'static str,
         /// The rejected text, verbatim.
         value: String,
+        /// The text forms it accepts, so the message tells the caller what
+        /// to send instead (empty: not listed).
+        expected: &'static [&'static str],
     },
     /// An input field breaks a shared limit or shape rule.
     #[error("invalid argument {field}: {reason}")]
@@ -73,6 +76,16 @@ pub enum CoreError {
     },
 }
 
+/// The "(expected one of …)" tail of an unknown-enum message; nothing when
+/// the accepted forms are not listed.
+fn expected_list(expected: &[&str]) -> String {
+    if expected.is_empty() {
+        String::new()
+    } else {
+        format!(" (expected one of {})", expected.join(", "))
+    }
+}
+
 impl CoreError {
     /// A stable, machine-readable code for this error. These strings are part
     /// of the wire contract and never change once published.
@@ -109,6 +122,7 @@ mod tests {
             CoreError::UnknownEnum {
                 kind: "AgentType",
                 value: "x".into(),
+                expected: &[],
             },
             CoreError::invalid_argument("f", "r"),
             CoreError::InvalidConfig {
@@ -141,8 +155,18 @@ mod tests {
         let e = CoreError::UnknownEnum {
             kind: "AgentType",
             value: "Bogus".into(),
+            expected: &[],
         };
         assert_eq!(e.to_string(), "unknown AgentType value \"Bogus\"");
+        let e = CoreError::UnknownEnum {
+            kind: "TenantStatus",
+            value: "Active".into(),
+            expected: &["active", "suspended"],
+        };
+        assert_eq!(
+            e.to_string(),
+            "unknown TenantStatus value \"Active\" (expected one of active, suspended)"
+        );
         let e = CoreError::invalid_argument("body", "too long");
         assert_eq!(e.to_string(), "invalid argument body: too long");
     }
