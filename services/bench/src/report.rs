@@ -260,7 +260,8 @@ pub fn parse_tps(out: &str) -> Option<f64> {
 }
 
 /// EXPLAIN (ANALYZE, BUFFERS) of claim's due-event lookup, the outbox
-/// select, complete's heartbeat check and the bootstrap re-scan's census
+/// select, complete's heartbeat check, complete's next turn number
+/// (migration 0091) and the bootstrap re-scan's census
 /// (the one statement an idle control repeats per re-scan), each under the role and tenant
 /// the services use (so row-level security is in the plan), rolled back.
 pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
@@ -270,7 +271,7 @@ pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
     .fetch_optional(db)
     .await?
     .context("no idle-fleet instance to explain against")?;
-    let queries: [(&str, &str, &str); 4] = [
+    let queries: [(&str, &str, &str); 5] = [
         (
             "claim: next due event of an instance",
             "genesis_app",
@@ -292,6 +293,13 @@ pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
               WHERE instance_id = $1 AND event_kind = 'AgentTick' AND consumed_at IS NULL AND dead_lettered_at IS NULL",
         ),
         (
+            "complete: next turn number of an instance",
+            "genesis_app",
+            "SELECT coalesce((SELECT l.turn_number FROM agent_state_ledger l
+                               WHERE l.tenant_id = $2 AND l.instance_id = $1
+                               ORDER BY l.turn_number DESC LIMIT 1), 0) + 1",
+        ),
+        (
             "bootstrap re-scan: every tenant and its SOA",
             "genesis_system",
             genesis_store::tenants::CENSUS_SQL,
@@ -309,7 +317,9 @@ pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
             .await?;
         let text = format!("EXPLAIN (ANALYZE, BUFFERS) {sql}");
         let q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(text));
-        let q = if sql.contains("$1") {
+        let q = if sql.contains("$2") {
+            q.bind(instance).bind(tenant)
+        } else if sql.contains("$1") {
             q.bind(instance)
         } else {
             q
