@@ -302,7 +302,7 @@ pub async fn bootstrap_tenant(state: &AppState, tenant_id: Uuid) -> Result<bool,
         return Ok(false);
     }
     let tenant = state.store.tenants().get(tenant_id).await?;
-    if !tenant.standing_agents_enabled || tenant.status != TenantStatus::Active {
+    if !tenant.standing_agents_on() {
         return Ok(false);
     }
     let (soa, created) = ensure_soa(

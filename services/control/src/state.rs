@@ -98,6 +98,6 @@ impl AppState {
             .get(tenant_id)
             .await
             .map_err(crate::status::store_status)?;
-        Ok(tenant.standing_agents_enabled && tenant.status == genesis_core::TenantStatus::Active)
+        Ok(tenant.standing_agents_on())
     }
 }

@@ -29,6 +29,12 @@ pub struct Tenant {
 }
 
 impl Tenant {
+    /// The tenant level of the standing-agents gate: switched on, and the
+    /// tenant active. The deploy level is the caller's.
+    pub fn standing_agents_on(&self) -> bool {
+        self.standing_agents_enabled && self.status == TenantStatus::Active
+    }
+
     /// Whether a feature flag is on; unknown or absent flags are off.
     pub fn feature_enabled(&self, flag: &str) -> bool {
         self.feature_flags.get(flag).copied().unwrap_or(false)
