@@ -498,11 +498,11 @@ async fn agent(ctx: &mut Ctx<'_>, cmd: &AgentCmd) -> Result<(), CliError> {
                 tenant_id: ctx.tenant("agent list")?,
                 agent_type: agent_type
                     .as_deref()
-                    .map(|t| stored("--type", "agent type", t, AgentType::ALL))
+                    .map(|t| stored::<AgentType>("--type", "agent type", t))
                     .transpose()?,
                 status: status
                     .as_deref()
-                    .map(|s| stored("--status", "instance status", s, InstanceStatus::ALL))
+                    .map(|s| stored::<InstanceStatus>("--status", "instance status", s))
                     .transpose()?,
             };
             let r = call!(ctx, agents.list_agents(req));
@@ -588,7 +588,7 @@ async fn agent(ctx: &mut Ctx<'_>, cmd: &AgentCmd) -> Result<(), CliError> {
         AgentCmd::Modes { agent_type } => {
             let req = v1::ListModesRequest {
                 tenant_id: ctx.tenant("agent modes")?,
-                agent_type: stored("AGENT_TYPE", "agent type", agent_type, AgentType::ALL)?,
+                agent_type: stored::<AgentType>("AGENT_TYPE", "agent type", agent_type)?,
             };
             let r = call!(ctx, agents.list_modes(req));
             ctx.out.list(&r, "modes", MODE_COLS)
@@ -611,12 +611,7 @@ async fn agent(ctx: &mut Ctx<'_>, cmd: &AgentCmd) -> Result<(), CliError> {
             let req = v1::RaiseRedactorSignalRequest {
                 tenant_id: ctx.tenant("agent raise-redactor-signal")?,
                 call_site_id: validate::site_id("CALL_SITE", call_site)?,
-                signal_kind: stored(
-                    "SIGNAL_KIND",
-                    "signal kind",
-                    signal_kind,
-                    AgentSignalKind::ALL,
-                )?,
+                signal_kind: stored::<AgentSignalKind>("SIGNAL_KIND", "signal kind", signal_kind)?,
                 note: note.clone(),
             };
             let r = call!(ctx, agents.raise_redactor_signal(req));
@@ -645,7 +640,7 @@ async fn decision(ctx: &mut Ctx<'_>, cmd: &DecisionCmd) -> Result<(), CliError> 
                 tenant_id: ctx.tenant("decision list")?,
                 status: status
                     .as_deref()
-                    .map(|s| stored("--status", "decision status", s, AttentionStatus::ALL))
+                    .map(|s| stored::<AttentionStatus>("--status", "decision status", s))
                     .transpose()?,
             };
             let r = call!(ctx, decisions.list_decisions(req));
@@ -828,7 +823,7 @@ async fn mission(ctx: &mut Ctx<'_>, cmd: &MissionCmd) -> Result<(), CliError> {
                 tenant_id: ctx.tenant("mission list")?,
                 status: status
                     .as_deref()
-                    .map(|s| stored("--status", "mission status", s, MissionStatus::ALL))
+                    .map(|s| stored::<MissionStatus>("--status", "mission status", s))
                     .transpose()?,
                 instance_id: opt_uuid("--instance", instance.as_deref())?,
             };
@@ -847,7 +842,7 @@ async fn mission(ctx: &mut Ctx<'_>, cmd: &MissionCmd) -> Result<(), CliError> {
             let req = v1::SetMissionStatusRequest {
                 tenant_id: ctx.tenant("mission status")?,
                 mission_id: uuid("ID", id)?,
-                status: stored("STATUS", "mission status", status, MissionStatus::ALL)?,
+                status: stored::<MissionStatus>("STATUS", "mission status", status)?,
             };
             let m = call!(ctx, missions.set_mission_status(req));
             ctx.out.object(&m)
@@ -1248,7 +1243,7 @@ async fn token(ctx: &mut Ctx<'_>, cmd: &TokenCmd) -> Result<(), CliError> {
                 })
                 .transpose()?;
             let req = v1::CreateTokenRequest {
-                scope: stored("--scope", "token scope", scope, TokenScope::ALL)?,
+                scope: stored::<TokenScope>("--scope", "token scope", scope)?,
                 tenant_id: ctx.opt_tenant()?,
                 label: label.clone(),
                 ttl_seconds,

@@ -10,6 +10,7 @@ use std::fmt::Display;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
+use genesis_core::CoreError;
 use uuid::Uuid;
 
 use crate::error::CliError;
@@ -47,21 +48,26 @@ pub fn tenant(value: Option<&str>, command: &str) -> Result<String, CliError> {
 }
 
 /// One of genesis-core's stored enumerations, spelled exactly as stored.
-/// The error lists every accepted spelling.
-pub fn stored<E: FromStr + Display + Copy>(
+/// The error lists every accepted spelling, as genesis-core's parse error
+/// carries them.
+pub fn stored<E: FromStr<Err = CoreError> + Display>(
     arg: &str,
     what: &str,
     value: &str,
-    all: &[E],
 ) -> Result<String, CliError> {
-    value.parse::<E>().map(|v| v.to_string()).map_err(|_| {
-        let expected: Vec<String> = all.iter().map(ToString::to_string).collect();
-        CliError::usage(format!(
-            "{arg}: unknown {what} {:?} (expected one of {})",
-            echo(value),
-            expected.join(", ")
-        ))
-    })
+    value
+        .parse::<E>()
+        .map(|v| v.to_string())
+        .map_err(|e| match e {
+            CoreError::UnknownEnum { expected, .. } if !expected.is_empty() => {
+                CliError::usage(format!(
+                    "{arg}: unknown {what} {:?} (expected one of {})",
+                    echo(value),
+                    expected.join(", ")
+                ))
+            }
+            _ => CliError::usage(format!("{arg}: unknown {what} {:?}", echo(value))),
+        })
 }
 
 /// One of a closed set of wire strings that genesis-core does not model
@@ -181,10 +187,10 @@ mod tests {
     #[test]
     fn stored_enums_accept_exact_spellings_and_list_the_rest() {
         assert_eq!(
-            stored("--type", "agent type", "Compliance", AgentType::ALL).expect("known"),
+            stored::<AgentType>("--type", "agent type", "Compliance").expect("known"),
             "Compliance"
         );
-        let err = stored("--type", "agent type", "soa", AgentType::ALL).expect_err("case matters");
+        let err = stored::<AgentType>("--type", "agent type", "soa").expect_err("case matters");
         let text = err.to_string();
         assert!(
             text.starts_with("--type: unknown agent type \"soa\""),
