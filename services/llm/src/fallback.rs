@@ -362,12 +362,7 @@ impl FallbackInvoker {
         preset
             .validate()
             .map_err(|e| refuse(LlmError::invalid(format!("preset {}: {e}", preset.id))))?;
-        ChatRequest {
-            model: preset.model.clone(),
-            ..request.clone()
-        }
-        .validate()
-        .map_err(refuse)?;
+        request.validate_for(&preset.model).map_err(refuse)?;
 
         let chain = preset.chain();
         let mut candidates: Vec<Candidate<'_>> = Vec::new();

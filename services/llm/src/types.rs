@@ -147,7 +147,14 @@ impl ChatRequest {
     /// no messages, a zero output cap, a tool without a name, a tool result
     /// without a call id, or a temperature outside 0..=2.
     pub fn validate(&self) -> Result<(), LlmError> {
-        if self.model.trim().is_empty() {
+        self.validate_for(&self.model)
+    }
+
+    /// [`ChatRequest::validate`] as if `model` were the request's model: the
+    /// fallback chain sends one request to each couple's own model, and
+    /// checks it once without copying the conversation and tool schemas.
+    pub fn validate_for(&self, model: &str) -> Result<(), LlmError> {
+        if model.trim().is_empty() {
             return Err(LlmError::invalid("model is empty"));
         }
         if self.messages.is_empty() {

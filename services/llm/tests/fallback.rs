@@ -267,6 +267,36 @@ async fn invalid_preset_is_refused_with_no_attempt() {
 }
 
 #[tokio::test]
+async fn a_request_is_checked_against_the_presets_model_once_before_any_attempt() {
+    let server = TestServer::start().await;
+    server.answer(
+        "key-oauth",
+        Canned::json(200, anthropic_tool_response("claude-opus-4-8")),
+    );
+    let (invoker, metrics) = invoker(&server);
+
+    // Nothing to send: refused before any attempt.
+    let mut empty = request_with_history();
+    empty.messages.clear();
+    let err = invoker.invoke(&preset(), empty).await.expect_err("refused");
+    assert!(
+        matches!(&err.error, LlmError::InvalidRequest { detail } if detail == "messages is empty"),
+        "{:?}",
+        err.error
+    );
+    assert!(err.attempts.is_empty());
+    assert!(server.recorded().is_empty());
+    assert_eq!(metrics.snapshot().attempts(), 0);
+
+    // The request's own model does not matter: each couple's model is sent.
+    let mut unnamed = request_with_history();
+    unnamed.model = String::new();
+    let answer = invoker.invoke(&preset(), unnamed).await.expect("served");
+    assert_eq!(answer.attempts.len(), 1);
+    assert_eq!(answer.attempts[0].requested_model, "claude-opus-4-8");
+}
+
+#[tokio::test]
 async fn global_metrics_render_as_prometheus_text() {
     let invoker = FallbackInvoker::new(Arc::new(
         HttpProviderFactory::new(HttpTimeouts::default()).expect("factory"),

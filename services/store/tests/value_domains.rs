@@ -111,7 +111,10 @@ async fn the_hot_columns_are_checked_by_domains_holding_core_lists(
     )
     .fetch_all(&pool)
     .await?;
-    assert!(lists.is_empty(), "table CHECKs with a value list: {lists:?}");
+    assert!(
+        lists.is_empty(),
+        "table CHECKs with a value list: {lists:?}"
+    );
     Ok(())
 }
 
