@@ -22,11 +22,13 @@
 -- the indexes are kept, except the partial indexes whose predicate names the
 -- column: the pending-heartbeat, resume-dedup and SOA census indexes are
 -- rebuilt, each over a sliver of the rows), and the check is then added
--- NOT VALID. The rows
--- already stored were checked by the table constraint this migration drops
--- in the same transaction, so they need no re-scan, and a re-scan of
--- agent_event_queue and llm_call_attempts (both grow with every tick) would
--- hold their locks for its length. New values are checked from here on.
+-- NOT VALID. The rows already stored were checked by the table constraint
+-- this migration drops in the same transaction, so they need no re-scan, and
+-- a re-scan of agent_event_queue and llm_call_attempts (both grow with every
+-- tick) would hold their locks for its length. New values are checked from
+-- here on. To have the catalogue show the checks validated, run
+-- "ALTER DOMAIN <domain> VALIDATE CONSTRAINT <domain>_check" at a quiet time:
+-- it scans every table using the domain and blocks writes to it meanwhile.
 
 CREATE DOMAIN agent_event_kind AS text;
 ALTER TABLE agent_event_queue ALTER COLUMN event_kind TYPE agent_event_kind;
