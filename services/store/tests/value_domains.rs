@@ -1,6 +1,7 @@
 //! Migration 0092 against the real PostgreSQL: the value lists of the
 //! tick's hot rows (event kind, instance status and type, call outcome) are
-//! domains holding genesis-core's lists, no table CHECK re-reads them on
+//! domains holding the lists genesis-core and the store check (the
+//! store's `ATTEMPT_OUTCOMES` for outcomes), no table CHECK re-reads them on
 //! every update, and a value outside a list is still refused as an invalid
 //! argument that writes nothing.
 
@@ -46,14 +47,6 @@ async fn the_hot_columns_are_checked_by_domains_holding_core_lists(
     pool: PgPool,
 ) -> anyhow::Result<()> {
     // (table, column, domain, the values it must hold)
-    let outcomes = [
-        "success",
-        "rate_limited",
-        "unauthorized",
-        "server_error",
-        "timeout",
-        "error",
-    ];
     let columns = [
         (
             "agent_event_queue",
@@ -77,7 +70,7 @@ async fn the_hot_columns_are_checked_by_domains_holding_core_lists(
             "llm_call_attempts",
             "outcome",
             "llm_call_outcome",
-            sorted(&outcomes),
+            sorted(genesis_store::llm::ATTEMPT_OUTCOMES),
         ),
     ];
     for (table, column, domain, values) in columns {
@@ -167,20 +160,19 @@ async fn a_value_outside_a_domain_is_an_invalid_argument_that_writes_nothing(
     assert_invalid(err, "agent_event_kind_check", "agent_event_kind");
     assert_eq!(events(pool.clone()).await, before, "no event written");
 
-    let err = refused(
-        &pool,
-        "UPDATE agent_instances SET status = 'sleeping' WHERE id = $1",
-        inst.id,
-    )
-    .await;
-    assert_invalid(err, "agent_instance_status_check", "agent_instance_status");
-    let err = refused(
-        &pool,
-        "UPDATE agent_instances SET agent_type = 'Robot' WHERE id = $1",
-        inst.id,
-    )
-    .await;
-    assert_invalid(err, "agent_instance_type_check", "agent_instance_type");
+    for (sql, domain) in [
+        (
+            "UPDATE agent_instances SET status = 'sleeping' WHERE id = $1",
+            "agent_instance_status",
+        ),
+        (
+            "UPDATE agent_instances SET agent_type = 'Robot' WHERE id = $1",
+            "agent_instance_type",
+        ),
+    ] {
+        let err = refused(&pool, sql, inst.id).await;
+        assert_invalid(err, &format!("{domain}_check"), domain);
+    }
     let (status, agent_type): (String, String) =
         sqlx::query_as("SELECT status, agent_type FROM agent_instances WHERE id = $1")
             .bind(inst.id)
