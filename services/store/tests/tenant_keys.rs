@@ -256,14 +256,7 @@ async fn a_call_attempt_under_another_tenant_than_its_snapshot_is_refused(
     pool: PgPool,
 ) -> anyhow::Result<()> {
     let (a, b, inst) = owner_other_and_soa(&pool).await?;
-    let snapshot: Uuid = sqlx::query_scalar(
-        "INSERT INTO llm_call_snapshots (tenant_id, instance_id, invocation_id, site_id, requested_model)
-         VALUES ($1, $2, 'inv-1', 'Agent:Planning', 'scripted') RETURNING id",
-    )
-    .bind(a)
-    .bind(inst.id)
-    .fetch_one(&pool)
-    .await?;
+    let snapshot = snapshot_row(&pool, a, inst.id).await?;
     let attempt = |tenant: Uuid| {
         sqlx::query(
             "INSERT INTO llm_call_attempts (tenant_id, snapshot_id, ordinal, provider, requested_model, outcome)

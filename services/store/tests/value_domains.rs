@@ -139,16 +139,8 @@ async fn a_value_outside_a_domain_is_an_invalid_argument_that_writes_nothing(
     let store = store(&pool);
     let a = tenant(&store, "a").await?;
     let inst = soa(&store, a).await?;
-    let events = |pool: PgPool| async move {
-        count(
-            &pool,
-            "SELECT count(*) FROM agent_event_queue WHERE instance_id = $1",
-            inst.id,
-        )
-        .await
-        .unwrap()
-    };
-    let before = events(pool.clone()).await;
+    const EVENTS: &str = "SELECT count(*) FROM agent_event_queue WHERE instance_id = $1";
+    let before = count(&pool, EVENTS, inst.id).await?;
 
     let err = refused(
         &pool,
@@ -158,7 +150,11 @@ async fn a_value_outside_a_domain_is_an_invalid_argument_that_writes_nothing(
     )
     .await;
     assert_invalid(err, "agent_event_kind_check", "agent_event_kind");
-    assert_eq!(events(pool.clone()).await, before, "no event written");
+    assert_eq!(
+        count(&pool, EVENTS, inst.id).await?,
+        before,
+        "no event written"
+    );
 
     for (sql, domain) in [
         (
@@ -184,14 +180,7 @@ async fn a_value_outside_a_domain_is_an_invalid_argument_that_writes_nothing(
         "instance unchanged"
     );
 
-    let snapshot: Uuid = sqlx::query_scalar(
-        "INSERT INTO llm_call_snapshots (tenant_id, instance_id, invocation_id, site_id, requested_model)
-         VALUES ($1, $2, 'inv-1', 'Agent:Planning', 'scripted') RETURNING id",
-    )
-    .bind(a)
-    .bind(inst.id)
-    .fetch_one(&pool)
-    .await?;
+    let snapshot = snapshot_row(&pool, a, inst.id).await?;
     let err = refused(
         &pool,
         "INSERT INTO llm_call_attempts (tenant_id, snapshot_id, ordinal, provider, requested_model, outcome)

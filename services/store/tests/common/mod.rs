@@ -125,3 +125,17 @@ pub async fn complete_planned(
 pub async fn count(pool: &PgPool, sql: &'static str, id: Uuid) -> anyhow::Result<i64> {
     Ok(sqlx::query_scalar(sql).bind(id).fetch_one(pool).await?)
 }
+
+/// A bare provenance record (`llm_call_snapshots`) of `instance`, written
+/// directly (superuser, so the keys and checks alone stand), for tests of
+/// the rows below it; its id.
+pub async fn snapshot_row(pool: &PgPool, tenant: Uuid, instance: Uuid) -> anyhow::Result<Uuid> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO llm_call_snapshots (tenant_id, instance_id, invocation_id, site_id, requested_model)
+         VALUES ($1, $2, 'inv-1', 'Agent:Planning', 'scripted') RETURNING id",
+    )
+    .bind(tenant)
+    .bind(instance)
+    .fetch_one(pool)
+    .await?)
+}
