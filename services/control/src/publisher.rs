@@ -234,6 +234,24 @@ async fn due_listener(state: &AppState) -> Option<PgListener> {
     Some(l)
 }
 
+/// Read, without waiting, every `genesis_due` notice already on the
+/// listener's connection, and return how many there were. Called right
+/// before a round: PostgreSQL sends a notice only after its event's
+/// transaction committed, so that round's read covers every event these
+/// notices name that is due, and the timer read after it every one due
+/// later. A transaction that enqueues n events sends n notices at once;
+/// read one at a time, they ran n rounds, n − 1 of them empty: one round
+/// per event under load (BENCHMARKS.md 0n). A lost connection ends the
+/// drain; the wait that follows the round reconnects as before.
+pub fn drain_ready_notices(listener: &mut PgListener) -> usize {
+    use futures::FutureExt as _;
+    let mut drained = 0;
+    while let Some(Ok(Some(_))) = listener.try_recv().now_or_never() {
+        drained += 1;
+    }
+    drained
+}
+
 /// How long until the event a `genesis_due` notice names becomes due, when
 /// that is in the future; `None` when it is due now, or when the payload
 /// does not say (then a round runs, as for any wake-up).
@@ -391,6 +409,9 @@ pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: Canc
                     sleep_or_cancel(&shutdown, HOLD_RECHECK).await;
                     continue;
                 }
+            }
+            if let Some(l) = listener.as_mut() {
+                drain_ready_notices(l);
             }
             state.metrics.add_round();
             match publish_batch(&state.store, &js, &s, &state.metrics).await {

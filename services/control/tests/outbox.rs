@@ -391,3 +391,63 @@ async fn notices_of_later_events_run_no_round_and_a_due_event_still_does(
     assert!(rounds(h.http).await? > before, "the due event ran a round");
     h.stop().await
 }
+
+/// One transaction that enqueues many events sends all their notices at
+/// once. The round the first one starts publishes every event; the others
+/// are read before it and run no round of their own (they ran one empty
+/// round each before).
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn notices_of_one_commit_run_one_round_that_publishes_every_event(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    const EVENTS: i64 = 40;
+    let (store, t, inst, h) = timer_only_control(&pool).await?;
+    let settled = eventually(Duration::from_secs(10), || async {
+        Ok(Some(rounds(h.http).await?).filter(|n| *n >= 1))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = rounds(h.http).await?;
+    assert!(before >= settled);
+    // One statement, one commit, EVENTS notices.
+    let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
+        "SELECT (genesis_enqueue_event($1, $2, 'ExternalSignalReceived',
+                     jsonb_build_object('n', g), NULL, NULL)->'event'->>'id')::uuid
+           FROM generate_series(1, $3) g",
+    )
+    .bind(t)
+    .bind(inst.id)
+    .bind(EVENTS)
+    .fetch_all(&pool)
+    .await?;
+    assert_eq!(ids.len() as i64, EVENTS);
+    let published = || async {
+        Ok::<_, anyhow::Error>(
+            store
+                .events()
+                .list(t, inst.id)
+                .await?
+                .iter()
+                .filter(|e| ids.contains(&e.id) && e.published_at.is_some())
+                .count() as i64,
+        )
+    };
+    eventually(Duration::from_secs(10), || async {
+        Ok((published().await? == EVENTS).then_some(()))
+    })
+    .await?;
+    // Late notices would still be running rounds: give them the time.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ran = rounds(h.http).await? - before;
+    assert!(
+        (1..=3).contains(&ran),
+        "{EVENTS} notices of one commit ran {ran} outbox rounds"
+    );
+    let settings = PublisherSettings::from(&h.config);
+    assert_eq!(
+        stream_messages(&js(&settings).await?, &settings.stream).await?,
+        EVENTS as u64,
+        "each event published once"
+    );
+    h.stop().await
+}
