@@ -4,8 +4,11 @@
 //! publish epoch once re-armed, `EventRow::message_id`), awaits every ack
 //! of a batch concurrently, then marks the acked events `published_at` in one
 //! statement. Woken by `NOTIFY genesis_due`, by a timer set to the earliest
-//! future `visible_at`, and by a safety poll. It also creates or updates the
-//! stream and the agent pods' durable consumer from configuration at start.
+//! future `visible_at`, and by a safety poll; a round that published runs
+//! again at once, and the notices already received when a round starts are
+//! read with it (one round per burst of events, not one per notice). It
+//! also creates or updates the stream and the agent pods' durable consumer
+//! from configuration at start.
 //!
 //! A crash between publish and mark re-publishes; the stream's duplicate
 //! window drops the copy. NATS down → it retries with backoff and loses
@@ -418,7 +421,11 @@ pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: Canc
                 Ok(n) => {
                     backlog.published(n as u64);
                     backoff = Duration::from_millis(100);
-                    if n as i64 >= s.batch {
+                    // Rounds run back to back until one finds nothing: an
+                    // event committed while a round ran is picked up at
+                    // once, not when its notice arrives (on a busy machine
+                    // that hop waits for two processes to be scheduled).
+                    if n > 0 {
                         continue;
                     }
                 }
