@@ -332,6 +332,19 @@ async fn rounds(http: std::net::SocketAddr) -> anyhow::Result<u64> {
         .ok_or_else(|| anyhow::anyhow!("no genesis_outbox_rounds_total in {body}"))
 }
 
+/// The rounds run once the publisher has settled: its first round (nothing
+/// due) sets the timer on the safety poll, and nothing runs after it.
+async fn settled_rounds(h: &Harness) -> anyhow::Result<u64> {
+    let settled = eventually(Duration::from_secs(10), || async {
+        Ok(Some(rounds(h.http).await?).filter(|n| *n >= 1))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = rounds(h.http).await?;
+    assert!(before >= settled);
+    Ok(before)
+}
+
 /// Every completed tick inserts its next heartbeat, due later: its notice
 /// moves the publisher's timer and costs no outbox read, while an event due
 /// now still gets a round at once.
@@ -340,14 +353,7 @@ async fn notices_of_later_events_run_no_round_and_a_due_event_still_does(
     pool: PgPool,
 ) -> anyhow::Result<()> {
     let (store, t, inst, h) = timer_only_control(&pool).await?;
-    // The first round (nothing due) settles the timer on the safety poll.
-    let settled = eventually(Duration::from_secs(10), || async {
-        Ok(Some(rounds(h.http).await?).filter(|n| *n >= 1))
-    })
-    .await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = rounds(h.http).await?;
-    assert!(before >= settled);
+    let before = settled_rounds(&h).await?;
     for i in 0..20 {
         store
             .events()
@@ -402,13 +408,7 @@ async fn notices_of_one_commit_run_one_round_that_publishes_every_event(
 ) -> anyhow::Result<()> {
     const EVENTS: i64 = 40;
     let (store, t, inst, h) = timer_only_control(&pool).await?;
-    let settled = eventually(Duration::from_secs(10), || async {
-        Ok(Some(rounds(h.http).await?).filter(|n| *n >= 1))
-    })
-    .await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = rounds(h.http).await?;
-    assert!(before >= settled);
+    let before = settled_rounds(&h).await?;
     // One statement, one commit, EVENTS notices.
     let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
         "SELECT (genesis_enqueue_event($1, $2, 'ExternalSignalReceived',
