@@ -231,8 +231,14 @@ pub async fn publish_batch(
     }
 }
 
+/// A fresh LISTEN connection. It does not reconnect by itself: notices
+/// sent while a connection is down are lost, so a lost connection must be
+/// seen (as `Ok(None)` from `try_recv`) and answered with a new listener
+/// and then a round, in that order, or events committed in the gap wait for
+/// the safety poll.
 async fn due_listener(state: &AppState) -> Option<PgListener> {
     let mut l = PgListener::connect_with(&state.locks).await.ok()?;
+    l.eager_reconnect(false);
     l.listen(DUE_CHANNEL).await.ok()?;
     Some(l)
 }
@@ -244,15 +250,18 @@ async fn due_listener(state: &AppState) -> Option<PgListener> {
 /// notices name that is due, and the timer read after it every one due
 /// later. A transaction that enqueues n events sends n notices at once;
 /// read one at a time, they ran n rounds, n − 1 of them empty: one round
-/// per event under load (BENCHMARKS.md 0n). A lost connection ends the
-/// drain; the wait that follows the round reconnects as before.
-pub fn drain_ready_notices(listener: &mut PgListener) -> usize {
+/// per event under load (BENCHMARKS.md 0n). `None` when the connection
+/// turned out lost: the caller listens again before the round.
+pub fn drain_ready_notices(listener: &mut PgListener) -> Option<usize> {
     use futures::FutureExt as _;
     let mut drained = 0;
-    while let Some(Ok(Some(_))) = listener.try_recv().now_or_never() {
-        drained += 1;
+    loop {
+        match listener.try_recv().now_or_never() {
+            Some(Ok(Some(_))) => drained += 1,
+            None => return Some(drained),
+            Some(Ok(None) | Err(_)) => return None,
+        }
     }
-    drained
 }
 
 /// How long until the event a `genesis_due` notice names becomes due, when
@@ -413,8 +422,10 @@ pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: Canc
                     continue;
                 }
             }
-            if let Some(l) = listener.as_mut() {
-                drain_ready_notices(l);
+            if let Some(l) = listener.as_mut()
+                && drain_ready_notices(l).is_none()
+            {
+                listener = due_listener(&state).await;
             }
             state.metrics.add_round();
             match publish_batch(&state.store, &js, &s, &state.metrics).await {
@@ -456,17 +467,19 @@ pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: Canc
                 tokio::select! {
                     _ = shutdown.cancelled() => break 'connect,
                     _ = tokio::time::sleep_until(deadline) => break,
-                    n = l.recv() => match n {
+                    n = l.try_recv() => match n {
                         // An event inserted to be due later (a tick's next
                         // heartbeat, on every completion) needs no outbox
                         // read now: the timer moves up to it instead.
-                        Ok(note) => match due_in(note.payload(), Utc::now()) {
+                        Ok(Some(note)) => match due_in(note.payload(), Utc::now()) {
                             Some(later) => {
                                 deadline = deadline.min(tokio::time::Instant::now() + later);
                             }
                             None => break,
                         },
-                        Err(_) => {
+                        // The connection was lost, and with it any notice
+                        // sent meanwhile: listen again, then a round.
+                        Ok(None) | Err(_) => {
                             listener = due_listener(&state).await;
                             break;
                         }

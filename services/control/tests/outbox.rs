@@ -451,3 +451,87 @@ async fn notices_of_one_commit_run_one_round_that_publishes_every_event(
     );
     h.stop().await
 }
+
+/// PostgreSQL drops the notices sent while a LISTEN connection is down. When
+/// the connection breaks under the publisher (here its socket is aborted
+/// with `ss -K`, so no error message arrives first), it listens again and
+/// then runs a round: events committed in the gap go out at once, not at
+/// the safety poll (ten minutes here).
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn events_committed_while_the_listener_is_down_are_published_without_the_poll(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let (store, t, inst, h) = timer_only_control(&pool).await?;
+    settled_rounds(&h).await?;
+    // The publisher's LISTEN connection, as (its port, the server's port).
+    let (port, server_port) = eventually(Duration::from_secs(10), || async {
+        let ports: Vec<(i32, i32)> = sqlx::query_as(
+            "SELECT client_port, inet_server_port() FROM pg_stat_activity
+              WHERE datname = current_database() AND query = 'LISTEN \"genesis_due\"'",
+        )
+        .fetch_all(&pool)
+        .await?;
+        Ok((ports.len() == 1).then(|| ports[0]))
+    })
+    .await?;
+    // The events' transaction is open when the socket is cut and commits
+    // straight after, before the publisher can listen again: their notices
+    // go nowhere.
+    let mut tx = pool.begin().await?;
+    let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
+        "SELECT (genesis_enqueue_event($1, $2, 'ExternalSignalReceived',
+                     jsonb_build_object('n', g), NULL, NULL)->'event'->>'id')::uuid
+           FROM generate_series(1, 5) g",
+    )
+    .bind(t)
+    .bind(inst.id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let cut = std::process::Command::new("ss")
+        .args(["-K", &format!("sport = :{port} and dport = :{server_port}")])
+        .output();
+    match cut {
+        Ok(out) if out.status.success() => {}
+        other => {
+            eprintln!("skipped: `ss -K` cannot abort a socket here ({other:?})");
+            tx.rollback().await?;
+            return h.stop().await;
+        }
+    }
+    tx.commit().await?;
+    eventually(Duration::from_secs(10), || async {
+        let events = store.events().list(t, inst.id).await?;
+        Ok(ids
+            .iter()
+            .all(|id| {
+                events
+                    .iter()
+                    .any(|e| e.id == *id && e.published_at.is_some())
+            })
+            .then_some(()))
+    })
+    .await?;
+    // And it listens again: a later event goes out on its notice.
+    let later = store
+        .events()
+        .enqueue(
+            t,
+            inst.id,
+            AgentEventKind::ExternalSignalReceived,
+            &json!({"after": true}),
+            None,
+        )
+        .await?
+        .event;
+    eventually(Duration::from_secs(10), || async {
+        Ok(store
+            .events()
+            .list(t, inst.id)
+            .await?
+            .into_iter()
+            .find(|e| e.id == later.id)
+            .and_then(|e| e.published_at))
+    })
+    .await?;
+    h.stop().await
+}
