@@ -297,28 +297,20 @@ async fn a_future_event_is_published_by_the_timer_at_its_visible_at_and_not_befo
         )
         .await?
         .event;
-    let published_at = || async {
-        Ok::<_, anyhow::Error>(
-            store
-                .events()
-                .list(t, inst.id)
-                .await?
-                .into_iter()
-                .find(|e| e.id == ev.id)
-                .and_then(|e| e.published_at),
-        )
-    };
     // Before visible_at: not published (published_at is never earlier than
     // visible_at, whatever the machine's pace).
     tokio::time::sleep(Duration::from_millis(1_200)).await;
-    if let Some(early) = published_at().await? {
+    if let Some(early) = published_at(&store, t, inst.id, ev.id).await? {
         assert!(
             early >= due,
             "published at {early}, before it was due at {due}"
         );
     }
     // Then published by the timer, at or after visible_at.
-    let at = eventually(Duration::from_secs(10), || async { published_at().await }).await?;
+    let at = eventually(Duration::from_secs(10), || {
+        published_at(&store, t, inst.id, ev.id)
+    })
+    .await?;
     assert!(at >= due, "published at {at}, due {due}");
     h.stop().await
 }
@@ -330,6 +322,80 @@ async fn rounds(http: std::net::SocketAddr) -> anyhow::Result<u64> {
         .find_map(|l| l.strip_prefix("genesis_outbox_rounds_total "))
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| anyhow::anyhow!("no genesis_outbox_rounds_total in {body}"))
+}
+
+/// When the event `id` of `instance` was published; `None` while it is not.
+async fn published_at(
+    store: &genesis_store::Store,
+    t: uuid::Uuid,
+    instance: uuid::Uuid,
+    id: uuid::Uuid,
+) -> anyhow::Result<Option<chrono::DateTime<chrono::Utc>>> {
+    Ok(store
+        .events()
+        .list(t, instance)
+        .await?
+        .into_iter()
+        .find(|e| e.id == id)
+        .and_then(|e| e.published_at))
+}
+
+/// Whether every event of `ids` is published (`Some(())`), for `eventually`.
+async fn all_published(
+    store: &genesis_store::Store,
+    t: uuid::Uuid,
+    instance: uuid::Uuid,
+    ids: &[uuid::Uuid],
+) -> anyhow::Result<Option<()>> {
+    let events = store.events().list(t, instance).await?;
+    Ok(ids
+        .iter()
+        .all(|id| {
+            events
+                .iter()
+                .any(|e| e.id == *id && e.published_at.is_some())
+        })
+        .then_some(()))
+}
+
+/// An external signal to `instance`, due now.
+async fn signal_now(
+    store: &genesis_store::Store,
+    t: uuid::Uuid,
+    instance: uuid::Uuid,
+    payload: serde_json::Value,
+) -> anyhow::Result<genesis_store::EventRow> {
+    Ok(store
+        .events()
+        .enqueue(
+            t,
+            instance,
+            AgentEventKind::ExternalSignalReceived,
+            &payload,
+            None,
+        )
+        .await?
+        .event)
+}
+
+/// `n` events due now, enqueued in ONE statement on `conn` (one commit, so
+/// `n` notices at once); their ids.
+async fn enqueue_in_one_statement(
+    conn: impl sqlx::PgExecutor<'_>,
+    t: uuid::Uuid,
+    instance: uuid::Uuid,
+    n: i64,
+) -> anyhow::Result<Vec<uuid::Uuid>> {
+    Ok(sqlx::query_scalar(
+        "SELECT (genesis_enqueue_event($1, $2, 'ExternalSignalReceived',
+                     jsonb_build_object('n', g), NULL, NULL)->'event'->>'id')::uuid
+           FROM generate_series(1, $3) g",
+    )
+    .bind(t)
+    .bind(instance)
+    .bind(n)
+    .fetch_all(conn)
+    .await?)
 }
 
 /// The rounds run once the publisher has settled: its first round (nothing
@@ -372,25 +438,9 @@ async fn notices_of_later_events_run_no_round_and_a_due_event_still_does(
         before,
         "twenty notices of events due in an hour ran outbox rounds"
     );
-    let now = store
-        .events()
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::ExternalSignalReceived,
-            &json!({"now": true}),
-            None,
-        )
-        .await?
-        .event;
-    let published = eventually(Duration::from_secs(10), || async {
-        Ok(store
-            .events()
-            .list(t, inst.id)
-            .await?
-            .into_iter()
-            .find(|e| e.id == now.id)
-            .and_then(|e| e.published_at))
+    let now = signal_now(&store, t, inst.id, json!({"now": true})).await?;
+    let published = eventually(Duration::from_secs(10), || {
+        published_at(&store, t, inst.id, now.id)
     })
     .await?;
     assert!(published >= now.visible_at);
@@ -410,30 +460,10 @@ async fn notices_of_one_commit_run_one_round_that_publishes_every_event(
     let (store, t, inst, h) = timer_only_control(&pool).await?;
     let before = settled_rounds(&h).await?;
     // One statement, one commit, EVENTS notices.
-    let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
-        "SELECT (genesis_enqueue_event($1, $2, 'ExternalSignalReceived',
-                     jsonb_build_object('n', g), NULL, NULL)->'event'->>'id')::uuid
-           FROM generate_series(1, $3) g",
-    )
-    .bind(t)
-    .bind(inst.id)
-    .bind(EVENTS)
-    .fetch_all(&pool)
-    .await?;
+    let ids = enqueue_in_one_statement(&pool, t, inst.id, EVENTS).await?;
     assert_eq!(ids.len() as i64, EVENTS);
-    let published = || async {
-        Ok::<_, anyhow::Error>(
-            store
-                .events()
-                .list(t, inst.id)
-                .await?
-                .iter()
-                .filter(|e| ids.contains(&e.id) && e.published_at.is_some())
-                .count() as i64,
-        )
-    };
-    eventually(Duration::from_secs(10), || async {
-        Ok((published().await? == EVENTS).then_some(()))
+    eventually(Duration::from_secs(10), || {
+        all_published(&store, t, inst.id, &ids)
     })
     .await?;
     // Late notices would still be running rounds: give them the time.
@@ -478,15 +508,7 @@ async fn events_committed_while_the_listener_is_down_are_published_without_the_p
     // straight after, before the publisher can listen again: their notices
     // go nowhere.
     let mut tx = pool.begin().await?;
-    let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
-        "SELECT (genesis_enqueue_event($1, $2, 'ExternalSignalReceived',
-                     jsonb_build_object('n', g), NULL, NULL)->'event'->>'id')::uuid
-           FROM generate_series(1, 5) g",
-    )
-    .bind(t)
-    .bind(inst.id)
-    .fetch_all(&mut *tx)
-    .await?;
+    let ids = enqueue_in_one_statement(&mut *tx, t, inst.id, 5).await?;
     let cut = std::process::Command::new("ss")
         .args(["-K", &format!("sport = :{port} and dport = :{server_port}")])
         .output();
@@ -499,38 +521,14 @@ async fn events_committed_while_the_listener_is_down_are_published_without_the_p
         }
     }
     tx.commit().await?;
-    eventually(Duration::from_secs(10), || async {
-        let events = store.events().list(t, inst.id).await?;
-        Ok(ids
-            .iter()
-            .all(|id| {
-                events
-                    .iter()
-                    .any(|e| e.id == *id && e.published_at.is_some())
-            })
-            .then_some(()))
+    eventually(Duration::from_secs(10), || {
+        all_published(&store, t, inst.id, &ids)
     })
     .await?;
     // And it listens again: a later event goes out on its notice.
-    let later = store
-        .events()
-        .enqueue(
-            t,
-            inst.id,
-            AgentEventKind::ExternalSignalReceived,
-            &json!({"after": true}),
-            None,
-        )
-        .await?
-        .event;
-    eventually(Duration::from_secs(10), || async {
-        Ok(store
-            .events()
-            .list(t, inst.id)
-            .await?
-            .into_iter()
-            .find(|e| e.id == later.id)
-            .and_then(|e| e.published_at))
+    let later = signal_now(&store, t, inst.id, json!({"after": true})).await?;
+    eventually(Duration::from_secs(10), || {
+        published_at(&store, t, inst.id, later.id)
     })
     .await?;
     h.stop().await
