@@ -244,22 +244,21 @@ async fn due_listener(state: &AppState) -> Option<PgListener> {
 }
 
 /// Read, without waiting, every `genesis_due` notice already on the
-/// listener's connection, and return how many there were. Called right
-/// before a round: PostgreSQL sends a notice only after its event's
-/// transaction committed, so that round's read covers every event these
-/// notices name that is due, and the timer read after it every one due
-/// later. A transaction that enqueues n events sends n notices at once;
-/// read one at a time, they ran n rounds, n − 1 of them empty: one round
-/// per event under load (BENCHMARKS.md 0n). `None` when the connection
-/// turned out lost: the caller listens again before the round.
-pub fn drain_ready_notices(listener: &mut PgListener) -> Option<usize> {
+/// listener's connection. Called right before a round: PostgreSQL sends
+/// a notice only after its event's transaction committed, so that round's
+/// read covers every event these notices name that is due, and the timer
+/// read after it every one due later. A transaction that enqueues n
+/// events sends n notices at once; read one at a time, they ran n rounds,
+/// n − 1 of them empty: one round per event under load (BENCHMARKS.md 0n).
+/// `false` when the connection turned out lost: the caller listens again
+/// before the round.
+pub fn drain_ready_notices(listener: &mut PgListener) -> bool {
     use futures::FutureExt as _;
-    let mut drained = 0;
     loop {
         match listener.try_recv().now_or_never() {
-            Some(Ok(Some(_))) => drained += 1,
-            None => return Some(drained),
-            Some(Ok(None) | Err(_)) => return None,
+            Some(Ok(Some(_))) => {}
+            None => return true,
+            Some(Ok(None) | Err(_)) => return false,
         }
     }
 }
@@ -423,7 +422,7 @@ pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: Canc
                 }
             }
             if let Some(l) = listener.as_mut()
-                && drain_ready_notices(l).is_none()
+                && !drain_ready_notices(l)
             {
                 listener = due_listener(&state).await;
             }
