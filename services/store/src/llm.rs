@@ -558,48 +558,11 @@ impl Llm<'_> {
         attempt: &NewCallAttempt,
         credit: CreditDraw,
     ) -> Result<RecordedAttempt, StoreError> {
-        attempt.check_reported()?;
-        check_text("site_id", &attempt.site_id, 200)?;
-        crate::credit::check_amount("cost_usd", attempt.cost_usd)?;
-        let mut error_message = attempt.error_message.clone();
-        if error_message.len() > 4096 {
-            let mut end = 4096;
-            while !error_message.is_char_boundary(end) {
-                end -= 1;
-            }
-            error_message.truncate(end);
-        }
-
-        crate::credit::check_amount("limit_usd", credit.limit_usd)?;
-        let served = (!attempt.served_model.is_empty()).then_some(attempt.served_model.as_str());
-        let usage = serde_json::json!({
-            "input_tokens": attempt.input_tokens,
-            "output_tokens": attempt.output_tokens,
-            "cache_read_tokens": attempt.cache_read_tokens,
-        });
-        // One round trip (migration 0078): the session guard, the snapshot
-        // upsert, the attempt with the next ordinal and the credit
-        // draw-down, in one transaction, as before.
         let args = serde_json::json!([
             tenant_id,
             attempt.instance_id,
             attempt.session,
-            &attempt.invocation_id,
-            &attempt.site_id,
-            &attempt.requested_model,
-            served,
-            &attempt.provider,
-            &attempt.credential_name,
-            &attempt.outcome,
-            attempt.input_tokens,
-            attempt.output_tokens,
-            usage,
-            attempt.latency_ms,
-            attempt.cost_usd,
-            &error_message,
-            attempt.prompt_overlay_sha256.as_deref(),
-            credit.week_start,
-            credit.limit_usd,
+            attempt_object(attempt, credit)?,
         ]);
         let raw = self
             .store
@@ -734,13 +697,63 @@ pub(crate) async fn replace_prompt_overlay_in(
     Ok(())
 }
 
-/// RecordCallAttempt's server function (migration 0078), batched
-/// ([`crate::batch`]): the arguments in its parameter order.
+/// An attempt that is priced and ready to write: what CompleteTick carries
+/// for its episode's last call (migration 0093).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PricedAttempt {
+    pub attempt: NewCallAttempt,
+    pub credit: CreditDraw,
+}
+
+/// An attempt checked and shaped as `genesis_write_call_attempt` reads it
+/// (migration 0093), for RecordCallAttempt and for the completion that
+/// writes its attempts itself. Refuses what the tables would (an unknown
+/// outcome, negative usage, a bad amount) before anything is sent, and
+/// keeps the first 4 KiB of an error message.
+pub(crate) fn attempt_object(
+    attempt: &NewCallAttempt,
+    credit: CreditDraw,
+) -> Result<serde_json::Value, StoreError> {
+    attempt.check_reported()?;
+    check_text("site_id", &attempt.site_id, 200)?;
+    crate::credit::check_amount("cost_usd", attempt.cost_usd)?;
+    crate::credit::check_amount("limit_usd", credit.limit_usd)?;
+    let mut error_message = attempt.error_message.clone();
+    if error_message.len() > 4096 {
+        let mut end = 4096;
+        while !error_message.is_char_boundary(end) {
+            end -= 1;
+        }
+        error_message.truncate(end);
+    }
+    let served = (!attempt.served_model.is_empty()).then_some(attempt.served_model.as_str());
+    Ok(serde_json::json!({
+        "invocation_id": attempt.invocation_id,
+        "site_id": attempt.site_id,
+        "requested_model": attempt.requested_model,
+        "served_model": served,
+        "provider": attempt.provider,
+        "credential_name": attempt.credential_name,
+        "outcome": attempt.outcome,
+        "input_tokens": attempt.input_tokens,
+        "output_tokens": attempt.output_tokens,
+        "usage": {
+            "input_tokens": attempt.input_tokens,
+            "output_tokens": attempt.output_tokens,
+            "cache_read_tokens": attempt.cache_read_tokens,
+        },
+        "latency_ms": attempt.latency_ms,
+        "cost_usd": attempt.cost_usd,
+        "error_message": error_message,
+        "prompt_overlay_sha256": attempt.prompt_overlay_sha256,
+        "week_start": credit.week_start,
+        "limit_usd": credit.limit_usd,
+    }))
+}
+
+/// RecordCallAttempt's server function (migration 0093's guarded write), batched
+/// ([`crate::batch`]): tenant, instance, session and [`attempt_object`].
 const RECORD_CALL_ATTEMPT: crate::batch::Call = crate::batch::Call {
     name: "record_call_attempt",
-    sql: "genesis_record_call_attempt((a->>0)::uuid, (a->>1)::uuid, (a->>2)::uuid, a->>3, a->>4,
-                                      a->>5, a->>6, a->>7, a->>8, a->>9, (a->>10)::bigint,
-                                      (a->>11)::bigint, a->12, (a->>13)::bigint,
-                                      (a->>14)::double precision, a->>15, a->>16,
-                                      (a->>17)::timestamptz, (a->>18)::double precision)",
+    sql: "genesis_record_call_attempt((a->>0)::uuid, (a->>1)::uuid, (a->>2)::uuid, a->3)",
 };

@@ -105,6 +105,10 @@ pub struct TickCompletion {
     pub cost_usd: Option<f64>,
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
+    /// The episode's last call attempts, priced, written in the turn's own
+    /// transaction (migration 0093); the turn then links their snapshot in
+    /// place of `llm_call_snapshot_id` and the usage fields above.
+    pub call_attempts: Vec<crate::llm::PricedAttempt>,
 }
 
 impl TickCompletion {
@@ -123,6 +127,7 @@ impl TickCompletion {
             cost_usd: None,
             input_tokens: None,
             output_tokens: None,
+            call_attempts: Vec::new(),
         }
     }
 }
@@ -396,6 +401,33 @@ fn plan_turn(
     })
 }
 
+/// The completion's attempts as `genesis_apply_complete` takes them: JSON
+/// null for none, else the array of checked attempt objects. Every attempt
+/// must be the completing session's on the completing instance.
+fn attempts_arg(
+    instance_id: Uuid,
+    session: Uuid,
+    attempts: &[crate::llm::PricedAttempt],
+) -> Result<serde_json::Value, StoreError> {
+    if attempts.is_empty() {
+        return Ok(serde_json::Value::Null);
+    }
+    attempts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            if (p.attempt.instance_id, p.attempt.session) != (instance_id, session) {
+                return Err(StoreError::invalid(
+                    format!("call_attempts[{i}]"),
+                    "must be made by the completing session on its instance",
+                ));
+            }
+            crate::llm::attempt_object(&p.attempt, p.credit)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(serde_json::Value::Array)
+}
+
 /// The error for a lock or apply outcome that writes nothing.
 fn refusal(outcome: &str, what: Option<String>) -> StoreError {
     match outcome {
@@ -538,11 +570,12 @@ const CLAIM_AND_READ: Call = Call {
                                  (a->>8)::timestamptz, (a->>9)::bigint, (a->>10)::uuid, (a->>11)::bigint)",
 };
 
-/// The optimistic completion (migration 0082), batched: tenant, instance,
-/// session, the turn's parameters and the expected prior.
+/// The optimistic completion (migrations 0082, 0093), batched: tenant,
+/// instance, session, the turn's parameters, the expected prior and the
+/// attempts to write (JSON null for none).
 const APPLY_COMPLETE: Call = Call {
     name: "complete",
-    sql: "genesis_apply_complete((a->>0)::uuid, (a->>1)::uuid, (a->>2)::uuid, a->3, a->4)",
+    sql: "genesis_apply_complete((a->>0)::uuid, (a->>1)::uuid, (a->>2)::uuid, a->3, a->4, a->5)",
 };
 
 /// Bind a bundle read's arguments after those already bound, in the order
@@ -806,6 +839,12 @@ impl Store {
     /// (`stale_prior`), nothing was written and the locked path runs
     /// instead, so a stale read costs a second attempt, never a wrong
     /// counter. `None` takes the locked path at once.
+    ///
+    /// The completion's `call_attempts` are written with the turn, after
+    /// its session guard (migration 0093). A completion refused while the
+    /// session still holds its lease (a bad completion, an event it did
+    /// not claim) records them alone, as RecordCallAttempt would, so a call
+    /// made under the lease is always paid for.
     #[allow(clippy::too_many_arguments)]
     pub async fn complete_tick_expecting(
         &self,
@@ -816,11 +855,51 @@ impl Store {
         opts: &AgentDispatcherOptions,
         expect: Option<&ExpectedPrior>,
     ) -> Result<CompletedTurn, StoreError> {
-        check_completion(&completion)?;
+        let attempts = attempts_arg(instance_id, session, &completion.call_attempts)?;
+        let done = self
+            .complete_writing(
+                (tenant_id, instance_id, session),
+                &completion,
+                opts,
+                expect,
+                &attempts,
+            )
+            .await;
+        match done {
+            Err(e @ (StoreError::InvalidArgument { .. } | StoreError::PayloadTooLarge { .. }))
+                if !completion.call_attempts.is_empty() =>
+            {
+                for p in &completion.call_attempts {
+                    if let Err(lost) = self
+                        .llm()
+                        .record_call_attempt(tenant_id, &p.attempt, p.credit)
+                        .await
+                    {
+                        tracing::warn!(%instance_id, error = %lost, "a refused completion's attempt was not recorded");
+                        break;
+                    }
+                }
+                Err(e)
+            }
+            done => done,
+        }
+    }
+
+    /// [`Store::complete_tick_expecting`]'s write: optimistic when `expect`
+    /// is given, locked otherwise or when it was stale.
+    async fn complete_writing(
+        &self,
+        (tenant_id, instance_id, session): (Uuid, Uuid, Uuid),
+        completion: &TickCompletion,
+        opts: &AgentDispatcherOptions,
+        expect: Option<&ExpectedPrior>,
+        attempts: &serde_json::Value,
+    ) -> Result<CompletedTurn, StoreError> {
+        check_completion(completion)?;
         let read = match expect {
             None => PriorRead::Locked,
             Some(expect) => {
-                let turn = plan_turn(opts, &completion, &expect.counters, expect.event_kind)?;
+                let turn = plan_turn(opts, completion, &expect.counters, expect.event_kind)?;
                 let mut expected = serde_json::to_value(&expect.counters)?;
                 expected["event_kind"] = serde_json::Value::from(expect.event_kind.as_str());
                 let raw = self
@@ -832,7 +911,8 @@ impl Store {
                             instance_id,
                             session,
                             &turn.params,
-                            expected
+                            expected,
+                            attempts
                         ]),
                     )
                     .await?;
@@ -843,20 +923,25 @@ impl Store {
                 PriorRead::Stale
             }
         };
-        self.complete_locked(tenant_id, instance_id, session, &completion, opts, read)
-            .await
+        self.complete_locked(
+            (tenant_id, instance_id, session),
+            completion,
+            opts,
+            read,
+            attempts,
+        )
+        .await
     }
 
     /// The locked completion: read the instance and event under the row
     /// lock, compute the turn, write it, in one transaction.
     async fn complete_locked(
         &self,
-        tenant_id: Uuid,
-        instance_id: Uuid,
-        session: Uuid,
+        (tenant_id, instance_id, session): (Uuid, Uuid, Uuid),
         completion: &TickCompletion,
         opts: &AgentDispatcherOptions,
         read: PriorRead,
+        attempts: &serde_json::Value,
     ) -> Result<CompletedTurn, StoreError> {
         let mut tx = self.tenant_pool().begin().await?;
         let raw: serde_json::Value =
@@ -879,11 +964,12 @@ impl Store {
             event.event_kind,
         )?;
         let raw: serde_json::Value =
-            sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4, NULL)")
+            sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4, NULL, $5)")
                 .bind(tenant_id)
                 .bind(instance_id)
                 .bind(session)
                 .bind(&turn.params)
+                .bind(attempts)
                 .fetch_one(&mut *tx)
                 .await?;
         match applied(raw, turn, read)? {

@@ -2,7 +2,10 @@
 //! PostgreSQL: an unlocked read of the counters that still holds writes the
 //! turn at once; a stale one writes nothing itself and the locked read
 //! decides; every refusal writes nothing; racing completions of one claim
-//! write one turn; the previous release's four-argument write still works.
+//! write one turn; the previous release's four-argument write still works;
+//! the episode's last call attempts are written with the turn, exactly
+//! once, and a completion refused under a held lease still pays for them
+//! (migration 0093).
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 
@@ -13,6 +16,7 @@ use genesis_core::{
     AgentDecisionKind, AgentDispatcherOptions, AgentEventKind, Completion, Phase, PlanInputHash,
     TickOutcome,
 };
+use genesis_store::llm::{CreditDraw, NewCallAttempt, PricedAttempt};
 use genesis_store::{
     CompletedTurn, ExpectedPrior, PriorCounters, PriorRead, Store, StoreError, TickClaim,
     TickCompletion,
@@ -376,5 +380,206 @@ async fn the_previous_release_four_argument_write_still_completes(
     assert_eq!(ledger_turns(&pool, c.instance.id).await?, 1);
     let row = store.instances().get(t, c.instance.id).await?;
     assert_eq!(row.lease_session, None);
+    Ok(())
+}
+
+/// The episode's last attempt of the claim `c`, priced at `cost`.
+fn priced(c: &TickClaim, cost: f64) -> PricedAttempt {
+    PricedAttempt {
+        attempt: NewCallAttempt {
+            instance_id: c.instance.id,
+            session: c.session,
+            invocation_id: format!("inv-{}", c.event.id),
+            site_id: "Agent:Planning".into(),
+            requested_model: "scripted-1".into(),
+            served_model: "scripted-1".into(),
+            provider: "scripted".into(),
+            credential_name: String::new(),
+            outcome: "success".into(),
+            input_tokens: 100,
+            output_tokens: 10,
+            cache_read_tokens: 0,
+            latency_ms: 3,
+            error_message: String::new(),
+            cost_usd: cost,
+            prompt_overlay_sha256: None,
+        },
+        credit: CreditDraw {
+            week_start: "2026-11-30T00:00:00Z".parse().unwrap(),
+            limit_usd: 50.0,
+        },
+    }
+}
+
+/// (attempts, snapshots, credit spent) of the tenant.
+async fn paid(pool: &PgPool, t: Uuid) -> anyhow::Result<(i64, i64, f64)> {
+    Ok(sqlx::query_as(
+        "SELECT (SELECT count(*) FROM llm_call_attempts WHERE tenant_id = $1),
+                (SELECT count(*) FROM llm_call_snapshots WHERE tenant_id = $1),
+                coalesce((SELECT sum(spent_usd) FROM credit_windows WHERE tenant_id = $1), 0)::float8",
+    )
+    .bind(t)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// The snapshot and cost the turn links.
+async fn turn_link(pool: &PgPool, ledger: Uuid) -> anyhow::Result<(Option<Uuid>, Option<f64>)> {
+    Ok(sqlx::query_as(
+        "SELECT llm_call_snapshot_id, cost_usd::float8 FROM agent_state_ledger WHERE id = $1",
+    )
+    .bind(ledger)
+    .fetch_one(pool)
+    .await?)
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_last_attempts_are_written_once_with_the_turn_whichever_read_decides(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let h = hash('f');
+    let opts = AgentDispatcherOptions::default();
+    // A read that holds: one statement writes the attempts and the turn.
+    let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
+    let expect = expectation(&store, t, &c).await?;
+    let mut done = idle_turn(&c, &h);
+    done.call_attempts = vec![priced(&c, 0.25), priced(&c, 0.5)];
+    let turn = store
+        .complete_tick_expecting(t, c.instance.id, c.session, done, &opts, Some(&expect))
+        .await?;
+    assert_eq!(turn.prior_read, PriorRead::Held);
+    assert_eq!(paid(&pool, t).await?, (2, 1, 0.75));
+    let (snapshot, cost) = turn_link(&pool, turn.ledger_id).await?;
+    let stored: Uuid = sqlx::query_scalar("SELECT id FROM llm_call_snapshots WHERE tenant_id = $1")
+        .bind(t)
+        .fetch_one(&pool)
+        .await?;
+    assert_eq!(
+        snapshot,
+        Some(stored),
+        "the turn links the attempts' snapshot"
+    );
+    assert_eq!(cost, Some(0.75));
+    // A stale read writes nothing itself, so the locked write that follows
+    // records the attempt once, not twice.
+    let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
+    let mut stale = expectation(&store, t, &c).await?;
+    stale.counters.consecutive_idle_ticks = 0;
+    let mut done = idle_turn(&c, &h);
+    done.call_attempts = vec![priced(&c, 1.0)];
+    let turn = store
+        .complete_tick_expecting(t, c.instance.id, c.session, done, &opts, Some(&stale))
+        .await?;
+    assert_eq!(turn.prior_read, PriorRead::Stale);
+    assert_eq!(paid(&pool, t).await?, (3, 2, 1.75));
+    assert_eq!(turn_link(&pool, turn.ledger_id).await?.1, Some(1.0));
+    // The locked path without any read carries them too.
+    let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
+    let mut done = idle_turn(&c, &h);
+    done.call_attempts = vec![priced(&c, 2.0)];
+    let turn = store
+        .complete_tick(t, c.instance.id, c.session, done, &opts)
+        .await?;
+    assert_eq!(paid(&pool, t).await?, (4, 3, 3.75));
+    assert_eq!(turn_link(&pool, turn.ledger_id).await?.1, Some(2.0));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_completion_refused_under_a_held_lease_still_pays_for_its_attempts(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let h = hash('1');
+    let opts = AgentDispatcherOptions::default();
+    let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
+    let expect = expectation(&store, t, &c).await?;
+    // A lost lease writes nothing, attempts included.
+    let mut done = idle_turn(&c, &h);
+    done.call_attempts = vec![priced(&c, 0.5)];
+    let stranger = Uuid::new_v4();
+    let mut other = done.clone();
+    other.call_attempts[0].attempt.session = stranger;
+    let err = store
+        .complete_tick_expecting(t, c.instance.id, stranger, other, &opts, Some(&expect))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::LeaseLost), "{err:?}");
+    assert_eq!(paid(&pool, t).await?, (0, 0, 0.0));
+    // An attempt of another session is refused before anything is sent.
+    let mut foreign = done.clone();
+    foreign.call_attempts[0].attempt.session = Uuid::new_v4();
+    let err = store
+        .complete_tick_expecting(t, c.instance.id, c.session, foreign, &opts, Some(&expect))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InvalidArgument { field, .. } if field == "call_attempts[0]"),
+        "{err:?}"
+    );
+    assert_eq!(paid(&pool, t).await?, (0, 0, 0.0));
+    // An event this session did not claim (the locked path, no read) and
+    // a completion too large to write (the one-statement path): no turn,
+    // but the calls made under the held lease are recorded and drawn.
+    let mut unclaimed = done.clone();
+    unclaimed.event_id = Uuid::new_v4();
+    let err = store
+        .complete_tick(t, c.instance.id, c.session, unclaimed, &opts)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InvalidArgument { field, .. } if field == "event_id"),
+        "{err:?}"
+    );
+    assert_eq!(paid(&pool, t).await?, (1, 1, 0.5));
+    let mut huge = done.clone();
+    huge.reasoning_summary = Some("x".repeat(2 * 1024 * 1024));
+    let err = store
+        .complete_tick_expecting(t, c.instance.id, c.session, huge, &opts, Some(&expect))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::PayloadTooLarge { .. }), "{err:?}");
+    assert_eq!(paid(&pool, t).await?, (2, 1, 1.0));
+    assert_eq!(ledger_turns(&pool, c.instance.id).await?, 0);
+    // The session still holds its tick, and completing it pays once more.
+    let turn = store
+        .complete_tick_expecting(t, c.instance.id, c.session, done, &opts, Some(&expect))
+        .await?;
+    assert_eq!(turn.turn_number, 1);
+    assert_eq!(paid(&pool, t).await?, (3, 1, 1.5));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_previous_release_nineteen_argument_record_still_records(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let c = four_idle_ticks_in(&store, &pool, t, &hash('2')).await?;
+    let call = "SELECT genesis_record_call_attempt($1, $2, $3, 'inv-old', 'Agent:Planning',
+                    'scripted-1', 'scripted-1', 'scripted', '', 'success', 100, 10,
+                    '{}'::jsonb, 3, 0.5::float8, '', NULL, now(), 50::float8)";
+    let lost: serde_json::Value = sqlx::query_scalar(call)
+        .bind(t)
+        .bind(c.instance.id)
+        .bind(Uuid::new_v4())
+        .fetch_one(&pool)
+        .await?;
+    assert_eq!(lost["outcome"], "lease_lost", "{lost}");
+    assert_eq!(paid(&pool, t).await?, (0, 0, 0.0));
+    let recorded: serde_json::Value = sqlx::query_scalar(call)
+        .bind(t)
+        .bind(c.instance.id)
+        .bind(c.session)
+        .fetch_one(&pool)
+        .await?;
+    assert_eq!(recorded["outcome"], "recorded", "{recorded}");
+    assert_eq!(recorded["ordinal"], 0);
+    assert_eq!(recorded["snapshot"]["invocation_id"], "inv-old");
+    assert_eq!(paid(&pool, t).await?, (1, 1, 0.5));
     Ok(())
 }

@@ -23,7 +23,7 @@ use genesis_core::{
 use genesis_proto::convert::{parse_optional_uuid, parse_uuid, require, timestamp_from_chrono};
 use genesis_proto::v1 as pb;
 use genesis_proto::v1::agent_pod_server::AgentPod;
-use genesis_store::llm::{CreditDraw, NewCallAttempt};
+use genesis_store::llm::{CreditDraw, NewCallAttempt, PricedAttempt};
 use genesis_store::tick::{
     ExpectedPrior, LedgerAction, TickCompletion as StoreCompletion, TickDecision,
 };
@@ -810,15 +810,36 @@ impl AgentPodService {
     }
 
     /// Record one checked attempt under its invocation's snapshot, priced
-    /// here and drawn from the credit window (RecordCallAttempt, and each of
-    /// CompleteTick's `call_attempts`). `memo`: what this tick's claim read,
-    /// which spares the context read when the price is held too.
+    /// here and drawn from the credit window (RecordCallAttempt). `memo`:
+    /// what this tick's claim read, which spares the context read when the
+    /// price is held too.
     async fn write_attempt(
+        &self,
+        tenant_id: Uuid,
+        attempt: NewCallAttempt,
+        memo: Option<&TickMemo>,
+    ) -> Result<genesis_store::llm::RecordedAttempt, Status> {
+        let priced = self.price_attempt(tenant_id, attempt, memo).await?;
+        let recorded = self
+            .store
+            .llm()
+            .record_call_attempt(tenant_id, &priced.attempt, priced.credit)
+            .await
+            .map_err(|e| status_of(e, &self.metrics))?;
+        self.metrics.cost(priced.attempt.cost_usd);
+        Ok(recorded)
+    }
+
+    /// Price one checked attempt from usage and the pricing table, set its
+    /// policy site and the credit window it draws from (RecordCallAttempt,
+    /// and each of CompleteTick's `call_attempts`, which the completion
+    /// writes with its turn).
+    async fn price_attempt(
         &self,
         tenant_id: Uuid,
         mut attempt: NewCallAttempt,
         memo: Option<&TickMemo>,
-    ) -> Result<genesis_store::llm::RecordedAttempt, Status> {
+    ) -> Result<PricedAttempt, Status> {
         let metrics = &self.metrics;
         // Providers report dated or suffixed ids for the model they served
         // (`gpt-4o-2024-08-06` for `gpt-4o`); an unpriced served id is priced
@@ -880,18 +901,11 @@ impl AgentPodService {
         };
         attempt.cost_usd = cost;
         attempt.site_id = policy_site_for(agent_type).to_owned();
-        let draw = CreditDraw {
+        let credit = CreditDraw {
             week_start: week_start_for(Utc::now()),
             limit_usd: opts.weekly_credit_usd,
         };
-        let recorded = self
-            .store
-            .llm()
-            .record_call_attempt(tenant_id, &attempt, draw)
-            .await
-            .map_err(|e| status_of(e, metrics))?;
-        metrics.cost(attempt.cost_usd);
-        Ok(recorded)
+        Ok(PricedAttempt { attempt, credit })
     }
 
     /// The turn's context read again (`genesis_complete_context`, one
@@ -981,7 +995,7 @@ impl AgentPodService {
                     })?,
             ),
         };
-        let mut snapshot_id = parse_optional_uuid("snapshot_id", req.snapshot_id.as_deref())?;
+        let snapshot_id = parse_optional_uuid("snapshot_id", req.snapshot_id.as_deref())?;
         if snapshot_id.is_some() && !req.call_attempts.is_empty() {
             return Err(inv(
                 "snapshot_id",
@@ -1028,22 +1042,22 @@ impl AgentPodService {
         let memo = self
             .memos
             .recall(session, tenant_id, instance_id, Some(event_id));
-        // The episode's last attempts, recorded as RecordCallAttempt would
-        // (its session guard refuses them on a lost lease, writing nothing).
-        let mut last_snapshot = None;
+        // The episode's last attempts, priced here and written by the
+        // completion with its turn, after its session guard (migration
+        // 0093): a lost lease writes none of them.
+        let mut call_attempts = Vec::with_capacity(pending.len());
         for attempt in pending {
-            let recorded = self
-                .write_attempt(tenant_id, attempt, memo.as_deref())
-                .await?;
-            snapshot_id = Some(recorded.snapshot.id);
-            last_snapshot = Some(recorded.snapshot);
+            call_attempts.push(
+                self.price_attempt(tenant_id, attempt, memo.as_deref())
+                    .await?,
+            );
         }
         let turn = match memo {
-            // What the claim read, and the snapshot the last attempt wrote:
-            // no read. A snapshot named without attempts is read below.
-            Some(m) if snapshot_id.is_none() || last_snapshot.is_some() => {
+            // What the claim read: no read. A snapshot named without
+            // attempts is read below.
+            Some(m) if snapshot_id.is_none() => {
                 metrics.tick_context("complete_held");
-                TurnContext::remembered(&m, last_snapshot)
+                TurnContext::remembered(&m, None)
             }
             _ => {
                 metrics.tick_context("complete_read");
@@ -1094,6 +1108,7 @@ impl AgentPodService {
             })),
         });
         let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        let attempt_costs: Vec<f64> = call_attempts.iter().map(|p| p.attempt.cost_usd).collect();
         let store_completion = StoreCompletion {
             event_id,
             decision: TickDecision::Derived {
@@ -1111,6 +1126,7 @@ impl AgentPodService {
             cost_usd: snapshot.as_ref().map(|s| s.cost_usd),
             input_tokens: snapshot.as_ref().map(|s| s.input_tokens),
             output_tokens: snapshot.as_ref().map(|s| s.output_tokens),
+            call_attempts,
         };
         let done = self
             .store
@@ -1126,6 +1142,9 @@ impl AgentPodService {
         // Written or refused, the memo has served: a retry reads again.
         self.memos.forget(session);
         let done = done.map_err(|e| status_of(e, metrics))?;
+        for cost in attempt_costs {
+            metrics.cost(cost);
+        }
         metrics.complete(done.halted, done.prior_read);
         Ok(pb::CompleteTickResponse {
             decision_kind: done.decision_kind.as_str().to_owned(),

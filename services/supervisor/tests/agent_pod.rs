@@ -1592,6 +1592,46 @@ async fn pending_attempts_of_a_stale_session_are_not_recorded(pool: PgPool) {
     assert_eq!(h.count("credit_windows").await, 0);
 }
 
+/// A completion refused while its session still holds the lease (here: an
+/// event it did not claim) writes no turn, but the calls the episode made
+/// under that lease are still recorded and drawn from the credit window;
+/// the completion that follows records its own attempt once more.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_refused_completion_still_pays_for_the_calls_made_under_its_lease(pool: PgPool) {
+    let mut h = start(pool).await;
+    let b = h.claim().await;
+    let event_id = b.event.unwrap().id;
+    let turns_before = h.count("agent_state_ledger").await;
+    let err = h
+        .client
+        .clone()
+        .complete_tick(h.req(completion_with(
+            &h,
+            &b.session_id,
+            &Uuid::new_v4().to_string(),
+            vec![pending(scripted_attempt("success", 1000))],
+        )))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert_eq!(h.count("llm_call_attempts").await, 1);
+    assert_eq!(h.count("agent_state_ledger").await, turns_before);
+    let spent: f64 = sqlx::query_scalar("SELECT spent_usd FROM credit_windows")
+        .fetch_one(&h.pool)
+        .await
+        .unwrap();
+    assert!((spent - 0.018).abs() < 1e-9, "{spent}");
+    h.complete(completion_with(
+        &h,
+        &b.session_id,
+        &event_id,
+        vec![pending(scripted_attempt("success", 1000))],
+    ))
+    .await;
+    assert_eq!(h.count("llm_call_attempts").await, 2);
+    assert_eq!(h.count("agent_state_ledger").await, turns_before + 1);
+}
+
 /// Complete the claimed tick of `b` with `summary`, then make the instance
 /// due again with an operator message.
 async fn complete_and_wake(h: &Harness, b: &pb::TickBundle, summary: &str) {
