@@ -254,6 +254,95 @@ async fn concurrent_enqueues_to_one_instance_get_distinct_increasing_sequence_nu
     Ok(())
 }
 
+/// Migration 0094: an enqueue with nothing to deduplicate takes the row lock
+/// with its sequence update, a heartbeat enqueue locks first to look for a
+/// pending one. Racing together on one instance they still get distinct,
+/// gap-free sequence numbers, and one heartbeat is pending at the end; an
+/// unknown instance is refused on either path with nothing written.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn enqueues_with_and_without_a_duplicate_check_race_to_distinct_sequence_numbers(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let before: i64 = sqlx::query_scalar(
+        "SELECT coalesce(max(sequence_number), 0) FROM agent_event_queue WHERE instance_id = $1",
+    )
+    .bind(inst.id)
+    .fetch_one(&pool)
+    .await?;
+    let heartbeats_before = count(
+        &pool,
+        "SELECT count(*) FROM agent_event_queue WHERE instance_id = $1 AND event_kind = 'AgentTick'",
+        inst.id,
+    )
+    .await?;
+    assert_eq!(heartbeats_before, 0);
+    let mut tasks = Vec::new();
+    for n in 0..32 {
+        let store = store.clone();
+        let kind = if n % 4 == 0 {
+            AgentEventKind::AgentTick
+        } else {
+            AgentEventKind::OperatorMessage
+        };
+        tasks.push(tokio::spawn(async move {
+            let out = store
+                .events()
+                .enqueue(t, inst.id, kind, &json!({"n": n}), None)
+                .await?;
+            anyhow::Ok((kind, out))
+        }));
+    }
+    let mut seqs = HashSet::new();
+    let (mut messages, mut heartbeats) = (0, 0);
+    for task in tasks {
+        let (kind, out) = task.await??;
+        match (kind, out.created) {
+            (AgentEventKind::OperatorMessage, true) => messages += 1,
+            (AgentEventKind::AgentTick, true) => heartbeats += 1,
+            (AgentEventKind::AgentTick, false) => continue,
+            other => anyhow::bail!("an operator message was not created: {other:?}"),
+        }
+        assert!(seqs.insert(out.event.sequence_number), "{seqs:?}");
+    }
+    assert_eq!((messages, heartbeats), (24, 1));
+    assert_eq!(seqs, (before + 1..=before + 25).collect::<HashSet<i64>>());
+    let drawn = "SELECT event_sequence FROM agent_instances WHERE id = $1";
+    assert_eq!(count(&pool, drawn, inst.id).await?, before + 25);
+    // An unknown instance, and another tenant's, on both paths.
+    let other = tenant(&store, "b").await?;
+    let all = || async {
+        anyhow::Ok(
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM agent_event_queue")
+                .fetch_one(&pool)
+                .await?,
+        )
+    };
+    let events_before = all().await?;
+    for (tenant_id, instance_id) in [(t, Uuid::new_v4()), (other, inst.id)] {
+        for kind in [AgentEventKind::OperatorMessage, AgentEventKind::AgentTick] {
+            let err = store
+                .events()
+                .enqueue(tenant_id, instance_id, kind, &json!({}), None)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, StoreError::NotFound { .. }),
+                "{kind:?}: {err:?}"
+            );
+        }
+    }
+    assert_eq!(
+        all().await?,
+        events_before,
+        "nothing written for the refused enqueues"
+    );
+    assert_eq!(count(&pool, drawn, inst.id).await?, before + 25);
+    Ok(())
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn concurrent_resolves_of_one_attention_request_have_exactly_one_winner(
     pool: PgPool,
