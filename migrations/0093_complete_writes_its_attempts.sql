@@ -124,7 +124,7 @@ DECLARE
     v_halt boolean := coalesce((p->>'halt')::boolean, false);
     v_next timestamptz := now() + coalesce((p->>'next_tick_delay_ms')::bigint, 0) * interval '1 millisecond';
     v_attention uuid;
-    v_attempt jsonb;
+    v_i integer;
     -- The snapshot the turn links: the one named in p, or the one the last
     -- attempt of p_attempts was written under.
     v_snap jsonb := jsonb_build_object('id', p->'llm_call_snapshot_id', 'served_model', p->'served_model',
@@ -157,9 +157,11 @@ BEGIN
 
     -- The episode's last attempts, in order; the turn links the snapshot
     -- the last one was written under.
+    -- (Indexed rather than a FOR over jsonb_array_elements: that loop is a
+    -- query of its own, and costs as much as the guard this saves.)
     IF jsonb_typeof(p_attempts) = 'array' THEN
-        FOR v_attempt IN SELECT value FROM jsonb_array_elements(p_attempts) LOOP
-            v_snap := genesis_write_call_attempt(p_tenant, p_instance, v_attempt)->'snapshot';
+        FOR v_i IN 0 .. jsonb_array_length(p_attempts) - 1 LOOP
+            v_snap := genesis_write_call_attempt(p_tenant, p_instance, p_attempts->v_i)->'snapshot';
         END LOOP;
     END IF;
 
