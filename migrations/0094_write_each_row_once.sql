@@ -136,16 +136,20 @@ BEGIN
 
     -- Due by the clock when the lease is taken, not by now() (0088).
     v_due := clock_timestamp();
-    -- The next due event, stamped in one statement: the lease keeps other
-    -- claims of this instance out, and the outer conditions hold it to an
-    -- unconsumed event under its attempts if the row changed meanwhile.
+    -- The next due event, stamped in one statement. The held lease keeps
+    -- every other consumer of this instance's events out (another claim,
+    -- a completion, a reset, a dead-lettering), so the event the subquery
+    -- found is still unconsumed when it is stamped. The outer condition
+    -- names only the id and the attempts: restating "unconsumed" there
+    -- lets the planner answer it from the partial due index, which it then
+    -- scans whole (every pending heartbeat of the fleet) for one id.
     UPDATE agent_event_queue e SET claimed_session = p_session, attempts = e.attempts + 1
      WHERE e.id = (SELECT q.id FROM agent_event_queue q
                     WHERE q.instance_id = p_instance AND q.consumed_at IS NULL AND q.dead_lettered_at IS NULL
                       AND q.visible_at <= v_due
                     ORDER BY q.sequence_number
                     LIMIT 1)
-       AND e.attempts < p_max_attempts AND e.consumed_at IS NULL AND e.dead_lettered_at IS NULL
+       AND e.attempts < p_max_attempts
     RETURNING * INTO ev;
     IF FOUND THEN
         RETURN jsonb_build_object('outcome', 'claimed', 'instance', to_jsonb(inst), 'event', to_jsonb(ev),

@@ -142,7 +142,8 @@ pub struct Explain {
     pub sql: String,
     /// EXPLAIN (ANALYZE, BUFFERS) output.
     pub plan: String,
-    /// Whether the plan uses an index (no Seq Scan on the queue).
+    /// Whether the plan uses an index (no Seq Scan on the queue), and the
+    /// one it must use where a statement names one.
     pub index_scan: bool,
 }
 
@@ -259,7 +260,7 @@ pub fn parse_tps(out: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// EXPLAIN (ANALYZE, BUFFERS) of claim's due-event lookup, the outbox
+/// EXPLAIN (ANALYZE, BUFFERS) of claim's due-event stamp, the outbox
 /// select, complete's heartbeat check, complete's next turn number
 /// (migration 0091) and the bootstrap re-scan's census
 /// (the one statement an idle control repeats per re-scan), each under the role and tenant
@@ -271,13 +272,21 @@ pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
     .fetch_optional(db)
     .await?
     .context("no idle-fleet instance to explain against")?;
-    let queries: [(&str, &str, &str); 5] = [
+    // (name, role, statement, the index the plan must name, if one).
+    let queries: [(&str, &str, &str, Option<&str>); 5] = [
         (
-            "claim: next due event of an instance",
+            "claim: stamp the next due event of an instance (migration 0094)",
             "genesis_app",
-            "SELECT * FROM agent_event_queue
-              WHERE instance_id = $1 AND consumed_at IS NULL AND dead_lettered_at IS NULL AND visible_at <= now()
-              ORDER BY sequence_number LIMIT 1 FOR UPDATE",
+            // The stamp must find its one row by the primary key, not by a
+            // whole scan of the partial due index that the subquery reads.
+            "UPDATE agent_event_queue e SET claimed_session = gen_random_uuid(), attempts = e.attempts + 1
+              WHERE e.id = (SELECT q.id FROM agent_event_queue q
+                             WHERE q.instance_id = $1 AND q.consumed_at IS NULL AND q.dead_lettered_at IS NULL
+                               AND q.visible_at <= clock_timestamp()
+                             ORDER BY q.sequence_number LIMIT 1)
+                AND e.attempts < 5
+              RETURNING e.id",
+            Some("agent_event_queue_pkey"),
         ),
         (
             "outbox: due unpublished events",
@@ -285,12 +294,14 @@ pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
             "SELECT to_jsonb(e) FROM agent_event_queue e
               WHERE published_at IS NULL AND consumed_at IS NULL AND dead_lettered_at IS NULL AND visible_at <= now()
               ORDER BY visible_at LIMIT 256 FOR UPDATE SKIP LOCKED",
+            None,
         ),
         (
             "complete: pending heartbeat of an instance",
             "genesis_app",
             "SELECT * FROM agent_event_queue
               WHERE instance_id = $1 AND event_kind = 'AgentTick' AND consumed_at IS NULL AND dead_lettered_at IS NULL",
+            None,
         ),
         (
             "complete: next turn number of an instance",
@@ -298,15 +309,17 @@ pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
             "SELECT coalesce((SELECT l.turn_number FROM agent_state_ledger l
                                WHERE l.tenant_id = $2 AND l.instance_id = $1
                                ORDER BY l.turn_number DESC LIMIT 1), 0) + 1",
+            None,
         ),
         (
             "bootstrap re-scan: every tenant and its SOA",
             "genesis_system",
             genesis_store::tenants::CENSUS_SQL,
+            None,
         ),
     ];
     let mut out = Vec::new();
-    for (name, role, sql) in queries {
+    for (name, role, sql, must_use) in queries {
         let mut tx = db.begin().await?;
         sqlx::query(sqlx::AssertSqlSafe(format!("SET LOCAL ROLE {role}")))
             .execute(&mut *tx)
@@ -327,7 +340,9 @@ pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
         let lines: Vec<String> = q.fetch_all(&mut *tx).await?;
         tx.rollback().await?;
         let plan = lines.join("\n");
-        let index_scan = plan.contains("Index") && !plan.contains("Seq Scan on agent_event_queue");
+        let index_scan = plan.contains("Index")
+            && !plan.contains("Seq Scan on agent_event_queue")
+            && must_use.is_none_or(|index| plan.contains(index));
         out.push(Explain {
             name: name.into(),
             sql: sql.split_whitespace().collect::<Vec<_>>().join(" "),
