@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The tick's server functions alone, on one PostgreSQL client, no services:
+# a scratch database built from migrations/ up to a given number, 100 tenants
+# with 10 SOA instances each, then pgbench running one tick per script
+# (enqueue an ExternalSignalReceived, claim it, the call attempt, the
+# completion) as genesis_app, so row-level security applies as in the fleet.
+# Prints ticks/s and each function's own time per tick (track_functions), so
+# two schemas can be compared function by function without the noise of the
+# whole fleet (BENCHMARKS.md 0o).
+#   scripts/bench-tick-sql.sh             every migration: the completion writes its attempt (0093)
+#   scripts/bench-tick-sql.sh --upto 92   the schema before 0093: the attempt is its own call
+#   --secs N     seconds per round (default 15)
+#   --rounds N   rounds (default 3)
+# The database is dropped at the end. Needs psql and pgbench (scripts/services.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+upto=9999
+secs=15
+rounds=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --upto) upto="$2"; shift 2 ;;
+    --secs) secs="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    *) echo "bench-tick-sql: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+case "$upto$secs$rounds" in
+  *[!0-9]*) echo "bench-tick-sql: --upto, --secs and --rounds take whole numbers" >&2; exit 2 ;;
+esac
+
+PG="${GENESIS_BENCH_PG:-postgres://postgres@127.0.0.1:5432}"
+db="genesis_ticksql_${upto}_$$"
+work=$(mktemp -d)
+cleanup() {
+  psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+psql "$PG/postgres" -qc "CREATE DATABASE $db" >/dev/null
+last=0
+for f in migrations/*.sql; do
+  n=$((10#$(basename "$f" | cut -c1-4)))
+  [ "$n" -gt "$upto" ] && continue
+  psql "$PG/$db" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null
+  last=$n
+done
+psql "$PG/$db" -q -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
+CREATE TABLE bench_inst (n int PRIMARY KEY, id uuid, tenant_id uuid);
+INSERT INTO tenants (name) SELECT 'ticksql-' || g FROM generate_series(1, 100) g;
+INSERT INTO agent_instances (tenant_id, agent_type, status)
+SELECT t.id, 'Soa', 'active' FROM tenants t, generate_series(1, 10);
+INSERT INTO bench_inst SELECT row_number() OVER (ORDER BY id), id, tenant_id FROM agent_instances;
+GRANT SELECT ON bench_inst TO genesis_app;
+ANALYZE;
+SQL
+
+# One tick. pgbench substitutes :name as text, hence the quotes.
+turn="'event_id', ':ev', 'decision_kind', 'Acted', 'phase', 'acting', 'consecutive_idle_ticks', 0,
+      'idle_ticks_since_replan', 0, 'consecutive_blocked_turns', 0, 'halt', false,
+      'next_tick_delay_ms', 86400000, 'reasoning_summary', 'done', 'decision_payload', '{}'::jsonb"
+{
+  echo '\set i random(1, 1000)'
+  echo "SELECT id AS inst, tenant_id AS ten, gen_random_uuid() AS sess FROM bench_inst WHERE n = :i \gset"
+  echo "SELECT genesis_enqueue_event(':ten', ':inst', 'ExternalSignalReceived', '{}', NULL, NULL)->'event'->>'id' AS enq \gset"
+  echo "SELECT genesis_claim_tick(':ten', ':inst', ':sess', '60 s', 5)->'event'->>'id' AS ev \gset"
+  if [ "$last" -ge 93 ]; then
+    echo "SELECT genesis_apply_complete(':ten', ':inst', ':sess', jsonb_build_object($turn), NULL,
+            jsonb_build_array(jsonb_build_object('invocation_id', 'inv-:ev', 'site_id', 'Agent:Default',
+              'requested_model', 'scripted-1', 'served_model', 'scripted-1', 'provider', 'scripted',
+              'credential_name', '', 'outcome', 'success', 'input_tokens', 1000, 'output_tokens', 1000,
+              'usage', '{}'::jsonb, 'latency_ms', 5, 'cost_usd', 0.018, 'error_message', '',
+              'prompt_overlay_sha256', NULL, 'week_start', date_trunc('week', now()), 'limit_usd', 50)))->>'outcome' AS done \gset"
+  else
+    echo "SELECT genesis_record_call_attempt(':ten', ':inst', ':sess', 'inv-:ev', 'Agent:Default', 'scripted-1',
+            'scripted-1', 'scripted', '', 'success', 1000, 1000, '{}'::jsonb, 5, 0.018::float8, '', NULL,
+            date_trunc('week', now()), 50::float8)->'snapshot'->>'id' AS snap \gset"
+    echo "SELECT genesis_apply_complete(':ten', ':inst', ':sess', jsonb_build_object($turn,
+            'llm_call_snapshot_id', ':snap', 'served_model', 'scripted-1', 'cost_usd', 0.018,
+            'input_tokens', 1000, 'output_tokens', 1000), NULL)->>'outcome' AS done \gset"
+  fi
+} | tr '\n' ' ' | sed 's/\\gset /\\gset\n/g; s/\(random(1, 1000)\) /\1\n/' > "$work/tick.sql"
+
+run() {
+  PGOPTIONS="-c role=genesis_app -c synchronous_commit=off -c track_functions=all" \
+    pgbench "$PG/$db" -n -M simple -c 1 -T "$1" -f "$work/tick.sql" 2>&1
+}
+echo "[bench-tick-sql] migrations up to $(printf %04d "$last"), $rounds rounds of ${secs}s, one client"
+# A warm-up, then statistics: a fresh table's plans differ from a grown one's
+# (the fleet's autovacuum keeps them current; this machine's may be off).
+out=$(run 5) || { echo "$out" >&2; exit 1; }
+psql "$PG/$db" -qc "ANALYZE" >/dev/null
+for r in $(seq 1 "$rounds"); do
+  psql "$PG/$db" -qAtc "SELECT pg_stat_reset()" >/dev/null
+  out=$(run "$secs") || { echo "$out" >&2; exit 1; }
+  tps=$(echo "$out" | awk '/^tps/ {print $3}')
+  sleep 0.6 # the statistics collector's flush
+  psql "$PG/$db" -qAt -F' ' <<SQL
+WITH n AS (SELECT calls FROM pg_stat_user_functions WHERE funcname = 'genesis_enqueue_event')
+SELECT 'round $r: ' || round($tps::numeric, 1) || ' ticks/s; own us per tick:',
+       string_agg(funcname || '=' || round((self_time / n.calls)::numeric * 1000, 1), ' ' ORDER BY funcname),
+       'sum=' || round((sum(self_time) / min(n.calls))::numeric * 1000, 1)
+  FROM pg_stat_user_functions, n GROUP BY n.calls;
+SQL
+done
+psql "$PG/$db" -qAt <<'SQL'
+SELECT '[bench-tick-sql] counts: ' || (SELECT count(*) FROM agent_state_ledger) || ' turns, '
+       || (SELECT count(*) FROM llm_call_attempts) || ' attempts, '
+       || (SELECT count(*) FROM agent_event_queue WHERE event_kind = 'ExternalSignalReceived' AND consumed_at IS NULL)
+       || ' signals left unconsumed';
+SQL
