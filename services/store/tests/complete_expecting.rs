@@ -411,6 +411,13 @@ fn priced(c: &TickClaim, cost: f64) -> PricedAttempt {
     }
 }
 
+/// [`idle_turn`] carrying the episode's last attempts, one per cost.
+fn paying_turn(c: &TickClaim, h: &PlanInputHash, costs: &[f64]) -> TickCompletion {
+    let mut done = idle_turn(c, h);
+    done.call_attempts = costs.iter().map(|&cost| priced(c, cost)).collect();
+    done
+}
+
 /// (attempts, snapshots, credit spent) of the tenant.
 async fn paid(pool: &PgPool, t: Uuid) -> anyhow::Result<(i64, i64, f64)> {
     Ok(sqlx::query_as(
@@ -444,8 +451,7 @@ async fn the_last_attempts_are_written_once_with_the_turn_whichever_read_decides
     // A read that holds: one statement writes the attempts and the turn.
     let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
     let expect = expectation(&store, t, &c).await?;
-    let mut done = idle_turn(&c, &h);
-    done.call_attempts = vec![priced(&c, 0.25), priced(&c, 0.5)];
+    let done = paying_turn(&c, &h, &[0.25, 0.5]);
     let turn = store
         .complete_tick_expecting(t, c.instance.id, c.session, done, &opts, Some(&expect))
         .await?;
@@ -467,8 +473,7 @@ async fn the_last_attempts_are_written_once_with_the_turn_whichever_read_decides
     let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
     let mut stale = expectation(&store, t, &c).await?;
     stale.counters.consecutive_idle_ticks = 0;
-    let mut done = idle_turn(&c, &h);
-    done.call_attempts = vec![priced(&c, 1.0)];
+    let done = paying_turn(&c, &h, &[1.0]);
     let turn = store
         .complete_tick_expecting(t, c.instance.id, c.session, done, &opts, Some(&stale))
         .await?;
@@ -477,8 +482,7 @@ async fn the_last_attempts_are_written_once_with_the_turn_whichever_read_decides
     assert_eq!(turn_link(&pool, turn.ledger_id).await?.1, Some(1.0));
     // The locked path without any read carries them too.
     let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
-    let mut done = idle_turn(&c, &h);
-    done.call_attempts = vec![priced(&c, 2.0)];
+    let done = paying_turn(&c, &h, &[2.0]);
     let turn = store
         .complete_tick(t, c.instance.id, c.session, done, &opts)
         .await?;
@@ -498,8 +502,7 @@ async fn a_completion_refused_under_a_held_lease_still_pays_for_its_attempts(
     let c = four_idle_ticks_in(&store, &pool, t, &h).await?;
     let expect = expectation(&store, t, &c).await?;
     // A lost lease writes nothing, attempts included.
-    let mut done = idle_turn(&c, &h);
-    done.call_attempts = vec![priced(&c, 0.5)];
+    let done = paying_turn(&c, &h, &[0.5]);
     let stranger = Uuid::new_v4();
     let mut other = done.clone();
     other.call_attempts[0].attempt.session = stranger;
