@@ -2,7 +2,8 @@
 //! PostgreSQL: an unlocked read of the counters that still holds writes the
 //! turn at once; a stale one writes nothing itself and the locked read
 //! decides; every refusal writes nothing; racing completions of one claim
-//! write one turn; the previous release's four-argument write still works;
+//! write one turn and pay for its last attempt once; the previous
+//! release's four-argument write still works;
 //! the episode's last call attempts are written with the turn, exactly
 //! once, and a completion refused under a held lease still pays for them
 //! (migration 0093).
@@ -311,14 +312,20 @@ async fn racing_completions_of_one_claim_write_one_turn(pool: PgPool) -> anyhow:
                             t,
                             c.instance.id,
                             c.session,
-                            idle_turn(&c, &h),
+                            paying_turn(&c, &h, &[1.0]),
                             &opts,
                             Some(&expect),
                         )
                         .await
                 } else {
                     store
-                        .complete_tick(t, c.instance.id, c.session, idle_turn(&c, &h), &opts)
+                        .complete_tick(
+                            t,
+                            c.instance.id,
+                            c.session,
+                            paying_turn(&c, &h, &[1.0]),
+                            &opts,
+                        )
                         .await
                 }
             }));
@@ -340,6 +347,14 @@ async fn racing_completions_of_one_claim_write_one_turn(pool: PgPool) -> anyhow:
         );
         let row = store.instances().get(t, c.instance.id).await?;
         assert_eq!(row.consecutive_idle_ticks, 5, "round {round}: counted once");
+        // Each completion carried the episode's last attempt: the winner
+        // wrote it, the losers (a lost lease) wrote nothing.
+        let rounds = round + 1;
+        assert_eq!(
+            paid(&pool, t).await?,
+            (rounds, rounds, rounds as f64),
+            "round {round}: paid once"
+        );
     }
     Ok(())
 }
