@@ -1057,7 +1057,7 @@ impl AgentPodService {
             // attempts is read below.
             Some(m) if snapshot_id.is_none() => {
                 metrics.tick_context("complete_held");
-                TurnContext::remembered(&m, None)
+                TurnContext::remembered(&m)
             }
             _ => {
                 metrics.tick_context("complete_read");
@@ -1286,12 +1286,14 @@ struct TurnContext {
 impl TurnContext {
     /// The context as the tick's claim read it: the mode the pod was
     /// served, the configuration of the claim's catalogue, the counters and
-    /// event kind the turn write compares under the lock.
-    fn remembered(m: &TickMemo, snapshot: Option<genesis_store::llm::CallSnapshotRow>) -> Self {
+    /// event kind the turn write compares under the lock. It names no
+    /// snapshot: a named one is read (`turn_context`), and pending attempts
+    /// are written, and linked, by the completion itself (migration 0093).
+    fn remembered(m: &TickMemo) -> Self {
         Self {
             known_kind: Some(m.event_kind),
             prior: Some(m.prior.clone()),
-            snapshot,
+            snapshot: None,
             opts: m.opts.clone(),
             mode: recorded_mode(m.active_mode.as_deref(), Some(m.agent_type.as_str())),
         }
