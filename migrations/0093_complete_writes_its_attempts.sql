@@ -125,11 +125,7 @@ DECLARE
     v_next timestamptz := now() + coalesce((p->>'next_tick_delay_ms')::bigint, 0) * interval '1 millisecond';
     v_attention uuid;
     v_i integer;
-    -- The snapshot the turn links: the one named in p, or the one the last
-    -- attempt of p_attempts was written under.
-    v_snap jsonb := jsonb_build_object('id', p->'llm_call_snapshot_id', 'served_model', p->'served_model',
-                                       'cost_usd', p->'cost_usd', 'input_tokens', p->'input_tokens',
-                                       'output_tokens', p->'output_tokens');
+    v_snap jsonb;
 BEGIN
     PERFORM genesis_set_tenant(p_tenant);
     SELECT * INTO inst FROM agent_instances WHERE id = p_instance AND tenant_id = p_tenant FOR UPDATE;
@@ -163,6 +159,13 @@ BEGIN
         FOR v_i IN 0 .. jsonb_array_length(p_attempts) - 1 LOOP
             v_snap := genesis_write_call_attempt(p_tenant, p_instance, p_attempts->v_i)->'snapshot';
         END LOOP;
+        -- The turn links that snapshot in place of any p names.
+        IF v_snap IS NOT NULL THEN
+            p := p || jsonb_build_object('llm_call_snapshot_id', v_snap->'id',
+                                         'served_model', v_snap->'served_model', 'cost_usd', v_snap->'cost_usd',
+                                         'input_tokens', v_snap->'input_tokens',
+                                         'output_tokens', v_snap->'output_tokens');
+        END IF;
     END IF;
 
     -- The newest turn: one entry of (tenant_id, instance_id, turn_number).
@@ -176,8 +179,8 @@ BEGIN
     VALUES (p_tenant, p_instance, v_turn, ev.id, ev.event_kind, ev.payload,
         p->>'decision_kind', p->>'phase', coalesce(p->'decision_payload', '{}'::jsonb),
         p->>'wait_condition', p->>'reasoning_summary', p->>'plan_input_hash',
-        (v_snap->>'id')::uuid, v_snap->>'served_model', (v_snap->>'cost_usd')::numeric,
-        (v_snap->>'input_tokens')::bigint, (v_snap->>'output_tokens')::bigint)
+        (p->>'llm_call_snapshot_id')::uuid, p->>'served_model', (p->>'cost_usd')::numeric,
+        (p->>'input_tokens')::bigint, (p->>'output_tokens')::bigint)
     RETURNING id INTO v_ledger;
 
     INSERT INTO agent_state_ledger_actions (tenant_id, ledger_id, ordinal, tool_name, arguments, result,
