@@ -6,7 +6,8 @@
 //! release's four-argument write still works;
 //! the episode's last call attempts are written with the turn, exactly
 //! once, and a completion refused under a held lease still pays for them
-//! (migration 0093).
+//! (migration 0093); a heartbeat enqueued while the completion waits for
+//! the instance row is the next tick it keeps (migration 0095).
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 
@@ -599,5 +600,101 @@ async fn the_previous_release_nineteen_argument_record_still_records(
     assert_eq!(recorded["ordinal"], 0);
     assert_eq!(recorded["snapshot"]["invocation_id"], "inv-old");
     assert_eq!(paid(&pool, t).await?, (1, 1, 0.5));
+    Ok(())
+}
+
+/// The completion's instance update waits for the row lock while another
+/// transaction enqueues a heartbeat and commits (migration 0095): the
+/// heartbeat the completion keeps is that one, and next_tick_at names it,
+/// not the next tick the completion would have scheduled on its own.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_heartbeat_enqueued_while_the_completion_waits_is_its_next_tick(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    message(&store, t, inst.id, json!({"text": "status?"})).await?;
+    let c = claim(&store, t, inst.id).await?;
+    assert_eq!(c.event.event_kind, AgentEventKind::OperatorMessage);
+    let before = store.events().pending(t, inst.id).await?;
+    assert_eq!(
+        before.len(),
+        1,
+        "the message alone is pending: no heartbeat yet"
+    );
+
+    let expect = expectation(&store, t, &c).await?;
+    // Another transaction holds the instance row.
+    let mut holder = pool.begin().await?;
+    sqlx::query("SELECT 1 FROM agent_instances WHERE id = $1 FOR UPDATE")
+        .bind(inst.id)
+        .execute(&mut *holder)
+        .await?;
+    let completing = {
+        let (store, c, expect) = (store.clone(), c.clone(), expect.clone());
+        tokio::spawn(async move {
+            let done = TickCompletion::new(
+                c.event.id,
+                genesis_store::TickDecision::Outcome(TickOutcome {
+                    event_kind: AgentEventKind::OperatorMessage,
+                    raised_escalation: false,
+                    side_effecting_actions: 0,
+                    completion: Completion::Complete,
+                }),
+            );
+            // The one-statement path: its instance UPDATE takes the lock.
+            store
+                .complete_tick_expecting(
+                    t,
+                    c.instance.id,
+                    c.session,
+                    done,
+                    &AgentDispatcherOptions::default(),
+                    Some(&expect),
+                )
+                .await
+        })
+    };
+    // Until the completion waits for that lock.
+    let mut waited = false;
+    for _ in 0..200 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE wait_event_type = 'Lock' AND query LIKE '%genesis_apply_complete%'",
+        )
+        .fetch_one(&pool)
+        .await?;
+        if waiting > 0 {
+            waited = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(waited, "the completion never waited for the instance row");
+    // A heartbeat an hour out, committed while the completion waits.
+    let beat: serde_json::Value = sqlx::query_scalar(
+        "SELECT genesis_enqueue_event($1, $2, 'AgentTick', '{}', now() + interval '1 hour', NULL)",
+    )
+    .bind(t)
+    .bind(inst.id)
+    .fetch_one(&mut *holder)
+    .await?;
+    assert_eq!(beat["outcome"], "created", "{beat}");
+    holder.commit().await?;
+
+    let turn = completing.await??;
+    assert_eq!(turn.prior_read, PriorRead::Held);
+    let pending = store.events().pending(t, inst.id).await?;
+    assert_eq!(pending.len(), 1, "exactly one heartbeat pending");
+    assert_eq!(
+        pending[0].id.to_string(),
+        beat["event"]["id"].as_str().unwrap()
+    );
+    assert_eq!(turn.heartbeat_event_id, Some(pending[0].id));
+    let row = store.instances().get(t, inst.id).await?;
+    assert_eq!(row.next_tick_at, Some(pending[0].visible_at));
+    assert_eq!(row.lease_session, None);
+    assert_eq!(ledger_turns(&pool, inst.id).await?, 1);
     Ok(())
 }

@@ -308,3 +308,49 @@ fn week_start_is_the_monday_of_the_iso_week() {
     assert_eq!(week_start(sunday), monday);
     assert_eq!(week_start(monday), monday);
 }
+
+/// Draws racing on a week nobody has drawn from yet make one window holding
+/// their sum, a later draw sets the configured limit, and a draw the
+/// window's CHECK refuses changes nothing.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn racing_draws_on_a_new_week_make_one_window_holding_their_sum(pool: PgPool) {
+    let store = Store::from_pool(&pool);
+    let tenant = store.tenants().create("credit-race").await.unwrap().id;
+    let week = week_start(Utc::now());
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store.credit().draw_down(tenant, week, 60.0, 0.25).await
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let windows: Vec<(f64, f64)> = sqlx::query_as(
+        "SELECT spent_usd, limit_usd FROM credit_windows WHERE tenant_id = $1 AND week_start = $2",
+    )
+    .bind(tenant)
+    .bind(week)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(windows, vec![(4.0, 60.0)], "one window, every draw counted");
+
+    let later = store
+        .credit()
+        .draw_down(tenant, week, 80.0, 0.5)
+        .await
+        .unwrap();
+    assert_eq!((later.spent_usd, later.limit_usd), (4.5, 80.0));
+
+    // Past the Rust check, the table's CHECK (spent_usd >= 0) still refuses.
+    let refused = sqlx::query("SELECT genesis_credit_draw_down($1, $2, 80, -10)")
+        .bind(tenant)
+        .bind(week)
+        .execute(&pool)
+        .await;
+    assert!(refused.is_err(), "a draw below zero is refused");
+    let now = store.credit().current(tenant, week, 80.0).await.unwrap();
+    assert_eq!(now.spent_usd, 4.5, "the refused draw changed nothing");
+}
