@@ -261,8 +261,9 @@ pub fn parse_tps(out: &str) -> Option<f64> {
 }
 
 /// EXPLAIN (ANALYZE, BUFFERS) of claim's due-event stamp, the outbox
-/// select, complete's heartbeat check, complete's next turn number
-/// (migration 0091) and the bootstrap re-scan's census
+/// select, complete's guarded instance update (migration 0095), complete's
+/// heartbeat check, complete's next turn number (migration 0091) and the
+/// bootstrap re-scan's census
 /// (the one statement an idle control repeats per re-scan), each under the role and tenant
 /// the services use (so row-level security is in the plan), rolled back.
 pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
@@ -273,7 +274,7 @@ pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
     .await?
     .context("no idle-fleet instance to explain against")?;
     // (name, role, statement, the index the plan must name, if one).
-    let queries: [(&str, &str, &str, Option<&str>); 5] = [
+    let queries: [(&str, &str, &str, Option<&str>); 6] = [
         (
             "claim: stamp the next due event of an instance (migration 0094)",
             "genesis_app",
@@ -295,6 +296,24 @@ pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
               WHERE published_at IS NULL AND consumed_at IS NULL AND dead_lettered_at IS NULL AND visible_at <= now()
               ORDER BY visible_at LIMIT 256 FOR UPDATE SKIP LOCKED",
             None,
+        ),
+        (
+            "complete: the guarded instance update (migration 0095)",
+            "genesis_app",
+            // The claimed event is checked by its primary key, and the
+            // pending heartbeat by its partial unique index. (The idle
+            // instance holds no lease, so nothing is updated.)
+            "UPDATE agent_instances i SET lease_session = NULL, lease_expires_at = NULL,
+                    next_tick_at = coalesce((SELECT h.visible_at FROM agent_event_queue h
+                                              WHERE h.instance_id = $1 AND h.event_kind = 'AgentTick'
+                                                AND h.consumed_at IS NULL AND h.dead_lettered_at IS NULL
+                                                AND h.id <> '00000000-0000-0000-0000-000000000000'), now())
+              WHERE i.id = $1 AND i.tenant_id = $2 AND i.lease_session = '00000000-0000-0000-0000-000000000000'
+                AND EXISTS (SELECT 1 FROM agent_event_queue e
+                             WHERE e.id = '00000000-0000-0000-0000-000000000000' AND e.instance_id = $1
+                               AND e.claimed_session = '00000000-0000-0000-0000-000000000000'
+                               AND e.consumed_at IS NULL AND e.dead_lettered_at IS NULL)",
+            Some("agent_event_queue_pkey"),
         ),
         (
             "complete: pending heartbeat of an instance",

@@ -78,8 +78,9 @@ fn quick_run_completes_and_its_counts_add_up() -> anyhow::Result<()> {
             .as_i64()
             .is_some_and(|n| n >= 1_000)
     );
-    // Claim, outbox, heartbeat check, next turn number, and the census.
-    assert_eq!(report["explains"].as_array().map(Vec::len), Some(5));
+    // Claim, outbox, the completion's instance update, heartbeat check,
+    // next turn number, and the census.
+    assert_eq!(report["explains"].as_array().map(Vec::len), Some(6));
     assert!(out_dir.path().join("report.md").is_file());
     Ok(())
 }
