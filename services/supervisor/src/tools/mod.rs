@@ -185,6 +185,11 @@ impl Governance for AllowAll {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+    /// Each tool's schema as the bundle carries it, rendered once at
+    /// registration: every claim sends the schemas of its mode's toolset,
+    /// and building each schema's JSON and its text per claim was the
+    /// supervisor's largest single cost in the tick (BENCHMARKS.md 0p).
+    wire: BTreeMap<&'static str, genesis_proto::v1::ToolSchema>,
 }
 
 impl ToolRegistry {
@@ -221,6 +226,14 @@ impl ToolRegistry {
 
     /// Add (or replace) a tool.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.wire.insert(
+            tool.name(),
+            genesis_proto::v1::ToolSchema {
+                name: tool.name().to_owned(),
+                description: tool.description().to_owned(),
+                json_schema: tool.schema().to_string(),
+            },
+        );
         self.tools.insert(tool.name(), tool);
     }
 
@@ -240,12 +253,8 @@ impl ToolRegistry {
     pub fn schemas_for(&self, toolset: &[String]) -> Vec<genesis_proto::v1::ToolSchema> {
         toolset
             .iter()
-            .filter_map(|name| self.tools.get(name.as_str()))
-            .map(|t| genesis_proto::v1::ToolSchema {
-                name: t.name().to_owned(),
-                description: t.description().to_owned(),
-                json_schema: t.schema().to_string(),
-            })
+            .filter_map(|name| self.wire.get(name.as_str()))
+            .cloned()
             .collect()
     }
 }
@@ -277,7 +286,15 @@ mod tests {
             "not_a_served_tool".to_owned(),
             "soa_propose_decision".to_owned(),
         ];
-        let names: Vec<_> = r.schemas_for(&set).into_iter().map(|s| s.name).collect();
+        let schemas = r.schemas_for(&set);
+        // The held text is the tool's own schema and description.
+        for s in &schemas {
+            let tool = r.get(&s.name).expect("registered");
+            assert_eq!(s.description, tool.description());
+            let held: Value = serde_json::from_str(&s.json_schema).expect("JSON");
+            assert_eq!(held, tool.schema(), "{}", s.name);
+        }
+        let names: Vec<_> = schemas.into_iter().map(|s| s.name).collect();
         assert_eq!(
             names,
             [
@@ -285,6 +302,38 @@ mod tests {
                 "soa_query_telemetry",
                 "soa_propose_decision"
             ]
+        );
+    }
+
+    /// A stand-in registered under a served tool's name, with its own schema.
+    struct Stand(&'static str);
+
+    #[async_trait::async_trait]
+    impl Tool for Stand {
+        fn name(&self) -> &'static str {
+            "soa_send_message"
+        }
+        fn description(&self) -> &'static str {
+            self.0
+        }
+        fn schema(&self) -> Value {
+            serde_json::json!({"type": "object", "title": self.0})
+        }
+        async fn run(&self, _ctx: &mut ToolContext<'_>, _args: &Value) -> Result<Value, ToolError> {
+            Ok(Value::Null)
+        }
+    }
+
+    #[test]
+    fn a_replaced_tool_is_sent_with_its_own_schema() {
+        let mut r = ToolRegistry::standard();
+        r.register(Arc::new(Stand("stand-in")));
+        let sent = r.schemas_for(&["soa_send_message".to_owned()]);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].description, "stand-in");
+        assert_eq!(
+            serde_json::from_str::<Value>(&sent[0].json_schema).expect("JSON"),
+            serde_json::json!({"type": "object", "title": "stand-in"})
         );
     }
 
