@@ -52,6 +52,19 @@ fn idle_turn(c: &TickClaim, h: &PlanInputHash) -> TickCompletion {
     done
 }
 
+/// A completed turn answering an operator message, with no actions.
+fn operator_message_answered(c: &TickClaim) -> TickCompletion {
+    TickCompletion::new(
+        c.event.id,
+        genesis_store::TickDecision::Outcome(TickOutcome {
+            event_kind: AgentEventKind::OperatorMessage,
+            raised_escalation: false,
+            side_effecting_actions: 0,
+            completion: Completion::Complete,
+        }),
+    )
+}
+
 async fn ledger_turns(pool: &PgPool, instance: Uuid) -> anyhow::Result<i64> {
     count(
         pool,
@@ -261,15 +274,7 @@ async fn refusals_of_the_one_statement_path_write_nothing(pool: PgPool) -> anyho
         "{err:?}"
     );
     // An outcome for another event kind is refused before anything is sent.
-    let mut wrong = TickCompletion::new(
-        c.event.id,
-        genesis_store::TickDecision::Outcome(TickOutcome {
-            event_kind: AgentEventKind::OperatorMessage,
-            raised_escalation: false,
-            side_effecting_actions: 0,
-            completion: Completion::Complete,
-        }),
-    );
+    let mut wrong = operator_message_answered(&c);
     wrong.plan_input_hash = Some(h.clone());
     let err = store
         .complete_tick_expecting(t, c.instance.id, c.session, wrong, &opts, Some(&expect))
@@ -634,15 +639,7 @@ async fn a_heartbeat_enqueued_while_the_completion_waits_is_its_next_tick(
     let completing = {
         let (store, c, expect) = (store.clone(), c.clone(), expect.clone());
         tokio::spawn(async move {
-            let done = TickCompletion::new(
-                c.event.id,
-                genesis_store::TickDecision::Outcome(TickOutcome {
-                    event_kind: AgentEventKind::OperatorMessage,
-                    raised_escalation: false,
-                    side_effecting_actions: 0,
-                    completion: Completion::Complete,
-                }),
-            );
+            let done = operator_message_answered(&c);
             // The one-statement path: its instance UPDATE takes the lock.
             store
                 .complete_tick_expecting(
