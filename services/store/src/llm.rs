@@ -558,15 +558,30 @@ impl Llm<'_> {
         attempt: &NewCallAttempt,
         credit: CreditDraw,
     ) -> Result<RecordedAttempt, StoreError> {
-        let args = serde_json::json!([
+        let object = attempt_object(attempt, credit)?;
+        self.record_attempt_object(
             tenant_id,
-            attempt.instance_id,
-            attempt.session,
-            attempt_object(attempt, credit)?,
-        ]);
+            (attempt.instance_id, attempt.session),
+            object,
+            attempt.cost_usd,
+        )
+        .await
+    }
+
+    /// [`Llm::record_call_attempt`]'s write, for an attempt [`attempt_object`]
+    /// has already checked and shaped (a refused completion's attempts are
+    /// recorded from the objects it sent).
+    pub(crate) async fn record_attempt_object(
+        &self,
+        tenant_id: Uuid,
+        (instance_id, session): (Uuid, Uuid),
+        object: serde_json::Value,
+        cost_usd: f64,
+    ) -> Result<RecordedAttempt, StoreError> {
+        let args = serde_json::json!([tenant_id, instance_id, session, object]);
         let raw = self
             .store
-            .batched(RECORD_CALL_ATTEMPT, attempt.instance_id, args)
+            .batched(RECORD_CALL_ATTEMPT, instance_id, args)
             .await?;
         #[derive(serde::Deserialize)]
         struct Raw {
@@ -580,7 +595,7 @@ impl Llm<'_> {
             ("recorded", Some(snapshot), Some(ordinal), Some(credit)) => Ok(RecordedAttempt {
                 snapshot,
                 ordinal,
-                cost_usd: attempt.cost_usd,
+                cost_usd,
                 credit,
             }),
             ("lease_lost", ..) => Err(StoreError::LeaseLost),

@@ -869,10 +869,17 @@ impl Store {
             Err(e @ (StoreError::InvalidArgument { .. } | StoreError::PayloadTooLarge { .. }))
                 if !completion.call_attempts.is_empty() =>
             {
-                for p in &completion.call_attempts {
+                // The objects the completion sent, already checked.
+                let objects = attempts.as_array().map(Vec::as_slice).unwrap_or_default();
+                for (p, object) in completion.call_attempts.iter().zip(objects) {
                     if let Err(lost) = self
                         .llm()
-                        .record_call_attempt(tenant_id, &p.attempt, p.credit)
+                        .record_attempt_object(
+                            tenant_id,
+                            (instance_id, session),
+                            object.clone(),
+                            p.attempt.cost_usd,
+                        )
                         .await
                     {
                         tracing::warn!(%instance_id, error = %lost, "a refused completion's attempt was not recorded");
