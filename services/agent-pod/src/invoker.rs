@@ -63,34 +63,39 @@ impl CredentialSource for HashMap<String, String> {
 }
 
 /// The tool schemas of the two control terminators, always advertised.
+/// Built once per process; each tick's copy shares the schemas.
 pub fn terminator_specs() -> Vec<ToolSpec> {
-    vec![
-        ToolSpec {
-            name: PHASE_COMPLETE.into(),
-            description: "End this episode: the work of this tick is done.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "summary": {"type": "string", "description": "What this tick did, in one or two sentences."},
-                    "waitCondition": {"type": "string", "description": "What the agent now waits for."}
-                },
-                "required": ["summary"]
-            }),
-        },
-        ToolSpec {
-            name: PHASE_BLOCKED.into(),
-            description:
-                "End this episode as blocked: it cannot proceed without an outside change.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "reason": {"type": "string", "description": "Why the episode cannot proceed."},
-                    "waitCondition": {"type": "string", "description": "What would unblock it."}
-                },
-                "required": ["reason"]
-            }),
-        },
-    ]
+    static TERMINATORS: std::sync::LazyLock<Vec<ToolSpec>> = std::sync::LazyLock::new(|| {
+        vec![
+            ToolSpec {
+                name: PHASE_COMPLETE.into(),
+                description: "End this episode: the work of this tick is done.".into(),
+                parameters: Arc::new(json!({
+                    "type": "object",
+                    "properties": {
+                        "summary": {"type": "string", "description": "What this tick did, in one or two sentences."},
+                        "waitCondition": {"type": "string", "description": "What the agent now waits for."}
+                    },
+                    "required": ["summary"]
+                })),
+            },
+            ToolSpec {
+                name: PHASE_BLOCKED.into(),
+                description:
+                    "End this episode as blocked: it cannot proceed without an outside change."
+                        .into(),
+                parameters: Arc::new(json!({
+                    "type": "object",
+                    "properties": {
+                        "reason": {"type": "string", "description": "Why the episode cannot proceed."},
+                        "waitCondition": {"type": "string", "description": "What would unblock it."}
+                    },
+                    "required": ["reason"]
+                })),
+            },
+        ]
+    });
+    TERMINATORS.clone()
 }
 
 /// Build the genesis-llm preset from the bundle's resolved chain, taking each
@@ -295,8 +300,9 @@ pub struct EpisodeSpec {
     pub prompt_overlay_sha256: String,
     /// The first user message (the objective).
     pub objective: String,
-    /// The advertised tools: the mode's toolset plus the two terminators.
-    pub tools: Vec<ToolSpec>,
+    /// The advertised tools: the mode's toolset plus the two terminators,
+    /// shared by every turn's request.
+    pub tools: Arc<[ToolSpec]>,
     /// The tools the supervisor may be asked to run (the mode's toolset).
     pub authorized: HashSet<String>,
     /// The per-tick envelope.
@@ -389,8 +395,8 @@ impl Invoker {
             let request = ChatRequest {
                 model: preset.model.clone(),
                 system: spec.system_prompt.clone(),
-                messages: messages.clone(),
-                tools: spec.tools.clone(),
+                messages: messages.as_slice().into(),
+                tools: Arc::clone(&spec.tools),
                 max_output_tokens,
                 temperature: None,
             };

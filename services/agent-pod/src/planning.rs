@@ -10,8 +10,8 @@
 //! supervisor re-derives it with the shared mapper from the raw outcome), and
 //! never parse the model's prose for state.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use genesis_core::mapper::{AgentDecisionMapper, Completion, TickOutcome as CoreOutcome};
 use genesis_core::plan_hash::is_idle_tick;
@@ -45,6 +45,60 @@ pub struct PodContext {
     pub invoker: Invoker,
     /// The pod counters.
     pub metrics: Arc<PodMetrics>,
+    /// The tool schemas parsed so far, shared by every tick of the pod.
+    pub tool_schemas: Arc<ToolSchemas>,
+}
+
+/// How many tools' schemas a pod keeps parsed. The tool superset has about
+/// twenty; past this the cache starts again rather than grow with whatever
+/// names a bundle carries.
+const MAX_HELD_SCHEMAS: usize = 256;
+
+/// The pod's parsed tool schemas, by tool name. Every bundle carries each
+/// advertised tool's schema as JSON text, the same text tick after tick, so
+/// each text is parsed once and the value shared by every later tick's
+/// request (BENCHMARKS.md 0q). A tool whose text changes (a new supervisor
+/// release) is parsed again and replaces its entry.
+#[derive(Debug, Default)]
+pub struct ToolSchemas {
+    held: Mutex<HashMap<String, (String, Arc<Value>)>>,
+}
+
+impl ToolSchemas {
+    /// `text` parsed as a JSON object schema; text that is not one is
+    /// advertised as an open object rather than dropped.
+    pub fn parameters(&self, name: &str, text: &str) -> Arc<Value> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((held_text, value)) = held.get(name)
+            && held_text == text
+        {
+            return Arc::clone(value);
+        }
+        let value = Arc::new(
+            serde_json::from_str::<Value>(text)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+        );
+        if held.len() >= MAX_HELD_SCHEMAS && !held.contains_key(name) {
+            held.clear();
+        }
+        held.insert(name.to_owned(), (text.to_owned(), Arc::clone(&value)));
+        value
+    }
+
+    /// How many tools' schemas are held.
+    pub fn len(&self) -> usize {
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether none is held yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// What a completed tick sent and got back.
@@ -323,18 +377,23 @@ pub fn build_objective(
 
 /// The advertised tools: the bundle's schemas restricted to the mode's
 /// toolset (in toolset order), plus the two terminators. A schema that is not
-/// valid JSON is advertised as an open object rather than dropped.
-pub fn advertised_tools(bundle: &pb::TickBundle, mode: &pb::ResolvedMode) -> Vec<ToolSpec> {
+/// valid JSON is advertised as an open object rather than dropped; a tool the
+/// bundle has no schema for, as an open object too.
+pub fn advertised_tools(
+    bundle: &pb::TickBundle,
+    mode: &pb::ResolvedMode,
+    schemas: &ToolSchemas,
+) -> Vec<ToolSpec> {
     let mut out = Vec::new();
     for name in &mode.toolset {
         if name == crate::invoker::PHASE_COMPLETE || name == crate::invoker::PHASE_BLOCKED {
             continue;
         }
         let schema = bundle.tools.iter().find(|t| &t.name == name);
-        let parameters = schema
-            .and_then(|s| serde_json::from_str::<Value>(&s.json_schema).ok())
-            .filter(Value::is_object)
-            .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+        let parameters = match schema {
+            Some(s) => schemas.parameters(name, &s.json_schema),
+            None => Arc::new(serde_json::json!({"type": "object"})),
+        };
         out.push(ToolSpec {
             name: name.clone(),
             description: schema.map(|s| s.description.clone()).unwrap_or_default(),
@@ -567,7 +626,7 @@ async fn plan(
         return Ok(c);
     };
     let agent_type = instance.agent_type.parse::<AgentType>().ok();
-    let tools = advertised_tools(bundle, mode);
+    let tools = advertised_tools(bundle, mode, &ctx.tool_schemas);
     // Steps 5, 6, 8: preamble, roster at the top, compliance corpus.
     let objective = build_objective(kind, &payload, bundle, agent_type, mode, &tools);
     // Step 9: the credit gate.
@@ -603,7 +662,7 @@ async fn plan(
             .and_then(|c| overlay_sha256(&c.prompt_overlay))
             .unwrap_or_default(),
         objective,
-        tools,
+        tools: tools.into(),
         authorized,
         budget: bundle.budget.unwrap_or_default(),
         preset_chain: bundle.preset_chain.clone().unwrap_or_default(),
@@ -638,4 +697,115 @@ async fn plan(
         },
         llm_calls: report.llm_calls,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema(name: &str, text: &str) -> pb::ToolSchema {
+        pb::ToolSchema {
+            name: name.into(),
+            description: format!("{name} does its thing"),
+            json_schema: text.into(),
+        }
+    }
+
+    const SEND: &str = r#"{"type":"object","properties":{"message":{"type":"string"}}}"#;
+
+    #[test]
+    fn advertised_tools_follow_the_toolset_then_the_terminators() {
+        let bundle = pb::TickBundle {
+            tools: vec![
+                schema("agent_query_memory", r#"{"type":"object"}"#),
+                schema("soa_send_message", SEND),
+                schema("soa_query_telemetry", "not json"),
+                schema("agent_workset_complete", "[1, 2]"),
+            ],
+            ..Default::default()
+        };
+        let mode = pb::ResolvedMode {
+            toolset: [
+                "soa_send_message",
+                crate::invoker::PHASE_COMPLETE,
+                "soa_query_telemetry",
+                "agent_workset_complete",
+                "soa_propose_decision",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Default::default()
+        };
+        let tools = advertised_tools(&bundle, &mode, &ToolSchemas::default());
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "soa_send_message",
+                "soa_query_telemetry",
+                "agent_workset_complete",
+                "soa_propose_decision",
+                crate::invoker::PHASE_COMPLETE,
+                crate::invoker::PHASE_BLOCKED,
+            ]
+        );
+        let open = serde_json::json!({"type": "object"});
+        assert_eq!(
+            *tools[0].parameters,
+            serde_json::from_str::<Value>(SEND).unwrap()
+        );
+        assert_eq!(tools[0].description, "soa_send_message does its thing");
+        // Not JSON, not an object, and no schema at all: an open object.
+        assert_eq!(*tools[1].parameters, open);
+        assert_eq!(*tools[2].parameters, open);
+        assert_eq!(*tools[3].parameters, open);
+        assert_eq!(tools[3].description, "");
+    }
+
+    #[test]
+    fn a_schema_text_is_parsed_once_and_shared_until_it_changes() {
+        let schemas = ToolSchemas::default();
+        let first = schemas.parameters("soa_send_message", SEND);
+        let again = schemas.parameters("soa_send_message", SEND);
+        assert!(Arc::ptr_eq(&first, &again), "the same text is parsed once");
+        assert_eq!(schemas.len(), 1);
+
+        let changed = r#"{"type":"object","required":["message"]}"#;
+        let new = schemas.parameters("soa_send_message", changed);
+        assert!(!Arc::ptr_eq(&first, &new));
+        assert_eq!(*new, serde_json::from_str::<Value>(changed).unwrap());
+        assert!(Arc::ptr_eq(
+            &new,
+            &schemas.parameters("soa_send_message", changed)
+        ));
+        assert_eq!(schemas.len(), 1, "a changed text replaces its entry");
+
+        // Another tool with the same text has its own entry.
+        let other = schemas.parameters("agent_query_memory", SEND);
+        assert_eq!(*other, *first);
+        assert_eq!(schemas.len(), 2);
+
+        // Text that is no object schema is held as the open object too.
+        let bad = schemas.parameters("soa_query_telemetry", "{");
+        assert_eq!(*bad, serde_json::json!({"type": "object"}));
+        assert!(Arc::ptr_eq(
+            &bad,
+            &schemas.parameters("soa_query_telemetry", "{")
+        ));
+    }
+
+    #[test]
+    fn the_held_schemas_stay_bounded() {
+        let schemas = ToolSchemas::default();
+        for i in 0..MAX_HELD_SCHEMAS {
+            schemas.parameters(&format!("tool_{i}"), SEND);
+        }
+        assert_eq!(schemas.len(), MAX_HELD_SCHEMAS);
+        // A held name does not reset the cache; a new one past the bound does.
+        schemas.parameters("tool_0", SEND);
+        assert_eq!(schemas.len(), MAX_HELD_SCHEMAS);
+        let value = schemas.parameters("one_more", SEND);
+        assert_eq!(schemas.len(), 1);
+        assert_eq!(*value, serde_json::from_str::<Value>(SEND).unwrap());
+    }
 }

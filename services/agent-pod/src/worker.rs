@@ -395,6 +395,7 @@ pub async fn run_with(
         supervisor: supervisor.clone(),
         invoker,
         metrics: deps.metrics.clone(),
+        tool_schemas: Default::default(),
     };
     let settings = WorkerSettings::from_config(&config);
 

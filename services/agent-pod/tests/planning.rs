@@ -294,6 +294,7 @@ fn context_with_llm_metrics(
         supervisor: Supervisor::connect_lazy(&fake.url(), TOKEN).unwrap(),
         invoker: Invoker::new(llm, Arc::new(credentials)),
         metrics: Arc::new(PodMetrics::default()),
+        tool_schemas: Default::default(),
     };
     (ctx, metrics)
 }
@@ -846,7 +847,7 @@ fn the_roster_opens_the_objective_and_the_event_line_follows() {
         escalations: vec![],
     });
     let mode = b.mode.clone().unwrap();
-    let tools = genesis_agent_pod::planning::advertised_tools(&b, &mode);
+    let tools = genesis_agent_pod::planning::advertised_tools(&b, &mode, &Default::default());
     let objective = genesis_agent_pod::planning::build_objective(
         AgentEventKind::OperatorMessage,
         &serde_json::json!({"message": "ship it"}),

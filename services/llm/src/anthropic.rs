@@ -81,7 +81,7 @@ pub(crate) fn to_wire(request: &ChatRequest) -> Value {
             _ => messages.push((role.to_string(), blocks)),
         }
     };
-    for message in &request.messages {
+    for message in request.messages.iter() {
         match message {
             ChatMessage::System { content } => {
                 if !system.is_empty() {

@@ -91,7 +91,7 @@ pub(crate) fn to_wire(request: &ChatRequest, field: MaxTokensField) -> Value {
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));
     }
-    for message in &request.messages {
+    for message in request.messages.iter() {
         messages.push(match message {
             ChatMessage::System { content } => json!({"role": "system", "content": content}),
             ChatMessage::User { content } => json!({"role": "user", "content": content}),

@@ -505,7 +505,7 @@ impl ScriptedProvider {
                 text.as_deref().unwrap_or("").len()
                     + tool_calls
                         .iter()
-                        .map(|c| c.name.len() + c.arguments.to_string().len())
+                        .map(|c| c.name.len() + json_len(&c.arguments))
                         .sum::<usize>(),
             ),
             cache_read_tokens: 0,
@@ -537,7 +537,7 @@ fn request_chars(request: &ChatRequest) -> usize {
                 content.as_deref().map_or(0, str::len)
                     + tool_calls
                         .iter()
-                        .map(|c| c.name.len() + c.arguments.to_string().len())
+                        .map(|c| c.name.len() + json_len(&c.arguments))
                         .sum::<usize>()
             }
             ChatMessage::Tool { content, .. } => content.len(),
@@ -546,9 +546,29 @@ fn request_chars(request: &ChatRequest) -> usize {
     let tools: usize = request
         .tools
         .iter()
-        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+        .map(|t| t.name.len() + t.description.len() + json_len(&t.parameters))
         .sum();
     request.system.len() + messages + tools
+}
+
+/// The length of `value`'s compact JSON text, counted as it is written
+/// rather than built: the estimate runs on every scripted call, over every
+/// advertised schema.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// ≈ chars / 4, at least 1 for any non-empty text.
@@ -568,5 +588,28 @@ impl ChatClient for ScriptedProvider {
             return Err(error.clone());
         }
         Ok(self.respond(&request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_len_is_the_length_of_the_compact_text() {
+        for value in [
+            json!({}),
+            json!({"type": "object", "properties": {"summary": {"type": "string"}}}),
+            json!([
+                "quote \" and backslash \\",
+                "ünïcode ✓",
+                "\n\t",
+                1.5,
+                null,
+                true
+            ]),
+        ] {
+            assert_eq!(json_len(&value), value.to_string().len(), "{value}");
+        }
     }
 }

@@ -5,6 +5,8 @@
 //! These types must never grow provider wire details; each provider module
 //! translates to and from its own format.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::LlmError;
@@ -78,8 +80,9 @@ pub struct ToolSpec {
     pub name: String,
     /// What the tool does, shown to the model.
     pub description: String,
-    /// JSON schema of the arguments object.
-    pub parameters: serde_json::Value,
+    /// JSON schema of the arguments object. Shared, not copied: the same
+    /// schema goes into every turn's request of every tick (BENCHMARKS.md 0q).
+    pub parameters: Arc<serde_json::Value>,
 }
 
 /// One tool call the model made. The tool call is the commit: the loop acts
@@ -130,11 +133,12 @@ pub struct ChatRequest {
     /// The system prompt; empty means none.
     #[serde(default)]
     pub system: String,
-    /// The conversation, oldest first.
-    pub messages: Vec<ChatMessage>,
-    /// The tools the model may call.
+    /// The conversation, oldest first. Shared, so the fallback chain's
+    /// per-couple request copies no message.
+    pub messages: Arc<[ChatMessage]>,
+    /// The tools the model may call; shared like the messages.
     #[serde(default)]
-    pub tools: Vec<ToolSpec>,
+    pub tools: Arc<[ToolSpec]>,
     /// Per-turn output cap.
     pub max_output_tokens: u32,
     /// Sampling temperature; `None` leaves the provider default.
@@ -170,7 +174,7 @@ impl ChatRequest {
                 "temperature {t} is outside 0..=2"
             )));
         }
-        for tool in &self.tools {
+        for tool in self.tools.iter() {
             if tool.name.trim().is_empty() {
                 return Err(LlmError::invalid("a tool has an empty name"));
             }
@@ -181,7 +185,7 @@ impl ChatRequest {
                 )));
             }
         }
-        for message in &self.messages {
+        for message in self.messages.iter() {
             if let ChatMessage::Tool { tool_call_id, .. } = message
                 && tool_call_id.trim().is_empty()
             {

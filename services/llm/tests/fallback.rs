@@ -277,7 +277,7 @@ async fn a_request_is_checked_against_the_presets_model_once_before_any_attempt(
 
     // Nothing to send: refused before any attempt.
     let mut empty = request_with_history();
-    empty.messages.clear();
+    empty.messages = Vec::new().into();
     let err = invoker.invoke(&preset(), empty).await.expect_err("refused");
     assert!(
         matches!(&err.error, LlmError::InvalidRequest { detail } if detail == "messages is empty"),

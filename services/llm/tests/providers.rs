@@ -231,7 +231,7 @@ async fn invalid_request_is_refused_before_sending() {
     let server = TestServer::start().await;
     server.answer("key-a", Canned::json(200, anthropic_tool_response("m")));
     let mut request = request_with_history();
-    request.messages.clear();
+    request.messages = Vec::new().into();
     let err = anthropic(&server, "key-a")
         .chat(request)
         .await

@@ -14,8 +14,8 @@ fn request(first_user: &str) -> ChatRequest {
     ChatRequest {
         model: "scripted-1".into(),
         system: "You are the SOA.".into(),
-        messages: vec![ChatMessage::user(first_user)],
-        tools: Vec::new(),
+        messages: vec![ChatMessage::user(first_user)].into(),
+        tools: Vec::new().into(),
         max_output_tokens: 512,
         temperature: None,
     }
@@ -24,14 +24,15 @@ fn request(first_user: &str) -> ChatRequest {
 /// Append the response as the assistant turn and answer each tool call with
 /// `result`, as the planning loop does.
 fn continue_with(mut req: ChatRequest, resp: &ChatResponse, result: &str) -> ChatRequest {
-    req.messages.push(ChatMessage::assistant(
+    let mut messages = req.messages.to_vec();
+    messages.push(ChatMessage::assistant(
         resp.text.clone(),
         resp.tool_calls.clone(),
     ));
     for call in &resp.tool_calls {
-        req.messages
-            .push(ChatMessage::tool(call.id.clone(), result));
+        messages.push(ChatMessage::tool(call.id.clone(), result));
     }
+    req.messages = messages.into();
     req
 }
 

@@ -206,6 +206,7 @@ pub fn context(fake: &FakeSupervisor, scripted: Arc<ScriptedProvider>) -> PodCon
         supervisor: Supervisor::connect_lazy(&fake.url(), TOKEN).unwrap(),
         invoker: Invoker::new(llm, Arc::new(credentials)),
         metrics: Arc::new(PodMetrics::default()),
+        tool_schemas: Default::default(),
     }
 }
 

@@ -255,7 +255,8 @@ pub fn request_with_history() -> genesis_llm::ChatRequest {
             ),
             ChatMessage::tool("t1", "{\"ok\":true}"),
             ChatMessage::tool("t2", "{\"items\":[]}"),
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "soa_send_message".into(),
             description: "Send the operator a message.".into(),
@@ -263,8 +264,10 @@ pub fn request_with_history() -> genesis_llm::ChatRequest {
                 "type": "object",
                 "properties": {"message": {"type": "string"}},
                 "required": ["message"]
-            }),
-        }],
+            })
+            .into(),
+        }]
+        .into(),
         max_output_tokens: 1024,
         temperature: Some(0.2),
     }
