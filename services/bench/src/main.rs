@@ -182,6 +182,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
+    service_threads()?;
     if let Some(missing) = genesis_e2e::missing_binary() {
         bail!("{missing}");
     }
@@ -217,9 +218,9 @@ async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
         ),
         ("GENESIS_OUTBOX_BATCH".into(), BACKLOG_BATCH.to_string()),
     ];
-    // The pods' slots and the supervisor's statement batching, when the
-    // caller sets them (the harness clears the children's environment, so
-    // they are passed on explicitly).
+    // The pods' slots, the supervisor's statement batching and the
+    // services' runtime threads, when the caller sets them (the harness
+    // clears the children's environment, so they are passed on explicitly).
     for name in [
         "GENESIS_POD_CONCURRENCY",
         "GENESIS_STORE_BATCH_MAX",
@@ -230,6 +231,15 @@ async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
             options.extra_env.push((name.into(), value));
         }
     }
+    // One runtime thread per service unless the caller says otherwise, as a
+    // cluster gives them: the chart limits each container to one CPU and
+    // the runtime sizes itself from the cgroup's quota. On this bare machine
+    // each would start one per core and wake the others for work a single
+    // thread does (BENCHMARKS.md 0q).
+    options.extra_env.push((
+        "TOKIO_WORKER_THREADS".into(),
+        service_threads()?.to_string(),
+    ));
     Fleet::start(options).await
 }
 
@@ -1003,6 +1013,25 @@ async fn backlog_window(
         samples,
         rss_kib: rss,
     })
+}
+
+/// Runtime threads of each service (`TOKIO_WORKER_THREADS` in its
+/// environment): `GENESIS_BENCH_SERVICE_THREADS`, else one, the CPU the Helm
+/// chart's limits give each container. Checked before anything starts: the
+/// services' runtime would panic on anything but a whole number above 0.
+fn service_threads() -> anyhow::Result<usize> {
+    match std::env::var_os("GENESIS_BENCH_SERVICE_THREADS") {
+        None => Ok(1),
+        Some(v) => v
+            .to_str()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "GENESIS_BENCH_SERVICE_THREADS must be a whole number above 0, got {v:?}"
+                )
+            }),
+    }
 }
 
 /// Ticks each pod runs at once: `GENESIS_POD_CONCURRENCY` when the bench

@@ -150,6 +150,24 @@ fn a_bad_matrix_is_refused_before_anything_starts() -> anyhow::Result<()> {
 }
 
 #[test]
+fn bad_runtime_threads_are_refused_before_anything_starts() -> anyhow::Result<()> {
+    for value in ["0", "two", "-1", ""] {
+        let out = Command::new(env!("CARGO_BIN_EXE_genesis-bench"))
+            .args(["--quick", "--throughput-only"])
+            .env("GENESIS_BENCH_SERVICE_THREADS", value)
+            .output()?;
+        assert!(!out.status.success(), "{value:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("GENESIS_BENCH_SERVICE_THREADS must be a whole number above 0"),
+            "{value:?}: {stderr}"
+        );
+        assert!(!stderr.contains("[bench "), "started: {stderr}");
+    }
+    Ok(())
+}
+
+#[test]
 fn unknown_flag_is_refused_before_anything_starts() -> anyhow::Result<()> {
     let out = Command::new(env!("CARGO_BIN_EXE_genesis-bench"))
         .arg("--no-such-flag")
