@@ -857,7 +857,8 @@ async fn a_scan_registers_another_replica_s_soa_and_creates_nothing_twice(
         genesis_control::server::state(cfg.clone(), tokio_util::sync::CancellationToken::new())
             .await?;
     let two =
-        genesis_control::server::state(cfg, tokio_util::sync::CancellationToken::new()).await?;
+        genesis_control::server::state(cfg.clone(), tokio_util::sync::CancellationToken::new())
+            .await?;
 
     assert_eq!(bootstrap_all(&one).await?, 1);
     assert_eq!(
@@ -885,5 +886,6 @@ async fn a_scan_registers_another_replica_s_soa_and_creates_nothing_twice(
         store.instances().list(b, Some(AgentType::Soa)).await?.len(),
         1
     );
+    leave_nothing_on_nats(&cfg).await;
     Ok(())
 }

@@ -53,12 +53,7 @@ impl Harness {
     pub async fn stop(self) -> anyhow::Result<()> {
         self.shutdown.cancel();
         tokio::time::timeout(Duration::from_secs(20), self.handle).await???;
-        // Leave nothing behind on the shared NATS server.
-        if let Ok(client) = async_nats::connect(NATS_URL).await {
-            let _ = async_nats::jetstream::new(client)
-                .delete_stream(&self.config.stream)
-                .await;
-        }
+        leave_nothing_on_nats(&self.config).await;
         Ok(())
     }
 
@@ -68,6 +63,19 @@ impl Harness {
                 .connect()
                 .await?,
         )
+    }
+}
+
+/// Leave nothing of a test behind on the shared NATS server: its stream,
+/// and its registry bucket when it made one of its own (the default bucket
+/// is shared by every test that keeps it).
+pub async fn leave_nothing_on_nats(config: &ControlConfig) {
+    if let Ok(client) = async_nats::connect(NATS_URL).await {
+        let js = async_nats::jetstream::new(client);
+        let _ = js.delete_stream(&config.stream).await;
+        if config.registry_bucket != ControlConfig::new("", NATS_URL).registry_bucket {
+            let _ = js.delete_key_value(&config.registry_bucket).await;
+        }
     }
 }
 
