@@ -184,12 +184,17 @@ impl Governance for AllowAll {
 /// The tools this supervisor can run, by name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<&'static str, Arc<dyn Tool>>,
-    /// Each tool's schema as the bundle carries it, rendered once at
-    /// registration: every claim sends the schemas of its mode's toolset,
-    /// and building each schema's JSON and its text per claim was the
-    /// supervisor's largest single cost in the tick (BENCHMARKS.md 0p).
-    wire: BTreeMap<&'static str, genesis_proto::v1::ToolSchema>,
+    tools: BTreeMap<&'static str, Registered>,
+}
+
+/// A registered tool with its schema as the bundle carries it, rendered
+/// once at registration: every claim sends the schemas of its mode's
+/// toolset, and building each schema's JSON and its text per claim was the
+/// supervisor's largest single cost in the tick (BENCHMARKS.md 0p).
+#[derive(Clone)]
+struct Registered {
+    tool: Arc<dyn Tool>,
+    wire: genesis_proto::v1::ToolSchema,
 }
 
 impl ToolRegistry {
@@ -226,20 +231,17 @@ impl ToolRegistry {
 
     /// Add (or replace) a tool.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.wire.insert(
-            tool.name(),
-            genesis_proto::v1::ToolSchema {
-                name: tool.name().to_owned(),
-                description: tool.description().to_owned(),
-                json_schema: tool.schema().to_string(),
-            },
-        );
-        self.tools.insert(tool.name(), tool);
+        let wire = genesis_proto::v1::ToolSchema {
+            name: tool.name().to_owned(),
+            description: tool.description().to_owned(),
+            json_schema: tool.schema().to_string(),
+        };
+        self.tools.insert(tool.name(), Registered { tool, wire });
     }
 
     /// The tool called `name`, if registered.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+        self.tools.get(name).map(|r| &r.tool)
     }
 
     /// Registered tool names.
@@ -253,8 +255,8 @@ impl ToolRegistry {
     pub fn schemas_for(&self, toolset: &[String]) -> Vec<genesis_proto::v1::ToolSchema> {
         toolset
             .iter()
-            .filter_map(|name| self.wire.get(name.as_str()))
-            .cloned()
+            .filter_map(|name| self.tools.get(name.as_str()))
+            .map(|r| r.wire.clone())
             .collect()
     }
 }
