@@ -74,12 +74,10 @@ impl ToolSchemas {
         {
             return Arc::clone(value);
         }
-        let value = Arc::new(
-            serde_json::from_str::<Value>(text)
-                .ok()
-                .filter(Value::is_object)
-                .unwrap_or_else(|| serde_json::json!({"type": "object"})),
-        );
+        let value = serde_json::from_str::<Value>(text)
+            .ok()
+            .filter(Value::is_object)
+            .map_or_else(open_object, Arc::new);
         if held.len() >= MAX_HELD_SCHEMAS && !held.contains_key(name) {
             held.clear();
         }
@@ -88,17 +86,19 @@ impl ToolSchemas {
     }
 
     /// How many tools' schemas are held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.held
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
     }
+}
 
-    /// Whether none is held yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+/// The schema a tool is advertised with when the bundle has none for it, or
+/// none that is a JSON object: any arguments object.
+fn open_object() -> Arc<Value> {
+    Arc::new(serde_json::json!({"type": "object"}))
 }
 
 /// What a completed tick sent and got back.
@@ -392,7 +392,7 @@ pub fn advertised_tools(
         let schema = bundle.tools.iter().find(|t| &t.name == name);
         let parameters = match schema {
             Some(s) => schemas.parameters(name, &s.json_schema),
-            None => Arc::new(serde_json::json!({"type": "object"})),
+            None => open_object(),
         };
         out.push(ToolSpec {
             name: name.clone(),
