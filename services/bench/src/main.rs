@@ -182,7 +182,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
-    service_threads()?;
+    let threads = service_threads()?;
     if let Some(missing) = genesis_e2e::missing_binary() {
         bail!("{missing}");
     }
@@ -236,10 +236,9 @@ async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
     // the runtime sizes itself from the cgroup's quota. On this bare machine
     // each would start one per core and wake the others for work a single
     // thread does (BENCHMARKS.md 0q).
-    options.extra_env.push((
-        "TOKIO_WORKER_THREADS".into(),
-        service_threads()?.to_string(),
-    ));
+    options
+        .extra_env
+        .push(("TOKIO_WORKER_THREADS".into(), threads.to_string()));
     Fleet::start(options).await
 }
 

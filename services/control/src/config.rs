@@ -103,7 +103,7 @@ pub struct ControlConfig {
     #[arg(
         long,
         env = "GENESIS_REGISTRY_BUCKET",
-        default_value = "genesis_registry"
+        default_value = genesis_lanes::registry::DEFAULT_BUCKET
     )]
     pub registry_bucket: String,
     /// Kubernetes namespace coder Jobs run in.
@@ -183,7 +183,7 @@ impl ControlConfig {
             outbox_max_pending: 100_000,
             bootstrap_rescan_secs: 30,
             shutdown_deadline_secs: 10,
-            registry_bucket: "genesis_registry".into(),
+            registry_bucket: genesis_lanes::registry::DEFAULT_BUCKET.into(),
             coder_namespace: "default".into(),
             coder_image: String::new(),
             windows_pool_url: None,

@@ -73,7 +73,7 @@ pub async fn leave_nothing_on_nats(config: &ControlConfig) {
     if let Ok(client) = async_nats::connect(NATS_URL).await {
         let js = async_nats::jetstream::new(client);
         let _ = js.delete_stream(&config.stream).await;
-        if config.registry_bucket != ControlConfig::new("", NATS_URL).registry_bucket {
+        if config.registry_bucket != genesis_lanes::registry::DEFAULT_BUCKET {
             let _ = js.delete_key_value(&config.registry_bucket).await;
         }
     }
