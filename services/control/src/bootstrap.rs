@@ -20,11 +20,11 @@ use genesis_core::{AgentType, InstanceStatus, TenantStatus};
 use genesis_store::llm::{DefaultSeed, PresetCouple};
 use genesis_store::{InstanceRow, NewInstance, Store, TenantCensus};
 use sqlx::PgPool;
-use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::ControlError;
+use crate::notices::{Notice, NoticeStream};
 use crate::state::AppState;
 
 /// The channel migration 0040 notifies on tenant insert and gate changes.
@@ -400,27 +400,37 @@ fn tenant_of(payload: &str) -> Option<Uuid> {
         .ok()
 }
 
+/// How long the first scan waits for control's LISTEN connection: the scan
+/// that follows `Listening` covers every tenant created before it, and
+/// notices every tenant after.
+const FIRST_SCAN_WAIT: Duration = Duration::from_secs(2);
+
 /// The bootstrap loop: a full scan at start and every `rescan`, and one
-/// tenant at a time as `genesis_tenants` notifies. It always runs (every
-/// tenant gets the default preset, seeded once per process and tenant);
-/// the SOA part is skipped when the deploy level or AutoBootstrap is off.
-pub async fn run_bootstrap(state: AppState, rescan: Duration, shutdown: CancellationToken) {
+/// tenant at a time as `genesis_tenants` notifies (`notices`, from control's
+/// LISTEN connection). Each time that connection listens (at start, after a
+/// lost connection, or when notices were dropped) it scans at once, so a
+/// tenant created while no notice could arrive does not wait for the
+/// rescan. It always runs (every tenant gets the default preset, seeded once
+/// per process and tenant); the SOA part is skipped when the deploy level or
+/// AutoBootstrap is off.
+pub async fn run_bootstrap(
+    state: AppState,
+    rescan: Duration,
+    mut notices: Option<NoticeStream>,
+    shutdown: CancellationToken,
+) {
     if !state.config.standing_agents_enabled || !state.config.auto_bootstrap {
         // The SOA bootstrap is off; the loop still runs for the default
         // preset seeder, which every tenant gets.
         tracing::info!("bootstrap: SOA bootstrap disabled by configuration; seeding presets only");
     }
-    let mut listener: Option<PgListener> = None;
-    let mut next_scan = tokio::time::Instant::now();
+    let mut next_scan = tokio::time::Instant::now()
+        + if notices.is_some() {
+            FIRST_SCAN_WAIT.min(rescan)
+        } else {
+            Duration::ZERO
+        };
     loop {
-        if listener.is_none() {
-            listener = async {
-                let mut l = PgListener::connect_with(&state.locks).await.ok()?;
-                l.listen(TENANTS_CHANNEL).await.ok()?;
-                Some(l)
-            }
-            .await;
-        }
         if tokio::time::Instant::now() >= next_scan {
             if let Err(e) = bootstrap_all(&state).await {
                 tracing::warn!(error = %e, "bootstrap: scan failed");
@@ -428,25 +438,25 @@ pub async fn run_bootstrap(state: AppState, rescan: Duration, shutdown: Cancella
             next_scan = tokio::time::Instant::now() + rescan;
         }
         let sleep = tokio::time::sleep_until(next_scan);
-        match listener.as_mut() {
-            Some(l) => tokio::select! {
+        match notices.as_mut() {
+            Some(stream) => tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = sleep => {}
-                n = l.recv() => match n {
-                    Ok(n) => {
-                        let tenant = tenant_of(n.payload());
-                        if let Some(t) = tenant
+                n = stream.recv() => match n {
+                    Some(Notice::Payload(p)) => {
+                        if let Some(t) = tenant_of(&p)
                             && let Err(e) = bootstrap_tenant(&state, t).await
                         {
                             tracing::warn!(tenant = %t, error = %e, "bootstrap: tenant failed");
                         }
                     }
-                    Err(_) => listener = None,
+                    Some(Notice::Listening) => next_scan = tokio::time::Instant::now(),
+                    None => notices = None,
                 },
             },
             None => tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(Duration::from_secs(1).min(rescan)) => {}
+                _ = sleep => {}
             },
         }
     }

@@ -3,7 +3,8 @@
 //! `<prefix>.<tenant_id>` with `Nats-Msg-Id` = the event id (suffixed with its
 //! publish epoch once re-armed, `EventRow::message_id`), awaits every ack
 //! of a batch concurrently, then marks the acked events `published_at` in one
-//! statement. Woken by `NOTIFY genesis_due`, by a timer set to the earliest
+//! statement. Woken by `NOTIFY genesis_due` (read through control's one
+//! LISTEN connection, [`crate::notices`]), by a timer set to the earliest
 //! future `visible_at`, and by a safety poll; a round that published runs
 //! again at once, and the notices already received when a round starts are
 //! read with it (one round per burst of events, not one per notice). It
@@ -21,12 +22,12 @@ use async_nats::jetstream::{self, consumer, stream};
 use chrono::{DateTime, Utc};
 use genesis_store::{EventRow, Store};
 use serde::Serialize;
-use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::config::ControlConfig;
 use crate::error::ControlError;
+use crate::notices::{Notice, NoticeStream};
 use crate::state::AppState;
 
 /// The channel every enqueue notifies.
@@ -231,38 +232,6 @@ pub async fn publish_batch(
     }
 }
 
-/// A fresh LISTEN connection. It does not reconnect by itself: notices
-/// sent while a connection is down are lost, so a lost connection must be
-/// seen (as `Ok(None)` from `try_recv`) and answered with a new listener
-/// and then a round, in that order, or events committed in the gap wait for
-/// the safety poll.
-async fn due_listener(state: &AppState) -> Option<PgListener> {
-    let mut l = PgListener::connect_with(&state.locks).await.ok()?;
-    l.eager_reconnect(false);
-    l.listen(DUE_CHANNEL).await.ok()?;
-    Some(l)
-}
-
-/// Read, without waiting, every `genesis_due` notice already on the
-/// listener's connection. Called right before a round: PostgreSQL sends
-/// a notice only after its event's transaction committed, so that round's
-/// read covers every event these notices name that is due, and the timer
-/// read after it every one due later. A transaction that enqueues n
-/// events sends n notices at once; read one at a time, they ran n rounds,
-/// n − 1 of them empty: one round per event under load (BENCHMARKS.md 0n).
-/// `false` when the connection turned out lost: the caller listens again
-/// before the round.
-pub fn drain_ready_notices(listener: &mut PgListener) -> bool {
-    use futures::FutureExt as _;
-    loop {
-        match listener.try_recv().now_or_never() {
-            Some(Ok(Some(_))) => {}
-            None => return true,
-            Some(Ok(None) | Err(_)) => return false,
-        }
-    }
-}
-
 /// How long until the event a `genesis_due` notice names becomes due, when
 /// that is in the future; `None` when it is due now, or when the payload
 /// does not say (then a round runs, as for any wake-up).
@@ -369,7 +338,15 @@ async fn consumer_pending(
 
 /// The publisher loop, until `shutdown` (checked between batches, so the
 /// in-flight batch finishes).
-pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: CancellationToken) {
+/// `notices` are the `genesis_due` notices of control's LISTEN connection;
+/// without them (`None`, or once the connection's router has stopped) the
+/// publisher runs on its timer and safety poll alone.
+pub async fn run_publisher(
+    state: AppState,
+    s: PublisherSettings,
+    mut notices: Option<NoticeStream>,
+    shutdown: CancellationToken,
+) {
     let mut backoff = Duration::from_millis(100);
     let max_backoff = Duration::from_secs(5);
     'connect: while !shutdown.is_cancelled() {
@@ -394,7 +371,6 @@ pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: Canc
         };
         state.set_nats_ready(true);
         tracing::info!(stream = %s.stream, consumer = %s.consumer, "outbox: publishing");
-        let mut listener = due_listener(&state).await;
         let mut backlog = Backlog::new(s.max_pending);
         loop {
             if shutdown.is_cancelled() {
@@ -421,10 +397,14 @@ pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: Canc
                     continue;
                 }
             }
-            if let Some(l) = listener.as_mut()
-                && !drain_ready_notices(l)
+            // The notices already received name events this round reads:
+            // a transaction that enqueues n events sends n notices at once,
+            // and read one at a time they ran n rounds, n − 1 of them empty
+            // (BENCHMARKS.md 0n).
+            if let Some(stream) = notices.as_mut()
+                && !stream.drain()
             {
-                listener = due_listener(&state).await;
+                notices = None;
             }
             state.metrics.add_round();
             match publish_batch(&state.store, &js, &s, &state.metrics).await {
@@ -455,31 +435,32 @@ pub async fn run_publisher(state: AppState, s: PublisherSettings, shutdown: Canc
             }
             let mut deadline = tokio::time::Instant::now() + next_wait(&state, &s).await;
             loop {
-                let Some(l) = listener.as_mut() else {
+                let Some(stream) = notices.as_mut() else {
                     tokio::select! {
                         _ = shutdown.cancelled() => break 'connect,
                         _ = tokio::time::sleep_until(deadline) => {}
                     }
-                    listener = due_listener(&state).await;
                     break;
                 };
                 tokio::select! {
                     _ = shutdown.cancelled() => break 'connect,
                     _ = tokio::time::sleep_until(deadline) => break,
-                    n = l.try_recv() => match n {
+                    notice = stream.recv() => match notice {
                         // An event inserted to be due later (a tick's next
                         // heartbeat, on every completion) needs no outbox
                         // read now: the timer moves up to it instead.
-                        Ok(Some(note)) => match due_in(note.payload(), Utc::now()) {
+                        Some(Notice::Payload(p)) => match due_in(&p, Utc::now()) {
                             Some(later) => {
                                 deadline = deadline.min(tokio::time::Instant::now() + later);
                             }
                             None => break,
                         },
-                        // The connection was lost, and with it any notice
-                        // sent meanwhile: listen again, then a round.
-                        Ok(None) | Err(_) => {
-                            listener = due_listener(&state).await;
+                        // The connection listens again after a loss (the
+                        // notices sent meanwhile are lost), or notices were
+                        // dropped: a round reads what they named.
+                        Some(Notice::Listening) => break,
+                        None => {
+                            notices = None;
                             break;
                         }
                     },

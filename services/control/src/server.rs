@@ -18,6 +18,7 @@ use crate::auth::AuthLayer;
 use crate::bootstrap::run_bootstrap;
 use crate::config::ControlConfig;
 use crate::error::ControlError;
+use crate::notices::Notices;
 use crate::publisher::{PublisherSettings, run_publisher};
 use crate::services::missions;
 use crate::services::{agents, config, decisions, tenants, tokens};
@@ -166,16 +167,22 @@ pub async fn run(
     let tracker = TaskTracker::new();
     let loops = shutdown.child_token();
 
-    tracker.spawn(state.hub.clone().listen(state.locks.clone(), loops.clone()));
+    // One LISTEN connection for every loop below (crate::notices).
+    let mut notices = Notices::new(state.hub.clone());
+    let due = notices.due();
+    let tenants = notices.tenants();
+    tracker.spawn(notices.run(state.locks.clone(), loops.clone()));
     tracker.spawn(run_publisher(
         state.clone(),
         PublisherSettings::from(state.config.as_ref()),
+        Some(due),
         loops.clone(),
     ));
     tracker.spawn(lanes::run_soa_heartbeats(state.clone(), loops.clone()));
     tracker.spawn(run_bootstrap(
         state.clone(),
         Duration::from_secs(state.config.bootstrap_rescan_secs),
+        Some(tenants),
         loops.clone(),
     ));
 

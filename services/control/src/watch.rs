@@ -1,16 +1,13 @@
-//! The live turn stream's fan-out: ONE LISTEN connection on `genesis_turns`
-//! and `genesis_messages` for the whole process, feeding a broadcast channel
-//! that every `WatchTurns` subscriber filters by tenant. A slow subscriber
+//! The live turn stream's fan-out: the `genesis_turns` and
+//! `genesis_messages` notices of control's one LISTEN connection
+//! ([`crate::notices`]) feed a broadcast channel that every `WatchTurns`
+//! subscriber filters by tenant. A slow subscriber
 //! lags (and skips), it never blocks the listener or other subscribers.
 //! Must never load rows here: subscribers load what they need under their
 //! own tenant scope, so RLS applies to every stream.
 
-use std::time::Duration;
-
 use serde::Deserialize;
-use sqlx::postgres::PgListener;
 use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// The channel `CompleteTick` notifies when a turn commits.
@@ -96,52 +93,6 @@ impl TurnHub {
     /// Deliver an event to every current subscriber (none is fine).
     pub fn publish(&self, event: HubEvent) {
         let _ = self.tx.send(event);
-    }
-
-    /// The single listener loop: LISTEN on both channels, reconnecting with
-    /// backoff, until `shutdown`.
-    pub async fn listen(self, pool: sqlx::PgPool, shutdown: CancellationToken) {
-        let mut backoff = Duration::from_millis(200);
-        while !shutdown.is_cancelled() {
-            let listener = async {
-                let mut l = PgListener::connect_with(&pool).await?;
-                l.listen_all([TURNS_CHANNEL, MESSAGES_CHANNEL]).await?;
-                Ok::<_, sqlx::Error>(l)
-            };
-            let mut listener = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                l = listener => match l {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "turn hub: LISTEN failed; retrying");
-                        tokio::select! {
-                            _ = shutdown.cancelled() => return,
-                            _ = tokio::time::sleep(backoff) => {}
-                        }
-                        backoff = (backoff * 2).min(Duration::from_secs(10));
-                        continue;
-                    }
-                },
-            };
-            backoff = Duration::from_millis(200);
-            loop {
-                let note = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    n = listener.recv() => n,
-                };
-                match note {
-                    Ok(n) => {
-                        if let Some(ev) = parse_notification(n.channel(), n.payload()) {
-                            self.publish(ev);
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "turn hub: listener lost; reconnecting");
-                        break;
-                    }
-                }
-            }
-        }
     }
 }
 
