@@ -154,24 +154,22 @@ impl Notices {
         c
     }
 
+    /// The queue of the consumer that follows `channel`, when it has one
+    /// (turns and messages go to the hub instead).
+    fn sink(&self, channel: &str) -> Option<&Sink> {
+        match channel {
+            DUE_CHANNEL => self.due.as_ref(),
+            TENANTS_CHANNEL => self.tenants.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Hand one notice to its consumer.
     fn dispatch(&self, channel: &str, payload: &str) {
-        match channel {
-            DUE_CHANNEL => {
-                if let Some(s) = &self.due {
-                    s.send(Notice::Payload(payload.to_owned()));
-                }
-            }
-            TENANTS_CHANNEL => {
-                if let Some(s) = &self.tenants {
-                    s.send(Notice::Payload(payload.to_owned()));
-                }
-            }
-            _ => {
-                if let Some(ev) = parse_notification(channel, payload) {
-                    self.hub.publish(ev);
-                }
-            }
+        if let Some(s) = self.sink(channel) {
+            s.send(Notice::Payload(payload.to_owned()));
+        } else if let Some(ev) = parse_notification(channel, payload) {
+            self.hub.publish(ev);
         }
     }
 

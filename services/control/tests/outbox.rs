@@ -482,19 +482,29 @@ async fn notices_of_one_commit_run_one_round_that_publishes_every_event(
     h.stop().await
 }
 
+/// Every LISTEN connection of the test's database: its LISTEN statement,
+/// its port and the server's port.
+async fn listen_connections(pool: &PgPool) -> anyhow::Result<Vec<(String, i32, i32)>> {
+    Ok(sqlx::query_as(
+        "SELECT query, client_port, inet_server_port() FROM pg_stat_activity
+          WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
 /// Control's one LISTEN connection, as (its port, the server's port), once
 /// it listens on `channel`; no other connection of the database listens
 /// on it.
 async fn listen_connection(pool: &PgPool, channel: &str) -> anyhow::Result<(i32, i32)> {
-    let pattern = &format!("%LISTEN \"{channel}\"%");
+    let listen = &format!("LISTEN \"{channel}\"");
     eventually(Duration::from_secs(10), move || async move {
-        let ports: Vec<(i32, i32)> = sqlx::query_as(
-            "SELECT client_port, inet_server_port() FROM pg_stat_activity
-              WHERE datname = current_database() AND query LIKE $1",
-        )
-        .bind(pattern)
-        .fetch_all(pool)
-        .await?;
+        let ports: Vec<(i32, i32)> = listen_connections(pool)
+            .await?
+            .into_iter()
+            .filter(|(q, _, _)| q.contains(listen.as_str()))
+            .map(|(_, port, server)| (port, server))
+            .collect();
         Ok((ports.len() == 1).then(|| ports[0]))
     })
     .await
@@ -530,27 +540,19 @@ async fn control_follows_every_channel_on_one_listen_connection(
         "genesis_messages",
     ];
     let one = eventually(Duration::from_secs(10), || async {
-        let queries: Vec<String> = sqlx::query_scalar(
-            "SELECT query FROM pg_stat_activity
-              WHERE datname = current_database() AND query LIKE 'LISTEN %'",
-        )
-        .fetch_all(&pool)
-        .await?;
-        Ok(queries.into_iter().find(|q| {
-            channels
-                .iter()
-                .all(|c| q.contains(&format!("LISTEN \"{c}\"")))
-        }))
+        Ok(listen_connections(&pool)
+            .await?
+            .into_iter()
+            .find(|(q, _, _)| {
+                channels
+                    .iter()
+                    .all(|c| q.contains(&format!("LISTEN \"{c}\"")))
+            }))
     })
     .await?;
     // Give any other listener the time to connect, then count them all.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let listening: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity
-          WHERE datname = current_database() AND query LIKE 'LISTEN %'",
-    )
-    .fetch_one(&pool)
-    .await?;
+    let listening = listen_connections(&pool).await?.len();
     assert_eq!(
         listening, 1,
         "LISTEN connections of control (one is {one:?})"
