@@ -416,7 +416,7 @@ const FIRST_SCAN_WAIT: Duration = Duration::from_secs(2);
 pub async fn run_bootstrap(
     state: AppState,
     rescan: Duration,
-    mut notices: Option<NoticeStream>,
+    mut notices: NoticeStream,
     shutdown: CancellationToken,
 ) {
     if !state.config.standing_agents_enabled || !state.config.auto_bootstrap {
@@ -424,12 +424,7 @@ pub async fn run_bootstrap(
         // preset seeder, which every tenant gets.
         tracing::info!("bootstrap: SOA bootstrap disabled by configuration; seeding presets only");
     }
-    let mut next_scan = tokio::time::Instant::now()
-        + if notices.is_some() {
-            FIRST_SCAN_WAIT.min(rescan)
-        } else {
-            Duration::ZERO
-        };
+    let mut next_scan = tokio::time::Instant::now() + FIRST_SCAN_WAIT.min(rescan);
     loop {
         if tokio::time::Instant::now() >= next_scan {
             if let Err(e) = bootstrap_all(&state).await {
@@ -437,26 +432,18 @@ pub async fn run_bootstrap(
             }
             next_scan = tokio::time::Instant::now() + rescan;
         }
-        let sleep = tokio::time::sleep_until(next_scan);
-        match notices.as_mut() {
-            Some(stream) => tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = sleep => {}
-                n = stream.recv() => match n {
-                    Some(Notice::Payload(p)) => {
-                        if let Some(t) = tenant_of(&p)
-                            && let Err(e) = bootstrap_tenant(&state, t).await
-                        {
-                            tracing::warn!(tenant = %t, error = %e, "bootstrap: tenant failed");
-                        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep_until(next_scan) => {}
+            n = notices.recv() => match n {
+                Notice::Payload(p) => {
+                    if let Some(t) = tenant_of(&p)
+                        && let Err(e) = bootstrap_tenant(&state, t).await
+                    {
+                        tracing::warn!(tenant = %t, error = %e, "bootstrap: tenant failed");
                     }
-                    Some(Notice::Listening) => next_scan = tokio::time::Instant::now(),
-                    None => notices = None,
-                },
-            },
-            None => tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = sleep => {}
+                }
+                Notice::Listening => next_scan = tokio::time::Instant::now(),
             },
         }
     }

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use sqlx::postgres::PgListener;
 use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
+use tokio::sync::mpsc::error::TrySendError;
 use tokio_util::sync::CancellationToken;
 
 use crate::bootstrap::TENANTS_CHANNEL;
@@ -86,27 +86,25 @@ fn stream(capacity: usize) -> (Sink, NoticeStream) {
 }
 
 impl NoticeStream {
-    /// The next notice, waiting for it; `None` once the router has stopped
-    /// (shutdown). A dropped notice reads as [`Notice::Listening`].
-    pub async fn recv(&mut self) -> Option<Notice> {
+    /// The next notice, waiting for it. A dropped notice reads as
+    /// [`Notice::Listening`]. Once the router has stopped (shutdown) this
+    /// waits forever, as a connection that never notifies again would: the
+    /// consumers' own timers and shutdown token end their loops.
+    pub async fn recv(&mut self) -> Notice {
         if self.missed.swap(false, Ordering::AcqRel) {
-            return Some(Notice::Listening);
+            return Notice::Listening;
         }
-        self.rx.recv().await
+        match self.rx.recv().await {
+            Some(notice) => notice,
+            None => std::future::pending().await,
+        }
     }
 
     /// Discard every notice already queued, without waiting, because the
     /// caller is about to read the table, which covers what they name.
-    /// Returns `false` once the router has stopped.
-    pub fn drain(&mut self) -> bool {
+    pub fn drain(&mut self) {
         self.missed.store(false, Ordering::Release);
-        loop {
-            match self.rx.try_recv() {
-                Ok(_) => {}
-                Err(TryRecvError::Empty) => return true,
-                Err(TryRecvError::Disconnected) => return false,
-            }
-        }
+        while self.rx.try_recv().is_ok() {}
     }
 }
 
@@ -271,8 +269,8 @@ mod tests {
             &format!(r#"{{"tenant_id":"{t}","instance_id":"{i}","ledger_id":"{l}"}}"#),
         );
         n.dispatch("genesis_other", "x");
-        assert_eq!(due.recv().await, Some(Notice::Payload("d1".into())));
-        assert_eq!(tenants.recv().await, Some(Notice::Payload("t1".into())));
+        assert_eq!(due.recv().await, Notice::Payload("d1".into()));
+        assert_eq!(tenants.recv().await, Notice::Payload("t1".into()));
         assert_eq!(
             turns.recv().await.ok(),
             Some(HubEvent {
@@ -281,7 +279,7 @@ mod tests {
                 kind: HubKind::Turn { ledger_id: l }
             })
         );
-        assert!(due.drain(), "nothing else queued, router alive");
+        due.drain();
         assert!(
             tenants.rx.try_recv().is_err(),
             "no other notice for the bootstrap"
@@ -294,8 +292,8 @@ mod tests {
         let mut due = n.due();
         let mut tenants = n.tenants();
         n.listening();
-        assert_eq!(due.recv().await, Some(Notice::Listening));
-        assert_eq!(tenants.recv().await, Some(Notice::Listening));
+        assert_eq!(due.recv().await, Notice::Listening);
+        assert_eq!(tenants.recv().await, Notice::Listening);
     }
 
     #[tokio::test]
@@ -305,28 +303,45 @@ mod tests {
             sink.send(Notice::Payload(p.into()));
         }
         // The missed notices come first: the consumer reads the table.
-        assert_eq!(s.recv().await, Some(Notice::Listening));
-        assert_eq!(s.recv().await, Some(Notice::Payload("a".into())));
-        assert_eq!(s.recv().await, Some(Notice::Payload("b".into())));
+        assert_eq!(s.recv().await, Notice::Listening);
+        assert_eq!(s.recv().await, Notice::Payload("a".into()));
+        assert_eq!(s.recv().await, Notice::Payload("b".into()));
         // Told once.
         sink.send(Notice::Payload("e".into()));
-        assert_eq!(s.recv().await, Some(Notice::Payload("e".into())));
+        assert_eq!(s.recv().await, Notice::Payload("e".into()));
     }
 
     #[tokio::test]
-    async fn drain_empties_the_queue_and_forgets_a_miss_and_reports_a_stopped_router() {
+    async fn drain_empties_the_queue_and_forgets_a_miss() {
         let (sink, mut s) = stream(1);
         sink.send(Notice::Payload("a".into()));
         sink.send(Notice::Payload("b".into()));
-        assert!(s.drain());
+        s.drain();
         assert!(s.rx.try_recv().is_err(), "queue empty");
         assert!(
             !s.missed.load(Ordering::Acquire),
             "the miss is covered by the caller's read"
         );
+    }
+
+    #[tokio::test]
+    async fn after_the_router_stops_recv_waits_and_never_answers() {
+        let (sink, mut s) = stream(1);
+        sink.send(Notice::Payload("a".into()));
         drop(sink);
-        assert!(!s.drain(), "the router has stopped");
-        assert_eq!(s.recv().await, None);
+        assert_eq!(
+            s.recv().await,
+            Notice::Payload("a".into()),
+            "queued notices still arrive"
+        );
+        s.drain();
+        // A stopped router once answered `None` here, and each consumer kept
+        // a second arm for it; now nothing comes, whatever the wait.
+        let waited = tokio::time::timeout(Duration::from_millis(200), s.recv()).await;
+        assert!(
+            waited.is_err(),
+            "a stopped router answers nothing: {waited:?}"
+        );
     }
 
     #[tokio::test]
@@ -336,6 +351,6 @@ mod tests {
         let mut tenants = n.tenants();
         n.dispatch(DUE_CHANNEL, "d");
         n.dispatch(TENANTS_CHANNEL, "t");
-        assert_eq!(tenants.recv().await, Some(Notice::Payload("t".into())));
+        assert_eq!(tenants.recv().await, Notice::Payload("t".into()));
     }
 }

@@ -339,12 +339,12 @@ async fn consumer_pending(
 /// The publisher loop, until `shutdown` (checked between batches, so the
 /// in-flight batch finishes).
 /// `notices` are the `genesis_due` notices of control's LISTEN connection;
-/// without them (`None`, or once the connection's router has stopped) the
-/// publisher runs on its timer and safety poll alone.
+/// while none arrive (the connection is down, or its router has stopped)
+/// the publisher runs on its timer and safety poll alone.
 pub async fn run_publisher(
     state: AppState,
     s: PublisherSettings,
-    mut notices: Option<NoticeStream>,
+    mut notices: NoticeStream,
     shutdown: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(100);
@@ -401,11 +401,7 @@ pub async fn run_publisher(
             // a transaction that enqueues n events sends n notices at once,
             // and read one at a time they ran n rounds, n − 1 of them empty
             // (BENCHMARKS.md 0n).
-            if let Some(stream) = notices.as_mut()
-                && !stream.drain()
-            {
-                notices = None;
-            }
+            notices.drain();
             state.metrics.add_round();
             match publish_batch(&state.store, &js, &s, &state.metrics).await {
                 Ok(n) => {
@@ -435,21 +431,14 @@ pub async fn run_publisher(
             }
             let mut deadline = tokio::time::Instant::now() + next_wait(&state, &s).await;
             loop {
-                let Some(stream) = notices.as_mut() else {
-                    tokio::select! {
-                        _ = shutdown.cancelled() => break 'connect,
-                        _ = tokio::time::sleep_until(deadline) => {}
-                    }
-                    break;
-                };
                 tokio::select! {
                     _ = shutdown.cancelled() => break 'connect,
                     _ = tokio::time::sleep_until(deadline) => break,
-                    notice = stream.recv() => match notice {
+                    notice = notices.recv() => match notice {
                         // An event inserted to be due later (a tick's next
                         // heartbeat, on every completion) needs no outbox
                         // read now: the timer moves up to it instead.
-                        Some(Notice::Payload(p)) => match due_in(&p, Utc::now()) {
+                        Notice::Payload(p) => match due_in(&p, Utc::now()) {
                             Some(later) => {
                                 deadline = deadline.min(tokio::time::Instant::now() + later);
                             }
@@ -458,11 +447,7 @@ pub async fn run_publisher(
                         // The connection listens again after a loss (the
                         // notices sent meanwhile are lost), or notices were
                         // dropped: a round reads what they named.
-                        Some(Notice::Listening) => break,
-                        None => {
-                            notices = None;
-                            break;
-                        }
+                        Notice::Listening => break,
                     },
                 }
             }

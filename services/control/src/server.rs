@@ -175,14 +175,14 @@ pub async fn run(
     tracker.spawn(run_publisher(
         state.clone(),
         PublisherSettings::from(state.config.as_ref()),
-        Some(due),
+        due,
         loops.clone(),
     ));
     tracker.spawn(lanes::run_soa_heartbeats(state.clone(), loops.clone()));
     tracker.spawn(run_bootstrap(
         state.clone(),
         Duration::from_secs(state.config.bootstrap_rescan_secs),
-        Some(tenants),
+        tenants,
         loops.clone(),
     ));
 
