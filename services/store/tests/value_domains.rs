@@ -3,7 +3,9 @@
 //! domains holding the lists genesis-core and the store check (the
 //! store's `ATTEMPT_OUTCOMES` for outcomes), no table CHECK re-reads them on
 //! every update, and a value outside a list is still refused as an invalid
-//! argument that writes nothing.
+//! argument that writes nothing. Migration 0097 does the same for the
+//! range and shape checks of the call records, the credit window and the
+//! event's publish epoch.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 
@@ -39,7 +41,7 @@ fn the_list_reader_takes_every_quoted_value() {
         listed("CHECK ((VALUE = ANY (ARRAY['b'::text, 'a'::text])))"),
         ["a", "b"]
     );
-    assert!(listed("CHECK ((VALUE >= 0))").is_empty());
+    assert!(listed("CHECK ((VALUE >= 0)) NOT VALID").is_empty());
 }
 
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
@@ -210,5 +212,280 @@ async fn a_value_outside_a_domain_is_an_invalid_argument_that_writes_nothing(
         .bind(inst.id)
         .execute(&pool)
         .await?;
+    Ok(())
+}
+
+/// Migration 0097: (table, column, domain, the domain's one check, added
+/// NOT VALID as the header of 0097 says).
+const RANGE_DOMAINS: [(&str, &str, &str, &str); 13] = [
+    (
+        "llm_call_snapshots",
+        "invocation_id",
+        "llm_invocation_id",
+        "CHECK (((length(VALUE) >= 1) AND (length(VALUE) <= 200))) NOT VALID",
+    ),
+    (
+        "llm_call_snapshots",
+        "call_tag",
+        "llm_call_tag",
+        "CHECK ((VALUE = 'AgentPlanning'::text)) NOT VALID",
+    ),
+    (
+        "llm_call_snapshots",
+        "input_tokens",
+        "nonnegative_bigint",
+        "CHECK ((VALUE >= 0)) NOT VALID",
+    ),
+    (
+        "llm_call_snapshots",
+        "output_tokens",
+        "nonnegative_bigint",
+        "CHECK ((VALUE >= 0)) NOT VALID",
+    ),
+    (
+        "llm_call_snapshots",
+        "cost_usd",
+        "usd_amount",
+        "CHECK ((VALUE >= (0)::double precision)) NOT VALID",
+    ),
+    (
+        "llm_call_snapshots",
+        "prompt_overlay_sha256",
+        "sha256_hex",
+        "CHECK ((VALUE ~ '^[0-9a-f]{64}$'::text)) NOT VALID",
+    ),
+    (
+        "llm_call_attempts",
+        "ordinal",
+        "nonnegative_integer",
+        "CHECK ((VALUE >= 0)) NOT VALID",
+    ),
+    (
+        "llm_call_attempts",
+        "usage",
+        "json_object",
+        "CHECK ((jsonb_typeof(VALUE) = 'object'::text)) NOT VALID",
+    ),
+    (
+        "llm_call_attempts",
+        "latency_ms",
+        "nonnegative_bigint",
+        "CHECK ((VALUE >= 0)) NOT VALID",
+    ),
+    (
+        "llm_call_attempts",
+        "cost_usd",
+        "usd_amount",
+        "CHECK ((VALUE >= (0)::double precision)) NOT VALID",
+    ),
+    (
+        "credit_windows",
+        "limit_usd",
+        "usd_amount",
+        "CHECK ((VALUE >= (0)::double precision)) NOT VALID",
+    ),
+    (
+        "credit_windows",
+        "spent_usd",
+        "usd_amount",
+        "CHECK ((VALUE >= (0)::double precision)) NOT VALID",
+    ),
+    (
+        "agent_event_queue",
+        "publish_epoch",
+        "nonnegative_integer",
+        "CHECK ((VALUE >= 0)) NOT VALID",
+    ),
+];
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_call_records_ranges_are_domains_and_no_table_check_is_left_but_the_event_pairing(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    for (table, column, domain, check) in RANGE_DOMAINS {
+        let ty: String = sqlx::query_scalar(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+              WHERE attrelid = $1::regclass AND attname = $2 AND NOT attisdropped",
+        )
+        .bind(table)
+        .bind(column)
+        .fetch_one(&pool)
+        .await?;
+        assert_eq!(ty, domain, "{table}.{column}");
+        let checks: Vec<String> = sqlx::query_scalar(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint
+              WHERE contypid = $1::regtype AND contype = 'c'",
+        )
+        .bind(domain)
+        .fetch_all(&pool)
+        .await?;
+        assert_eq!(checks, [check], "{domain}");
+    }
+    // Every table CHECK of the rows a tick writes is re-read and, on an
+    // update, re-checked by each statement; the one left spans two columns.
+    let left: Vec<String> = sqlx::query_scalar(
+        "SELECT conname::text FROM pg_constraint
+          WHERE contype = 'c'
+            AND conrelid IN ('agent_event_queue'::regclass, 'agent_instances'::regclass,
+                             'agent_state_ledger'::regclass, 'llm_call_snapshots'::regclass,
+                             'llm_call_attempts'::regclass, 'credit_windows'::regclass)
+          ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await?;
+    assert_eq!(left, ["agent_event_queue_check"]);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_value_outside_a_range_domain_is_an_invalid_argument_that_writes_nothing(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = tenant(&store, "a").await?;
+    let inst = soa(&store, a).await?;
+    const SNAPSHOTS: &str = "SELECT count(*) FROM llm_call_snapshots WHERE instance_id = $1";
+    for (sql, domain) in [
+        (
+            "INSERT INTO llm_call_snapshots (tenant_id, instance_id, invocation_id, site_id, requested_model)
+             SELECT tenant_id, id, '', 'Agent:Planning', 'scripted' FROM agent_instances WHERE id = $1",
+            "llm_invocation_id",
+        ),
+        (
+            "INSERT INTO llm_call_snapshots (tenant_id, instance_id, invocation_id, site_id, requested_model, call_tag)
+             SELECT tenant_id, id, 'inv-x', 'Agent:Planning', 'scripted', 'Chat' FROM agent_instances WHERE id = $1",
+            "llm_call_tag",
+        ),
+        (
+            "INSERT INTO llm_call_snapshots (tenant_id, instance_id, invocation_id, site_id, requested_model, input_tokens)
+             SELECT tenant_id, id, 'inv-x', 'Agent:Planning', 'scripted', -1 FROM agent_instances WHERE id = $1",
+            "nonnegative_bigint",
+        ),
+        (
+            "INSERT INTO llm_call_snapshots (tenant_id, instance_id, invocation_id, site_id, requested_model, cost_usd)
+             SELECT tenant_id, id, 'inv-x', 'Agent:Planning', 'scripted', -0.5 FROM agent_instances WHERE id = $1",
+            "usd_amount",
+        ),
+        (
+            "INSERT INTO llm_call_snapshots (tenant_id, instance_id, invocation_id, site_id, requested_model,
+                                             prompt_overlay_sha256)
+             SELECT tenant_id, id, 'inv-x', 'Agent:Planning', 'scripted', 'ABC' FROM agent_instances WHERE id = $1",
+            "sha256_hex",
+        ),
+    ] {
+        let err = refused(&pool, sql, inst.id).await;
+        assert_invalid(err, &format!("{domain}_check"), domain);
+    }
+    assert_eq!(
+        count(&pool, SNAPSHOTS, inst.id).await?,
+        0,
+        "no snapshot written"
+    );
+
+    let snapshot = snapshot_row(&pool, a, inst.id).await?;
+    const ATTEMPTS: &str = "SELECT count(*) FROM llm_call_attempts WHERE snapshot_id = $1";
+    for (sql, domain) in [
+        (
+            "INSERT INTO llm_call_attempts (tenant_id, snapshot_id, ordinal, provider, requested_model, outcome)
+             SELECT tenant_id, id, -1, 'scripted', 'scripted', 'success' FROM llm_call_snapshots WHERE id = $1",
+            "nonnegative_integer",
+        ),
+        (
+            "INSERT INTO llm_call_attempts (tenant_id, snapshot_id, ordinal, provider, requested_model, outcome, usage)
+             SELECT tenant_id, id, 0, 'scripted', 'scripted', 'success', '[]' FROM llm_call_snapshots WHERE id = $1",
+            "json_object",
+        ),
+        (
+            "INSERT INTO llm_call_attempts (tenant_id, snapshot_id, ordinal, provider, requested_model, outcome,
+                                            latency_ms)
+             SELECT tenant_id, id, 0, 'scripted', 'scripted', 'success', -5 FROM llm_call_snapshots WHERE id = $1",
+            "nonnegative_bigint",
+        ),
+        (
+            "INSERT INTO llm_call_attempts (tenant_id, snapshot_id, ordinal, provider, requested_model, outcome,
+                                            cost_usd)
+             SELECT tenant_id, id, 0, 'scripted', 'scripted', 'success', -1 FROM llm_call_snapshots WHERE id = $1",
+            "usd_amount",
+        ),
+    ] {
+        let err = refused(&pool, sql, snapshot).await;
+        assert_invalid(err, &format!("{domain}_check"), domain);
+    }
+    assert_eq!(
+        count(&pool, ATTEMPTS, snapshot).await?,
+        0,
+        "no attempt written"
+    );
+
+    // An update that writes a range column is checked; the snapshot is unchanged.
+    let err = refused(
+        &pool,
+        "UPDATE llm_call_snapshots SET output_tokens = output_tokens - 1 WHERE id = $1",
+        snapshot,
+    )
+    .await;
+    assert_invalid(err, "nonnegative_bigint_check", "nonnegative_bigint");
+    let tokens: i64 =
+        sqlx::query_scalar("SELECT output_tokens FROM llm_call_snapshots WHERE id = $1")
+            .bind(snapshot)
+            .fetch_one(&pool)
+            .await?;
+    assert_eq!(tokens, 0, "snapshot unchanged");
+
+    // The credit window and the event's epoch, on update.
+    sqlx::query(
+        "INSERT INTO credit_windows (tenant_id, week_start, limit_usd) VALUES ($1, date_trunc('week', now()), 5)",
+    )
+    .bind(a)
+    .execute(&pool)
+    .await?;
+    let err = refused(
+        &pool,
+        "UPDATE credit_windows SET spent_usd = spent_usd - 1 WHERE tenant_id = $1",
+        a,
+    )
+    .await;
+    assert_invalid(err, "usd_amount_check", "usd_amount");
+    let event: Uuid = sqlx::query_scalar(
+        "INSERT INTO agent_event_queue (tenant_id, instance_id, sequence_number, event_kind)
+         SELECT tenant_id, id, 1000, 'ExternalSignalReceived' FROM agent_instances WHERE id = $1
+         RETURNING id",
+    )
+    .bind(inst.id)
+    .fetch_one(&pool)
+    .await?;
+    let err = refused(
+        &pool,
+        "UPDATE agent_event_queue SET publish_epoch = -1 WHERE id = $1",
+        event,
+    )
+    .await;
+    assert_invalid(err, "nonnegative_integer_check", "nonnegative_integer");
+    let (epoch, spent): (i32, f64) = sqlx::query_as(
+        "SELECT e.publish_epoch, w.spent_usd FROM agent_event_queue e, credit_windows w
+          WHERE e.id = $1 AND w.tenant_id = e.tenant_id",
+    )
+    .bind(event)
+    .fetch_one(&pool)
+    .await?;
+    assert_eq!((epoch, spent), (0, 0.0), "event and window unchanged");
+
+    // Values in range still go in, NULL where the column allows it.
+    sqlx::query(
+        "INSERT INTO llm_call_attempts (tenant_id, snapshot_id, ordinal, provider, requested_model, outcome,
+                                        usage, latency_ms, cost_usd)
+         SELECT tenant_id, id, 0, 'scripted', 'scripted', 'success', '{\"input_tokens\": 3}', 0, 0
+           FROM llm_call_snapshots WHERE id = $1",
+    )
+    .bind(snapshot)
+    .execute(&pool)
+    .await?;
+    sqlx::query(
+        "UPDATE llm_call_snapshots SET prompt_overlay_sha256 = NULL, cost_usd = 0.25 WHERE id = $1",
+    )
+    .bind(snapshot)
+    .execute(&pool)
+    .await?;
+    assert_eq!(count(&pool, ATTEMPTS, snapshot).await?, 1);
     Ok(())
 }
