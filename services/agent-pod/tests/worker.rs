@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
 use common::*;
+use futures::StreamExt;
 use genesis_agent_pod::{PodConfig, PodDeps, PodMetrics, run_with};
 use genesis_llm::{HttpProviderFactory, HttpTimeouts, ScriptedProvider};
 use tokio_util::sync::CancellationToken;
@@ -25,6 +26,12 @@ struct TestStream {
 }
 
 async fn test_stream() -> TestStream {
+    test_stream_holding(0).await
+}
+
+/// A stream whose consumer delivers at most `max_ack_pending` unacked
+/// messages (0: the server's default).
+async fn test_stream_holding(max_ack_pending: i64) -> TestStream {
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let client = async_nats::connect(NATS_URL)
         .await
@@ -48,6 +55,7 @@ async fn test_stream() -> TestStream {
         ack_policy: consumer::AckPolicy::Explicit,
         ack_wait: Duration::from_secs(30),
         max_deliver: 7,
+        max_ack_pending,
         ..Default::default()
     })
     .await
@@ -282,4 +290,89 @@ async fn readyz_fails_when_the_supervisor_is_unreachable() {
         .unwrap()
         .unwrap()
         .unwrap();
+}
+
+/// Messages pending that the consumer may not deliver yet (its ack-pending
+/// limit is reached) while another fetch waits for them: the server answers
+/// the pod's fetches at once with nothing. The pod must not fetch again at
+/// once, or it spins a core for as long as that lasts.
+#[tokio::test]
+async fn held_back_messages_do_not_make_the_pod_fetch_in_a_spin() {
+    let ts = test_stream_holding(1).await;
+    let fake = start_fake().await;
+    for n in 0..3 {
+        ts.js
+            .publish(format!("{}.t{n}", ts.subject_prefix), "{}".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let consumer = ts
+        .js
+        .get_stream(&ts.stream)
+        .await
+        .unwrap()
+        .get_consumer::<consumer::pull::Config>(&ts.consumer)
+        .await
+        .unwrap();
+    // One message taken and held unacked: the limit of one is reached and
+    // the other two stay pending.
+    let mut held = consumer.fetch().max_messages(1).messages().await.unwrap();
+    let _held = held.next().await.unwrap().unwrap();
+    // Another fetch waits for 16 messages: more than are pending.
+    let _waiting = consumer
+        .batch()
+        .max_messages(16)
+        .expires(Duration::from_secs(30))
+        .messages()
+        .await
+        .unwrap();
+
+    // Every fetch is a request on this subject.
+    let watcher = async_nats::connect(NATS_URL).await.unwrap();
+    let mut requests = watcher
+        .subscribe(format!(
+            "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
+            ts.stream, ts.consumer
+        ))
+        .await
+        .unwrap();
+    watcher.flush().await.unwrap();
+
+    let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
+    config.stream = ts.stream.clone();
+    config.consumer = ts.consumer.clone();
+    config.http_addr = "127.0.0.1:0".parse().unwrap();
+    config.concurrency = 16;
+    let shutdown = CancellationToken::new();
+    let pod = tokio::spawn(run_with(
+        config,
+        deps(Arc::new(ScriptedProvider::new())),
+        shutdown.clone(),
+    ));
+    // Skip the pod's start-up, then count its fetches over one second.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::ZERO, requests.next()).await {}
+    let until = tokio::time::Instant::now() + Duration::from_secs(1);
+    let mut fetches = 0;
+    while let Ok(Some(_)) = tokio::time::timeout_at(until, requests.next()).await {
+        fetches += 1;
+    }
+    // A pause of 50 ms after each allows about 20; a spin sends thousands.
+    assert!(fetches >= 1, "the pod kept fetching");
+    assert!(fetches <= 40, "{fetches} fetches in one second");
+    assert_eq!(
+        fake.state.claims.load(Ordering::SeqCst),
+        0,
+        "nothing delivered"
+    );
+
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), pod)
+        .await
+        .expect("the pod stops on shutdown")
+        .unwrap()
+        .unwrap();
+    ts.js.delete_stream(&ts.stream).await.unwrap();
 }
