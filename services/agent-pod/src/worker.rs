@@ -432,19 +432,39 @@ pub async fn run_with(
 /// How long a fetch waits for messages when none are pending.
 const FETCH_EXPIRES: Duration = Duration::from_secs(2);
 
-/// The pause after a fetch that came back empty well before its expiry.
+/// The longest pause between fetches that keep coming back empty at once.
 /// The server answers a fetch at once, with nothing, while messages are
 /// pending that other waiting fetches are owed (408 "Requests Pending"), for
-/// instance while the consumer's ack-pending limit holds them back; fetching
-/// again at once would spin a core for as long as that lasts (BENCHMARKS.md
-/// 0s: 43 s of CPU in a 60 s idle window, across four pods).
-const EMPTY_FETCH_PAUSE: Duration = Duration::from_millis(50);
+/// instance while the consumer's ack-pending limit holds them back. Fetching
+/// again at once every time spun a core for as long as that lasted
+/// (BENCHMARKS.md 0s: 43 s of CPU in a 60 s idle window, across four pods).
+const EMPTY_FETCH_PAUSE_MAX: Duration = Duration::from_millis(50);
 
-/// Whether the pull loop pauses before its next fetch: only after one that
-/// delivered nothing and did not wait for its expiry. A fetch that waited
-/// (nothing pending) or delivered messages is followed at once.
-fn pause_after_fetch(delivered: usize, took: Duration) -> Option<Duration> {
-    (delivered == 0 && took < FETCH_EXPIRES / 2).then_some(EMPTY_FETCH_PAUSE)
+/// The run of fetches answered at once with nothing, and the pause it
+/// earns before the next fetch. Under load such an answer is routine and
+/// the next fetch usually finds a message, so the first is followed at
+/// once; each further one in a row doubles the pause from 1 ms up to
+/// [`EMPTY_FETCH_PAUSE_MAX`]. A fetch that delivered, or that waited for
+/// its expiry (nothing pending), ends the run.
+#[derive(Debug, Default)]
+struct EmptyFetches {
+    run: u32,
+}
+
+impl EmptyFetches {
+    fn after(&mut self, delivered: usize, took: Duration) -> Option<Duration> {
+        if delivered > 0 || took >= FETCH_EXPIRES / 2 {
+            self.run = 0;
+            return None;
+        }
+        self.run = self.run.saturating_add(1);
+        let doublings = self.run.checked_sub(2)?;
+        Some(
+            Duration::from_millis(1)
+                .saturating_mul(1u32 << doublings.min(16))
+                .min(EMPTY_FETCH_PAUSE_MAX),
+        )
+    }
 }
 
 async fn pull_loop(
@@ -468,6 +488,7 @@ async fn pull_loop(
     let slots = TenantSlots::new(config.tenant_cap());
     let tracker = TaskTracker::new();
     let abandon = CancellationToken::new();
+    let mut empty_fetches = EmptyFetches::default();
     'pull: loop {
         let first = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -530,7 +551,7 @@ async fn pull_loop(
                 }
             }
         }
-        if let Some(pause) = pause_after_fetch(delivered, asked.elapsed()) {
+        if let Some(pause) = empty_fetches.after(delivered, asked.elapsed()) {
             permits.clear();
             if !sleep_or_cancel(pause, shutdown).await {
                 break;
@@ -563,20 +584,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_an_empty_fetch_answered_before_its_expiry_pauses() {
+    fn fetches_answered_at_once_with_nothing_back_off_from_the_second_on() {
+        let at_once = Duration::from_millis(1);
+        let mut e = EmptyFetches::default();
+        let pauses: Vec<Option<u64>> = (0..9)
+            .map(|_| e.after(0, at_once).map(|d| d.as_millis() as u64))
+            .collect();
         assert_eq!(
-            pause_after_fetch(0, Duration::from_millis(1)),
-            Some(EMPTY_FETCH_PAUSE)
+            pauses,
+            [
+                None,
+                Some(1),
+                Some(2),
+                Some(4),
+                Some(8),
+                Some(16),
+                Some(32),
+                Some(50),
+                Some(50)
+            ]
         );
-        assert_eq!(
-            pause_after_fetch(0, FETCH_EXPIRES),
-            None,
-            "it waited: nothing was pending"
-        );
-        assert_eq!(
-            pause_after_fetch(3, Duration::from_millis(1)),
-            None,
-            "it delivered"
-        );
+        // A delivery ends the run: the next empty answer is followed at once.
+        assert_eq!(e.after(3, at_once), None);
+        assert_eq!(e.after(0, at_once), None);
+        assert_eq!(e.after(0, at_once), Some(Duration::from_millis(1)));
+        // So does a fetch that waited for its expiry: nothing was pending.
+        assert_eq!(e.after(0, FETCH_EXPIRES), None);
+        assert_eq!(e.after(0, at_once), None);
+        // A long run stays at the longest pause.
+        for _ in 0..100 {
+            e.after(0, at_once);
+        }
+        assert_eq!(e.after(0, at_once), Some(EMPTY_FETCH_PAUSE_MAX));
     }
 }
