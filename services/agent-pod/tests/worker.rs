@@ -68,6 +68,19 @@ async fn test_stream_holding(max_ack_pending: i64) -> TestStream {
     }
 }
 
+impl TestStream {
+    /// The stream's durable pull consumer.
+    async fn consumer(&self) -> jetstream::consumer::PullConsumer {
+        self.js
+            .get_stream(&self.stream)
+            .await
+            .unwrap()
+            .get_consumer::<consumer::pull::Config>(&self.consumer)
+            .await
+            .unwrap()
+    }
+}
+
 fn deps(scripted: Arc<ScriptedProvider>) -> PodDeps {
     PodDeps {
         provider_factory: Arc::new(
@@ -78,6 +91,32 @@ fn deps(scripted: Arc<ScriptedProvider>) -> PodDeps {
         credentials: Arc::new(std::collections::HashMap::<String, String>::new()),
         metrics: Arc::new(PodMetrics::default()),
     }
+}
+
+/// Run a pod with a scripted provider of its own; cancel the token to stop it.
+fn spawn_pod(
+    config: PodConfig,
+) -> (
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+    CancellationToken,
+) {
+    let shutdown = CancellationToken::new();
+    let pod = tokio::spawn(run_with(
+        config,
+        deps(Arc::new(ScriptedProvider::new())),
+        shutdown.clone(),
+    ));
+    (pod, shutdown)
+}
+
+/// Cancel `shutdown` and wait for the pod to end cleanly.
+async fn stop_pod(pod: tokio::task::JoinHandle<anyhow::Result<()>>, shutdown: CancellationToken) {
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), pod)
+        .await
+        .expect("the pod stops on shutdown")
+        .unwrap()
+        .unwrap();
 }
 
 async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
@@ -143,26 +182,14 @@ async fn lease_held_is_naked_redelivered_and_then_completed_once() {
     assert_eq!(scripted.calls(), 2);
     assert_eq!(metrics.snapshot().ticks_run, 1);
 
-    let mut c = ts
-        .js
-        .get_stream(&ts.stream)
-        .await
-        .unwrap()
-        .get_consumer::<consumer::pull::Config>(&ts.consumer)
-        .await
-        .unwrap();
+    let mut c = ts.consumer().await;
     let info = c.info().await.unwrap();
     assert_eq!(info.num_pending, 0, "nothing left to deliver");
     assert_eq!(info.num_ack_pending, 0, "the message was acked");
     assert_eq!(info.delivered.stream_sequence, 1);
     assert!(info.delivered.consumer_sequence >= 2, "delivered twice");
 
-    shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(10), pod)
-        .await
-        .expect("the pod stops on shutdown")
-        .unwrap()
-        .unwrap();
+    stop_pod(pod, shutdown).await;
     ts.js.delete_stream(&ts.stream).await.unwrap();
 }
 
@@ -172,12 +199,7 @@ async fn the_pod_waits_for_the_consumer_and_stops_cleanly_on_shutdown() {
     let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
     config.stream = format!("POD_ABSENT_{}", uuid::Uuid::new_v4().simple());
     config.http_addr = "127.0.0.1:0".parse().unwrap();
-    let shutdown = CancellationToken::new();
-    let pod = tokio::spawn(run_with(
-        config,
-        deps(Arc::new(ScriptedProvider::new())),
-        shutdown.clone(),
-    ));
+    let (pod, shutdown) = spawn_pod(config);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!pod.is_finished(), "keeps retrying until the stream exists");
     shutdown.cancel();
@@ -226,12 +248,7 @@ async fn http_probes_report_health_readiness_and_metrics() {
     let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
     config.stream = format!("POD_ABSENT_{}", uuid::Uuid::new_v4().simple());
     config.http_addr = addr;
-    let shutdown = CancellationToken::new();
-    let pod = tokio::spawn(run_with(
-        config,
-        deps(Arc::new(ScriptedProvider::new())),
-        shutdown.clone(),
-    ));
+    let (pod, shutdown) = spawn_pod(config);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let ready = loop {
         if let Ok(s) = tokio::net::TcpStream::connect(addr).await {
@@ -274,12 +291,7 @@ async fn readyz_fails_when_the_supervisor_is_unreachable() {
     let mut config = PodConfig::new(NATS_URL, &format!("http://{dead_addr}"), TOKEN);
     config.stream = format!("POD_ABSENT_{}", uuid::Uuid::new_v4().simple());
     config.http_addr = addr;
-    let shutdown = CancellationToken::new();
-    let pod = tokio::spawn(run_with(
-        config,
-        deps(Arc::new(ScriptedProvider::new())),
-        shutdown.clone(),
-    ));
+    let (pod, shutdown) = spawn_pod(config);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let r = http_get(addr, "/readyz").await;
     assert!(r.starts_with("HTTP/1.0 503"), "{r}");
@@ -308,14 +320,7 @@ async fn held_back_messages_do_not_make_the_pod_fetch_in_a_spin() {
             .await
             .unwrap();
     }
-    let consumer = ts
-        .js
-        .get_stream(&ts.stream)
-        .await
-        .unwrap()
-        .get_consumer::<consumer::pull::Config>(&ts.consumer)
-        .await
-        .unwrap();
+    let consumer = ts.consumer().await;
     // One message taken and held unacked: the limit of one is reached and
     // the other two stay pending.
     let mut held = consumer.fetch().max_messages(1).messages().await.unwrap();
@@ -345,12 +350,7 @@ async fn held_back_messages_do_not_make_the_pod_fetch_in_a_spin() {
     config.consumer = ts.consumer.clone();
     config.http_addr = "127.0.0.1:0".parse().unwrap();
     config.concurrency = 16;
-    let shutdown = CancellationToken::new();
-    let pod = tokio::spawn(run_with(
-        config,
-        deps(Arc::new(ScriptedProvider::new())),
-        shutdown.clone(),
-    ));
+    let (pod, shutdown) = spawn_pod(config);
     // Skip the pod's start-up, then count its fetches over one second.
     tokio::time::sleep(Duration::from_millis(500)).await;
     while let Ok(Some(_)) = tokio::time::timeout(Duration::ZERO, requests.next()).await {}
@@ -368,11 +368,6 @@ async fn held_back_messages_do_not_make_the_pod_fetch_in_a_spin() {
         "nothing delivered"
     );
 
-    shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(10), pod)
-        .await
-        .expect("the pod stops on shutdown")
-        .unwrap()
-        .unwrap();
+    stop_pod(pod, shutdown).await;
     ts.js.delete_stream(&ts.stream).await.unwrap();
 }

@@ -44,6 +44,29 @@ fn the_list_reader_takes_every_quoted_value() {
     assert!(listed("CHECK ((VALUE >= 0)) NOT VALID").is_empty());
 }
 
+/// The type of `table.column` as PostgreSQL names it (a domain by its name).
+async fn column_type(pool: &PgPool, table: &str, column: &str) -> anyhow::Result<String> {
+    Ok(sqlx::query_scalar(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+          WHERE attrelid = $1::regclass AND attname = $2 AND NOT attisdropped",
+    )
+    .bind(table)
+    .bind(column)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// The definitions of `domain`'s CHECK constraints.
+async fn domain_checks(pool: &PgPool, domain: &str) -> anyhow::Result<Vec<String>> {
+    Ok(sqlx::query_scalar(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint
+          WHERE contypid = $1::regtype AND contype = 'c'",
+    )
+    .bind(domain)
+    .fetch_all(pool)
+    .await?)
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn the_hot_columns_are_checked_by_domains_holding_core_lists(
     pool: PgPool,
@@ -76,22 +99,12 @@ async fn the_hot_columns_are_checked_by_domains_holding_core_lists(
         ),
     ];
     for (table, column, domain, values) in columns {
-        let ty: String = sqlx::query_scalar(
-            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
-              WHERE attrelid = $1::regclass AND attname = $2 AND NOT attisdropped",
-        )
-        .bind(table)
-        .bind(column)
-        .fetch_one(&pool)
-        .await?;
-        assert_eq!(ty, domain, "{table}.{column}");
-        let checks: Vec<String> = sqlx::query_scalar(
-            "SELECT pg_get_constraintdef(oid) FROM pg_constraint
-              WHERE contypid = $1::regtype AND contype = 'c'",
-        )
-        .bind(domain)
-        .fetch_all(&pool)
-        .await?;
+        assert_eq!(
+            column_type(&pool, table, column).await?,
+            domain,
+            "{table}.{column}"
+        );
+        let checks = domain_checks(&pool, domain).await?;
         assert_eq!(checks.len(), 1, "{domain}: {checks:?}");
         assert_eq!(listed(&checks[0]), values, "{domain}");
     }
@@ -303,22 +316,12 @@ async fn the_call_records_ranges_are_domains_and_no_table_check_is_left_but_the_
     pool: PgPool,
 ) -> anyhow::Result<()> {
     for (table, column, domain, check) in RANGE_DOMAINS {
-        let ty: String = sqlx::query_scalar(
-            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute
-              WHERE attrelid = $1::regclass AND attname = $2 AND NOT attisdropped",
-        )
-        .bind(table)
-        .bind(column)
-        .fetch_one(&pool)
-        .await?;
-        assert_eq!(ty, domain, "{table}.{column}");
-        let checks: Vec<String> = sqlx::query_scalar(
-            "SELECT pg_get_constraintdef(oid) FROM pg_constraint
-              WHERE contypid = $1::regtype AND contype = 'c'",
-        )
-        .bind(domain)
-        .fetch_all(&pool)
-        .await?;
+        assert_eq!(
+            column_type(&pool, table, column).await?,
+            domain,
+            "{table}.{column}"
+        );
+        let checks = domain_checks(&pool, domain).await?;
         assert_eq!(checks, [check], "{domain}");
     }
     // Every table CHECK of the rows a tick writes is re-read and, on an
