@@ -437,8 +437,11 @@ const FETCH_EXPIRES: Duration = Duration::from_secs(2);
 /// pending that other waiting fetches are owed (408 "Requests Pending"), for
 /// instance while the consumer's ack-pending limit holds them back. Fetching
 /// again at once every time spun a core for as long as that lasted
-/// (BENCHMARKS.md 0s: 43 s of CPU in a 60 s idle window, across four pods).
-const EMPTY_FETCH_PAUSE_MAX: Duration = Duration::from_millis(50);
+/// (BENCHMARKS.md 0s: 43 s of CPU in a 60 s idle window, across four pods);
+/// pausing up to 50 ms still cost four pods 0.82 s in such a window (0t).
+/// A longer pause delays no message: such an answer means another fetch is
+/// waiting at the server, and what becomes deliverable goes to it first.
+const EMPTY_FETCH_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 /// The run of fetches answered at once with nothing, and the pause it
 /// earns before the next fetch. Under load such an answer is routine and
@@ -600,8 +603,8 @@ mod tests {
                 Some(8),
                 Some(16),
                 Some(32),
-                Some(50),
-                Some(50)
+                Some(64),
+                Some(128)
             ]
         );
         // A delivery ends the run: the next empty answer is followed at once.
@@ -611,10 +614,14 @@ mod tests {
         // So does a fetch that waited for its expiry: nothing was pending.
         assert_eq!(e.after(0, FETCH_EXPIRES), None);
         assert_eq!(e.after(0, at_once), None);
-        // A long run stays at the longest pause.
+        // A long run reaches the longest pause, one second, and stays there.
+        let pauses: Vec<u64> = (0..11)
+            .filter_map(|_| e.after(0, at_once).map(|d| d.as_millis() as u64))
+            .collect();
+        assert_eq!(pauses, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000]);
         for _ in 0..100 {
             e.after(0, at_once);
         }
-        assert_eq!(e.after(0, at_once), Some(EMPTY_FETCH_PAUSE_MAX));
+        assert_eq!(e.after(0, at_once), Some(Duration::from_secs(1)));
     }
 }
