@@ -461,8 +461,8 @@ const EMPTY_FETCH_SPIN: Duration = Duration::from_millis(500);
 struct EmptyFetches {
     /// Time the run's fetches have taken.
     spent: Duration,
-    /// Pauses taken in the run.
-    pauses: u32,
+    /// The run's last pause.
+    paused: Option<Duration>,
 }
 
 impl EmptyFetches {
@@ -475,13 +475,11 @@ impl EmptyFetches {
         if self.spent < EMPTY_FETCH_SPIN {
             return None;
         }
-        let doublings = self.pauses.min(16);
-        self.pauses = self.pauses.saturating_add(1);
-        Some(
-            Duration::from_millis(1)
-                .saturating_mul(1u32 << doublings)
-                .min(EMPTY_FETCH_PAUSE_MAX),
-        )
+        let pause = self.paused.map_or(Duration::from_millis(1), |p| {
+            (p * 2).min(EMPTY_FETCH_PAUSE_MAX)
+        });
+        self.paused = Some(pause);
+        Some(pause)
     }
 }
 
