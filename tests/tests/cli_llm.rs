@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded, genesisctl};
+use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded, genesisctl, wait_for};
 use serde_json::Value;
 
 /// The six agent call-sites of the registry (spec §3.7).
@@ -83,6 +83,23 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
             items(&run_ok(&fleet, &["-o", "json", "llm", "pricing"])?, "prices")
         };
 
+        // Control's bootstrap loop seeds the tenant's Default preset and
+        // binds it to Agent:Default shortly after the tenant is created, not
+        // within CreateTenant; wait for it, so the state the detach must
+        // restore is the settled one and not a race with the seeder.
+        let default_preset = wait_for(
+            "the Default preset bound to Agent:Default",
+            Duration::from_secs(30),
+            || async {
+                let sites = sites_now()?;
+                Ok(site(&sites, "Agent:Default")?["attached_preset_id"]
+                    .as_str()
+                    .filter(|id| !id.is_empty())
+                    .map(str::to_owned))
+            },
+        )
+        .await?;
+
         // `llm sites`: every agent call-site, each with its parent.
         let sites = sites_now()?;
         let ids: Vec<&str> = sites.iter().filter_map(|s| s["site_id"].as_str()).collect();
@@ -94,6 +111,11 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
             "Agent:Planning's parent: {sites:?}"
         );
         let planning_before = site(&sites, "Agent:Planning")?.clone();
+        ensure!(
+            planning_before["inherited"] == true
+                && planning_before["effective_preset_id"] == default_preset.as_str(),
+            "Agent:Planning before attach does not inherit the Default preset: {planning_before}"
+        );
         // The table form names them too.
         let (code, table, err) = genesisctl(&fleet, &["--tenant", &tenant, "llm", "sites"])?;
         ensure!(code == 0, "table `llm sites` exited {code}: {err}");
