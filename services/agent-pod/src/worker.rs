@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
 use futures::StreamExt;
+use genesis_core::Reconnect;
 use genesis_llm::{FallbackInvoker, HttpProviderFactory, ProviderFactory};
 use genesis_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
@@ -326,7 +327,7 @@ async fn sleep_or_cancel(delay: Duration, shutdown: &CancellationToken) -> bool 
 }
 
 async fn connect_nats(url: &str, shutdown: &CancellationToken) -> Option<async_nats::Client> {
-    let mut backoff = Duration::from_millis(200);
+    let mut backoff = Reconnect::new();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return None,
@@ -335,10 +336,9 @@ async fn connect_nats(url: &str, shutdown: &CancellationToken) -> Option<async_n
                 Err(e) => tracing::warn!(error = %e, url, "NATS connect failed; retrying"),
             }
         }
-        if !sleep_or_cancel(backoff, shutdown).await {
+        if !sleep_or_cancel(backoff.next_delay(), shutdown).await {
             return None;
         }
-        backoff = (backoff * 2).min(Duration::from_secs(10));
     }
 }
 
@@ -349,7 +349,7 @@ async fn bind_consumer(
     config: &PodConfig,
     shutdown: &CancellationToken,
 ) -> Option<PullConsumer> {
-    let mut backoff = Duration::from_millis(200);
+    let mut backoff = Reconnect::new();
     loop {
         match js.get_stream(&config.stream).await {
             Ok(stream) => match stream.get_consumer(&config.consumer).await {
@@ -362,10 +362,9 @@ async fn bind_consumer(
                 tracing::warn!(error = %e, stream = %config.stream, "stream not there yet; retrying")
             }
         }
-        if !sleep_or_cancel(backoff, shutdown).await {
+        if !sleep_or_cancel(backoff.next_delay(), shutdown).await {
             return None;
         }
-        backoff = (backoff * 2).min(Duration::from_secs(10));
     }
 }
 

@@ -21,8 +21,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
+use genesis_core::Reconnect;
 use sqlx::postgres::PgListener;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
@@ -183,7 +183,7 @@ impl Notices {
     /// again with backoff (200 ms doubling to 10 s).
     pub async fn run(self, pool: sqlx::PgPool, shutdown: CancellationToken) {
         let channels = self.channels();
-        let mut backoff = Duration::from_millis(200);
+        let mut backoff = Reconnect::new();
         while !shutdown.is_cancelled() {
             let connect = async {
                 let mut l = PgListener::connect_with(&pool).await?;
@@ -201,14 +201,13 @@ impl Notices {
                         tracing::warn!(error = %e, "notices: LISTEN failed; retrying");
                         tokio::select! {
                             _ = shutdown.cancelled() => return,
-                            _ = tokio::time::sleep(backoff) => {}
+                            _ = tokio::time::sleep(backoff.next_delay()) => {}
                         }
-                        backoff = (backoff * 2).min(Duration::from_secs(10));
                         continue;
                     }
                 },
             };
-            backoff = Duration::from_millis(200);
+            backoff.reset();
             self.listening();
             loop {
                 let note = tokio::select! {
@@ -235,6 +234,7 @@ impl Notices {
 mod tests {
     use super::*;
     use crate::watch::{HubEvent, HubKind};
+    use std::time::Duration;
     use uuid::Uuid;
 
     #[test]

@@ -1,7 +1,8 @@
 //! genesis-core: the pure domain of the agents subsystem — stored enums,
 //! dispatcher options, the shared decision mapper, cadence, plan-input hash,
 //! budgets and credit, the mode catalogue and tool superset, the LLM call-site
-//! registry, shared input limits and the error vocabulary. Every other crate
+//! registry, shared input limits, the reconnect back-off and the error
+//! vocabulary. Every other crate
 //! builds on these types. Nothing here may do I/O, spawn, block or be async:
 //! each rule is a deterministic function of its arguments.
 
@@ -21,6 +22,7 @@ pub mod presets;
 pub mod prompt;
 pub mod rate;
 pub mod redact;
+pub mod retry;
 pub mod sites;
 pub mod validate;
 
@@ -46,4 +48,5 @@ pub use options::{
     check_lease_ttl_secs,
 };
 pub use plan_hash::{OpsDigest, PlanInputHash};
+pub use retry::Reconnect;
 pub use sites::{LlmCallSite, parent_site_id, policy_site_for, site_chain};
