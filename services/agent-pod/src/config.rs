@@ -142,7 +142,8 @@ pub struct PodConfig {
     #[arg(long, env = "GENESIS_RETRY_NAK_MS", default_value_t = 5_000)]
     pub retry_nak_ms: u64,
     /// NAK delay for a message whose tenant already holds its share of this
-    /// pod, in milliseconds.
+    /// pod, in milliseconds, on its first delivery; it doubles with each
+    /// redelivery up to 16 times this.
     #[arg(long, env = "GENESIS_TENANT_BUSY_NAK_MS", default_value_t = 250)]
     pub tenant_busy_nak_ms: u64,
     /// TCP connect timeout of LLM provider requests, in seconds (1..=86400).

@@ -3,13 +3,16 @@
 //! its timeout, a tool backend that crawls) then holds at most its share of
 //! the pod, and the other tenants' ticks keep flowing through the rest; its
 //! surplus messages go back to the stream with a short delay, before any
-//! claim, so no attempt is spent and no lease is taken.
+//! claim, so no attempt is spent and no lease is taken. The delay grows
+//! with each redelivery ([`tenant_busy_delay`]), so a backlog of one tenant
+//! does not keep the broker and the pods cycling its surplus.
 //!
 //! This module owns only in-memory counting; it must never block (a full
 //! tenant is refused at once) and never touch the message or the tick.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use uuid::Uuid;
 
@@ -85,9 +88,47 @@ pub fn default_tenant_cap(concurrency: usize) -> usize {
     concurrency.div_ceil(2).min(spec).max(1)
 }
 
+/// How many times the configured delay a message handed back for a busy
+/// tenant waits at most.
+pub const TENANT_BUSY_GROWTH: u32 = 16;
+
+/// The delay of a message handed back because its tenant holds its share of
+/// the pod, on its `delivered`-th delivery: `base` on the first, doubling
+/// with each redelivery up to [`TENANT_BUSY_GROWTH`] times `base`.
+///
+/// A tenant with more due events than its share of the fleet keeps the rest
+/// at the consumer's ack-pending limit, each coming back every `base`: in a
+/// backlog of one tenant (BENCHMARKS.md 0u) four pods handed back 3,460
+/// messages a second, and the broker and the pods spent a third of the
+/// machine on them while 16 slots ran ticks. A message that has come back
+/// many times has many ahead of it; it waits longer, the ones that just
+/// arrived still find a slot within `base`.
+pub fn tenant_busy_delay(base: Duration, delivered: i64) -> Duration {
+    let redeliveries = u32::try_from(delivered.saturating_sub(1).max(0)).unwrap_or(u32::MAX);
+    let factor = 1u32
+        .checked_shl(redeliveries)
+        .unwrap_or(u32::MAX)
+        .min(TENANT_BUSY_GROWTH);
+    base.saturating_mul(factor)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_tenants_message_waits_longer_with_each_redelivery_up_to_a_cap() {
+        let base = Duration::from_millis(250);
+        let ms: Vec<u128> = (1..=8)
+            .map(|d| tenant_busy_delay(base, d).as_millis())
+            .collect();
+        assert_eq!(ms, [250, 500, 1000, 2000, 4000, 4000, 4000, 4000]);
+        assert_eq!(tenant_busy_delay(base, i64::MAX), base * TENANT_BUSY_GROWTH);
+        // No delivery count (or a nonsensical one) is a first delivery.
+        assert_eq!(tenant_busy_delay(base, 0), base);
+        assert_eq!(tenant_busy_delay(base, -3), base);
+        assert_eq!(tenant_busy_delay(Duration::ZERO, 5), Duration::ZERO);
+    }
 
     #[test]
     fn a_tenant_holds_at_most_its_cap_and_dropping_frees_a_slot() {

@@ -27,7 +27,7 @@ use uuid::Uuid;
 
 use crate::config::PodConfig;
 use crate::error::PodError;
-use crate::fairness::TenantSlots;
+use crate::fairness::{TenantSlots, tenant_busy_delay};
 use crate::invoker::{CredentialSource, EnvCredentials, Invoker};
 use crate::metrics::PodMetrics;
 use crate::planning::{PodContext, run_tick};
@@ -77,7 +77,8 @@ pub struct WorkerSettings {
     pub retry_delay: Duration,
     /// Lease renewal interval (a third of the TTL).
     pub renew_interval: Duration,
-    /// NAK delay for a message whose tenant holds its share of the pod.
+    /// NAK delay for a message whose tenant holds its share of the pod, on
+    /// its first delivery (it grows with each redelivery).
     pub tenant_busy_delay: Duration,
 }
 
@@ -261,7 +262,11 @@ async fn settle(
                 // Handed back before any claim: no attempt spent, no lease.
                 tracing::debug!(tenant_id = %tick.tenant_id, cap = slots.cap(), "tenant holds its share of this pod; NAK");
                 ctx.metrics.tenant_deferral();
-                break 'tick Disposition::Nak(settings.tenant_busy_delay);
+                let delivered = message.info().map_or(1, |i| i.delivered);
+                break 'tick Disposition::Nak(tenant_busy_delay(
+                    settings.tenant_busy_delay,
+                    delivered,
+                ));
             };
             let span = tracing::info_span!(
                 "tick",

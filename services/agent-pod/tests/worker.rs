@@ -373,3 +373,73 @@ async fn held_back_messages_do_not_make_the_pod_fetch_in_a_spin() {
     stop_pod(pod, shutdown).await;
     ts.js.delete_stream(&ts.stream).await.unwrap();
 }
+
+/// A message whose tenant already holds its share of the pod goes back to
+/// the stream unclaimed, and each time it comes back it waits twice as long
+/// as before, up to 16 times the configured delay: a tenant's surplus does
+/// not keep the broker and the pod cycling it every 50 ms.
+#[tokio::test]
+async fn a_busy_tenants_surplus_comes_back_later_with_each_redelivery() {
+    let ts = test_stream().await;
+    let fake = start_fake().await;
+    // The first message's claim holds the tenant's one slot while the
+    // delays are watched, then answers (nothing due) so the pod can stop.
+    fake.state.claim_delay_ms.store(6_000, Ordering::SeqCst);
+
+    // Every settlement of a delivered message is published on this subject.
+    let watcher = async_nats::connect(NATS_URL).await.unwrap();
+    let mut acks = watcher
+        .subscribe(format!("$JS.ACK.{}.{}.>", ts.stream, ts.consumer))
+        .await
+        .unwrap();
+    watcher.flush().await.unwrap();
+
+    let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
+    config.stream = ts.stream.clone();
+    config.consumer = ts.consumer.clone();
+    config.http_addr = "127.0.0.1:0".parse().unwrap();
+    config.concurrency = 4;
+    config.tenant_concurrency = 1;
+    config.tenant_busy_nak_ms = 50;
+    let (pod, shutdown) = spawn_pod(config);
+
+    let tenant = uuid::Uuid::new_v4();
+    for _ in 0..2 {
+        let body = serde_json::json!({
+            "tenant_id": tenant,
+            "instance_id": uuid::Uuid::new_v4(),
+            "event_id": uuid::Uuid::new_v4(),
+        });
+        ts.js
+            .publish(
+                format!("{}.{tenant}", ts.subject_prefix),
+                body.to_string().into(),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+
+    // The delays the pod asked for, in order, over four seconds.
+    let mut delays_ms = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(4);
+    while let Ok(Some(ack)) = tokio::time::timeout_at(until, acks.next()).await {
+        let body = String::from_utf8_lossy(&ack.payload).into_owned();
+        let ns: u64 = body
+            .strip_prefix("-NAK {\"delay\":")
+            .and_then(|r| r.strip_suffix('}'))
+            .unwrap_or_else(|| panic!("not a NAK with a delay: {body:?}"))
+            .parse()
+            .unwrap();
+        delays_ms.push(ns / 1_000_000);
+    }
+    assert!(delays_ms.len() >= 6, "too few redeliveries: {delays_ms:?}");
+    assert_eq!(delays_ms[..5], [50, 100, 200, 400, 800], "{delays_ms:?}");
+    assert!(delays_ms[5..].iter().all(|&d| d == 800), "{delays_ms:?}");
+    // Only the first message was ever claimed.
+    assert_eq!(fake.state.claims.load(Ordering::SeqCst), 1);
+
+    stop_pod(pod, shutdown).await;
+    ts.js.delete_stream(&ts.stream).await.unwrap();
+}

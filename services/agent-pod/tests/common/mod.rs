@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use genesis_agent_pod::{Invoker, PodContext, PodMetrics, Supervisor, TickIds};
@@ -34,6 +34,9 @@ pub struct FakeState {
     pub attempts: Mutex<Vec<pb::RecordCallAttemptRequest>>,
     pub completes: Mutex<Vec<pb::CompleteTickRequest>>,
     pub unauthenticated: AtomicU32,
+    /// How long each claim takes before it answers, in milliseconds (a
+    /// supervisor under load; it holds the tenant's slot meanwhile).
+    pub claim_delay_ms: AtomicU64,
 }
 
 impl FakeState {
@@ -79,6 +82,10 @@ impl AgentPod for Fake {
     ) -> Result<Response<pb::ClaimTickResponse>, Status> {
         self.check(&request)?;
         self.0.claims.fetch_add(1, Ordering::SeqCst);
+        let delay = self.0.claim_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        }
         let next = self.0.claim_script.lock().unwrap().pop_front();
         Ok(Response::new(next.unwrap_or(pb::ClaimTickResponse {
             result: Some(pb::claim_tick_response::Result::NothingDue(
