@@ -63,8 +63,8 @@ pub enum Disposition {
     Nak(Duration),
     /// Never redeliver (a malformed message, a request the supervisor refuses).
     Term,
-    /// Shutdown deadline passed mid-tick: neither complete nor ack; the
-    /// message is redelivered after its ack wait.
+    /// Shutdown deadline passed during the claim or mid-tick: neither
+    /// complete nor ack; the message is redelivered after its ack wait.
     Abandon,
 }
 
@@ -131,14 +131,21 @@ pub async fn process_message(
     message: &TickMessage,
     abandon: &CancellationToken,
 ) -> Disposition {
-    let claim = ctx
-        .supervisor
-        .claim_tick(pb::ClaimTickRequest {
+    // The claim races the shutdown deadline as the tick does: a supervisor
+    // that does not answer must not hold the pod past it. A claim granted
+    // after it was given up leaves a lease that lapses at its TTL, as an
+    // abandoned tick's does.
+    let claim = tokio::select! {
+        c = ctx.supervisor.claim_tick(pb::ClaimTickRequest {
             instance_id: message.instance_id.to_string(),
             tenant_id: message.tenant_id.to_string(),
             event_id: message.event_id.map(|e| e.to_string()),
-        })
-        .await;
+        }) => c,
+        _ = abandon.cancelled() => {
+            tracing::warn!("shutdown deadline passed during the claim; abandoning it un-acked");
+            return Disposition::Abandon;
+        }
+    };
     let claim = match claim {
         Ok(c) => c,
         Err(e) if e.is_transient() => {

@@ -443,3 +443,72 @@ async fn a_busy_tenants_surplus_comes_back_later_with_each_redelivery() {
     stop_pod(pod, shutdown).await;
     ts.js.delete_stream(&ts.stream).await.unwrap();
 }
+
+/// A claim the supervisor does not answer is given up at the shutdown
+/// deadline like a tick in progress: the pod stops on time, the message is
+/// left unacknowledged for redelivery, and nothing is completed.
+#[tokio::test]
+async fn a_claim_that_does_not_answer_does_not_hold_the_pod_past_its_shutdown_deadline() {
+    let ts = test_stream().await;
+    let fake = start_fake().await;
+    fake.state.claim_delay_ms.store(60_000, Ordering::SeqCst);
+
+    let watcher = async_nats::connect(NATS_URL).await.unwrap();
+    let mut acks = watcher
+        .subscribe(format!("$JS.ACK.{}.{}.>", ts.stream, ts.consumer))
+        .await
+        .unwrap();
+    watcher.flush().await.unwrap();
+
+    let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
+    config.stream = ts.stream.clone();
+    config.consumer = ts.consumer.clone();
+    config.http_addr = "127.0.0.1:0".parse().unwrap();
+    config.shutdown_deadline_secs = 1;
+    let (pod, shutdown) = spawn_pod(config);
+
+    let tenant = uuid::Uuid::new_v4();
+    let body = serde_json::json!({
+        "tenant_id": tenant,
+        "instance_id": uuid::Uuid::new_v4(),
+        "event_id": uuid::Uuid::new_v4(),
+    });
+    ts.js
+        .publish(
+            format!("{}.{tenant}", ts.subject_prefix),
+            body.to_string().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let state = fake.state.clone();
+    wait_for("the claim to be asked", || {
+        state.claims.load(Ordering::SeqCst) == 1
+    })
+    .await;
+
+    // The deadline is one second; the claim would take a minute.
+    let stopping = tokio::time::Instant::now();
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(5), pod)
+        .await
+        .expect("the pod stops at its shutdown deadline, not when the claim answers")
+        .unwrap()
+        .unwrap();
+    assert!(
+        stopping.elapsed() >= Duration::from_millis(900),
+        "it did not wait for the deadline"
+    );
+    // Neither acknowledged nor handed back: redelivered after its ack wait.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), acks.next())
+            .await
+            .is_err(),
+        "the message was settled"
+    );
+    assert!(fake.state.completes().is_empty());
+    let info = ts.consumer().await.info().await.unwrap().clone();
+    assert_eq!(info.num_ack_pending, 1, "{info:?}");
+    ts.js.delete_stream(&ts.stream).await.unwrap();
+}
