@@ -69,6 +69,45 @@ async fn test_stream_holding(max_ack_pending: i64) -> TestStream {
 }
 
 impl TestStream {
+    /// A pod configuration bound to this stream's consumer and `fake`.
+    fn pod_config(&self, fake: &FakeSupervisor) -> PodConfig {
+        let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
+        config.stream = self.stream.clone();
+        config.consumer = self.consumer.clone();
+        config.http_addr = "127.0.0.1:0".parse().unwrap();
+        config
+    }
+
+    /// Every settlement (ack, NAK, term) of a message the consumer
+    /// delivers: each is published on the consumer's ack subject.
+    async fn watch_settlements(&self) -> (async_nats::Client, async_nats::Subscriber) {
+        let watcher = async_nats::connect(NATS_URL).await.unwrap();
+        let settlements = watcher
+            .subscribe(format!("$JS.ACK.{}.{}.>", self.stream, self.consumer))
+            .await
+            .unwrap();
+        watcher.flush().await.unwrap();
+        (watcher, settlements)
+    }
+
+    /// Publish one tick message of `tenant` for a fresh instance and event.
+    async fn publish_tick(&self, tenant: uuid::Uuid) {
+        let body = serde_json::json!({
+            "tenant_id": tenant,
+            "instance_id": uuid::Uuid::new_v4(),
+            "event_id": uuid::Uuid::new_v4(),
+        });
+        self.js
+            .publish(
+                format!("{}.{tenant}", self.subject_prefix),
+                body.to_string().into(),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+
     /// The stream's durable pull consumer.
     async fn consumer(&self) -> jetstream::consumer::PullConsumer {
         self.js
@@ -140,10 +179,7 @@ async fn lease_held_is_naked_redelivered_and_then_completed_once() {
     fake.state.push_claim(lease_held());
     fake.state.push_claim(claimed(b));
 
-    let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
-    config.stream = ts.stream.clone();
-    config.consumer = ts.consumer.clone();
-    config.http_addr = "127.0.0.1:0".parse().unwrap();
+    let mut config = ts.pod_config(&fake);
     config.lease_held_nak_ms = 200;
     config.concurrency = 2;
     let scripted = Arc::new(ScriptedProvider::new());
@@ -345,10 +381,7 @@ async fn held_back_messages_do_not_make_the_pod_fetch_in_a_spin() {
         .unwrap();
     watcher.flush().await.unwrap();
 
-    let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
-    config.stream = ts.stream.clone();
-    config.consumer = ts.consumer.clone();
-    config.http_addr = "127.0.0.1:0".parse().unwrap();
+    let mut config = ts.pod_config(&fake);
     config.concurrency = 16;
     let (pod, shutdown) = spawn_pod(config);
     // Skip the pod's start-up and the run's first, short pauses, then count
@@ -386,18 +419,8 @@ async fn a_busy_tenants_surplus_comes_back_later_with_each_redelivery() {
     // delays are watched, then answers (nothing due) so the pod can stop.
     fake.state.claim_delay_ms.store(6_000, Ordering::SeqCst);
 
-    // Every settlement of a delivered message is published on this subject.
-    let watcher = async_nats::connect(NATS_URL).await.unwrap();
-    let mut acks = watcher
-        .subscribe(format!("$JS.ACK.{}.{}.>", ts.stream, ts.consumer))
-        .await
-        .unwrap();
-    watcher.flush().await.unwrap();
-
-    let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
-    config.stream = ts.stream.clone();
-    config.consumer = ts.consumer.clone();
-    config.http_addr = "127.0.0.1:0".parse().unwrap();
+    let (_watcher, mut acks) = ts.watch_settlements().await;
+    let mut config = ts.pod_config(&fake);
     config.concurrency = 4;
     config.tenant_concurrency = 1;
     config.tenant_busy_nak_ms = 50;
@@ -405,20 +428,7 @@ async fn a_busy_tenants_surplus_comes_back_later_with_each_redelivery() {
 
     let tenant = uuid::Uuid::new_v4();
     for _ in 0..2 {
-        let body = serde_json::json!({
-            "tenant_id": tenant,
-            "instance_id": uuid::Uuid::new_v4(),
-            "event_id": uuid::Uuid::new_v4(),
-        });
-        ts.js
-            .publish(
-                format!("{}.{tenant}", ts.subject_prefix),
-                body.to_string().into(),
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        ts.publish_tick(tenant).await;
     }
 
     // The delays the pod asked for, in order, over four seconds.
@@ -453,35 +463,11 @@ async fn a_claim_that_does_not_answer_does_not_hold_the_pod_past_its_shutdown_de
     let fake = start_fake().await;
     fake.state.claim_delay_ms.store(60_000, Ordering::SeqCst);
 
-    let watcher = async_nats::connect(NATS_URL).await.unwrap();
-    let mut acks = watcher
-        .subscribe(format!("$JS.ACK.{}.{}.>", ts.stream, ts.consumer))
-        .await
-        .unwrap();
-    watcher.flush().await.unwrap();
-
-    let mut config = PodConfig::new(NATS_URL, &fake.url(), TOKEN);
-    config.stream = ts.stream.clone();
-    config.consumer = ts.consumer.clone();
-    config.http_addr = "127.0.0.1:0".parse().unwrap();
+    let (_watcher, mut acks) = ts.watch_settlements().await;
+    let mut config = ts.pod_config(&fake);
     config.shutdown_deadline_secs = 1;
     let (pod, shutdown) = spawn_pod(config);
-
-    let tenant = uuid::Uuid::new_v4();
-    let body = serde_json::json!({
-        "tenant_id": tenant,
-        "instance_id": uuid::Uuid::new_v4(),
-        "event_id": uuid::Uuid::new_v4(),
-    });
-    ts.js
-        .publish(
-            format!("{}.{tenant}", ts.subject_prefix),
-            body.to_string().into(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    ts.publish_tick(uuid::Uuid::new_v4()).await;
     let state = fake.state.clone();
     wait_for("the claim to be asked", || {
         state.claims.load(Ordering::SeqCst) == 1
