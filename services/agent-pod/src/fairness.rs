@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use genesis_core::Backoff;
+
 use uuid::Uuid;
 
 /// The per-tenant in-flight counts of one pod.
@@ -105,11 +107,7 @@ pub const TENANT_BUSY_GROWTH: u32 = 16;
 /// the ones that just arrived still find a slot within `base`.
 pub fn tenant_busy_delay(base: Duration, delivered: i64) -> Duration {
     let redeliveries = u32::try_from(delivered.saturating_sub(1).max(0)).unwrap_or(u32::MAX);
-    let factor = 1u32
-        .checked_shl(redeliveries)
-        .unwrap_or(u32::MAX)
-        .min(TENANT_BUSY_GROWTH);
-    base.saturating_mul(factor)
+    Backoff::new(base, base.saturating_mul(TENANT_BUSY_GROWTH)).nth(redeliveries)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
 use futures::StreamExt;
-use genesis_core::Reconnect;
+use genesis_core::Backoff;
 use genesis_llm::{FallbackInvoker, HttpProviderFactory, ProviderFactory};
 use genesis_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
@@ -339,7 +339,7 @@ async fn sleep_or_cancel(delay: Duration, shutdown: &CancellationToken) -> bool 
 }
 
 async fn connect_nats(url: &str, shutdown: &CancellationToken) -> Option<async_nats::Client> {
-    let mut backoff = Reconnect::new();
+    let mut backoff = Backoff::reconnect();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return None,
@@ -361,7 +361,7 @@ async fn bind_consumer(
     config: &PodConfig,
     shutdown: &CancellationToken,
 ) -> Option<PullConsumer> {
-    let mut backoff = Reconnect::new();
+    let mut backoff = Backoff::reconnect();
     loop {
         match js.get_stream(&config.stream).await {
             Ok(stream) => match stream.get_consumer(&config.consumer).await {
@@ -468,12 +468,21 @@ const EMPTY_FETCH_SPIN: Duration = Duration::from_millis(500);
 /// [`EMPTY_FETCH_SPIN`], then a pause that doubles from 1 ms up to
 /// [`EMPTY_FETCH_PAUSE_MAX`]. A fetch that delivered, or that waited for
 /// its expiry (nothing pending), ends the run.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct EmptyFetches {
     /// Time the run's fetches have taken.
     spent: Duration,
-    /// The run's last pause.
-    paused: Option<Duration>,
+    /// The run's pauses so far.
+    pauses: Backoff,
+}
+
+impl Default for EmptyFetches {
+    fn default() -> Self {
+        Self {
+            spent: Duration::ZERO,
+            pauses: Backoff::new(Duration::from_millis(1), EMPTY_FETCH_PAUSE_MAX),
+        }
+    }
 }
 
 impl EmptyFetches {
@@ -486,11 +495,7 @@ impl EmptyFetches {
         if self.spent < EMPTY_FETCH_SPIN {
             return None;
         }
-        let pause = self.paused.map_or(Duration::from_millis(1), |p| {
-            (p * 2).min(EMPTY_FETCH_PAUSE_MAX)
-        });
-        self.paused = Some(pause);
-        Some(pause)
+        Some(self.pauses.next_delay())
     }
 }
 

@@ -127,7 +127,8 @@ pub struct BacklogFigures {
     pub max_in_stream: i64,
     /// Backlog events consumed in the window.
     pub consumed: i64,
-    /// Samples taken.
+    /// Counts of the published-unconsumed events taken (every fifth
+    /// memory reading).
     pub samples: usize,
     /// VmRSS per service: (first sample, largest sample) in KiB.
     pub rss_kib: Vec<(String, u64, u64)>,

@@ -22,7 +22,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use genesis_core::Reconnect;
+use genesis_core::Backoff;
 use sqlx::postgres::PgListener;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
@@ -183,7 +183,7 @@ impl Notices {
     /// again with backoff (200 ms doubling to 10 s).
     pub async fn run(self, pool: sqlx::PgPool, shutdown: CancellationToken) {
         let channels = self.channels();
-        let mut backoff = Reconnect::new();
+        let mut backoff = Backoff::reconnect();
         while !shutdown.is_cancelled() {
             let connect = async {
                 let mut l = PgListener::connect_with(&pool).await?;

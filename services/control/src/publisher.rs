@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
 use chrono::{DateTime, Utc};
+use genesis_core::Backoff;
 use genesis_store::{EventRow, Store};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -347,8 +348,8 @@ pub async fn run_publisher(
     mut notices: NoticeStream,
     shutdown: CancellationToken,
 ) {
-    let mut backoff = Duration::from_millis(100);
-    let max_backoff = Duration::from_secs(5);
+    // Retries of a failed connect, stream setup, round or publish.
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     'connect: while !shutdown.is_cancelled() {
         let js = match connect(&s).await {
             Ok(js) => match ensure_stream(&js, &s).await {
@@ -356,16 +357,14 @@ pub async fn run_publisher(
                 Err(e) => {
                     tracing::warn!(error = %e, "outbox: stream setup failed; retrying");
                     state.set_nats_ready(false);
-                    sleep_or_cancel(&shutdown, backoff).await;
-                    backoff = (backoff * 2).min(max_backoff);
+                    sleep_or_cancel(&shutdown, backoff.next_delay()).await;
                     continue;
                 }
             },
             Err(e) => {
                 tracing::warn!(error = %e, "outbox: NATS unreachable; retrying");
                 state.set_nats_ready(false);
-                sleep_or_cancel(&shutdown, backoff).await;
-                backoff = (backoff * 2).min(max_backoff);
+                sleep_or_cancel(&shutdown, backoff.next_delay()).await;
                 continue;
             }
         };
@@ -406,7 +405,7 @@ pub async fn run_publisher(
             match publish_batch(&state.store, &js, &s, &state.metrics).await {
                 Ok(n) => {
                     backlog.published(n as u64);
-                    backoff = Duration::from_millis(100);
+                    backoff.reset();
                     // Rounds run back to back until one finds nothing: an
                     // event committed while a round ran is picked up at
                     // once, not when its notice arrives (on a busy machine
@@ -417,15 +416,13 @@ pub async fn run_publisher(
                 }
                 Err(ControlError::Store(e)) => {
                     tracing::warn!(error = %e, "outbox: store failure; retrying");
-                    sleep_or_cancel(&shutdown, backoff).await;
-                    backoff = (backoff * 2).min(max_backoff);
+                    sleep_or_cancel(&shutdown, backoff.next_delay()).await;
                     continue;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "outbox: publish failed; reconnecting");
                     state.set_nats_ready(false);
-                    sleep_or_cancel(&shutdown, backoff).await;
-                    backoff = (backoff * 2).min(max_backoff);
+                    sleep_or_cancel(&shutdown, backoff.next_delay()).await;
                     continue 'connect;
                 }
             }

@@ -1,9 +1,8 @@
 //! genesis-core: the pure domain of the agents subsystem — stored enums,
 //! dispatcher options, the shared decision mapper, cadence, plan-input hash,
 //! budgets and credit, the mode catalogue and tool superset, the LLM call-site
-//! registry, shared input limits, the reconnect back-off and the error
-//! vocabulary. Every other crate
-//! builds on these types. Nothing here may do I/O, spawn, block or be async:
+//! registry, shared input limits, the retry back-off and the error vocabulary.
+//! Every other crate builds on these types. Nothing here may do I/O, spawn, block or be async:
 //! each rule is a deterministic function of its arguments.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -48,5 +47,5 @@ pub use options::{
     check_lease_ttl_secs,
 };
 pub use plan_hash::{OpsDigest, PlanInputHash};
-pub use retry::Reconnect;
+pub use retry::Backoff;
 pub use sites::{LlmCallSite, parent_site_id, policy_site_for, site_chain};
