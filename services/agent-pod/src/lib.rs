@@ -19,6 +19,7 @@ pub mod http;
 pub mod invoker;
 pub mod metrics;
 pub mod planning;
+pub mod pull;
 pub mod supervisor;
 pub mod worker;
 

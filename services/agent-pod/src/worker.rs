@@ -14,7 +14,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
-use futures::StreamExt;
 use genesis_core::Backoff;
 use genesis_llm::{FallbackInvoker, HttpProviderFactory, ProviderFactory};
 use genesis_proto::v1 as pb;
@@ -31,6 +30,7 @@ use crate::fairness::{TenantSlots, tenant_busy_delay};
 use crate::invoker::{CredentialSource, EnvCredentials, Invoker};
 use crate::metrics::PodMetrics;
 use crate::planning::{PodContext, run_tick};
+use crate::pull::Puller;
 use crate::supervisor::{Supervisor, TickIds};
 
 /// The body of a tick message (docs/internals.md "NATS").
@@ -510,9 +510,15 @@ async fn pull_loop(
         return Ok(());
     };
     let _ = nats_cell.set(client.clone());
-    let js = jetstream::new(client);
+    let js = jetstream::new(client.clone());
     let Some(consumer) = bind_consumer(&js, config, shutdown).await else {
         return Ok(());
+    };
+    let mut puller = tokio::select! {
+        _ = shutdown.cancelled() => return Ok(()),
+        p = Puller::new(&client, js.clone(), consumer) => {
+            p.map_err(|e| anyhow::anyhow!("subscribing the pull inbox: {e}"))?
+        }
     };
     tracing::info!(stream = %config.stream, consumer = %config.consumer, concurrency = config.concurrency, "bound to the durable consumer; pulling");
 
@@ -537,11 +543,7 @@ async fn pull_loop(
         let mut delivered = 0usize;
         let batch = tokio::select! {
             _ = shutdown.cancelled() => break,
-            b = consumer
-                .fetch()
-                .max_messages(permits.len())
-                .expires(FETCH_EXPIRES)
-                .messages() => b,
+            b = puller.request(permits.len(), FETCH_EXPIRES) => b,
         };
         let mut batch = match batch {
             Ok(b) => b,

@@ -498,3 +498,180 @@ async fn a_claim_that_does_not_answer_does_not_hold_the_pod_past_its_shutdown_de
     assert_eq!(info.num_ack_pending, 1, "{info:?}");
     ts.js.delete_stream(&ts.stream).await.unwrap();
 }
+
+/// Read a pull answer to its end: its messages' tenants (the subject's last
+/// token) and the error it ended with, if any.
+async fn read_answer(
+    answer: &mut genesis_agent_pod::pull::Answer<'_>,
+) -> (Vec<String>, Option<String>) {
+    let mut tenants = Vec::new();
+    while let Some(next) = answer.next().await {
+        match next {
+            Ok(m) => {
+                tenants.push(m.subject.split('.').next_back().unwrap().to_string());
+                m.ack().await.unwrap();
+            }
+            Err(e) => return (tenants, Some(e.to_string())),
+        }
+    }
+    (tenants, None)
+}
+
+#[tokio::test]
+async fn one_pull_inbox_answers_request_after_request_each_ending_where_it_should() {
+    let ts = test_stream().await;
+    let (a, b, c) = (
+        uuid::Uuid::new_v4(),
+        uuid::Uuid::new_v4(),
+        uuid::Uuid::new_v4(),
+    );
+    for t in [a, b, c] {
+        ts.publish_tick(t).await;
+    }
+    // Every pull request the pod sends, with the inbox it is answered on.
+    let watcher = async_nats::connect(NATS_URL).await.unwrap();
+    let mut requests = watcher
+        .subscribe(format!(
+            "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
+            ts.stream, ts.consumer
+        ))
+        .await
+        .unwrap();
+    watcher.flush().await.unwrap();
+    let client = ts.js.client();
+    let mut puller =
+        genesis_agent_pod::pull::Puller::new(&client, ts.js.clone(), ts.consumer().await)
+            .await
+            .unwrap();
+    // The expiry is long: an answer that ends before it was ended by the
+    // count asked for or by the server's "no more messages", not by waiting.
+    let expires = Duration::from_secs(20);
+    let short = Duration::from_secs(10);
+
+    // Fewer asked for than pending: the answer ends at the count.
+    let started = std::time::Instant::now();
+    let mut answer = puller.request(2, expires).await.unwrap();
+    let (got, err) = read_answer(&mut answer).await;
+    assert_eq!(got, vec![a.to_string(), b.to_string()]);
+    assert_eq!(err, None);
+    assert!(answer.next().await.is_none(), "an ended answer stays ended");
+
+    // More asked for than pending: the one left, then the server ends it.
+    let mut answer = puller.request(2, expires).await.unwrap();
+    let (got, err) = read_answer(&mut answer).await;
+    assert_eq!(got, vec![c.to_string()]);
+    assert_eq!(err, None);
+    assert!(
+        started.elapsed() < short,
+        "answers waited for the expiry: {:?}",
+        started.elapsed()
+    );
+
+    // Nothing pending: the request waits and is answered by the first
+    // message published, on the same inbox, and then ends.
+    let d = uuid::Uuid::new_v4();
+    let waited = std::time::Instant::now();
+    let mut answer = puller.request(4, expires).await.unwrap();
+    let publisher = {
+        let ts_js = ts.js.clone();
+        let subject = format!("{}.{d}", ts.subject_prefix);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let body = serde_json::json!({"tenant_id": d, "instance_id": uuid::Uuid::new_v4()});
+            ts_js
+                .publish(subject, body.to_string().into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        })
+    };
+    let (got, err) = read_answer(&mut answer).await;
+    publisher.await.unwrap();
+    assert_eq!(got, vec![d.to_string()]);
+    assert_eq!(err, None);
+    assert!(
+        waited.elapsed() >= Duration::from_millis(250),
+        "answered before the publish"
+    );
+    assert!(
+        waited.elapsed() < short,
+        "the answer waited for the expiry: {:?}",
+        waited.elapsed()
+    );
+
+    // Every message was delivered once and acked: nothing pending anywhere.
+    let info = ts.consumer().await.info().await.unwrap().clone();
+    assert_eq!(
+        (info.num_pending, info.num_ack_pending, info.num_redelivered),
+        (0, 0, 0),
+        "{info:?}"
+    );
+
+    // A request nothing answers ends at its expiry, quietly.
+    let mut answer = puller.request(1, Duration::from_millis(300)).await.unwrap();
+    assert_eq!(read_answer(&mut answer).await, (vec![], None));
+
+    // Four requests, each as asked, all answered on one inbox.
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let r = tokio::time::timeout(Duration::from_secs(5), requests.next())
+            .await
+            .expect("the watcher sees each request")
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&r.payload).unwrap();
+        seen.push((
+            r.reply.unwrap().to_string(),
+            body["batch"].as_u64().unwrap(),
+            body["no_wait"].as_bool(),
+        ));
+    }
+    let inboxes: std::collections::BTreeSet<&String> =
+        seen.iter().map(|(inbox, _, _)| inbox).collect();
+    assert_eq!(inboxes.len(), 1, "one inbox for every request: {seen:?}");
+    let asked: Vec<(u64, Option<bool>)> = seen.iter().map(|(_, n, w)| (*n, *w)).collect();
+    assert_eq!(
+        asked,
+        vec![
+            (2, Some(true)),
+            (2, Some(true)),
+            (4, Some(true)),
+            (1, Some(true))
+        ]
+    );
+    ts.js.delete_stream(&ts.stream).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_pull_request_ended_by_the_server_reads_as_an_error_naming_its_status() {
+    let ts = test_stream().await;
+    let client = ts.js.client();
+    let mut puller =
+        genesis_agent_pod::pull::Puller::new(&client, ts.js.clone(), ts.consumer().await)
+            .await
+            .unwrap();
+    let mut answer = puller.request(4, Duration::from_secs(20)).await.unwrap();
+    // The request waits (nothing pending) while its consumer is deleted.
+    let deleter = {
+        let js = ts.js.clone();
+        let (stream, consumer) = (ts.stream.clone(), ts.consumer.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            js.get_stream(&stream)
+                .await
+                .unwrap()
+                .delete_consumer(&consumer)
+                .await
+                .unwrap();
+        })
+    };
+    let (got, err) = tokio::time::timeout(Duration::from_secs(10), read_answer(&mut answer))
+        .await
+        .expect("the deletion ends the answer before its expiry");
+    deleter.await.unwrap();
+    assert!(got.is_empty());
+    let err = err.expect("the deletion is an error, not a quiet end");
+    assert!(err.contains("409"), "{err}");
+    assert!(answer.next().await.is_none(), "an ended answer stays ended");
+    ts.js.delete_stream(&ts.stream).await.unwrap();
+}
