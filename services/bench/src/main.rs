@@ -8,10 +8,12 @@
 //! a peer queue (graphile-worker) and the plans of the hot queries.
 //!
 //! It must never touch what it did not create: only its own fleet database,
-//! its scratch pgbench database and its own children. `--quick` asserts that
+//! its scratch pgbench database and its own children, and of the server only
+//! its `autovacuum`, on for the run and put back (see `autovacuum`). `--quick` asserts that
 //! the run completed, its counts add up and the services' memory stayed
 //! bounded under the backlog, never a speed.
 
+mod autovacuum;
 mod peer;
 mod procs;
 mod report;
@@ -78,6 +80,12 @@ struct Args {
     /// Most agent pods in the matrix (rows run with 1 up to this many; default 4, quick 2).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
     pods: Option<u32>,
+    /// Leave the database server's `autovacuum` as it is. Without it a full
+    /// or throughput-only run turns it on for the run when the server has
+    /// it off, as a deployment runs, and puts it back after; the quick mode
+    /// never changes it.
+    #[arg(long)]
+    autovacuum_as_is: bool,
 }
 
 /// The sizes of one run.
@@ -157,9 +165,29 @@ async fn main() -> anyhow::Result<()> {
     plan.throughput_only = args.throughput_only;
     let started = Instant::now();
     let mut fleet = start_fleet(args.quick).await?;
+    let autovacuum =
+        match autovacuum::prepare(&fleet.db, !args.quick && !args.autovacuum_as_is).await {
+            Ok(a) => a,
+            Err(e) => {
+                fleet.shutdown();
+                return Err(e.context("read the server's autovacuum setting"));
+            }
+        };
+    if let autovacuum::Autovacuum::TurnedOn { .. } = autovacuum {
+        progress(
+            "the server's autovacuum is on for this run (it had it off); --autovacuum-as-is leaves it",
+        );
+    }
     let result = run(&mut fleet, &plan, args.quick).await;
+    let restored = autovacuum::restore(&fleet.db, &autovacuum).await;
     fleet.shutdown();
+    if let Err(e) = restored {
+        eprintln!("bench: could not put the server's autovacuum back ({e}); set it by hand");
+    }
     let mut report = result?;
+    report
+        .machine
+        .push(("autovacuum".into(), autovacuum.describe()));
     report.total_secs = started.elapsed().as_secs_f64();
     std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
     let md = report.markdown();

@@ -38,14 +38,36 @@ fn clk_tck() -> f64 {
 
 /// utime + stime of `pid` from `/proc/<pid>/stat`.
 pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    stat_ticks(pid, false)
+}
+
+/// utime + stime of `pid` plus cutime + cstime, the CPU of the children it
+/// has reaped. A server's short-lived processes (PostgreSQL's autovacuum
+/// workers, a backend that disconnects) end between two samples; their CPU
+/// then shows in the parent's children's time, so a window keeps it.
+fn cpu_ticks_with_reaped(pid: u32) -> Option<u64> {
+    stat_ticks(pid, true)
+}
+
+fn stat_ticks(pid: u32, reaped: bool) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_ticks(&stat, reaped)
+}
+
+/// The CPU clock ticks in one `/proc/<pid>/stat` line.
+fn parse_stat_ticks(stat: &str, reaped: bool) -> Option<u64> {
     // The command name may hold spaces; fields count from after its ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // rest starts at field 3 (state); utime is field 14, stime 15.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
+    // rest starts at field 3 (state); utime is field 14, stime 15, cutime
+    // 16, cstime 17.
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    let own = field(14)? + field(15)?;
+    if reaped {
+        Some(own + field(16)? + field(17)?)
+    } else {
+        Some(own)
+    }
 }
 
 /// VmRSS of `pid` in KiB.
@@ -61,8 +83,9 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 /// Sample every running child of `fleet`, plus the servers it shares the
 /// machine with, each summed over its processes (`postgres`: the server and
 /// every backend; `nats-server`) and this bench process (`bench`), so a
-/// window's CPU is accounted for beyond the services'. A backend that ends
-/// between two samples takes its CPU with it; the pools keep theirs open.
+/// window's CPU is accounted for beyond the services'. A server process that
+/// ends between two samples (an autovacuum worker, a backend) is counted
+/// through its parent's reaped children's time.
 pub fn sample(fleet: &Fleet) -> Vec<ProcSample> {
     let mut samples: Vec<ProcSample> = fleet
         .processes()
@@ -80,7 +103,10 @@ pub fn sample(fleet: &Fleet) -> Vec<ProcSample> {
     for server in SERVERS {
         samples.push(ProcSample {
             name: (*server).to_owned(),
-            cpu_ticks: pids_named(server).into_iter().filter_map(cpu_ticks).sum(),
+            cpu_ticks: pids_named(server)
+                .into_iter()
+                .filter_map(cpu_ticks_with_reaped)
+                .sum(),
             rss_kib: 0,
             shared: true,
         });
@@ -246,6 +272,34 @@ mod tests {
             .expect("own comm");
         assert!(pids_named(me.trim_end()).contains(&std::process::id()));
         assert!(pids_named("no-such-command-here").is_empty());
+    }
+
+    #[test]
+    fn a_stat_line_gives_own_time_and_with_reaped_children_theirs_too() {
+        // pid (comm with spaces) state, then fields 4..: utime is 14.
+        let line = "42 (post gres: x) S 1 2 3 4 5 6 7 8 9 10 100 20 7 3 20 0 1 0";
+        assert_eq!(parse_stat_ticks(line, false), Some(120));
+        assert_eq!(parse_stat_ticks(line, true), Some(130));
+        assert_eq!(parse_stat_ticks("42 (x) S 1 2", true), None);
+        assert_eq!(parse_stat_ticks("no parenthesis", false), None);
+    }
+
+    #[test]
+    fn a_reaped_childs_cpu_stays_in_the_parents_figure() {
+        let me = std::process::id();
+        let before = cpu_ticks_with_reaped(me).expect("own stat");
+        // A child that burns CPU, then ends and is reaped.
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done"])
+            .status()
+            .expect("sh");
+        assert!(status.success());
+        let own_after = cpu_ticks(me).expect("own stat");
+        let with_reaped_after = cpu_ticks_with_reaped(me).expect("own stat");
+        assert!(
+            with_reaped_after > before && with_reaped_after > own_after,
+            "the child's CPU is not counted: before {before}, own {own_after}, with reaped {with_reaped_after}"
+        );
     }
 
     #[test]
