@@ -349,12 +349,28 @@ async fn run(fleet: &mut Fleet, plan: &Plan, quick: bool) -> anyhow::Result<Repo
     ));
     seq = Arc::new(AtomicU64::new(0));
     let lat_targets = &instances[..best.tenants];
+    let cpu0 = procs::sample(fleet);
+    let busy0 = procs::machine_busy_ticks();
+    let d0 = db_counters(&db).await?;
+    let t0 = Instant::now();
     let sent = open_loop(&db, lat_targets, rate, plan.window, &seq).await?;
+    let secs = t0.elapsed().as_secs_f64();
+    let d1 = db_counters(&db).await?;
+    let busy1 = procs::machine_busy_ticks();
+    let cpu1 = procs::sample(fleet);
     fleet
         .wait_quiescent(Duration::from_secs(120))
         .await
         .context("drain after latency")?;
-    report.latency = Some(latency(&db, rate, sent).await?);
+    let mut figures = latency(&db, rate, sent).await?;
+    figures.secs = secs;
+    figures.cpu_secs = procs::cpu_delta(&cpu0, &cpu1);
+    figures.machine_busy_secs = match (busy0, busy1) {
+        (Some(a), Some(b)) => procs::ticks_to_secs(b.saturating_sub(a)),
+        _ => f64::NAN,
+    };
+    figures.autovacuum_runs = d1.autovacuum_runs - d0.autovacuum_runs;
+    report.latency = Some(figures);
     count_checks(&db, &mut report, "latency", sent).await?;
     if let Some(l) = &report.latency {
         progress(&format!(
@@ -787,6 +803,10 @@ async fn latency(db: &PgPool, rate: f64, sent: u64) -> anyhow::Result<LatencyFig
         measured: n,
         claim_ms: three(claim),
         commit_ms: three(commit),
+        secs: 0.0,
+        cpu_secs: Vec::new(),
+        machine_busy_secs: f64::NAN,
+        autovacuum_runs: 0,
     })
 }
 

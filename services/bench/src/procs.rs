@@ -70,6 +70,37 @@ fn parse_stat_ticks(stat: &str, reaped: bool) -> Option<u64> {
     }
 }
 
+/// The whole machine's busy CPU time in clock ticks, summed over its
+/// cores: the first line of `/proc/stat` less its idle and iowait. Set
+/// beside the fleet's own CPU over a window, it shows whether something
+/// else on the machine was busy meanwhile.
+pub fn machine_busy_ticks() -> Option<u64> {
+    parse_machine_busy(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+fn parse_machine_busy(stat: &str) -> Option<u64> {
+    let line = stat.lines().next()?;
+    let mut fields = line.split_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    // user nice system idle iowait irq softirq steal (guest time is
+    // already in user and nice).
+    let v: Vec<u64> = fields
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 8 {
+        return None;
+    }
+    Some(v[0] + v[1] + v[2] + v[5] + v[6] + v[7])
+}
+
+/// Clock ticks as seconds.
+pub fn ticks_to_secs(ticks: u64) -> f64 {
+    ticks as f64 / clk_tck()
+}
+
 /// VmRSS of `pid` in KiB.
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -300,6 +331,16 @@ mod tests {
             with_reaped_after > before && with_reaped_after > own_after,
             "the child's CPU is not counted: before {before}, own {own_after}, with reaped {with_reaped_after}"
         );
+    }
+
+    #[test]
+    fn the_machines_busy_time_leaves_out_idle_and_iowait() {
+        let stat = "cpu  100 5 30 1000 40 2 3 7 11 0\ncpu0 50 2 15 500 20 1 1 3 5 0\n";
+        assert_eq!(parse_machine_busy(stat), Some(100 + 5 + 30 + 2 + 3 + 7));
+        assert_eq!(parse_machine_busy("cpu0 1 2 3 4 5 6 7 8\n"), None);
+        assert_eq!(parse_machine_busy("cpu 1 2 3\n"), None);
+        assert_eq!(parse_machine_busy("cpu 1 x 3 4 5 6 7 8\n"), None);
+        assert!(machine_busy_ticks().is_some());
     }
 
     #[test]

@@ -73,6 +73,16 @@ pub struct LatencyFigures {
     pub claim_ms: [f64; 3],
     /// enqueue → ledger turn committed, p50/p95/p99 ms.
     pub commit_ms: [f64; 3],
+    /// The open loop's length, in seconds.
+    pub secs: f64,
+    /// CPU seconds per process over the open loop (services, servers, bench).
+    pub cpu_secs: Vec<(String, f64)>,
+    /// The whole machine's busy CPU seconds over the open loop: beside
+    /// `cpu_secs`, what else ran while the latency was measured.
+    pub machine_busy_secs: f64,
+    /// Autovacuum and autoanalyze runs of the fleet database that ended in
+    /// the open loop.
+    pub autovacuum_runs: i64,
 }
 
 /// The idle fleet window.
@@ -478,6 +488,18 @@ impl Report {
                 s,
                 "| enqueue → turn committed | {:.1} | {:.1} | {:.1} |",
                 l.commit_ms[0], l.commit_ms[1], l.commit_ms[2]
+            );
+            let fleet: f64 = l.cpu_secs.iter().map(|(_, v)| v).sum();
+            let _ = writeln!(
+                s,
+                "\nCPU over the {:.1} s of enqueueing: the fleet, its servers and the bench {:.2} s ({}), \
+                 the whole machine {:.2} s of its busy time, so {:.2} s elsewhere; {} autovacuum/autoanalyze runs of the fleet database ended in it.",
+                l.secs,
+                fleet,
+                cpu_summary(&l.cpu_secs, true),
+                l.machine_busy_secs,
+                (l.machine_busy_secs - fleet).max(0.0),
+                l.autovacuum_runs
             );
         }
         let _ = writeln!(s, "\n## pgbench on the same server\n");
