@@ -5,6 +5,10 @@
 #   scripts/bench.sh                 the full run (several minutes; report in target/bench)
 #   scripts/bench.sh --quick         a few seconds, counts only
 #   scripts/bench.sh --out DIR       where report.md and report.json go
+#   scripts/bench.sh --autovacuum-as-is
+#                                    leave the server's autovacuum as it is (a full
+#                                    run otherwise turns it on for the run when it
+#                                    is off, and puts it back after)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

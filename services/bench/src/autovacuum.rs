@@ -61,11 +61,7 @@ pub async fn prepare(db: &PgPool, turn_on: bool) -> anyhow::Result<Autovacuum> {
     if !turn_on || setting == "on" {
         return Ok(Autovacuum::AsIs { setting });
     }
-    let restore = if file.ends_with("postgresql.auto.conf") {
-        Restore::SetOff
-    } else {
-        Restore::Reset
-    };
+    let restore = restore_for(&file);
     if let Err(e) = set(db, "ALTER SYSTEM SET autovacuum = on", "on").await {
         eprintln!("bench: could not turn the server's autovacuum on ({e}); running with it off");
         // A failure may have come after the ALTER SYSTEM: undo it.
@@ -73,6 +69,16 @@ pub async fn prepare(db: &PgPool, turn_on: bool) -> anyhow::Result<Autovacuum> {
         return Ok(Autovacuum::AsIs { setting });
     }
     Ok(Autovacuum::TurnedOn { restore })
+}
+
+/// How to undo the run's `ALTER SYSTEM`, by the file the server's `off`
+/// came from.
+fn restore_for(sourcefile: &str) -> Restore {
+    if sourcefile.ends_with("postgresql.auto.conf") {
+        Restore::SetOff
+    } else {
+        Restore::Reset
+    }
 }
 
 /// Put the server's setting back as [`prepare`] found it.
@@ -105,4 +111,90 @@ async fn set(db: &PgPool, statement: &'static str, expect: &str) -> anyhow::Resu
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     anyhow::bail!("the server's autovacuum did not become {expect} within 5 s of `{statement}`")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr as _;
+
+    use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+    use super::*;
+
+    #[test]
+    fn an_off_set_by_alter_system_is_set_back_and_one_from_a_file_is_reset() {
+        assert_eq!(
+            restore_for("/var/lib/postgresql/15/main/postgresql.auto.conf"),
+            Restore::SetOff
+        );
+        assert_eq!(
+            restore_for("/etc/postgresql/15/main/conf.d/90-ci.conf"),
+            Restore::Reset
+        );
+        // Not readable to the role (no pg_read_all_settings): a file.
+        assert_eq!(restore_for(""), Restore::Reset);
+        assert!(
+            Autovacuum::AsIs {
+                setting: "off".into()
+            }
+            .describe()
+            .starts_with("off (as the server has it)")
+        );
+        assert!(
+            Autovacuum::TurnedOn {
+                restore: Restore::Reset
+            }
+            .describe()
+            .starts_with("on for the run")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_role_that_may_not_alter_the_system_runs_with_the_server_as_it_is() {
+        let url = genesis_e2e::base_database_url();
+        let admin = PgPool::connect(&url).await.expect("the test server");
+        let show = "SHOW autovacuum";
+        let before: String = sqlx::query_scalar(show)
+            .fetch_one(&admin)
+            .await
+            .expect("show");
+        let role = format!("genesis_bench_plain_{}", genesis_e2e::suffix());
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE ROLE {role} LOGIN")))
+            .execute(&admin)
+            .await
+            .expect("create role");
+        let plain = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                PgConnectOptions::from_str(&url)
+                    .expect("url")
+                    .username(&role),
+            )
+            .await
+            .expect("connect as the plain role");
+
+        let got = prepare(&plain, true).await;
+        let restored = match &got {
+            Ok(a) => restore(&plain, a).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        plain.close().await;
+        let after: String = sqlx::query_scalar(show)
+            .fetch_one(&admin)
+            .await
+            .expect("show");
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP ROLE {role}")))
+            .execute(&admin)
+            .await
+            .expect("drop role");
+
+        assert_eq!(
+            got.expect("prepare answers"),
+            Autovacuum::AsIs {
+                setting: before.clone()
+            }
+        );
+        assert_eq!(restored, Ok(()));
+        assert_eq!(after, before, "the server's setting changed");
+    }
 }
