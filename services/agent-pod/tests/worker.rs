@@ -90,6 +90,21 @@ impl TestStream {
         (watcher, settlements)
     }
 
+    /// Every pull request sent to the consumer (its reply subject is the
+    /// inbox it is answered on), seen by a watcher connection of its own.
+    async fn watch_pull_requests(&self) -> (async_nats::Client, async_nats::Subscriber) {
+        let watcher = async_nats::connect(NATS_URL).await.unwrap();
+        let requests = watcher
+            .subscribe(format!(
+                "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
+                self.stream, self.consumer
+            ))
+            .await
+            .unwrap();
+        watcher.flush().await.unwrap();
+        (watcher, requests)
+    }
+
     /// Publish one tick message of `tenant` for a fresh instance and event.
     async fn publish_tick(&self, tenant: uuid::Uuid) {
         let body = serde_json::json!({
@@ -371,15 +386,7 @@ async fn held_back_messages_do_not_make_the_pod_fetch_in_a_spin() {
         .unwrap();
 
     // Every fetch is a request on this subject.
-    let watcher = async_nats::connect(NATS_URL).await.unwrap();
-    let mut requests = watcher
-        .subscribe(format!(
-            "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
-            ts.stream, ts.consumer
-        ))
-        .await
-        .unwrap();
-    watcher.flush().await.unwrap();
+    let (_watcher, mut requests) = ts.watch_pull_requests().await;
 
     let mut config = ts.pod_config(&fake);
     config.concurrency = 16;
@@ -529,15 +536,7 @@ async fn one_pull_inbox_answers_request_after_request_each_ending_where_it_shoul
         ts.publish_tick(t).await;
     }
     // Every pull request the pod sends, with the inbox it is answered on.
-    let watcher = async_nats::connect(NATS_URL).await.unwrap();
-    let mut requests = watcher
-        .subscribe(format!(
-            "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
-            ts.stream, ts.consumer
-        ))
-        .await
-        .unwrap();
-    watcher.flush().await.unwrap();
+    let (_watcher, mut requests) = ts.watch_pull_requests().await;
     let client = ts.js.client();
     let mut puller =
         genesis_agent_pod::pull::Puller::new(&client, ts.js.clone(), ts.consumer().await)
