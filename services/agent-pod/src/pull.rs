@@ -38,12 +38,12 @@ pub struct Puller {
 }
 
 impl Puller {
-    /// Subscribe the pod's pull inbox.
+    /// Subscribe the pod's pull inbox on `context`'s connection.
     pub async fn new(
-        client: &async_nats::Client,
         context: Context,
         consumer: PullConsumer,
     ) -> Result<Self, async_nats::SubscribeError> {
+        let client = context.client();
         let inbox = Subject::from(client.new_inbox());
         let subscriber = client.subscribe(inbox.clone()).await?;
         Ok(Self {
@@ -73,7 +73,6 @@ impl Puller {
             puller: self,
             pending: max,
             deadline: Instant::now() + expires + ANSWER_GRACE,
-            ended: false,
         })
     }
 }
@@ -81,11 +80,10 @@ impl Puller {
 /// The answer to one request, read in order.
 pub struct Answer<'a> {
     puller: &'a mut Puller,
-    /// Messages asked for and not yet read.
+    /// Messages asked for and not yet read; 0 once the answer has ended.
     pending: usize,
     /// When the answer is given up if the server has not ended it.
     deadline: Instant,
-    ended: bool,
 }
 
 impl Answer<'_> {
@@ -94,23 +92,16 @@ impl Answer<'_> {
     /// request expired, or its deadline passed). A message an earlier,
     /// given-up request still brings in is read as one of this answer's.
     pub async fn next(&mut self) -> Option<Result<jetstream::Message, PodError>> {
-        loop {
-            if self.ended {
-                return None;
-            }
-            if self.pending == 0 {
-                self.ended = true;
-                return None;
-            }
+        while self.pending > 0 {
             let received =
                 match tokio::time::timeout_at(self.deadline, self.puller.subscriber.next()).await {
                     Err(_elapsed) => {
                         tracing::debug!("pull request unanswered past its expiry; asking again");
-                        self.ended = true;
+                        self.pending = 0;
                         return None;
                     }
                     Ok(None) => {
-                        self.ended = true;
+                        self.pending = 0;
                         return Some(Err(PodError::Nats(
                             "the pull inbox's subscription ended".into(),
                         )));
@@ -127,11 +118,11 @@ impl Answer<'_> {
                 }
                 StatusCode::IDLE_HEARTBEAT => continue,
                 StatusCode::NOT_FOUND | StatusCode::TIMEOUT => {
-                    self.ended = true;
+                    self.pending = 0;
                     return None;
                 }
                 status => {
-                    self.ended = true;
+                    self.pending = 0;
                     // 409 and the like: the consumer deleted, its
                     // ack-pending limit, a leadership change.
                     return Some(Err(PodError::Nats(format!(
@@ -141,5 +132,6 @@ impl Answer<'_> {
                 }
             }
         }
+        None
     }
 }

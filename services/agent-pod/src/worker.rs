@@ -510,13 +510,13 @@ async fn pull_loop(
         return Ok(());
     };
     let _ = nats_cell.set(client.clone());
-    let js = jetstream::new(client.clone());
+    let js = jetstream::new(client);
     let Some(consumer) = bind_consumer(&js, config, shutdown).await else {
         return Ok(());
     };
     let mut puller = tokio::select! {
         _ = shutdown.cancelled() => return Ok(()),
-        p = Puller::new(&client, js.clone(), consumer) => {
+        p = Puller::new(js.clone(), consumer) => {
             p.map_err(|e| anyhow::anyhow!("subscribing the pull inbox: {e}"))?
         }
     };

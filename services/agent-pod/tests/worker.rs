@@ -537,11 +537,9 @@ async fn one_pull_inbox_answers_request_after_request_each_ending_where_it_shoul
     }
     // Every pull request the pod sends, with the inbox it is answered on.
     let (_watcher, mut requests) = ts.watch_pull_requests().await;
-    let client = ts.js.client();
-    let mut puller =
-        genesis_agent_pod::pull::Puller::new(&client, ts.js.clone(), ts.consumer().await)
-            .await
-            .unwrap();
+    let mut puller = genesis_agent_pod::pull::Puller::new(ts.js.clone(), ts.consumer().await)
+        .await
+        .unwrap();
     // The expiry is long: an answer that ends before it was ended by the
     // count asked for or by the server's "no more messages", not by waiting.
     let expires = Duration::from_secs(20);
@@ -644,11 +642,9 @@ async fn one_pull_inbox_answers_request_after_request_each_ending_where_it_shoul
 #[tokio::test]
 async fn a_pull_request_ended_by_the_server_reads_as_an_error_naming_its_status() {
     let ts = test_stream().await;
-    let client = ts.js.client();
-    let mut puller =
-        genesis_agent_pod::pull::Puller::new(&client, ts.js.clone(), ts.consumer().await)
-            .await
-            .unwrap();
+    let mut puller = genesis_agent_pod::pull::Puller::new(ts.js.clone(), ts.consumer().await)
+        .await
+        .unwrap();
     let mut answer = puller.request(4, Duration::from_secs(20)).await.unwrap();
     // The request waits (nothing pending) while its consumer is deleted.
     let deleter = {

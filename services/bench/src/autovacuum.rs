@@ -98,19 +98,20 @@ async fn undo(db: &PgPool, restore: Restore) -> anyhow::Result<()> {
 }
 
 /// Run `statement`, reload the configuration and wait (up to 5 s) until a
-/// new session reads `expect`.
+/// session reads `expect`: each backend reads the reloaded file when its
+/// signal arrives.
 async fn set(db: &PgPool, statement: &'static str, expect: &str) -> anyhow::Result<()> {
     sqlx::query(statement).execute(db).await?;
     sqlx::query("SELECT pg_reload_conf()").execute(db).await?;
-    for _ in 0..50 {
-        // Each backend reads the reloaded file when its signal arrives.
-        let now: String = sqlx::query_scalar("SHOW autovacuum").fetch_one(db).await?;
-        if now == expect {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    anyhow::bail!("the server's autovacuum did not become {expect} within 5 s of `{statement}`")
+    genesis_e2e::wait_for(
+        &format!("the server's autovacuum to be {expect} after `{statement}`"),
+        Duration::from_secs(5),
+        || async {
+            let now: String = sqlx::query_scalar("SHOW autovacuum").fetch_one(db).await?;
+            Ok((now == expect).then_some(()))
+        },
+    )
+    .await
 }
 
 #[cfg(test)]

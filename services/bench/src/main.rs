@@ -349,28 +349,16 @@ async fn run(fleet: &mut Fleet, plan: &Plan, quick: bool) -> anyhow::Result<Repo
     ));
     seq = Arc::new(AtomicU64::new(0));
     let lat_targets = &instances[..best.tenants];
-    let cpu0 = procs::sample(fleet);
-    let busy0 = procs::machine_busy_ticks();
-    let d0 = db_counters(&db).await?;
+    let window = Window::open(fleet, &db).await?;
     let t0 = Instant::now();
     let sent = open_loop(&db, lat_targets, rate, plan.window, &seq).await?;
     let secs = t0.elapsed().as_secs_f64();
-    let d1 = db_counters(&db).await?;
-    let busy1 = procs::machine_busy_ticks();
-    let cpu1 = procs::sample(fleet);
+    let seen = window.close(fleet, &db).await?;
     fleet
         .wait_quiescent(Duration::from_secs(120))
         .await
         .context("drain after latency")?;
-    let mut figures = latency(&db, rate, sent).await?;
-    figures.secs = secs;
-    figures.cpu_secs = procs::cpu_delta(&cpu0, &cpu1);
-    figures.machine_busy_secs = match (busy0, busy1) {
-        (Some(a), Some(b)) => procs::ticks_to_secs(b.saturating_sub(a)),
-        _ => f64::NAN,
-    };
-    figures.autovacuum_runs = d1.autovacuum_runs - d0.autovacuum_runs;
-    report.latency = Some(figures);
+    report.latency = Some(latency(&db, rate, sent, secs, seen).await?);
     count_checks(&db, &mut report, "latency", sent).await?;
     if let Some(l) = &report.latency {
         progress(&format!(
@@ -593,6 +581,54 @@ async fn db_counters(db: &PgPool) -> anyhow::Result<DbCounters> {
     })
 }
 
+/// A measured window's start: every process's CPU, the machine's busy time
+/// and the fleet database's counters. The throughput rows and the latency
+/// window read the same three at both ends; callers keep their own clocks.
+struct Window {
+    cpu: Vec<procs::ProcSample>,
+    busy: Option<u64>,
+    db: DbCounters,
+}
+
+/// What a [`Window`] saw between its two ends.
+struct WindowDelta {
+    /// CPU seconds per process.
+    cpu_secs: Vec<(String, f64)>,
+    /// The closing sample (its resident memory figures).
+    cpu_end: Vec<procs::ProcSample>,
+    /// The whole machine's busy CPU seconds (NaN where `/proc/stat` is unreadable).
+    machine_busy_secs: f64,
+    commits: i64,
+    writes: i64,
+    autovacuum_runs: i64,
+}
+
+impl Window {
+    async fn open(fleet: &Fleet, db: &PgPool) -> anyhow::Result<Window> {
+        let cpu = procs::sample(fleet);
+        let busy = procs::machine_busy_ticks();
+        let db = db_counters(db).await?;
+        Ok(Window { cpu, busy, db })
+    }
+
+    async fn close(self, fleet: &Fleet, db: &PgPool) -> anyhow::Result<WindowDelta> {
+        let d1 = db_counters(db).await?;
+        let busy1 = procs::machine_busy_ticks();
+        let cpu_end = procs::sample(fleet);
+        Ok(WindowDelta {
+            cpu_secs: procs::cpu_delta(&self.cpu, &cpu_end),
+            cpu_end,
+            machine_busy_secs: match (self.busy, busy1) {
+                (Some(a), Some(b)) => procs::ticks_to_secs(b.saturating_sub(a)),
+                _ => f64::NAN,
+            },
+            commits: d1.commits - self.db.commits,
+            writes: d1.writes - self.db.writes,
+            autovacuum_runs: d1.autovacuum_runs - self.db.autovacuum_runs,
+        })
+    }
+}
+
 async fn bench_turns(db: &PgPool) -> anyhow::Result<i64> {
     counted();
     Ok(
@@ -624,17 +660,15 @@ async fn throughput(
         stop.clone(),
     );
     tokio::time::sleep(plan.warmup).await;
-    let cpu0 = procs::sample(fleet);
+    let window = Window::open(fleet, db).await?;
     let held0 = procs::claims(fleet, "lease_held").await;
-    let d0 = db_counters(db).await?;
     let n0 = bench_turns(db).await?;
     let t0 = Instant::now();
     tokio::time::sleep(plan.window).await;
     let n1 = bench_turns(db).await?;
     let elapsed = t0.elapsed().as_secs_f64();
-    let d1 = db_counters(db).await?;
     let held1 = procs::claims(fleet, "lease_held").await;
-    let cpu1 = procs::sample(fleet);
+    let seen = window.close(fleet, db).await?;
     stop.store(true, Ordering::SeqCst);
     feeder.await??;
     let ticks = n1 - n0;
@@ -651,11 +685,12 @@ async fn throughput(
         ticks,
         secs: elapsed,
         ticks_per_sec: ticks as f64 / elapsed,
-        commits_per_tick: per(d1.commits - d0.commits),
-        rows_written_per_tick: per(d1.writes - d0.writes),
+        commits_per_tick: per(seen.commits),
+        rows_written_per_tick: per(seen.writes),
         lease_held_per_tick: per(i64::try_from(held1.saturating_sub(held0)).unwrap_or(i64::MAX)),
-        cpu_secs: procs::cpu_delta(&cpu0, &cpu1),
-        rss_kib: cpu1
+        cpu_secs: seen.cpu_secs,
+        rss_kib: seen
+            .cpu_end
             .iter()
             .filter(|s| !s.shared)
             .map(|s| (s.name.clone(), s.rss_kib))
@@ -772,7 +807,13 @@ async fn open_loop(
     Ok(sent)
 }
 
-async fn latency(db: &PgPool, rate: f64, sent: u64) -> anyhow::Result<LatencyFigures> {
+async fn latency(
+    db: &PgPool,
+    rate: f64,
+    sent: u64,
+    secs: f64,
+    seen: WindowDelta,
+) -> anyhow::Result<LatencyFigures> {
     let r = sqlx::query(
         "SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP
                   (ORDER BY extract(epoch FROM c.claimed_at - e.visible_at) * 1000) AS claim,
@@ -803,10 +844,10 @@ async fn latency(db: &PgPool, rate: f64, sent: u64) -> anyhow::Result<LatencyFig
         measured: n,
         claim_ms: three(claim),
         commit_ms: three(commit),
-        secs: 0.0,
-        cpu_secs: Vec::new(),
-        machine_busy_secs: f64::NAN,
-        autovacuum_runs: 0,
+        secs,
+        cpu_secs: seen.cpu_secs,
+        machine_busy_secs: seen.machine_busy_secs,
+        autovacuum_runs: seen.autovacuum_runs,
     })
 }
 

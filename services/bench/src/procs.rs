@@ -20,20 +20,24 @@ pub struct ProcSample {
     pub shared: bool,
 }
 
-/// Clock ticks per second (`getconf CLK_TCK`, 100 when unknown).
+/// Clock ticks per second (`getconf CLK_TCK`, 100 when unknown), asked
+/// once per run: every CPU delta converts with it.
 fn clk_tck() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .filter(|v| *v > 0.0)
-        .unwrap_or(100.0)
+    static CLK_TCK: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *CLK_TCK.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .filter(|v| *v > 0.0)
+            .unwrap_or(100.0)
+    })
 }
 
 /// utime + stime of `pid` from `/proc/<pid>/stat`.
@@ -41,14 +45,11 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
     stat_ticks(pid, false)
 }
 
-/// utime + stime of `pid` plus cutime + cstime, the CPU of the children it
-/// has reaped. A server's short-lived processes (PostgreSQL's autovacuum
-/// workers, a backend that disconnects) end between two samples; their CPU
-/// then shows in the parent's children's time, so a window keeps it.
-fn cpu_ticks_with_reaped(pid: u32) -> Option<u64> {
-    stat_ticks(pid, true)
-}
-
+/// utime + stime of `pid`, plus with `reaped` cutime + cstime, the CPU of
+/// the children it has reaped. A server's short-lived processes
+/// (PostgreSQL's autovacuum workers, a backend that disconnects) end
+/// between two samples; their CPU then shows in the parent's children's
+/// time, so a window keeps it.
 fn stat_ticks(pid: u32, reaped: bool) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat_ticks(&stat, reaped)
@@ -136,7 +137,7 @@ pub fn sample(fleet: &Fleet) -> Vec<ProcSample> {
             name: (*server).to_owned(),
             cpu_ticks: pids_named(server)
                 .into_iter()
-                .filter_map(cpu_ticks_with_reaped)
+                .filter_map(|pid| stat_ticks(pid, true))
                 .sum(),
             rss_kib: 0,
             shared: true,
@@ -318,7 +319,7 @@ mod tests {
     #[test]
     fn a_reaped_childs_cpu_stays_in_the_parents_figure() {
         let me = std::process::id();
-        let before = cpu_ticks_with_reaped(me).expect("own stat");
+        let before = stat_ticks(me, true).expect("own stat");
         // A child that burns CPU, then ends and is reaped.
         let status = std::process::Command::new("sh")
             .args(["-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done"])
@@ -326,7 +327,7 @@ mod tests {
             .expect("sh");
         assert!(status.success());
         let own_after = cpu_ticks(me).expect("own stat");
-        let with_reaped_after = cpu_ticks_with_reaped(me).expect("own stat");
+        let with_reaped_after = stat_ticks(me, true).expect("own stat");
         assert!(
             with_reaped_after > before && with_reaped_after > own_after,
             "the child's CPU is not counted: before {before}, own {own_after}, with reaped {with_reaped_after}"
