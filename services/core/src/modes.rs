@@ -179,8 +179,26 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
             seed(
                 "Strategic",
                 "Steady-state orchestration: survey the tenant, steer missions, escalate forks.",
-                "Mode: Strategic. Ground in memory and telemetry, check the open-items roster, \
-                 and take at most one or two governed actions that move the tenant's goals forward.",
+                "MODE: Strategic — steady-state orchestration. Move the tenant's goals forward \
+                 with the fewest well-grounded actions.\n\
+                 1. Ground first: the objective gives you the open items, the event and your \
+                 recent turns. Query agent_query_memory, soa_query_telemetry, \
+                 intelligence_knowledge_query, intelligence_code_search, \
+                 orchestrator_research_get or compliance_query_posture only for what you still \
+                 need to decide.\n\
+                 2. Check the open-items roster: a mission or escalation already listed is in \
+                 hand; do not raise it again.\n\
+                 3. Act on at most one or two things. Propose a mission with soa_propose_task \
+                 when the work is clear, within the tenant's goals and reversible; record a \
+                 finding worth keeping with orchestrator_research_create; escalate with \
+                 soa_propose_decision when the work is consequential, costly, irreversible or a \
+                 genuine choice between options.\n\
+                 4. Message the operator with soa_send_message only when there is something they \
+                 need to know; do not narrate routine heartbeats.\n\
+                 5. When the situation is an incident, a conversation or open exploration, \
+                 propose the matching mode (Incident, Dialogue, Discovery) with \
+                 soa_propose_mode_change instead of stretching this one. Call \
+                 agent_workset_complete once your starting workset is built.",
                 &[
                     "soa_query_telemetry",
                     "agent_query_memory",
@@ -200,8 +218,22 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
             seed(
                 "Incident",
                 "An operational incident is under way: diagnose, contain, escalate.",
-                "Mode: Incident. Read the ops telemetry first, propose only containment work, \
-                 and escalate anything irreversible to the operator.",
+                "MODE: Incident — an operational incident is under way. Containment comes before \
+                 any progress on goals.\n\
+                 1. Read the OPS DIGEST in the objective, then soa_query_telemetry: what is \
+                 failing, since when, and how widely.\n\
+                 2. Look for the cause and for a similar past incident with agent_query_memory \
+                 and intelligence_code_search.\n\
+                 3. Propose only containment work with soa_propose_task: small, reversible steps \
+                 (pause, roll back, isolate the failing part), each naming how to undo it. No \
+                 speculative fixes, no feature work.\n\
+                 4. Anything irreversible, customer-visible or costly goes to the operator with \
+                 soa_propose_decision, with the evidence and your recommendation.\n\
+                 5. Keep the operator informed with one short soa_send_message per episode: what \
+                 you see, what you proposed, what you need from them.\n\
+                 6. When telemetry shows the incident is over, propose returning to Strategic \
+                 with soa_propose_mode_change. End with phase_blocked when you cannot see enough \
+                 to act.",
                 &[
                     "soa_query_telemetry",
                     "agent_query_memory",
@@ -216,8 +248,19 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
             seed(
                 "Dialogue",
                 "Conversation with the operator: answer, clarify, propose next steps.",
-                "Mode: Dialogue. Read the operator's message carefully and reply with \
-                 soa_send_message; propose decisions rather than acting.",
+                "MODE: Dialogue — a conversation with the operator.\n\
+                 1. Read the operator's latest message and the conversation before it in the \
+                 objective, and answer what they actually asked.\n\
+                 2. Ground the answer: use agent_query_memory, intelligence_knowledge_query or \
+                 soa_query_telemetry when it depends on facts you do not have, and say plainly \
+                 when you do not know.\n\
+                 3. Reply with one soa_send_message per operator message: direct, specific and \
+                 short. When the request is ambiguous, ask one clarifying question instead of \
+                 guessing. Do not repeat what you already said in the conversation.\n\
+                 4. Start no work in this mode. When the operator asks for something to be done, \
+                 put it to them as a soa_propose_decision with the options, or propose Strategic \
+                 with soa_propose_mode_change.\n\
+                 5. End with phase_complete once you have replied.",
                 &[
                     "agent_query_memory",
                     "intelligence_knowledge_query",
@@ -231,7 +274,16 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
             seed(
                 "Housekeeping",
                 "Tidy the open-items roster and the starting workset.",
-                "Mode: Housekeeping. Review open items and stale work; report, do not create new work.",
+                "MODE: Housekeeping — tidy up; create nothing new.\n\
+                 1. Walk the open-items roster: find missions that look stalled, blocked or \
+                 superseded and escalations that have waited long.\n\
+                 2. Check the facts with agent_query_memory, soa_query_telemetry and \
+                 orchestrator_research_get before calling anything stale.\n\
+                 3. Report in one concise soa_send_message: each stale item by id, with the \
+                 action you recommend (close it, re-scope it, or chase the operator). You cannot \
+                 close or create work in this mode.\n\
+                 4. If your starting workset is built, say so with agent_workset_complete.\n\
+                 5. Once the roster is tidy, propose Strategic with soa_propose_mode_change.",
                 &[
                     "agent_query_memory",
                     "soa_query_telemetry",
@@ -245,7 +297,13 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
             seed(
                 "Idle",
                 "Quiet: only answer the operator.",
-                "Mode: Idle. Do nothing unless an operator message needs an answer.",
+                "MODE: Idle — stay quiet; the operator has asked you to do nothing on your own.\n\
+                 1. On a heartbeat, or any event other than an operator message, end at once with \
+                 phase_complete: no queries, no messages.\n\
+                 2. On an operator message, answer briefly with soa_send_message, using \
+                 agent_query_memory only if the answer needs it.\n\
+                 3. If the operator asks you to resume work, propose the mode they want with \
+                 soa_propose_mode_change. Start no work in this mode.",
                 &[
                     "agent_query_memory",
                     "soa_send_message",
@@ -256,8 +314,19 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
             seed(
                 "Discovery",
                 "Explore the tenant's knowledge and code to find opportunities.",
-                "Mode: Discovery. Research broadly, record findings as research records, \
-                 and surface opportunities as decisions for the operator.",
+                "MODE: Discovery — explore the tenant's knowledge and code for opportunities.\n\
+                 1. Research broadly: intelligence_knowledge_query for knowledge, \
+                 intelligence_code_search for code, orchestrator_research_get for earlier \
+                 findings, agent_query_memory and soa_query_telemetry for context.\n\
+                 2. Record each real finding with orchestrator_research_create: what you found, \
+                 the evidence, and why it matters. Check orchestrator_research_get first so the \
+                 same finding is never recorded twice.\n\
+                 3. Surface at most one or two opportunities per episode to the operator with \
+                 soa_propose_decision, each with its expected value, cost and risk. You create no \
+                 missions in this mode.\n\
+                 4. When your findings are recorded and surfaced, propose Strategic with \
+                 soa_propose_mode_change. End with phase_blocked when the knowledge you need is \
+                 not there.",
                 &[
                     "intelligence_knowledge_query",
                     "intelligence_code_search",
@@ -276,8 +345,21 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
             seed(
                 "Cadence",
                 "The regular compliance sweep: posture, dossiers, drift.",
-                "Mode: Cadence. Check the compliance posture against the corpus, keep dossiers \
-                 current, and escalate gaps to the operator.",
+                "MODE: Cadence — the regular compliance sweep.\n\
+                 1. The COMPLIANCE CORPUS line in the objective names what to sweep: the \
+                 projects, or the tenant-wide knowledge.\n\
+                 2. Check the posture with compliance_query_posture and the dossiers with \
+                 compliance_dossier_list; query compliance_knowledge_query for the controls whose \
+                 evidence may have changed.\n\
+                 3. Keep dossiers current: record an update with compliance_dossier_record only \
+                 when the evidence changed a control's status or content. Never re-record an \
+                 unchanged dossier.\n\
+                 4. Escalate every gap or regression (a control that lost its evidence, a status \
+                 that fell from compliant) with soa_propose_decision, naming the framework, the \
+                 control and what would close it. You fix nothing yourself.\n\
+                 5. For whole-chapter authoring propose Research, for a release or change gate \
+                 GateReview, with soa_propose_mode_change. Call agent_workset_complete once your \
+                 baseline dossiers exist.",
                 &[
                     "compliance_query_posture",
                     "compliance_knowledge_query",
@@ -294,8 +376,19 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
             seed(
                 "GateReview",
                 "Review a release or change gate against the compliance posture.",
-                "Mode: GateReview. Assess the gate against the posture and dossiers; report \
-                 findings and escalate a pass/fail decision to the operator.",
+                "MODE: GateReview — assess one release or change gate against the compliance \
+                 posture.\n\
+                 1. Identify the gate from the event or the operator's message. If it is unclear \
+                 which gate is meant, ask with soa_send_message and end with phase_blocked.\n\
+                 2. Check it against the posture (compliance_query_posture), the dossiers \
+                 (compliance_dossier_list) and the corpus (compliance_knowledge_query): which \
+                 controls the change touches, and whether their evidence still holds.\n\
+                 3. Your verdict is a recommendation, never a decision: escalate it with \
+                 soa_propose_decision, options Pass / Fail / Pass with conditions, listing each \
+                 finding with its control and evidence.\n\
+                 4. Record nothing in this mode. Send the operator a short summary with \
+                 soa_send_message if they asked for the review, and end with phase_complete once \
+                 the verdict is escalated.",
                 &[
                     "compliance_query_posture",
                     "compliance_knowledge_query",
@@ -310,8 +403,23 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
             seed(
                 "Research",
                 "Whole-chapter dossier authoring with a widened budget.",
-                "Mode: Research. Author complete dossier chapters from the knowledge corpus, \
-                 recording and translating them as you go.",
+                "MODE: Research — author whole dossier chapters; this mode runs on a widened \
+                 budget.\n\
+                 1. Work one chapter (one framework section) at a time. List the existing \
+                 dossiers first with compliance_dossier_list, so you extend rather than \
+                 duplicate.\n\
+                 2. Gather the evidence with compliance_knowledge_query, \
+                 intelligence_knowledge_query, orchestrator_research_get and agent_query_memory. \
+                 Ingest a source the corpus lacks with compliance_knowledge_ingest.\n\
+                 3. Write each control's dossier completely with compliance_dossier_record: the \
+                 control, the evidence and its source, the status (compliant, partial, gap or \
+                 not_applicable) and what is missing. Translate it with \
+                 compliance_dossier_translate when the tenant needs another language.\n\
+                 4. State only what the evidence supports; mark a control as a gap rather than \
+                 guess.\n\
+                 5. You cannot escalate in this mode: report gaps and progress with \
+                 soa_send_message, and propose Cadence with soa_propose_mode_change when the \
+                 chapter is done. End with phase_blocked when the corpus lacks the evidence.",
                 &[
                     "compliance_knowledge_query",
                     "compliance_knowledge_ingest",
@@ -331,10 +439,20 @@ pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {
         AgentType::PromptRedactor => vec![seed(
             "Redact",
             "Rework one call-site's prompt from the signal that triggered it.",
-            "Mode: Redact. Read the signal and the REDACTION TARGET (the bound site's overlay \
-             with every detected secret already masked), draft the redaction, and route it to \
-             the operator for review with redactor_propose_overlay; never repeat a value the \
-             detectors masked.",
+            "MODE: Redact — rework one call-site's prompt overlay.\n\
+             1. Read the signal in the objective and the REDACTION TARGET block: the bound \
+             call-site, its preset, and its overlay with every detected secret and personal \
+             datum already masked as [REDACTED:<kind>].\n\
+             2. If there is no overlay, or nothing in it to redact, end with phase_complete \
+             without messaging.\n\
+             3. Otherwise draft the redaction: keep the overlay's intent and instructions, \
+             keep every [REDACTED:<kind>] placeholder exactly as it is, and remove any \
+             further secret or personal datum the detectors missed.\n\
+             4. Route it to the operator for review with redactor_propose_overlay, with a \
+             rationale naming what was masked, by kind. Never repeat, reconstruct or guess a \
+             masked value, anywhere.\n\
+             5. Use soa_propose_decision only for a question the proposal cannot carry, and \
+             soa_send_message only to answer the operator.",
             &[
                 "agent_query_memory",
                 "intelligence_knowledge_query",
@@ -523,6 +641,43 @@ mod tests {
                     .all(|m| m.system_seed && !m.prompt_fragment.is_empty())
             );
         }
+    }
+
+    /// Every seeded fragment says something of its own, opens with its
+    /// mode's name, and advertises only tools its toolset holds: the model
+    /// is never told of a tool it cannot call.
+    #[test]
+    fn seeded_fragments_are_distinct_and_name_only_their_modes_tools() {
+        let mut seen = std::collections::HashSet::new();
+        for t in [
+            AgentType::Soa,
+            AgentType::Compliance,
+            AgentType::PromptRedactor,
+        ] {
+            for mode in seed_catalogue(t) {
+                let f = &mode.prompt_fragment;
+                assert!(f.starts_with(&format!("MODE: {} — ", mode.name)), "{t} {f}");
+                assert!(f.len() > 200, "{t} {}", mode.name);
+                assert!(
+                    seen.insert(f.clone()),
+                    "{t} {} repeats a fragment",
+                    mode.name
+                );
+                let words: std::collections::HashSet<&str> = f
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .collect();
+                for (tool, _) in TOOL_SUPERSET {
+                    if words.contains(tool) {
+                        assert!(
+                            mode.toolset.iter().any(|m| m == tool),
+                            "{t} {} names {tool}, which it cannot call",
+                            mode.name
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(seen.len(), 10);
     }
 
     #[test]

@@ -146,6 +146,16 @@ pub fn rails_only_system_prompt(tenant: &str) -> String {
     .join("\n\n")
 }
 
+/// How many operator-chat messages (both directions) an objective carries
+/// for an event that answers the operator (`OperatorMessage`,
+/// `OperatorAnsweredEscalation`), so a reply follows the conversation.
+pub const CHAT_TAIL_MESSAGES: u32 = 10;
+
+/// The most characters of one chat message an objective carries; a longer
+/// body is cut there and marked as cut. Ten such messages stay within a
+/// few thousand tokens of the tick's budget.
+pub const CHAT_MESSAGE_MAX_CHARS: u32 = 1_000;
+
 /// `base + "\n\n" + fragment + "\n\n" + overlay`, omitting each empty (or
 /// whitespace-only) part together with its separator. The base stays first
 /// and mode-invariant; the overlay, being per preset, comes last so that

@@ -1,6 +1,8 @@
-//! `agent_messages`: the operator↔agent chat transcript. Must never enqueue
-//! the `OperatorMessage` event itself: control does that (via `events`), in
-//! its own call, so the transcript and the wake-up stay separately testable.
+//! `agent_messages`: the operator↔agent chat transcript, and the bounded
+//! tail of it a reply is planned with ([`Messages::chat_tail`]). Must never
+//! enqueue the `OperatorMessage` event itself: control does that (via
+//! `events`), in its own call, so the transcript and the wake-up stay
+//! separately testable.
 
 use chrono::{DateTime, Utc};
 use genesis_core::MessageDirection;
@@ -23,6 +25,34 @@ pub struct MessageRow {
     pub direction: MessageDirection,
     pub body: String,
     pub created_at: DateTime<Utc>,
+}
+
+/// One message of a [`ChatTail`]: its body cut to the asked length.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ChatTailMessage {
+    pub direction: MessageDirection,
+    /// At most the asked number of characters of the body.
+    pub body: String,
+    /// The whole body's length in characters: more than `body`'s when it
+    /// was cut.
+    pub body_chars: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+impl ChatTailMessage {
+    /// Whether `body` is only the start of the message.
+    pub fn truncated(&self) -> bool {
+        usize::try_from(self.body_chars).unwrap_or(usize::MAX) > self.body.chars().count()
+    }
+}
+
+/// The newest messages of an instance's chat, oldest first
+/// ([`Messages::chat_tail`]).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+pub struct ChatTail {
+    pub messages: Vec<ChatTailMessage>,
+    /// Older messages exist than those listed.
+    pub earlier_omitted: bool,
 }
 
 /// Repository handle, from [`Store::messages`].
@@ -85,6 +115,41 @@ impl Messages<'_> {
         .await?;
         tx.commit().await?;
         decode_all(rows)
+    }
+
+    /// The newest `limit` messages of an instance's chat, both directions,
+    /// oldest first, each body cut to `max_chars` characters — up to and
+    /// including the message `upto` when given (the one the tick answers,
+    /// so a reply never runs ahead of its question; an id that is not this
+    /// instance's message bounds nothing). One autocommit round trip
+    /// (migration 0099's `genesis_read_chat_tail`, which sets the tenant
+    /// itself).
+    pub async fn chat_tail(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        upto: Option<Uuid>,
+        limit: u32,
+        max_chars: u32,
+    ) -> Result<ChatTail, StoreError> {
+        let limit = i32::try_from(limit)
+            .ok()
+            .filter(|l| *l > 0)
+            .ok_or_else(|| StoreError::invalid("limit", "must be between 1 and 2^31-1"))?;
+        let max_chars = i32::try_from(max_chars)
+            .ok()
+            .filter(|m| *m > 0)
+            .ok_or_else(|| StoreError::invalid("max_chars", "must be between 1 and 2^31-1"))?;
+        let raw: serde_json::Value =
+            sqlx::query_scalar("SELECT genesis_read_chat_tail($1, $2, $3, $4, $5)")
+                .bind(tenant_id)
+                .bind(instance_id)
+                .bind(upto)
+                .bind(limit)
+                .bind(max_chars)
+                .fetch_one(self.store.tenant_pool())
+                .await?;
+        decode(raw)
     }
 
     /// SendMessage: append an `operator_to_agent` message and enqueue the
