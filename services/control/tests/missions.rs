@@ -3,7 +3,10 @@
 //! `MissionStateChanged`, a refused transition writes nothing, another
 //! tenant's mission is NOT_FOUND; a `mode_change` request written the way
 //! `soa_propose_mode_change` writes it (`metadata.targetMode`) is applied on
-//! approval and left alone on rejection.
+//! approval and left alone on rejection; resolving a decision raised on
+//! behalf of a mission, or a mission question, enqueues exactly one
+//! `DecisionResolved` to the steering instance (a repeat or a racing
+//! replica enqueues none), and nothing else does.
 
 #![allow(clippy::unwrap_used)]
 
@@ -353,5 +356,335 @@ async fn a_rejected_target_mode_change_leaves_the_mode_and_writes_no_audit_row(
         inst.active_mode
     );
     assert!(store.modes().history(t, inst.id).await?.is_empty());
+    h.stop().await
+}
+
+/// The `DecisionResolved` events on `instance`'s queue.
+async fn decision_resolved(
+    store: &genesis_store::Store,
+    tenant: Uuid,
+    instance: Uuid,
+) -> anyhow::Result<Vec<genesis_store::EventRow>> {
+    Ok(store
+        .events()
+        .list(tenant, instance)
+        .await?
+        .into_iter()
+        .filter(|e| e.event_kind == AgentEventKind::DecisionResolved)
+        .collect())
+}
+
+/// A decision written the way `soa_propose_decision` writes it, on behalf
+/// of `mission` when one is given.
+async fn soa_decision(
+    store: &genesis_store::Store,
+    tenant: Uuid,
+    soa: Uuid,
+    mission: Option<Uuid>,
+) -> anyhow::Result<genesis_store::AttentionRequest> {
+    let mut metadata = json!({"source": "soa", "soaInstanceId": soa.to_string()});
+    if let Some(m) = mission {
+        metadata["missionId"] = json!(m.to_string());
+    }
+    Ok(store
+        .attention()
+        .create(
+            tenant,
+            NewAttentionRequest {
+                instance_id: Some(soa),
+                kind: AttentionKind::Decision,
+                title: "ship the EU rollout first?".into(),
+                body: String::new(),
+                options: json!(["yes", "no"]),
+                metadata,
+            },
+        )
+        .await?)
+}
+
+/// A mission agent's question, written the way `mission_ask_user` writes it.
+async fn mission_question(
+    store: &genesis_store::Store,
+    tenant: Uuid,
+    asker: Uuid,
+) -> anyhow::Result<genesis_store::AttentionRequest> {
+    Ok(store
+        .attention()
+        .create(
+            tenant,
+            NewAttentionRequest {
+                instance_id: Some(asker),
+                kind: AttentionKind::MissionQuestion,
+                title: "EU or US first?".into(),
+                body: String::new(),
+                options: json!([]),
+                metadata: json!({
+                    "source": "mission",
+                    "missionInstanceId": asker.to_string(),
+                    "question": "EU or US first?",
+                    "context": "",
+                }),
+            },
+        )
+        .await?)
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn resolving_a_missions_decision_enqueues_one_decision_resolved_to_the_steering_soa(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let m = store.missions().create(t, &proposal(inst.id)).await?;
+    let d = soa_decision(&store, t, inst.id, Some(m.id)).await?;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    let h = start(cfg).await?;
+    let mut c = v1::decision_service_client::DecisionServiceClient::new(h.channel().await?);
+    assert!(decision_resolved(&store, t, inst.id).await?.is_empty());
+
+    let mut answer = respond(t, d.id, "yes");
+    answer.notes = "then the US a week later".into();
+    let first = c.respond_decision(req(answer, &op)).await?.into_inner();
+    assert!(!first.already_resolved);
+    let events = decision_resolved(&store, t, inst.id).await?;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0].payload,
+        json!({
+            "attentionRequestId": d.id,
+            "kind": "decision",
+            "missionId": m.id,
+            "raisedByInstanceId": inst.id,
+            "resolution": "yes",
+            "resolutionNotes": "then the US a week later",
+        })
+    );
+    assert_eq!(events[0].attention_request_id, None);
+    assert!(events[0].visible_at <= chrono::Utc::now(), "visible now");
+    // The raiser's own resume is still the one OperatorAnsweredEscalation.
+    assert!(first.resume_event_id.is_some());
+
+    // A repeat answers as a repeat does (already resolved, the stored
+    // answer, the same resume) and signals nothing more.
+    let again = c
+        .respond_decision(req(respond(t, d.id, "no"), &op))
+        .await?
+        .into_inner();
+    assert!(again.already_resolved);
+    assert_eq!(again.resume_event_id, first.resume_event_id);
+    assert_eq!(again.decision.map(|d| d.resolution), Some("yes".into()));
+    assert_eq!(
+        queue_shape(decision_resolved(&store, t, inst.id).await?),
+        queue_shape(events.clone())
+    );
+
+    // The outbox publishes it like any other due event (its genesis_due
+    // notice committed with the resolution).
+    let id = events[0].id;
+    eventually(std::time::Duration::from_secs(10), || {
+        let store = store.clone();
+        async move {
+            let e = decision_resolved(&store, t, inst.id).await?;
+            Ok(e.iter()
+                .any(|e| e.id == id && e.published_at.is_some())
+                .then_some(()))
+        }
+    })
+    .await?;
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn two_control_replicas_racing_to_resolve_enqueue_exactly_one_decision_resolved(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let m = store.missions().create(t, &proposal(inst.id)).await?;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let (mut ca, mut cb) = (config(&pool, NATS_URL), config(&pool, NATS_URL));
+    ca.auto_bootstrap = false;
+    cb.auto_bootstrap = false;
+    let (ha, hb) = (start(ca).await?, start(cb).await?);
+    let mut a = v1::decision_service_client::DecisionServiceClient::new(ha.channel().await?);
+    let mut b = v1::decision_service_client::DecisionServiceClient::new(hb.channel().await?);
+
+    let mut decisions = Vec::new();
+    for _ in 0..5 {
+        decisions.push(soa_decision(&store, t, inst.id, Some(m.id)).await?.id);
+    }
+    for &d in &decisions {
+        let (ra, rb) = tokio::join!(
+            a.respond_decision(req(respond(t, d, "yes"), &op)),
+            b.respond_decision(req(respond(t, d, "no"), &op)),
+        );
+        let (ra, rb) = (ra?.into_inner(), rb?.into_inner());
+        assert_ne!(
+            ra.already_resolved, rb.already_resolved,
+            "exactly one replica resolved {d}"
+        );
+        assert_eq!(ra.resume_event_id, rb.resume_event_id);
+    }
+    let events = decision_resolved(&store, t, inst.id).await?;
+    for d in &decisions {
+        let stored = store.attention().get(t, *d).await?.resolution;
+        let mine: Vec<_> = events
+            .iter()
+            .filter(|e| e.payload["attentionRequestId"] == json!(d))
+            .collect();
+        assert_eq!(mine.len(), 1, "one DecisionResolved for {d}: {events:?}");
+        // It carries the winner's answer, the one stored.
+        assert_eq!(mine[0].payload["resolution"], json!(stored));
+    }
+    assert_eq!(events.len(), decisions.len());
+    ha.stop().await?;
+    hb.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn answering_a_mission_question_signals_the_tenants_soa_and_resumes_the_asker(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let mut new = genesis_store::NewInstance::foundational(
+        genesis_core::AgentType::MissionResearch,
+        genesis_core::InstanceStatus::Active,
+    );
+    new.seed_initialized = false;
+    let asker = store.instances().create(t, new).await?.id;
+    let q = mission_question(&store, t, asker).await?;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    let h = start(cfg).await?;
+    let mut c = v1::decision_service_client::DecisionServiceClient::new(h.channel().await?);
+
+    let answer = c
+        .respond_decision(req(respond(t, q.id, "EU first"), &op))
+        .await?
+        .into_inner();
+    assert!(!answer.already_resolved);
+    let events = decision_resolved(&store, t, inst.id).await?;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0].payload,
+        json!({
+            "attentionRequestId": q.id,
+            "kind": "mission_question",
+            "missionId": null,
+            "raisedByInstanceId": asker,
+            "resolution": "EU first",
+            "resolutionNotes": null,
+        })
+    );
+    // The asker gets its answer as its resume, not as the steering signal.
+    let asker_events = store.events().list(t, asker).await?;
+    assert_eq!(
+        asker_events
+            .iter()
+            .map(|e| e.event_kind)
+            .collect::<Vec<_>>(),
+        vec![AgentEventKind::OperatorAnsweredEscalation]
+    );
+    assert_eq!(answer.resume_event_id, Some(asker_events[0].id.to_string()));
+    c.respond_decision(req(respond(t, q.id, "US first"), &op))
+        .await?;
+    assert_eq!(decision_resolved(&store, t, inst.id).await?.len(), 1);
+    h.stop().await
+}
+
+/// DecisionResolved is an orchestration signal about steered work (spec
+/// §3.1): a decision no mission concerns, another kind of request naming a
+/// mission, a request no agent raised and a mission whose steering
+/// instance is gone signal nothing; refused answers signal nothing either.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn decisions_no_mission_concerns_and_refused_answers_enqueue_no_decision_resolved(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let m = store.missions().create(t, &proposal(inst.id)).await?;
+    let unsteered = store
+        .missions()
+        .create(
+            t,
+            &NewMission {
+                steering_instance_id: None,
+                ..proposal(inst.id)
+            },
+        )
+        .await?;
+    let plain = soa_decision(&store, t, inst.id, None).await?;
+    let orphan = soa_decision(&store, t, inst.id, Some(unsteered.id)).await?;
+    let mode_change = target_mode_request(&store, t, inst.id).await?;
+    let no_agent = store
+        .attention()
+        .create(
+            t,
+            NewAttentionRequest {
+                instance_id: None,
+                kind: AttentionKind::Decision,
+                title: "no agent raised this".into(),
+                body: String::new(),
+                options: json!([]),
+                metadata: json!({"missionId": m.id.to_string()}),
+            },
+        )
+        .await?;
+    let b = store.tenants().create("b").await?.id;
+    let inst_b = soa(&store, b).await?;
+    let mb = store.missions().create(b, &proposal(inst_b.id)).await?;
+    let db = soa_decision(&store, b, inst_b.id, Some(mb.id)).await?;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    let h = start(cfg).await?;
+    let mut c = v1::decision_service_client::DecisionServiceClient::new(h.channel().await?);
+
+    for d in [plain.id, orphan.id, no_agent.id] {
+        let r = c
+            .respond_decision(req(respond(t, d, "yes"), &op))
+            .await?
+            .into_inner();
+        assert!(!r.already_resolved, "{d}");
+    }
+    c.respond_decision(req(respond(t, mode_change.id, "rejected"), &op))
+        .await?;
+    assert!(decision_resolved(&store, t, inst.id).await?.is_empty());
+
+    // Refused: a malformed id, an unknown one, another tenant's decision
+    // through this tenant, and this token aimed at the other tenant.
+    let mut bad = respond(t, plain.id, "yes");
+    bad.decision_id = "not-a-uuid".into();
+    let e = c.respond_decision(req(bad, &op)).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("decision_id"), "{}", e.message());
+    let e = c
+        .respond_decision(req(respond(t, Uuid::new_v4(), "yes"), &op))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    let e = c
+        .respond_decision(req(respond(t, db.id, "yes"), &op))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    let e = c
+        .respond_decision(req(respond(b, db.id, "yes"), &op))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(decision_resolved(&store, b, inst_b.id).await?.is_empty());
+    assert_eq!(
+        store.attention().get(b, db.id).await?.status,
+        genesis_core::AttentionStatus::Open
+    );
     h.stop().await
 }

@@ -22,6 +22,7 @@ pub mod prompt;
 pub mod rate;
 pub mod redact;
 pub mod retry;
+pub mod signals;
 pub mod sites;
 pub mod validate;
 

@@ -6,18 +6,27 @@
 //! crash can never leave a request approved with its mode unapplied or its
 //! resume missing. An approved Prompt Engineer proposal replaces the
 //! preset's prompt overlay in the same transaction, refused (and nothing
-//! resolved) when the overlay changed since the proposal was drafted. Owns only the sequencing; the statements are those of
-//! [`crate::attention`], [`crate::modes`] and [`crate::events`]. Must never
-//! apply a mode the call did not resolve itself, nor decide which mode a
-//! request proposes or what the resume carries (the caller passes both).
+//! resolved) when the overlay changed since the proposal was drafted. The
+//! call that resolves a decision raised on behalf of a mission, or a
+//! mission question, also enqueues `DecisionResolved` to the steering
+//! instance in the same transaction (the rule and the payload are
+//! genesis-core's [`genesis_core::signals`]), so resolving twice or two
+//! replicas racing enqueue it exactly once: the conditional resolve is the
+//! arbiter. Owns only the sequencing; the statements are those of
+//! [`crate::attention`], [`crate::modes`], [`crate::missions`] and
+//! [`crate::events`]. Must never apply a mode the call did not resolve
+//! itself, nor decide which mode a request proposes or what the resume
+//! carries (the caller passes both).
 
 use genesis_core::ModeChangeSource;
+use genesis_core::signals::DecisionResolvedSignal;
 use uuid::Uuid;
 
 use crate::attention::{AttentionRequest, ResolveOutcome, check_resolution, resolve_in};
 use crate::error::StoreError;
 use crate::events::{EnqueueOutcome, enqueue_in};
 use crate::llm::replace_prompt_overlay_in;
+use crate::missions::steering_instance_in;
 use crate::modes::{ModeChange, set_active_mode_in};
 use crate::store::Store;
 
@@ -57,6 +66,10 @@ pub struct DecisionOutcome {
     /// earlier answer already enqueued it); `None` for an instance-less
     /// request.
     pub resume: Option<EnqueueOutcome>,
+    /// The `DecisionResolved` this call enqueued to the steering instance
+    /// (only when it resolved a request that signals one, and a steering
+    /// instance exists); `None` on a repeat, which enqueues nothing.
+    pub steering_signal: Option<EnqueueOutcome>,
 }
 
 /// Repository handle, from [`Store::decisions`].
@@ -76,8 +89,12 @@ impl Decisions<'_> {
     /// this call resolved it and `approved_mode` is set, set the request's
     /// instance to that mode (source `approval`, linked to the request);
     /// then enqueue the resume built by `resume_payload` from the stored
-    /// row (never from a later caller's answer). A retry of a resolved
-    /// request changes no mode and returns (or heals) the one resume. Any
+    /// row (never from a later caller's answer); when this call resolved a
+    /// request that signals a steering instance (a decision raised on
+    /// behalf of a mission, a mission question), enqueue its
+    /// `DecisionResolved` too. A retry of a resolved request changes no
+    /// mode, enqueues no `DecisionResolved` and returns (or heals) the one
+    /// resume. Any
     /// failure — unknown mode, missing instance, oversized payload, a
     /// database error — rolls everything back: the request stays open.
     pub async fn respond(
@@ -143,11 +160,51 @@ impl Decisions<'_> {
             ),
             None => None,
         };
+        // Only the resolving call signals, inside its own transaction: a
+        // repeat (or the loser of a race, which waited on the row lock and
+        // found it resolved) enqueues nothing, and a rollback takes the
+        // event with the resolution.
+        let signal = resolve
+            .resolved_now
+            .then(|| {
+                DecisionResolvedSignal::for_request(
+                    request.kind,
+                    request.instance_id,
+                    &request.metadata,
+                )
+            })
+            .flatten();
+        let steering_signal = match signal {
+            Some(signal) => match steering_instance_in(tx.conn(), signal.target).await? {
+                Some(steering) => Some(
+                    enqueue_in(
+                        tx.conn(),
+                        self.store.options().max_event_payload_bytes,
+                        tenant_id,
+                        steering,
+                        genesis_core::AgentEventKind::DecisionResolved,
+                        &signal.payload(
+                            request.id,
+                            request.kind,
+                            request.instance_id,
+                            request.resolution.as_deref(),
+                            request.resolution_notes.as_deref(),
+                        ),
+                        None,
+                        None,
+                    )
+                    .await?,
+                ),
+                None => None,
+            },
+            None => None,
+        };
         tx.commit().await?;
         Ok(DecisionOutcome {
             resolve,
             mode_change,
             resume,
+            steering_signal,
         })
     }
 }

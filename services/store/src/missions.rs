@@ -2,11 +2,14 @@
 //! the operator moves through its lifecycle. Owns create, get, list and the
 //! status change that, in ONE transaction, updates the mission and enqueues
 //! `MissionStateChanged {missionId, from, to}` to its steering instance
-//! through the schema's single enqueue function (`genesis_enqueue_event`).
+//! through the schema's single enqueue function (`genesis_enqueue_event`);
+//! and the steering lookups of the decision transaction (whom a resolved
+//! mission decision signals, whether a SOA steers a mission).
 //! Must never start a mission agent, and never write a status outside the
 //! transition table of [`MissionStatus::can_become`].
 
 use chrono::{DateTime, Utc};
+use genesis_core::signals::SteeringTarget;
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -235,6 +238,51 @@ impl Missions<'_> {
         tx.commit().await?;
         Ok(StatusChange { mission, event })
     }
+}
+
+/// The steering instance a `DecisionResolved` goes to, on the caller's
+/// tenant transaction (RLS confines both reads to its tenant): the named
+/// mission's `steering_instance_id`, or the tenant's SOA (the first
+/// created, as coding tasks pick it). `None` when the mission is not the
+/// tenant's, has no steering instance, or the tenant has no SOA.
+pub(crate) async fn steering_instance_in(
+    conn: &mut sqlx::PgConnection,
+    target: SteeringTarget,
+) -> Result<Option<Uuid>, StoreError> {
+    let steering: Option<Option<Uuid>> = match target {
+        SteeringTarget::Mission(mission_id) => {
+            sqlx::query_scalar("SELECT steering_instance_id FROM missions WHERE id = $1")
+                .bind(mission_id)
+                .fetch_optional(conn)
+                .await?
+        }
+        SteeringTarget::TenantSoa => {
+            sqlx::query_scalar(
+                "SELECT id FROM agent_instances WHERE agent_type = 'Soa'
+                 ORDER BY created_at, id LIMIT 1",
+            )
+            .fetch_optional(conn)
+            .await?
+        }
+    };
+    Ok(steering.flatten())
+}
+
+/// Whether `mission_id` is a mission of the caller's tenant steered by
+/// `instance_id` (what `soa_propose_decision` requires of a decision raised
+/// on behalf of a mission), on the caller's tenant transaction.
+pub async fn is_steered_by_in(
+    conn: &mut sqlx::PgConnection,
+    mission_id: Uuid,
+    instance_id: Uuid,
+) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM missions WHERE id = $1 AND steering_instance_id = $2)",
+    )
+    .bind(mission_id)
+    .bind(instance_id)
+    .fetch_one(conn)
+    .await?)
 }
 
 /// Read the event out of `genesis_enqueue_event`'s answer; an instance the

@@ -2,7 +2,8 @@
 //! resolved, applied (with its `approval` audit row) and resumed atomically;
 //! a failure at any step inside the transaction leaves the request open and
 //! the mode unchanged; concurrent approvals apply the mode once and enqueue
-//! one resume; a retry heals a missing resume without re-applying the mode.
+//! one resume; a retry heals a missing resume without re-applying the mode;
+//! a `DecisionResolved` that cannot be enqueued rolls the resolution back.
 
 mod common;
 
@@ -428,6 +429,110 @@ async fn an_approved_redaction_replaces_the_overlay_unless_it_changed_since(
     assert_eq!(
         store.attention().get(t, gone.id).await?.status,
         AttentionStatus::Open
+    );
+    Ok(())
+}
+
+/// The steering instance's `DecisionResolved` is the resolving
+/// transaction's last step: when it cannot be enqueued (here, a payload
+/// over the limit while the raiser's resume fits), the resolution and the
+/// resume roll back with it and the request stays open; the answer that
+/// fits resolves, resumes and signals once.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_failed_decision_resolved_rolls_back_the_resolve_and_the_resume(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = Store::from_pool_with(
+        &pool,
+        StoreOptions {
+            max_event_payload_bytes: 400,
+            ..StoreOptions::default()
+        },
+    );
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    let mission = store
+        .missions()
+        .create(
+            t,
+            &genesis_store::NewMission {
+                steering_instance_id: Some(inst.id),
+                kind: "MissionResearch".into(),
+                title: "m".into(),
+                description: String::new(),
+                metadata: json!({}),
+            },
+        )
+        .await?;
+    let ar = store
+        .attention()
+        .create(
+            t,
+            NewAttentionRequest {
+                instance_id: Some(inst.id),
+                kind: AttentionKind::Decision,
+                title: "ship?".into(),
+                body: String::new(),
+                options: json!([]),
+                metadata: json!({"source": "soa", "soaInstanceId": inst.id,
+                                 "missionId": mission.id.to_string()}),
+            },
+        )
+        .await?;
+    let notes = "n".repeat(300);
+    let answer = |notes| DecisionAnswer {
+        resolution: "yes",
+        resolution_notes: notes,
+        resolved_by: "op",
+        approved_mode: None,
+        approved_overlay: None,
+    };
+    // The resume carries only the id here, so only the signal is over.
+    let id_only = |r: &AttentionRequest| json!({"attentionRequestId": r.id});
+    let err = store
+        .decisions()
+        .respond(t, ar.id, answer(Some(notes.as_str())), id_only)
+        .await
+        .expect_err("an oversized DecisionResolved is refused");
+    assert!(
+        matches!(err, StoreError::PayloadTooLarge { limit: 400, .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        store.attention().get(t, ar.id).await?.status,
+        AttentionStatus::Open
+    );
+    assert!(store.events().list(t, inst.id).await?.is_empty());
+
+    let ok = store
+        .decisions()
+        .respond(t, ar.id, answer(None), id_only)
+        .await?;
+    assert!(ok.resolve.resolved_now);
+    let signal = ok
+        .steering_signal
+        .expect("the steering instance is signalled");
+    assert_eq!(signal.event.event_kind, AgentEventKind::DecisionResolved);
+    assert_eq!(signal.event.instance_id, inst.id);
+    assert_eq!(signal.event.payload["missionId"], json!(mission.id));
+    let again = store
+        .decisions()
+        .respond(t, ar.id, answer(None), id_only)
+        .await?;
+    assert_eq!(again.steering_signal, None);
+    let kinds: Vec<_> = store
+        .events()
+        .list(t, inst.id)
+        .await?
+        .into_iter()
+        .map(|e| e.event_kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            AgentEventKind::OperatorAnsweredEscalation,
+            AgentEventKind::DecisionResolved
+        ]
     );
     Ok(())
 }

@@ -1014,6 +1014,80 @@ async fn soa_propose_decision_refuses_bad_arguments_and_writes_nothing(pool: PgP
     assert_eq!(count(&pool, "attention_requests").await, 1);
 }
 
+/// A decision raised on behalf of a mission names a mission this SOA
+/// steers (what wakes the steering instance with `DecisionResolved` when
+/// it is resolved); any other mission id is refused naming `missionId`,
+/// with nothing queued.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn soa_propose_decision_on_behalf_of_a_mission_names_only_a_mission_it_steers(pool: PgPool) {
+    use genesis_store::missions::NewMission;
+    let store = Store::from_pool(&pool);
+    let t = store.tenants().create("acme").await.unwrap().id;
+    let soa = instance(&store, t, AgentType::Soa, None).await;
+    let other_soa = instance(&store, t, AgentType::Soa, None).await;
+    let mission = |steering: Uuid| NewMission {
+        steering_instance_id: Some(steering),
+        kind: "MissionResearch".into(),
+        title: "map the failure modes".into(),
+        description: "research".into(),
+        metadata: json!({}),
+    };
+    let mine = store.missions().create(t, &mission(soa)).await.unwrap().id;
+    let theirs = store
+        .missions()
+        .create(t, &mission(other_soa))
+        .await
+        .unwrap()
+        .id;
+    let g = store.tenants().create("globex").await.unwrap().id;
+    let g_soa = instance(&store, g, AgentType::Soa, None).await;
+    let foreign = store
+        .missions()
+        .create(g, &mission(g_soa))
+        .await
+        .unwrap()
+        .id;
+    for bad in [
+        json!("not-a-uuid"),
+        json!(Uuid::new_v4().to_string()),
+        json!(theirs.to_string()),
+        json!(foreign.to_string()),
+        json!(7),
+    ] {
+        invalid(
+            call(
+                &store,
+                t,
+                soa,
+                "soa_propose_decision",
+                json!({"title": "Ship?", "missionId": bad}),
+            )
+            .await,
+            "missionId",
+        );
+    }
+    assert_eq!(
+        count(&pool, "attention_requests").await,
+        0,
+        "nothing queued"
+    );
+    let ok = call(
+        &store,
+        t,
+        soa,
+        "soa_propose_decision",
+        json!({"title": "Ship?", "missionId": mine.to_string()}),
+    )
+    .await
+    .unwrap();
+    let id: Uuid = ok["attentionRequestId"].as_str().unwrap().parse().unwrap();
+    let row = store.attention().get(t, id).await.unwrap();
+    assert_eq!(
+        row.metadata,
+        json!({"source": "soa", "soaInstanceId": soa.to_string(), "missionId": mine.to_string()})
+    );
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn an_action_limit_blocks_the_call_past_its_per_tick_count(pool: PgPool) {
     let mut s = serve(pool).await;

@@ -4,7 +4,10 @@
 //! exactly once, applies the approved mode through the mode chokepoint's
 //! statements with source `approval`, and enqueues the idempotent
 //! `OperatorAnsweredEscalation` to the originating instance carrying
-//! `{resolution, resolutionNotes, attentionRequestId}`. An approved
+//! `{resolution, resolutionNotes, attentionRequestId}`; resolving a
+//! decision raised on behalf of a mission, or a mission question, also
+//! enqueues `DecisionResolved` to the steering instance in that
+//! transaction, by the resolving call only. An approved
 //! `redaction` (the Prompt Engineer's proposal) replaces the preset's
 //! prompt overlay in that same transaction; a stale proposal (the overlay
 //! changed since) is FAILED_PRECONDITION with nothing resolved. Must never
@@ -217,6 +220,12 @@ impl DecisionService for Decisions {
                     .await
                     .map_err(store_status)?;
                 let resolved = &outcome.resolve.request;
+                if let Some(signal) = &outcome.steering_signal {
+                    tracing::info!(
+                        tenant = %t, decision = %resolved.id, instance = %signal.event.instance_id,
+                        "decision resolved; DecisionResolved enqueued to the steering instance"
+                    );
+                }
                 let resume_event_id = outcome.resume.map(|r| r.event.id);
                 Ok(v1::RespondDecisionResponse {
                     decision: Some(convert::decision(resolved)),

@@ -5,9 +5,10 @@
 //! `options` are the suggested answers. When the operator resolves it,
 //! control enqueues the answer back to the asking instance (an
 //! `OperatorAnsweredEscalation` carrying `{attentionRequestId, resolution,
-//! resolutionNotes}`, or `DecisionResolved` to a steering instance), which
-//! the mission resumes from as refinement guidance. Must never enqueue that
-//! event itself (the agent never enqueues) nor block the tick.
+//! resolutionNotes}`), which the mission resumes from as refinement
+//! guidance, and `DecisionResolved` to the steering instance (the tenant's
+//! SOA; see `genesis_core::signals`). Must never enqueue either event
+//! itself (the agent never enqueues) nor block the tick.
 
 use serde_json::{Value, json};
 

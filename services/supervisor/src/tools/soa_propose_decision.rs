@@ -1,12 +1,17 @@
 //! `soa_propose_decision`: the agent's escalation to a human (spec §2.4).
 //! Creates an open attention request of kind `decision` carrying
 //! `{source: "soa", soaInstanceId}` so it lands on the operator's decision
-//! queue and on this instance's open-items roster. Must never resolve or
-//! act on the decision itself: the operator's answer comes back as an
-//! `OperatorAnsweredEscalation` event enqueued by control.
+//! queue and on this instance's open-items roster. A decision raised on
+//! behalf of a mission names it (`missionId`, a mission this instance
+//! steers, else refused with nothing written): its resolution also wakes
+//! the mission's steering instance with `DecisionResolved` (spec §3.1).
+//! Must never resolve or act on the decision itself: the operator's answer
+//! comes back as an `OperatorAnsweredEscalation` event (and, for a
+//! mission's decision, `DecisionResolved`) enqueued by control.
 
 use serde_json::{Value, json};
 
+use super::args::{INVALID, optional_uuid};
 use super::{Tool, ToolContext, ToolError};
 
 /// The escalation verb.
@@ -36,6 +41,10 @@ impl Tool for SoaProposeDecision {
                     "type": "array",
                     "maxItems": 10,
                     "items": {"type": "string", "minLength": 1, "maxLength": 200}
+                },
+                "missionId": {
+                    "type": "string", "minLength": 36, "maxLength": 36,
+                    "description": "The mission (one you steer) this decision is raised on behalf of."
                 }
             }
         })
@@ -54,7 +63,19 @@ impl Tool for SoaProposeDecision {
         }
         let body = args.get("body").and_then(Value::as_str).unwrap_or_default();
         let options = args.get("options").cloned().unwrap_or_else(|| json!([]));
-        let metadata = json!({"source": "soa", "soaInstanceId": ctx.instance_id.to_string()});
+        let mission_id = optional_uuid(args, "missionId")?;
+        let mut metadata = json!({"source": "soa", "soaInstanceId": ctx.instance_id.to_string()});
+        if let Some(mission_id) = mission_id {
+            if !genesis_store::missions::is_steered_by_in(ctx.conn, mission_id, ctx.instance_id)
+                .await?
+            {
+                return Err(ToolError::new(
+                    INVALID,
+                    format!("$.missionId: {mission_id} is not a mission you steer"),
+                ));
+            }
+            metadata[genesis_core::signals::MISSION_ID_KEY] = json!(mission_id.to_string());
+        }
         let row = genesis_store::attention::insert_in(
             ctx.conn,
             ctx.tenant_id,
