@@ -509,6 +509,7 @@ impl ScriptedProvider {
                         .sum::<usize>(),
             ),
             cache_read_tokens: 0,
+            cache_write_tokens: 0,
         };
         ChatResponse {
             text,

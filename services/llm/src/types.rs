@@ -97,16 +97,38 @@ pub struct ToolCall {
     pub arguments: serde_json::Value,
 }
 
-/// Token usage a provider reported for one call; cost is computed from this
-/// server-side, never by the caller.
+/// Token usage a provider reported for one call, normalised so that the
+/// four counts are disjoint and each is billed at exactly one price; cost
+/// is computed from this server-side, never by the caller.
+///
+/// Providers count differently: OpenAI's `prompt_tokens` already includes
+/// `prompt_tokens_details.cached_tokens`, while Anthropic's `input_tokens`
+/// excludes both `cache_read_input_tokens` and
+/// `cache_creation_input_tokens`. Each provider module converts its own
+/// counts into this shape, so `input + cache_read + cache_write` is always
+/// the whole prompt and no token is priced twice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens billed.
+    /// Prompt tokens billed at the plain input price (neither read from nor
+    /// written to the provider's cache).
     pub input_tokens: u64,
-    /// Completion tokens billed.
+    /// Completion tokens billed, reasoning tokens included.
     pub output_tokens: u64,
-    /// Prompt tokens served from the provider's cache.
+    /// Prompt tokens served from the provider's cache (cache-read price).
     pub cache_read_tokens: u64,
+    /// Prompt tokens written to the provider's cache (cache-write price;
+    /// Anthropic's `cache_creation_input_tokens`, zero for OpenAI).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// Every prompt token of the call, whatever it was billed at.
+    pub fn prompt_tokens(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.cache_read_tokens)
+            .saturating_add(self.cache_write_tokens)
+    }
 }
 
 /// Why the model stopped producing output.

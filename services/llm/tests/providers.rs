@@ -59,7 +59,8 @@ async fn anthropic_parses_tool_calls_usage_and_served_model() {
         Usage {
             input_tokens: 120,
             output_tokens: 33,
-            cache_read_tokens: 7
+            cache_read_tokens: 7,
+            cache_write_tokens: 0,
         }
     );
     assert_eq!(response.stop_reason, StopReason::ToolUse);
@@ -265,9 +266,10 @@ async fn openai_parses_function_tool_calls_and_usage() {
     assert_eq!(
         response.usage,
         Usage {
-            input_tokens: 50,
+            input_tokens: 46,
             output_tokens: 9,
-            cache_read_tokens: 4
+            cache_read_tokens: 4,
+            cache_write_tokens: 0,
         }
     );
     assert_eq!(response.stop_reason, StopReason::ToolUse);
