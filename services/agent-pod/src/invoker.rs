@@ -423,6 +423,7 @@ impl Invoker {
                 input_tokens: to_i64(attempt.usage.input_tokens),
                 output_tokens: to_i64(attempt.usage.output_tokens),
                 cache_read_tokens: to_i64(attempt.usage.cache_read_tokens),
+                cache_write_tokens: to_i64(attempt.usage.cache_write_tokens),
                 latency_ms: to_i64(attempt.latency_ms),
                 error_message: attempt.error.clone().unwrap_or_default(),
             });

@@ -331,6 +331,14 @@ pub enum PricingCmd {
         /// Output price, dollars per million tokens.
         #[arg(value_name = "OUT", allow_negative_numbers = true)]
         output_per_mtok: f64,
+        /// Cache-read price, dollars per million tokens (default: the
+        /// row's, or the input price for a new model).
+        #[arg(long, value_name = "USD", allow_negative_numbers = true)]
+        cache_read: Option<f64>,
+        /// Cache-write price, dollars per million tokens (default: the
+        /// row's, or 1.25 times the input price for a new model).
+        #[arg(long, value_name = "USD", allow_negative_numbers = true)]
+        cache_write: Option<f64>,
     },
 }
 
@@ -922,11 +930,38 @@ mod tests {
                         model,
                         input_per_mtok,
                         output_per_mtok,
+                        cache_read,
+                        cache_write,
                     }),
             }) => {
                 assert_eq!(model, "claude-opus-4-8");
                 assert_eq!((input_per_mtok, output_per_mtok), (15.0, 75.0));
+                assert_eq!((cache_read, cache_write), (None, None));
             }
+            other => panic!("unexpected {other:?}"),
+        }
+        let cli = parse(&[
+            "llm",
+            "pricing",
+            "set",
+            "claude-sonnet-4-5",
+            "3",
+            "15",
+            "--cache-read",
+            "0.3",
+            "--cache-write",
+            "3.75",
+        ])
+        .expect("parses");
+        match cli.command {
+            Command::Llm(LlmCmd::Pricing {
+                action:
+                    Some(PricingCmd::Set {
+                        cache_read,
+                        cache_write,
+                        ..
+                    }),
+            }) => assert_eq!((cache_read, cache_write), (Some(0.3), Some(3.75))),
             other => panic!("unexpected {other:?}"),
         }
     }

@@ -165,6 +165,8 @@ const PRICING_COLS: &[Column] = &[
     col("MODEL", "model"),
     col("IN $/MTOK", "input_per_mtok"),
     col("OUT $/MTOK", "output_per_mtok"),
+    col("CACHE READ", "cache_read_per_mtok"),
+    col("CACHE WRITE", "cache_write_per_mtok"),
     col("UPDATED", "updated_at"),
 ];
 
@@ -767,12 +769,20 @@ async fn llm(ctx: &mut Ctx<'_>, cmd: &LlmCmd) -> Result<(), CliError> {
                     model,
                     input_per_mtok,
                     output_per_mtok,
+                    cache_read,
+                    cache_write,
                 }),
         } => {
             let req = v1::SetPricingRequest {
                 model: non_empty("MODEL", model)?,
                 input_per_mtok: validate::price("IN", *input_per_mtok)?,
                 output_per_mtok: validate::price("OUT", *output_per_mtok)?,
+                cache_read_per_mtok: cache_read
+                    .map(|v| validate::price("--cache-read", v))
+                    .transpose()?,
+                cache_write_per_mtok: cache_write
+                    .map(|v| validate::price("--cache-write", v))
+                    .transpose()?,
             };
             let p = call!(ctx, llm.set_pricing(req));
             ctx.out.object(&p)

@@ -219,6 +219,137 @@ async fn a_preset_holding_a_secret_value_or_unknown_provider_is_refused_naming_t
 }
 
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_unpriced_model_or_a_chain_mixing_scripted_with_a_real_provider_is_refused(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let h = start(lane_config(&pool)).await?;
+    let mut llm = v1::llm_service_client::LlmServiceClient::new(h.channel().await?);
+    let chain = |name: &str, primary: v1::PresetCouple, fallback: Vec<v1::PresetCouple>| {
+        v1::UpsertPresetRequest {
+            tenant_id: t.to_string(),
+            preset: Some(v1::Preset {
+                name: name.into(),
+                primary: Some(primary),
+                fallback_chain: fallback,
+                ..Default::default()
+            }),
+        }
+    };
+    let op2 = op.clone();
+    let presets = move |llm: v1::llm_service_client::LlmServiceClient<_>| {
+        let op = op2.clone();
+        async move {
+            let mut llm = llm;
+            let listed = llm
+                .list_presets(req(
+                    v1::ListPresetsRequest {
+                        tenant_id: t.to_string(),
+                    },
+                    &op,
+                ))
+                .await?
+                .into_inner();
+            anyhow::Ok(
+                listed
+                    .presets
+                    .into_iter()
+                    .map(|p| p.name)
+                    .filter(|n| n != "Default")
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+    // A real chain that ends on the scripted provider.
+    let e = llm
+        .upsert_preset(req(
+            chain(
+                "mixed",
+                couple("gpt-4o", "openai", &["OPENAI_API_KEY"]),
+                vec![couple("scripted-1", "scripted", &[])],
+            ),
+            &op,
+        ))
+        .await
+        .expect_err("mixed chain");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("scripted"), "{}", e.message());
+    // A model the pricing table does not know, in the fallback chain.
+    let e = llm
+        .upsert_preset(req(
+            chain(
+                "unpriced",
+                couple("claude-opus-4-8", "anthropic", &["ANTHROPIC_API_KEY"]),
+                vec![couple("brand-new-model", "openai", &["OPENAI_API_KEY"])],
+            ),
+            &op,
+        ))
+        .await
+        .expect_err("unpriced model");
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    assert!(
+        e.message().contains("brand-new-model")
+            && e.message()
+                .contains("genesisctl llm pricing set brand-new-model"),
+        "{}",
+        e.message()
+    );
+    assert!(presets(llm.clone()).await?.is_empty(), "nothing written");
+    // A dated name is priced by its base model's row; all-scripted is fine.
+    let dated = llm
+        .upsert_preset(req(
+            chain(
+                "dated",
+                couple("gpt-4o-2024-08-06", "openai", &["OPENAI_API_KEY"]),
+                vec![],
+            ),
+            &op,
+        ))
+        .await?
+        .into_inner();
+    llm.upsert_preset(req(
+        chain("offline", couple("scripted-1", "scripted", &[]), vec![]),
+        &op,
+    ))
+    .await?;
+    // A price deleted after the preset was accepted: attaching it is refused.
+    sqlx::query("DELETE FROM llm_pricing WHERE model = 'gpt-4o'")
+        .execute(&pool)
+        .await?;
+    let e = llm
+        .attach_preset(req(
+            v1::AttachPresetRequest {
+                tenant_id: t.to_string(),
+                site_id: "Agent:Default".into(),
+                preset_id: dated.id.clone(),
+            },
+            &op,
+        ))
+        .await
+        .expect_err("its model lost its price");
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    assert!(e.message().contains("gpt-4o-2024-08-06"), "{}", e.message());
+    let sites = llm
+        .list_sites(req(
+            v1::ListSitesRequest {
+                tenant_id: t.to_string(),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner()
+        .sites;
+    assert_ne!(
+        site(&sites, "Agent:Default")?.attached_preset_id.as_deref(),
+        Some(dated.id.as_str()),
+        "the refused attach bound nothing"
+    );
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn pricing_is_platform_only_and_non_negative(pool: PgPool) -> anyhow::Result<()> {
     let store = store(&pool);
     let t = store.tenants().create("a").await?.id;
@@ -230,6 +361,8 @@ async fn pricing_is_platform_only_and_non_negative(pool: PgPool) -> anyhow::Resu
         model: "test-model-x".into(),
         input_per_mtok: input,
         output_per_mtok: 2.0,
+        cache_read_per_mtok: None,
+        cache_write_per_mtok: None,
     };
     let e = llm
         .set_pricing(req(set(1.0), &bound))

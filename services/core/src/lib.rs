@@ -18,6 +18,7 @@ pub mod modes;
 pub mod options;
 pub mod plan_hash;
 pub mod presets;
+pub mod pricing;
 pub mod prompt;
 pub mod rate;
 pub mod redact;

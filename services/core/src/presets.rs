@@ -27,9 +27,9 @@ pub const SEEDED_SITES: &[&str] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DefaultProvider {
-    /// Claude (`claude-opus-4-8`), then the scripted provider.
+    /// Claude (`claude-opus-4-8`) alone: no fake model behind it.
     Anthropic,
-    /// OpenAI-compatible (`gpt-4o`), then the scripted provider.
+    /// OpenAI-compatible (`gpt-4o`) alone: no fake model behind it.
     Openai,
     /// The offline scripted provider only (`scripted-1`): demo and tests.
     #[default]
@@ -99,31 +99,82 @@ const SCRIPTED: DefaultCouple = DefaultCouple {
     credentials: &[],
 };
 
-/// The code-default chain for `provider`, tried in order: anthropic →
-/// `claude-opus-4-8` then scripted; openai → `gpt-4o` then scripted;
-/// scripted → `scripted-1`.
+/// The code-default chain for `provider`: anthropic → `claude-opus-4-8`;
+/// openai → `gpt-4o`; scripted → `scripted-1`. A real provider's chain
+/// never ends on the scripted one: an operator whose provider fails must
+/// see the failure, not a canned answer billed as a real one.
 pub fn code_default(provider: DefaultProvider) -> Vec<DefaultCouple> {
     match provider {
-        DefaultProvider::Anthropic => vec![
-            DefaultCouple {
-                model: AGENT_DEFAULT_MODEL,
-                provider: "anthropic",
-                backend: "anthropic",
-                credentials: &["ANTHROPIC_API_KEY"],
-            },
-            SCRIPTED,
-        ],
-        DefaultProvider::Openai => vec![
-            DefaultCouple {
-                model: "gpt-4o",
-                provider: "openai",
-                backend: "openai",
-                credentials: &["OPENAI_API_KEY"],
-            },
-            SCRIPTED,
-        ],
+        DefaultProvider::Anthropic => vec![DefaultCouple {
+            model: AGENT_DEFAULT_MODEL,
+            provider: "anthropic",
+            backend: "anthropic",
+            credentials: &["ANTHROPIC_API_KEY"],
+        }],
+        DefaultProvider::Openai => vec![DefaultCouple {
+            model: "gpt-4o",
+            provider: "openai",
+            backend: "openai",
+            credentials: &["OPENAI_API_KEY"],
+        }],
         DefaultProvider::Scripted => vec![SCRIPTED],
     }
+}
+
+/// The provider label of the offline scripted provider.
+pub const SCRIPTED_PROVIDER: &str = "scripted";
+
+/// A preset's chain of `(model, provider)` couples, primary first, as an
+/// operator submits it: refused when it mixes the scripted provider with a
+/// real one. The scripted provider answers with canned text; behind a real
+/// provider it would turn an outage into a fake reply billed as a real one,
+/// and in front of one it would never let the real one answer. A chain is
+/// all-scripted (the demo, tests) or all-real.
+pub fn check_chain<'a, I>(couples: I) -> Result<(), CoreError>
+where
+    I: IntoIterator<Item = (&'a str, &'a str)>,
+{
+    let mut scripted = None;
+    let mut real = None;
+    for (i, (model, provider)) in couples.into_iter().enumerate() {
+        let slot = if provider == SCRIPTED_PROVIDER {
+            &mut scripted
+        } else {
+            &mut real
+        };
+        slot.get_or_insert((i, model, provider));
+    }
+    if let (Some((si, sm, _)), Some((ri, rm, rp))) = (scripted, real) {
+        return Err(CoreError::InvalidArgument {
+            field: "preset".to_owned(),
+            reason: format!(
+                "couple {si} ({sm}) uses the offline scripted provider and couple {ri} \
+                 ({rm}, {rp}) a real one; a chain is either all scripted (demo and tests) \
+                 or all real, so a provider failure never falls back to canned answers"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The models of a real-provider chain that no `llm_pricing` row prices
+/// (by [`crate::pricing::priced_name`]), in chain order without repeats.
+/// Scripted couples need no price: they spend nothing.
+pub fn unpriced_models<'a, I, P>(couples: I, priced: P) -> Vec<&'a str>
+where
+    I: IntoIterator<Item = (&'a str, &'a str)>,
+    P: IntoIterator<Item = &'a str> + Clone,
+{
+    let mut missing: Vec<&'a str> = Vec::new();
+    for (model, provider) in couples {
+        if provider != SCRIPTED_PROVIDER
+            && crate::pricing::priced_name(model, priced.clone()).is_none()
+            && !missing.contains(&model)
+        {
+            missing.push(model);
+        }
+    }
+    missing
 }
 
 #[cfg(test)]
@@ -131,13 +182,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_chain_is_all_scripted_or_all_real() {
+        assert!(check_chain([("claude-opus-4-8", "anthropic"), ("gpt-4o", "openai")]).is_ok());
+        assert!(check_chain([("scripted-1", "scripted"), ("scripted-2", "scripted")]).is_ok());
+        let err = check_chain([("gpt-4o", "openai"), ("scripted-1", "scripted")])
+            .expect_err("a real chain ending on scripted is refused");
+        let text = err.to_string();
+        assert!(text.contains("couple 1 (scripted-1)"), "{text}");
+        assert!(text.contains("couple 0 (gpt-4o, openai)"), "{text}");
+        assert!(
+            check_chain([("scripted-1", "scripted"), ("claude-opus-4-8", "anthropic")]).is_err()
+        );
+    }
+
+    #[test]
+    fn unpriced_models_are_listed_once_and_scripted_needs_no_price() {
+        let priced = ["gpt-4o", "claude-opus-4-8"];
+        let it = || priced.iter().copied();
+        assert_eq!(
+            unpriced_models(
+                [
+                    ("gpt-4o-2024-08-06", "openai"),
+                    ("o3", "openai"),
+                    ("scripted-1", "scripted"),
+                    ("o3", "openai"),
+                    ("claude-opus-4-8", "anthropic"),
+                ],
+                it()
+            ),
+            ["o3"]
+        );
+        assert!(unpriced_models([("gpt-4o", "openai")], it()).is_empty());
+    }
+
+    #[test]
     fn each_provider_has_its_default_chain() {
         let models = |p| code_default(p).iter().map(|c| c.model).collect::<Vec<_>>();
-        assert_eq!(
-            models(DefaultProvider::Anthropic),
-            ["claude-opus-4-8", "scripted-1"]
-        );
-        assert_eq!(models(DefaultProvider::Openai), ["gpt-4o", "scripted-1"]);
+        // No real provider's default chain falls back to the fake one.
+        assert_eq!(models(DefaultProvider::Anthropic), ["claude-opus-4-8"]);
+        assert_eq!(models(DefaultProvider::Openai), ["gpt-4o"]);
         assert_eq!(models(DefaultProvider::Scripted), ["scripted-1"]);
         assert_eq!(
             code_default(DefaultProvider::Anthropic)[0].credentials,

@@ -95,7 +95,45 @@ pub struct PricingRow {
     pub input_usd_per_mtok: f64,
     pub output_usd_per_mtok: f64,
     pub cache_read_usd_per_mtok: f64,
+    /// Prompt tokens written to the provider's cache (Anthropic's
+    /// `cache_creation_input_tokens`).
+    #[serde(default)]
+    pub cache_write_usd_per_mtok: f64,
     pub updated_at: DateTime<Utc>,
+}
+
+impl PricingRow {
+    /// The four prices as core's cost formula takes them.
+    pub fn price(&self) -> genesis_core::pricing::ModelPrice {
+        genesis_core::pricing::ModelPrice {
+            input_usd_per_mtok: self.input_usd_per_mtok,
+            output_usd_per_mtok: self.output_usd_per_mtok,
+            cache_read_usd_per_mtok: self.cache_read_usd_per_mtok,
+            cache_write_usd_per_mtok: self.cache_write_usd_per_mtok,
+        }
+    }
+}
+
+/// The price row chosen for an attempt and how it was matched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChosenPrice {
+    pub row: PricingRow,
+    /// `Exact` or `Prefix`.
+    pub source: genesis_core::pricing::PricingSource,
+}
+
+/// The row among `rows` that prices an attempt of `requested` served as
+/// `served`, by core's one matching rule ([`genesis_core::pricing::choose_price`]).
+pub fn choose_pricing(served: &str, requested: &str, rows: &[PricingRow]) -> Option<ChosenPrice> {
+    let (name, source) = genesis_core::pricing::choose_price(
+        served,
+        requested,
+        rows.iter().map(|r| r.model.as_str()),
+    )?;
+    rows.iter().find(|r| r.model == name).map(|r| ChosenPrice {
+        row: r.clone(),
+        source,
+    })
 }
 
 /// An `llm_call_snapshots` row.
@@ -135,6 +173,13 @@ pub struct CallAttemptRow {
     pub latency_ms: i64,
     pub cost_usd: f64,
     pub error_message: String,
+    /// The price row's model the attempt was billed at (`None` before
+    /// attempts recorded it, and for `fallback` and `free`).
+    #[serde(default)]
+    pub priced_as: Option<String>,
+    /// `exact`, `prefix`, `fallback` or `free`.
+    #[serde(default)]
+    pub pricing_source: Option<String>,
 }
 
 /// One attempt to record, already priced by the caller.
@@ -154,10 +199,17 @@ pub struct NewCallAttempt {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cache_read_tokens: i64,
+    /// Prompt tokens written to the provider's cache (disjoint from
+    /// `input_tokens` and `cache_read_tokens`).
+    pub cache_write_tokens: i64,
     pub latency_ms: i64,
     pub error_message: String,
     /// Computed by the supervisor from the usage and the pricing table.
     pub cost_usd: f64,
+    /// The price row's model the cost was computed with, when a row was.
+    pub priced_as: Option<String>,
+    /// How the price was chosen; set by the supervisor with the cost.
+    pub pricing_source: Option<genesis_core::pricing::PricingSource>,
     /// SHA-256 (64 lowercase hex) of the applied prompt overlay, if any;
     /// kept from the first attempt that reports one.
     pub prompt_overlay_sha256: Option<String>,
@@ -169,8 +221,10 @@ pub struct RecordContext {
     pub agent_type: genesis_core::AgentType,
     /// `system_configs`, the tenant's rows over the global ones.
     pub configs: std::collections::BTreeMap<String, String>,
-    /// The served model's price, else the requested model's.
-    pub price: Option<PricingRow>,
+    /// Every price row whose model name begins the served or the requested
+    /// name: the candidates [`choose_pricing`] picks from.
+    #[serde(default)]
+    pub prices: Vec<PricingRow>,
     /// The catalogue epoch the price was read at (migration 0084: a price
     /// write raises it), so a price is held only while it is current.
     #[serde(default)]
@@ -231,6 +285,7 @@ impl NewCallAttempt {
         check_count("attempt.input_tokens", self.input_tokens)?;
         check_count("attempt.output_tokens", self.output_tokens)?;
         check_count("attempt.cache_read_tokens", self.cache_read_tokens)?;
+        check_count("attempt.cache_write_tokens", self.cache_write_tokens)?;
         check_count("attempt.latency_ms", self.latency_ms)?;
         if let Some(h) = &self.prompt_overlay_sha256
             && !genesis_core::prompt::is_overlay_sha256(h)
@@ -436,12 +491,14 @@ impl Llm<'_> {
         input_usd_per_mtok: f64,
         output_usd_per_mtok: f64,
         cache_read_usd_per_mtok: f64,
+        cache_write_usd_per_mtok: f64,
     ) -> Result<PricingRow, StoreError> {
         check_text("model", model, 200)?;
         for (f, v) in [
             ("input_usd_per_mtok", input_usd_per_mtok),
             ("output_usd_per_mtok", output_usd_per_mtok),
             ("cache_read_usd_per_mtok", cache_read_usd_per_mtok),
+            ("cache_write_usd_per_mtok", cache_write_usd_per_mtok),
         ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(StoreError::invalid(
@@ -451,17 +508,20 @@ impl Llm<'_> {
             }
         }
         let row: serde_json::Value = sqlx::query_scalar(
-            "INSERT INTO llm_pricing (model, input_usd_per_mtok, output_usd_per_mtok, cache_read_usd_per_mtok)
-             VALUES ($1, $2, $3, $4)
+            "INSERT INTO llm_pricing (model, input_usd_per_mtok, output_usd_per_mtok, cache_read_usd_per_mtok,
+                                      cache_write_usd_per_mtok)
+             VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (model) DO UPDATE SET input_usd_per_mtok = EXCLUDED.input_usd_per_mtok,
                  output_usd_per_mtok = EXCLUDED.output_usd_per_mtok,
-                 cache_read_usd_per_mtok = EXCLUDED.cache_read_usd_per_mtok, updated_at = now()
+                 cache_read_usd_per_mtok = EXCLUDED.cache_read_usd_per_mtok,
+                 cache_write_usd_per_mtok = EXCLUDED.cache_write_usd_per_mtok, updated_at = now()
              RETURNING to_jsonb(llm_pricing.*)",
         )
         .bind(model)
         .bind(input_usd_per_mtok)
         .bind(output_usd_per_mtok)
         .bind(cache_read_usd_per_mtok)
+        .bind(cache_write_usd_per_mtok)
         .fetch_one(self.store.system_pool())
         .await?;
         decode(row)
@@ -750,13 +810,21 @@ pub(crate) fn attempt_object(
         "provider": attempt.provider,
         "credential_name": attempt.credential_name,
         "outcome": attempt.outcome,
-        "input_tokens": attempt.input_tokens,
+        // The snapshot counts the whole prompt; the attempt's usage keeps
+        // the four disjoint counts it was billed by.
+        "input_tokens": attempt
+            .input_tokens
+            .saturating_add(attempt.cache_read_tokens)
+            .saturating_add(attempt.cache_write_tokens),
         "output_tokens": attempt.output_tokens,
         "usage": {
             "input_tokens": attempt.input_tokens,
             "output_tokens": attempt.output_tokens,
             "cache_read_tokens": attempt.cache_read_tokens,
+            "cache_write_tokens": attempt.cache_write_tokens,
         },
+        "priced_as": attempt.priced_as,
+        "pricing_source": attempt.pricing_source.map(|s| s.as_str()),
         "latency_ms": attempt.latency_ms,
         "cost_usd": attempt.cost_usd,
         "error_message": error_message,

@@ -233,14 +233,23 @@ async fn a_price_write_raises_the_epoch_the_attempt_context_reports(
     let store = store(&pool);
     let t = tenant(&store, "a").await?;
     let inst = soa(&store, t).await?;
+    let price = |ctx: &genesis_store::llm::RecordContext| {
+        genesis_store::llm::choose_pricing("gpt-4o-2024-08-06", "gpt-4o", &ctx.prices)
+            .map(|c| (c.row.model, c.row.input_usd_per_mtok, c.source.as_str()))
+    };
     let ctx = store
         .llm()
-        .record_context(t, inst.id, "scripted-1", "scripted-1")
+        .record_context(t, inst.id, "gpt-4o-2024-08-06", "gpt-4o")
         .await?;
     assert_eq!(ctx.catalogue_epoch, epoch(&pool).await);
-    assert_eq!(ctx.price.as_ref().unwrap().input_usd_per_mtok, 3.0);
+    // The candidates are the rows that begin either name, and the dated
+    // served name is priced by its base model's row.
+    let mut names: Vec<_> = ctx.prices.iter().map(|p| p.model.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["gpt-4o"]);
+    assert_eq!(price(&ctx), Some(("gpt-4o".into(), 2.5, "prefix")));
     let writes = [
-        "UPDATE llm_pricing SET input_usd_per_mtok = 4 WHERE model = 'scripted-1'",
+        "UPDATE llm_pricing SET input_usd_per_mtok = 4 WHERE model = 'gpt-4o'",
         "INSERT INTO llm_pricing (model, input_usd_per_mtok, output_usd_per_mtok) VALUES ('new-1', 1, 2)",
         "DELETE FROM llm_pricing WHERE model = 'new-1'",
     ];
@@ -255,10 +264,10 @@ async fn a_price_write_raises_the_epoch_the_attempt_context_reports(
         assert!(after > before, "{sql}: {before} -> {after}");
         let ctx = store
             .llm()
-            .record_context(t, inst.id, "scripted-1", "scripted-1")
+            .record_context(t, inst.id, "gpt-4o-2024-08-06", "gpt-4o")
             .await?;
         assert_eq!(ctx.catalogue_epoch, after, "{sql}");
-        assert_eq!(ctx.price.as_ref().unwrap().input_usd_per_mtok, 4.0);
+        assert_eq!(price(&ctx), Some(("gpt-4o".into(), 4.0, "prefix")));
     }
     Ok(())
 }

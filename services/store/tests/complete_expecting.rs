@@ -423,6 +423,9 @@ fn priced(c: &TickClaim, cost: f64) -> PricedAttempt {
             latency_ms: 3,
             error_message: String::new(),
             cost_usd: cost,
+            cache_write_tokens: 0,
+            priced_as: None,
+            pricing_source: None,
             prompt_overlay_sha256: None,
         },
         credit: CreditDraw {

@@ -69,7 +69,8 @@ async fn seeding_twice_creates_one_preset_bound_to_both_family_sites(pool: PgPoo
     assert_eq!(presets[0].id, preset_id);
     assert_eq!(presets[0].name, "Default");
     let models: Vec<_> = presets[0].couples().into_iter().map(|c| c.model).collect();
-    assert_eq!(models, ["claude-opus-4-8", "scripted-1"]);
+    // A real provider's seed never falls back to the scripted one.
+    assert_eq!(models, ["claude-opus-4-8"]);
     let bindings = store
         .llm()
         .bindings_for(

@@ -57,6 +57,9 @@ fn attempt(instance_id: Uuid, session: Uuid, cost: f64) -> NewCallAttempt {
         latency_ms: 12,
         error_message: String::new(),
         cost_usd: cost,
+        cache_write_tokens: 0,
+        priced_as: None,
+        pricing_source: None,
         prompt_overlay_sha256: None,
     }
 }
@@ -170,21 +173,45 @@ async fn pricing_is_seeded_and_settable(pool: PgPool) {
             .unwrap()
             .is_none()
     );
-    store.llm().set_pricing("m-x", 1.0, 2.0, 0.0).await.unwrap();
+    store
+        .llm()
+        .set_pricing("m-x", 1.0, 2.0, 0.1, 1.25)
+        .await
+        .unwrap();
+    let row = store.llm().pricing("m-x").await.unwrap().unwrap();
     assert_eq!(
-        store
-            .llm()
-            .pricing("m-x")
-            .await
-            .unwrap()
-            .unwrap()
-            .output_usd_per_mtok,
-        2.0
+        (
+            row.input_usd_per_mtok,
+            row.output_usd_per_mtok,
+            row.cache_read_usd_per_mtok,
+            row.cache_write_usd_per_mtok
+        ),
+        (1.0, 2.0, 0.1, 1.25)
     );
-    assert!(matches!(
-        store.llm().set_pricing("m-x", -1.0, 2.0, 0.0).await,
-        Err(StoreError::InvalidArgument { .. })
-    ));
+    for bad in [(-1.0, 0.0), (1.0, -0.5), (1.0, f64::NAN)] {
+        assert!(matches!(
+            store.llm().set_pricing("m-x", bad.0, 2.0, 0.0, bad.1).await,
+            Err(StoreError::InvalidArgument { .. })
+        ));
+    }
+    // The seeded rows: Claude cache writes at 1.25x input, scripted free.
+    let sonnet = store
+        .llm()
+        .pricing("claude-sonnet-4-5")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(sonnet.cache_write_usd_per_mtok, 3.75);
+    let scripted = store.llm().pricing("scripted-1").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            scripted.input_usd_per_mtok,
+            scripted.output_usd_per_mtok,
+            scripted.cache_read_usd_per_mtok,
+            scripted.cache_write_usd_per_mtok
+        ),
+        (0.0, 0.0, 0.0, 0.0)
+    );
 }
 
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]

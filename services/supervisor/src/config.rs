@@ -68,6 +68,16 @@ pub struct SupervisorConfig {
     /// then scripted) or `scripted` (`scripted-1` only: demo and tests).
     #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", default_value_t = DefaultProvider::Scripted, value_parser = genesis_core::presets::DefaultProvider::parse_arg)]
     pub default_provider: DefaultProvider,
+    /// Dollars per million prompt tokens charged for an attempt whose model
+    /// has no `llm_pricing` row (a price deleted after its preset was
+    /// accepted). Never zero: an unpriced model must still draw down the
+    /// weekly credit. Cache reads and writes are charged at this price too.
+    #[arg(long, env = "GENESIS_UNPRICED_INPUT_USD_PER_MTOK", default_value_t = 15.0, value_parser = positive_price, allow_negative_numbers = true)]
+    pub unpriced_input_usd_per_mtok: f64,
+    /// Dollars per million completion tokens for an unpriced model (see
+    /// `GENESIS_UNPRICED_INPUT_USD_PER_MTOK`).
+    #[arg(long, env = "GENESIS_UNPRICED_OUTPUT_USD_PER_MTOK", default_value_t = 75.0, value_parser = positive_price, allow_negative_numbers = true)]
+    pub unpriced_output_usd_per_mtok: f64,
     /// Milliseconds an admitted agent-pod token is remembered before it is
     /// looked up again (0: every RPC looks it up). Any change to
     /// `api_tokens` (a revocation) empties the memory as soon as it
@@ -121,6 +131,16 @@ impl std::fmt::Debug for SupervisorConfig {
     }
 }
 
+/// A fallback price: a finite number of dollars above zero.
+fn positive_price(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "{text:?} is not a price: expected dollars per million tokens, a finite number above 0"
+        )),
+    }
+}
+
 fn mebibytes(mb: u64) -> usize {
     usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
 }
@@ -132,6 +152,14 @@ impl SupervisorConfig {
         let mut c = Self::parse_from(["genesis-supervisor"]);
         c.database_url = database_url.to_owned();
         c
+    }
+
+    /// The price charged for a model with no `llm_pricing` row.
+    pub fn unpriced_price(&self) -> genesis_core::pricing::ModelPrice {
+        genesis_core::pricing::ModelPrice::fallback(
+            self.unpriced_input_usd_per_mtok,
+            self.unpriced_output_usd_per_mtok,
+        )
     }
 
     /// The ledger-tail cache's budget in bytes.
@@ -174,6 +202,30 @@ mod tests {
         let t: toml::Table = c.dump().parse().expect("the dump is TOML");
         assert_eq!(t["lease_ttl_secs"].as_integer(), Some(60));
         assert!(!t.contains_key("dump_config"), "{t:?}");
+    }
+
+    #[test]
+    fn the_unpriced_fallback_is_never_zero() {
+        use clap::Parser as _;
+        let c = SupervisorConfig::for_tests("postgres://x");
+        let p = c.unpriced_price();
+        assert_eq!((p.input_usd_per_mtok, p.output_usd_per_mtok), (15.0, 75.0));
+        for bad in ["0", "-1", "NaN", "inf", "cheap"] {
+            let err = SupervisorConfig::try_parse_from([
+                "genesis-supervisor",
+                "--unpriced-output-usd-per-mtok",
+                bad,
+            ])
+            .expect_err(bad);
+            assert!(err.to_string().contains("is not a price"), "{bad}: {err}");
+        }
+        let c = SupervisorConfig::try_parse_from([
+            "genesis-supervisor",
+            "--unpriced-input-usd-per-mtok",
+            "2.5",
+        ])
+        .expect("a positive price parses");
+        assert_eq!(c.unpriced_input_usd_per_mtok, 2.5);
     }
 
     #[test]

@@ -134,6 +134,7 @@ pub async fn serve(
         default_provider: config.default_provider,
         ledger_cache_bytes: config.ledger_cache_bytes(),
         catalogue_cache_bytes: config.catalogue_cache_bytes(),
+        unpriced_price: config.unpriced_price(),
     };
     let service = AgentPodService::new(
         parts.store.clone(),

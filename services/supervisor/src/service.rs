@@ -71,6 +71,8 @@ pub struct ServiceSettings {
     /// Bytes of bundle catalogues held between claims (0: none; every claim
     /// is sent the catalogue).
     pub catalogue_cache_bytes: usize,
+    /// What an attempt of a model with no price row is charged.
+    pub unpriced_price: genesis_core::pricing::ModelPrice,
 }
 
 /// The AgentPod implementation.
@@ -155,18 +157,42 @@ fn budget_to_proto(b: &BudgetEnvelope) -> pb::BudgetEnvelope {
     }
 }
 
-/// Cost of an attempt from its usage: dollars per million tokens for input,
-/// output and cache reads.
-pub fn attempt_cost(
-    pricing: &genesis_store::llm::PricingRow,
-    input: i64,
-    output: i64,
-    cache_read: i64,
-) -> f64 {
-    let f = |n: i64| n.max(0) as f64 / 1_000_000.0;
-    f(input) * pricing.input_usd_per_mtok
-        + f(output) * pricing.output_usd_per_mtok
-        + f(cache_read) * pricing.cache_read_usd_per_mtok
+/// The provider label of the offline scripted provider, whose calls spend
+/// nothing and are recorded as `free`.
+const SCRIPTED_PROVIDER: &str = "scripted";
+
+/// An attempt's four disjoint token counts (checked non-negative before).
+fn token_usage(a: &NewCallAttempt) -> genesis_core::pricing::TokenUsage {
+    let n = |v: i64| u64::try_from(v).unwrap_or(0);
+    genesis_core::pricing::TokenUsage {
+        input_tokens: n(a.input_tokens),
+        output_tokens: n(a.output_tokens),
+        cache_read_tokens: n(a.cache_read_tokens),
+        cache_write_tokens: n(a.cache_write_tokens),
+    }
+}
+
+/// Price `attempt` in place: its cost, the row it was billed at and how
+/// that row was chosen. The scripted provider is free; a model no row
+/// prices is charged `unpriced`, never nothing.
+fn apply_price(
+    attempt: &mut NewCallAttempt,
+    chosen: Option<&genesis_store::llm::ChosenPrice>,
+    unpriced: genesis_core::pricing::ModelPrice,
+) -> genesis_core::pricing::PricingSource {
+    use genesis_core::pricing::{ModelPrice, PricingSource};
+    let (price, priced_as, source) = if attempt.provider == SCRIPTED_PROVIDER {
+        (ModelPrice::FREE, None, PricingSource::Free)
+    } else {
+        match chosen {
+            Some(c) => (c.row.price(), Some(c.row.model.clone()), c.source),
+            None => (unpriced, None, PricingSource::Fallback),
+        }
+    };
+    attempt.cost_usd = price.cost_usd(&token_usage(attempt));
+    attempt.priced_as = priced_as;
+    attempt.pricing_source = Some(source);
+    source
 }
 
 /// One reported call attempt, checked as RecordCallAttempt checks it, ready
@@ -201,9 +227,12 @@ fn reported_attempt(
         input_tokens: a.input_tokens,
         output_tokens: a.output_tokens,
         cache_read_tokens: a.cache_read_tokens,
+        cache_write_tokens: a.cache_write_tokens,
         latency_ms: a.latency_ms,
         error_message: a.error_message.clone(),
         cost_usd: 0.0,
+        priced_as: None,
+        pricing_source: None,
         prompt_overlay_sha256,
     };
     match attempt.check_reported() {
@@ -876,30 +905,31 @@ impl AgentPodService {
                     )
                     .await
                     .map_err(|e| status_of(e, metrics))?;
+                let chosen = genesis_store::llm::choose_pricing(
+                    &attempt.served_model,
+                    &attempt.requested_model,
+                    &ctx.prices,
+                );
                 self.memos.learn_price(
                     ctx.catalogue_epoch,
                     priced_model,
                     &attempt.requested_model,
-                    ctx.price.clone(),
+                    chosen.clone(),
                 );
                 let opts = effective_options(&self.settings.options, &ctx.configs);
-                (ctx.agent_type, opts, ctx.price)
+                (ctx.agent_type, opts, chosen)
             }
         };
-        let cost = match &price {
-            Some(p) => attempt_cost(
-                p,
-                attempt.input_tokens,
-                attempt.output_tokens,
-                attempt.cache_read_tokens,
-            ),
-            None => {
-                metrics.unpriced_model();
-                tracing::warn!(model = %priced_model, "no price for model; attempt recorded at cost 0");
-                0.0
-            }
-        };
-        attempt.cost_usd = cost;
+        let priced_model = priced_model.clone();
+        let source = apply_price(&mut attempt, price.as_ref(), self.settings.unpriced_price);
+        if source == genesis_core::pricing::PricingSource::Fallback {
+            metrics.unpriced_model();
+            tracing::warn!(
+                model = %priced_model,
+                cost_usd = attempt.cost_usd,
+                "no price for model; attempt charged at the unpriced fallback price"
+            );
+        }
         attempt.site_id = policy_site_for(agent_type).to_owned();
         let credit = CreditDraw {
             week_start: week_start_for(Utc::now()),
@@ -1348,17 +1378,76 @@ mod tests {
 
     use super::*;
 
+    fn attempt_of(
+        provider: &str,
+        input: i64,
+        output: i64,
+        read: i64,
+        write: i64,
+    ) -> NewCallAttempt {
+        NewCallAttempt {
+            instance_id: Uuid::nil(),
+            session: Uuid::nil(),
+            invocation_id: "i".into(),
+            site_id: String::new(),
+            requested_model: "m".into(),
+            served_model: "m-20250101".into(),
+            provider: provider.into(),
+            credential_name: "k".into(),
+            outcome: "success".into(),
+            input_tokens: input,
+            output_tokens: output,
+            cache_read_tokens: read,
+            cache_write_tokens: write,
+            latency_ms: 1,
+            error_message: String::new(),
+            cost_usd: 0.0,
+            priced_as: None,
+            pricing_source: None,
+            prompt_overlay_sha256: None,
+        }
+    }
+
     #[test]
-    fn cost_is_priced_per_million_tokens() {
-        let p = genesis_store::llm::PricingRow {
-            model: "m".into(),
-            input_usd_per_mtok: 3.0,
-            output_usd_per_mtok: 15.0,
-            cache_read_usd_per_mtok: 0.3,
-            updated_at: Utc::now(),
+    fn an_attempt_is_priced_by_its_row_free_when_scripted_and_never_zero_unpriced() {
+        use genesis_core::pricing::{ModelPrice, PricingSource};
+        let chosen = genesis_store::llm::ChosenPrice {
+            row: genesis_store::llm::PricingRow {
+                model: "m".into(),
+                input_usd_per_mtok: 3.0,
+                output_usd_per_mtok: 15.0,
+                cache_read_usd_per_mtok: 0.3,
+                cache_write_usd_per_mtok: 3.75,
+                updated_at: Utc::now(),
+            },
+            source: PricingSource::Prefix,
         };
-        let c = attempt_cost(&p, 1_000_000, 100_000, 10_000);
-        assert!((c - (3.0 + 1.5 + 0.003)).abs() < 1e-9, "{c}");
+        let unpriced = ModelPrice::fallback(15.0, 75.0);
+        let mut a = attempt_of("anthropic", 1_000_000, 100_000, 10_000, 1_000);
+        assert_eq!(
+            apply_price(&mut a, Some(&chosen), unpriced),
+            PricingSource::Prefix
+        );
+        assert!(
+            (a.cost_usd - (3.0 + 1.5 + 0.003 + 0.00375)).abs() < 1e-9,
+            "{}",
+            a.cost_usd
+        );
+        assert_eq!(a.priced_as.as_deref(), Some("m"));
+        assert_eq!(a.pricing_source, Some(PricingSource::Prefix));
+
+        let mut a = attempt_of("anthropic", 1_000_000, 0, 0, 0);
+        assert_eq!(apply_price(&mut a, None, unpriced), PricingSource::Fallback);
+        assert!((a.cost_usd - 15.0).abs() < 1e-9, "{}", a.cost_usd);
+        assert_eq!(a.priced_as, None);
+
+        // Even with a row for its model, the scripted provider spent nothing.
+        let mut a = attempt_of("scripted", 1_000_000, 1_000_000, 0, 0);
+        assert_eq!(
+            apply_price(&mut a, Some(&chosen), unpriced),
+            PricingSource::Free
+        );
+        assert_eq!(a.cost_usd, 0.0);
     }
 
     #[test]

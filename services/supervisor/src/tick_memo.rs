@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use genesis_core::{AgentDispatcherOptions, AgentEventKind, AgentType};
 use genesis_store::PriorCounters;
-use genesis_store::llm::PricingRow;
+use genesis_store::llm::ChosenPrice;
 use uuid::Uuid;
 
 use crate::budget_lru::BudgetLru;
@@ -63,7 +63,7 @@ impl TickMemo {
 /// The price of an attempt is looked up by the model it is priced as (the
 /// served one, else the requested one), then by the requested one, exactly
 /// as `genesis_record_context` is asked; nested so a lookup borrows both.
-type Prices = HashMap<String, HashMap<String, Option<PricingRow>>>;
+type Prices = HashMap<String, HashMap<String, Option<ChosenPrice>>>;
 
 /// The most price pairs held at once; beyond it the book starts over (a
 /// fleet uses a handful of models).
@@ -87,7 +87,7 @@ impl PriceBook {
         claim_epoch: i64,
         priced_model: &str,
         requested_model: &str,
-    ) -> Option<Option<PricingRow>> {
+    ) -> Option<Option<ChosenPrice>> {
         if claim_epoch != self.epoch || claim_epoch <= 0 {
             return None;
         }
@@ -101,7 +101,7 @@ impl PriceBook {
         epoch: i64,
         priced_model: &str,
         requested_model: &str,
-        price: Option<PricingRow>,
+        price: Option<ChosenPrice>,
     ) {
         if epoch <= 0 || epoch < self.epoch {
             return;
@@ -170,7 +170,7 @@ impl TickMemos {
         claim_epoch: i64,
         priced_model: &str,
         requested_model: &str,
-    ) -> Option<Option<PricingRow>> {
+    ) -> Option<Option<ChosenPrice>> {
         if !self.held.enabled() {
             return None;
         }
@@ -186,7 +186,7 @@ impl TickMemos {
         epoch: i64,
         priced_model: &str,
         requested_model: &str,
-        price: Option<PricingRow>,
+        price: Option<ChosenPrice>,
     ) {
         if !self.held.enabled() {
             return;
@@ -220,13 +220,17 @@ mod tests {
         }
     }
 
-    fn price(model: &str, input: f64) -> PricingRow {
-        PricingRow {
-            model: model.into(),
-            input_usd_per_mtok: input,
-            output_usd_per_mtok: 15.0,
-            cache_read_usd_per_mtok: 0.0,
-            updated_at: chrono::DateTime::UNIX_EPOCH,
+    fn price(model: &str, input: f64) -> ChosenPrice {
+        ChosenPrice {
+            row: genesis_store::llm::PricingRow {
+                model: model.into(),
+                input_usd_per_mtok: input,
+                output_usd_per_mtok: 15.0,
+                cache_read_usd_per_mtok: 0.0,
+                cache_write_usd_per_mtok: 0.0,
+                updated_at: chrono::DateTime::UNIX_EPOCH,
+            },
+            source: genesis_core::pricing::PricingSource::Exact,
         }
     }
 

@@ -472,12 +472,13 @@ async fn record_call_attempt_prices_usage_server_side_and_draws_down_credit(pool
     let attempt = |model: &str| pb::CallAttempt {
         requested_model: model.into(),
         served_model: model.into(),
-        provider: "scripted".into(),
-        credential_name: String::new(),
+        provider: "anthropic".into(),
+        credential_name: "ANTHROPIC_API_KEY".into(),
         outcome: "success".into(),
         input_tokens: 1000,
         output_tokens: 1000,
         cache_read_tokens: 0,
+        cache_write_tokens: 0,
         latency_ms: 5,
         error_message: String::new(),
     };
@@ -494,12 +495,14 @@ async fn record_call_attempt_prices_usage_server_side_and_draws_down_credit(pool
     let r = h
         .client
         .clone()
-        .record_call_attempt(req(attempt("scripted-1")))
+        .record_call_attempt(req(attempt("claude-sonnet-4-5")))
         .await
         .unwrap()
         .into_inner();
-    // scripted-1 is priced 3 / 15 USD per million tokens.
+    // claude-sonnet-4-5 is priced 3 / 15 USD per million tokens.
     assert!((r.cost_usd - 0.018).abs() < 1e-9, "{}", r.cost_usd);
+    // A model with no row is charged the platform's fallback price (15 / 75
+    // by default), never nothing, so it still draws the window down.
     let unpriced = h
         .client
         .clone()
@@ -507,18 +510,21 @@ async fn record_call_attempt_prices_usage_server_side_and_draws_down_credit(pool
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(unpriced.cost_usd, 0.0);
+    assert!(
+        (unpriced.cost_usd - 0.09).abs() < 1e-9,
+        "{}",
+        unpriced.cost_usd
+    );
     assert_eq!(unpriced.snapshot_id, r.snapshot_id);
-    assert!((unpriced.snapshot_cost_usd - 0.018).abs() < 1e-9);
+    assert!((unpriced.snapshot_cost_usd - 0.108).abs() < 1e-9);
     let spent: f64 = sqlx::query_scalar("SELECT spent_usd FROM credit_windows")
         .fetch_one(&h.pool)
         .await
         .unwrap();
-    assert!((spent - 0.018).abs() < 1e-9);
-    // A dated served id the table does not list is priced as the requested
-    // model, not at zero.
-    let mut dated = attempt("scripted-1");
-    dated.served_model = "scripted-1-2026-12-01".into();
+    assert!((spent - 0.108).abs() < 1e-9, "{spent}");
+    // A dated served name is priced by the row it extends with a date.
+    let mut dated = attempt("claude-sonnet-4-5");
+    dated.served_model = "claude-sonnet-4-5-20250929".into();
     let d = h
         .client
         .clone()
@@ -527,12 +533,48 @@ async fn record_call_attempt_prices_usage_server_side_and_draws_down_credit(pool
         .unwrap()
         .into_inner();
     assert!((d.cost_usd - 0.018).abs() < 1e-9, "{}", d.cost_usd);
+    // The scripted provider spends nothing, whatever its usage.
+    let mut scripted = attempt("scripted-1");
+    scripted.provider = "scripted".into();
+    scripted.credential_name = "none".into();
+    let free = h
+        .client
+        .clone()
+        .record_call_attempt(req(scripted))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(free.cost_usd, 0.0);
     let spent: f64 = sqlx::query_scalar("SELECT spent_usd FROM credit_windows")
         .fetch_one(&h.pool)
         .await
         .unwrap();
-    assert!((spent - 0.036).abs() < 1e-9, "{spent}");
-    let mut bad = attempt("scripted-1");
+    assert!((spent - 0.126).abs() < 1e-9, "{spent}");
+    // Each attempt says which row priced it and how.
+    let priced: Vec<(String, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT served_model, priced_as, pricing_source FROM llm_call_attempts ORDER BY ordinal",
+    )
+    .fetch_all(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        priced,
+        [
+            (
+                "claude-sonnet-4-5".into(),
+                Some("claude-sonnet-4-5".into()),
+                Some("exact".into())
+            ),
+            ("no-such-model".into(), None, Some("fallback".into())),
+            (
+                "claude-sonnet-4-5-20250929".into(),
+                Some("claude-sonnet-4-5".into()),
+                Some("prefix".into())
+            ),
+            ("scripted-1".into(), None, Some("free".into())),
+        ]
+    );
+    let mut bad = attempt("claude-sonnet-4-5");
     bad.input_tokens = -1;
     let err = h
         .client
@@ -1375,16 +1417,19 @@ async fn after_seeding_resolution_lands_the_seeded_default_preset(pool: PgPool) 
     assert_eq!(chain.couples[0].model, "scripted-1");
 }
 
-fn scripted_attempt(outcome: &str, input_tokens: i64) -> pb::CallAttempt {
+/// An attempt of a real, priced model (claude-sonnet-4-5: 3 / 15 USD per
+/// million tokens), so the turn's cost shows the pricing.
+fn priced_attempt(outcome: &str, input_tokens: i64) -> pb::CallAttempt {
     pb::CallAttempt {
-        requested_model: "scripted-1".into(),
-        served_model: "scripted-1".into(),
-        provider: "scripted".into(),
-        credential_name: String::new(),
+        requested_model: "claude-sonnet-4-5".into(),
+        served_model: "claude-sonnet-4-5".into(),
+        provider: "anthropic".into(),
+        credential_name: "ANTHROPIC_API_KEY".into(),
         outcome: outcome.into(),
         input_tokens,
         output_tokens: 1000,
         cache_read_tokens: 0,
+        cache_write_tokens: 0,
         latency_ms: 5,
         error_message: String::new(),
     }
@@ -1433,8 +1478,8 @@ async fn complete_tick_records_the_pending_attempts_and_links_their_snapshot(poo
         &b.session_id,
         &event_id,
         vec![
-            pending(scripted_attempt("server_error", 0)),
-            pending(scripted_attempt("success", 1000)),
+            pending(priced_attempt("server_error", 0)),
+            pending(priced_attempt("success", 1000)),
         ],
     );
     let done = h.complete(req).await;
@@ -1457,7 +1502,7 @@ async fn complete_tick_records_the_pending_attempts_and_links_their_snapshot(poo
         Some(stored),
         "the turn links the attempts' snapshot"
     );
-    // scripted-1: 3 / 15 USD per million; 1000 + 1000 tokens on the success,
+    // claude-sonnet-4-5: 3 / 15 USD per million; 1000 + 1000 tokens on the success,
     // 1000 output tokens on the failed attempt.
     assert!((snapshot_cost - 0.033).abs() < 1e-9, "{snapshot_cost}");
     assert!((cost.unwrap() - 0.033).abs() < 1e-9, "{cost:?}");
@@ -1477,18 +1522,18 @@ async fn a_bad_pending_attempt_refuses_the_completion_and_writes_nothing(pool: P
     let b = h.claim().await;
     let event_id = b.event.unwrap().id;
     let turns_before = h.count("agent_state_ledger").await;
-    let mut long_model = scripted_attempt("success", 1);
+    let mut long_model = priced_attempt("success", 1);
     long_model.requested_model = "m".repeat(201);
     for (attempts, field) in [
         (
             vec![
-                pending(scripted_attempt("success", 1)),
-                pending(scripted_attempt("exploded", 1)),
+                pending(priced_attempt("success", 1)),
+                pending(priced_attempt("exploded", 1)),
             ],
             "call_attempts[1].attempt.outcome",
         ),
         (
-            vec![pending(scripted_attempt("success", -1))],
+            vec![pending(priced_attempt("success", -1))],
             "call_attempts[0].attempt.input_tokens",
         ),
         (
@@ -1498,21 +1543,21 @@ async fn a_bad_pending_attempt_refuses_the_completion_and_writes_nothing(pool: P
         (
             vec![pb::PendingCallAttempt {
                 attempt: None,
-                ..pending(scripted_attempt("success", 1))
+                ..pending(priced_attempt("success", 1))
             }],
             "call_attempts[0].attempt",
         ),
         (
             vec![pb::PendingCallAttempt {
                 invocation_id: String::new(),
-                ..pending(scripted_attempt("success", 1))
+                ..pending(priced_attempt("success", 1))
             }],
             "call_attempts[0].invocation_id",
         ),
         (
             vec![pb::PendingCallAttempt {
                 prompt_overlay_sha256: "not-a-hash".into(),
-                ..pending(scripted_attempt("success", 1))
+                ..pending(priced_attempt("success", 1))
             }],
             "call_attempts[0].prompt_overlay_sha256",
         ),
@@ -1538,7 +1583,7 @@ async fn a_bad_pending_attempt_refuses_the_completion_and_writes_nothing(pool: P
         &h,
         &b.session_id,
         &event_id,
-        vec![pending(scripted_attempt("success", 1))],
+        vec![pending(priced_attempt("success", 1))],
     );
     both.snapshot_id = Some(Uuid::new_v4().to_string());
     let err = h
@@ -1561,7 +1606,7 @@ async fn a_bad_pending_attempt_refuses_the_completion_and_writes_nothing(pool: P
             &h,
             &b.session_id,
             &event_id,
-            vec![pending(scripted_attempt("success", 1))],
+            vec![pending(priced_attempt("success", 1))],
         )))
         .await
         .unwrap();
@@ -1582,7 +1627,7 @@ async fn pending_attempts_of_a_stale_session_are_not_recorded(pool: PgPool) {
             &h,
             &Uuid::new_v4().to_string(),
             &event_id,
-            vec![pending(scripted_attempt("success", 1))],
+            vec![pending(priced_attempt("success", 1))],
         )))
         .await
         .unwrap_err();
@@ -1609,7 +1654,7 @@ async fn a_refused_completion_still_pays_for_the_calls_made_under_its_lease(pool
             &h,
             &b.session_id,
             &Uuid::new_v4().to_string(),
-            vec![pending(scripted_attempt("success", 1000))],
+            vec![pending(priced_attempt("success", 1000))],
         )))
         .await
         .unwrap_err();
@@ -1625,7 +1670,7 @@ async fn a_refused_completion_still_pays_for_the_calls_made_under_its_lease(pool
         &h,
         &b.session_id,
         &event_id,
-        vec![pending(scripted_attempt("success", 1000))],
+        vec![pending(priced_attempt("success", 1000))],
     ))
     .await;
     assert_eq!(h.count("llm_call_attempts").await, 2);
@@ -1957,7 +2002,7 @@ async fn tick_with_attempt(h: &mut Harness, input_tokens: i64) -> f64 {
 async fn tick_with_attempt_of(h: &Harness, b: &pb::TickBundle, input_tokens: i64) -> f64 {
     let event_id = b.event.as_ref().unwrap().id.clone();
     // Each episode's invocation has its own snapshot.
-    let mut attempt = pending(scripted_attempt("success", input_tokens));
+    let mut attempt = pending(priced_attempt("success", input_tokens));
     attempt.invocation_id = format!("inv-{}", b.session_id);
     let req = completion_with(h, &b.session_id, &event_id, vec![attempt]);
     let done = h.complete(req).await;
@@ -1978,7 +2023,7 @@ async fn tick_with_attempt_of(h: &Harness, b: &pb::TickBundle, input_tokens: i64
 async fn a_claimed_tick_completes_without_reading_its_context_again(pool: PgPool) {
     let mut h = start(pool).await;
     for _ in 0..4 {
-        // scripted-1: 3 / 15 USD per million; 2000 in, 1000 out.
+        // claude-sonnet-4-5: 3 / 15 USD per million; 2000 in, 1000 out.
         let cost = tick_with_attempt(&mut h, 2000).await;
         assert!((cost - 0.021).abs() < 1e-9, "{cost}");
     }
@@ -2020,7 +2065,7 @@ async fn a_price_write_is_in_force_from_the_next_claim(pool: PgPool) {
     assert!((old - 0.018).abs() < 1e-9, "{old}");
 
     let b = h.claim().await;
-    sqlx::query("UPDATE llm_pricing SET input_usd_per_mtok = 30 WHERE model = 'scripted-1'")
+    sqlx::query("UPDATE llm_pricing SET input_usd_per_mtok = 30 WHERE model = 'claude-sonnet-4-5'")
         .execute(&h.pool)
         .await
         .unwrap();
@@ -2055,7 +2100,7 @@ async fn a_tick_claimed_through_another_supervisor_reads_its_context(pool: PgPoo
         &h,
         &b.session_id,
         &event_id,
-        vec![pending(scripted_attempt("success", 1000))],
+        vec![pending(priced_attempt("success", 1000))],
     );
     let done = AgentPodClient::new(other.channel.clone())
         .complete_tick(h.req(req))

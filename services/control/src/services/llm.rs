@@ -158,6 +158,12 @@ pub fn new_preset(p: &v1::Preset) -> Result<NewPreset, Status> {
         .enumerate()
         .map(|(i, c)| couple(&format!("preset.fallback_chain[{i}]"), Some(c)))
         .collect::<Result<Vec<_>, _>>()?;
+    genesis_core::presets::check_chain(
+        std::iter::once(&primary)
+            .chain(&fallback)
+            .map(|c| (c.model.as_str(), c.provider.as_str())),
+    )
+    .map_err(|e| Status::invalid_argument(e.to_string()))?;
     let overlays = if p.overlays_json.trim().is_empty() {
         serde_json::json!({})
     } else {
@@ -184,6 +190,34 @@ pub fn new_preset(p: &v1::Preset) -> Result<NewPreset, Status> {
         fallback,
         overlays,
     })
+}
+
+/// Refuse a chain with a real model no `llm_pricing` row prices: its calls
+/// could only be billed at the fallback price, so an operator must price it
+/// first. FAILED_PRECONDITION names each model and the command that fixes it.
+async fn require_priced(state: &AppState, couples: &[PresetCouple]) -> Result<(), Status> {
+    let rows = state
+        .store
+        .llm()
+        .list_pricing()
+        .await
+        .map_err(store_status)?;
+    let missing = genesis_core::presets::unpriced_models(
+        couples
+            .iter()
+            .map(|c| (c.model.as_str(), c.provider.as_str())),
+        rows.iter().map(|r| r.model.as_str()),
+    );
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let first = missing[0];
+    Err(Status::failed_precondition(format!(
+        "no price for model{} {}: every real model of a preset must be priced before it is used \
+         (a platform operator sets one with `genesisctl llm pricing set {first} IN OUT`)",
+        if missing.len() > 1 { "s" } else { "" },
+        missing.join(", ")
+    )))
 }
 
 fn wire_couple(c: &PresetCouple) -> v1::PresetCouple {
@@ -220,6 +254,8 @@ fn pricing(p: &PricingRow) -> v1::Pricing {
         input_per_mtok: p.input_usd_per_mtok,
         output_per_mtok: p.output_usd_per_mtok,
         updated_at: Some(timestamp_from_chrono(p.updated_at)),
+        cache_read_per_mtok: p.cache_read_usd_per_mtok,
+        cache_write_per_mtok: p.cache_write_usd_per_mtok,
     }
 }
 
@@ -335,6 +371,9 @@ impl LlmService for Llms {
             let id = crate::status::opt_uuid("preset.id", Some(p.id.as_str()))?;
             let new = new_preset(p)?;
             record_ids(t, None);
+            let mut couples = vec![new.primary.clone()];
+            couples.extend(new.fallback.iter().cloned());
+            require_priced(&self.state, &couples).await?;
             let llm = self.state.store.llm();
             let row = match id {
                 None => llm.create_preset(t, new).await,
@@ -368,11 +407,13 @@ impl LlmService for Llms {
                 .list_presets(t)
                 .await
                 .map_err(store_status)?
-                .iter()
-                .any(|p| p.id == preset_id);
-            if !known {
+                .into_iter()
+                .find(|p| p.id == preset_id);
+            let Some(known) = known else {
                 return Err(Status::not_found(format!("preset {preset_id} not found")));
-            }
+            };
+            // A price may have been deleted since the preset was accepted.
+            require_priced(&self.state, &known.couples()).await?;
             self.state.store.llm().bind_site(t, site, preset_id).await.map_err(store_status)?;
             tracing::info!(tenant = %t, site, preset = %preset_id, actor = %caller.actor(), "llm: preset attached to site");
             site_of(&self.state, t, site).await
@@ -433,14 +474,29 @@ impl LlmService for Llms {
             }
             let input = price("input_per_mtok", req.input_per_mtok)?;
             let output = price("output_per_mtok", req.output_per_mtok)?;
+            let cache_read = req
+                .cache_read_per_mtok
+                .map(|v| price("cache_read_per_mtok", v))
+                .transpose()?;
+            let cache_write = req
+                .cache_write_per_mtok
+                .map(|v| price("cache_write_per_mtok", v))
+                .transpose()?;
             let llm = self.state.store.llm();
-            // Keep the cache-read price the table already has.
-            let cache = llm
-                .pricing(&req.model)
+            // Unset cache prices keep the row's; a new row's default to the
+            // input price for reads and 1.25 times it for writes, so a
+            // model added without them is never billed below its cost.
+            let existing = llm.pricing(&req.model).await.map_err(store_status)?;
+            let cache_read = cache_read
+                .or(existing.as_ref().map(|p| p.cache_read_usd_per_mtok))
+                .unwrap_or(input);
+            let cache_write = cache_write
+                .or(existing.as_ref().map(|p| p.cache_write_usd_per_mtok))
+                .unwrap_or(input * 1.25);
+            let row = llm
+                .set_pricing(&req.model, input, output, cache_read, cache_write)
                 .await
-                .map_err(store_status)?
-                .map_or(0.0, |p| p.cache_read_usd_per_mtok);
-            let row = llm.set_pricing(&req.model, input, output, cache).await.map_err(store_status)?;
+                .map_err(store_status)?;
             tracing::info!(model = %req.model, input, output, actor = %caller.actor(), "llm: pricing set");
             Ok(pricing(&row))
         })
