@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use genesis_llm::{
-    ChatMessage, ChatRequest, CredentialRef, FallbackInvoker, LlmError, ModelCouple, Preset,
-    ProviderKind, ToolSpec,
+    ChatMessage, ChatRequest, CredentialRef, FallbackInvoker, ModelCouple, Preset, ProviderKind,
+    ToolSpec,
 };
 use genesis_proto::v1 as pb;
 use serde_json::{Value, json};
@@ -247,12 +247,17 @@ pub fn exhausted_axis(budget: &pb::BudgetEnvelope, used: &Used) -> Option<&'stat
 pub enum EpisodeEnd {
     /// `phase_complete` (or `agent_workset_complete`).
     Complete,
-    /// `phase_blocked`, the nudge limit, or every provider failing.
+    /// `phase_blocked` or the nudge limit: the planner's own verdict.
     Blocked,
     /// A budget axis ran out before a terminator (wire axis name).
     BudgetExhausted(&'static str),
-    /// A pod-side failure that is not a block (a request no provider takes).
+    /// A model call failed after the episode had already acted: the tick
+    /// completes (its actions are on the turn) without counting as blocked.
     Failed,
+    /// Every provider of the chain failed before anything was done: the
+    /// tick is deferred and its event retried later, never answered with a
+    /// made-up reply and never counted toward the STUCK guard.
+    ProviderFailed,
 }
 
 /// Everything one episode produced, for the ledger turn.
@@ -455,9 +460,13 @@ impl Invoker {
             let invocation = match result {
                 Ok(inv) => inv,
                 Err(failure) => {
-                    report.end = match failure.error {
-                        LlmError::Exhausted { .. } => EpisodeEnd::Blocked,
-                        _ => EpisodeEnd::Failed,
+                    // Deferring re-runs the episode later; that is safe only
+                    // while it has changed nothing. Once a tool acted, the
+                    // turn is written with its actions instead.
+                    report.end = if report.actions.is_empty() {
+                        EpisodeEnd::ProviderFailed
+                    } else {
+                        EpisodeEnd::Failed
                     };
                     report.reason = format!("LLM call failed: {}", failure.error);
                     report.reasoning_summary =

@@ -551,6 +551,9 @@ fn core_completion(c: &Completing) -> Completion {
         TickCompletion::Failed | TickCompletion::Unspecified => Completion::Failed {
             reason: c.reason.clone(),
         },
+        TickCompletion::ProviderFailed => Completion::ProviderFailed {
+            reason: c.reason.clone(),
+        },
     }
 }
 
@@ -675,6 +678,7 @@ async fn plan(
             (TickCompletion::BudgetExhausted, Some(axis.to_string()))
         }
         EpisodeEnd::Failed => (TickCompletion::Failed, None),
+        EpisodeEnd::ProviderFailed => (TickCompletion::ProviderFailed, None),
     };
     Ok(Completing {
         completion,

@@ -102,6 +102,7 @@ pub const AGENT_COLS: &[Column] = &[
     col("NEXT TICK", "next_tick_at"),
     col("IDLE", "consecutive_idle_ticks"),
     col("BLOCKED", "consecutive_blocked_turns"),
+    col("PROVIDER FAILURES", "consecutive_provider_failures"),
 ];
 
 const MESSAGE_COLS: &[Column] = &[

@@ -198,6 +198,8 @@ stored_enum! {
         MissionQuestion => "mission_question",
         /// A Prompt Engineer redaction needs review.
         Redaction => "redaction",
+        /// Every LLM provider of an instance's chain kept failing.
+        ProviderFailure => "provider_failure",
     }
 }
 
@@ -385,6 +387,10 @@ impl Phase {
     pub const IDLE: &'static str = "idle";
     /// The planner returned blocked; counts toward the STUCK guard.
     pub const IDLE_BLOCKED: &'static str = "idle:blocked";
+    /// The episode ended without a terminator for a reason that is not the
+    /// planner's verdict (a per-tick budget ran out, the pod failed): waits
+    /// for the next event, never counts toward the STUCK guard.
+    pub const IDLE_EXHAUSTED: &'static str = "idle:exhausted";
     /// Took a side-effecting action this tick.
     pub const ACTED: &'static str = "acted";
     /// Raised an escalation this tick.
@@ -395,6 +401,7 @@ impl Phase {
     pub const ALL: &'static [&'static str] = &[
         Self::IDLE,
         Self::IDLE_BLOCKED,
+        Self::IDLE_EXHAUSTED,
         Self::ACTED,
         Self::ESCALATED,
         Self::HALTED_STUCK,
@@ -554,7 +561,14 @@ mod tests {
     fn phase_constants_are_the_documented_strings() {
         assert_eq!(
             Phase::ALL,
-            ["idle", "idle:blocked", "acted", "escalated", "halted:stuck"]
+            [
+                "idle",
+                "idle:blocked",
+                "idle:exhausted",
+                "acted",
+                "escalated",
+                "halted:stuck"
+            ]
         );
     }
 

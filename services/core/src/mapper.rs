@@ -23,9 +23,18 @@ pub enum Completion {
         /// The exhausted axis.
         axis: BudgetAxis,
     },
-    /// The episode failed (provider exhaustion, dispatch failure, ...).
+    /// The episode failed on the pod's side (a malformed bundle, a
+    /// dispatch failure).
     Failed {
         /// What failed, for the ledger.
+        reason: String,
+    },
+    /// Every provider of the preset's chain failed: nothing was decided.
+    /// Such a tick is deferred, not completed (its event is retried later
+    /// and no turn is written); the mapping exists so the pod's own
+    /// reading of it is total.
+    ProviderFailed {
+        /// The last provider error.
         reason: String,
     },
 }
@@ -81,10 +90,13 @@ impl AgentDecisionMapper {
     ///    phase `idle`;
     /// 4. short-circuit or credit idle → `Heartbeat` / `idle` (no LLM call
     ///    was made, whatever the event);
-    /// 5. blocked, failed, or out of per-tick budget before a terminator →
-    ///    `WaitingForEvent` / `idle:blocked`. A budget-exhausted episode
-    ///    counts as blocked so an agent that keeps hitting its ceiling without
-    ///    finishing is caught by the STUCK guard instead of spending forever.
+    /// 5. blocked → `WaitingForEvent` / `idle:blocked`, the only outcome
+    ///    that counts toward the STUCK guard (spec: a genuine PhaseBlocked);
+    /// 6. failed, out of per-tick budget before a terminator, or every
+    ///    provider failed → `WaitingForEvent` / `idle:exhausted`. These are
+    ///    not the planner's verdict, so they never close an agent: a budget
+    ///    cut waits for the next event (the idle cadence keeps it cheap) and
+    ///    a provider outage is deferred and retried.
     pub fn map(outcome: &TickOutcome) -> MappedDecision {
         let (kind, phase) = if outcome.raised_escalation {
             (AgentDecisionKind::Escalated, Phase::ESCALATED)
@@ -106,10 +118,11 @@ impl AgentDecisionMapper {
                 Completion::ShortCircuited | Completion::CreditExhausted => {
                     (AgentDecisionKind::Heartbeat, Phase::IDLE)
                 }
-                Completion::Blocked
-                | Completion::Failed { .. }
-                | Completion::BudgetExhausted { .. } => {
-                    (AgentDecisionKind::WaitingForEvent, Phase::IDLE_BLOCKED)
+                Completion::Blocked => (AgentDecisionKind::WaitingForEvent, Phase::IDLE_BLOCKED),
+                Completion::Failed { .. }
+                | Completion::BudgetExhausted { .. }
+                | Completion::ProviderFailed { .. } => {
+                    (AgentDecisionKind::WaitingForEvent, Phase::IDLE_EXHAUSTED)
                 }
             }
         };
@@ -257,24 +270,38 @@ mod tests {
                 "idle",
                 false,
             ),
-            // 5. blocked.
+            // 5. blocked: the only outcome that counts toward STUCK.
             (
                 outcome(E::AgentTick, false, 0, Completion::Blocked),
                 K::WaitingForEvent,
                 "idle:blocked",
                 true,
             ),
+            // 6. not the planner's verdict: never counts toward STUCK.
             (
                 outcome(E::OperatorMessage, false, 0, failed()),
                 K::WaitingForEvent,
-                "idle:blocked",
-                true,
+                "idle:exhausted",
+                false,
             ),
             (
                 outcome(E::AgentTick, false, 0, budget),
                 K::WaitingForEvent,
-                "idle:blocked",
-                true,
+                "idle:exhausted",
+                false,
+            ),
+            (
+                outcome(
+                    E::OperatorMessage,
+                    false,
+                    0,
+                    Completion::ProviderFailed {
+                        reason: "rate limited".into(),
+                    },
+                ),
+                K::WaitingForEvent,
+                "idle:exhausted",
+                false,
             ),
         ];
         for (o, kind, phase, blocked) in table {
@@ -293,6 +320,10 @@ mod tests {
                 Completion::Complete,
                 Completion::Blocked,
                 Completion::ShortCircuited,
+                Completion::BudgetExhausted {
+                    axis: BudgetAxis::Turns,
+                },
+                Completion::ProviderFailed { reason: "x".into() },
             ] {
                 for (esc, acts) in [(false, 0), (false, 1), (true, 0)] {
                     let m = AgentDecisionMapper::map(&outcome(*e, esc, acts, c.clone()));

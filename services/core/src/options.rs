@@ -91,6 +91,14 @@ pub struct AgentDispatcherOptions {
     pub ephemeral_pod: bool,
     /// The shared per-tick budget of the standing policies (the `Tick*` keys).
     pub tick_budget: BudgetEnvelope,
+    /// First delay before an event whose tick failed on every provider is
+    /// tried again; it doubles with each consecutive failure (30 s).
+    pub provider_failure_base_delay: Duration,
+    /// Cap of that growing delay (30 min).
+    pub provider_failure_max_delay: Duration,
+    /// Consecutive provider failures of one instance after which an
+    /// operator attention request is raised, once per streak (5).
+    pub provider_failure_attention_after: u32,
 }
 
 impl Default for AgentDispatcherOptions {
@@ -119,6 +127,9 @@ impl Default for AgentDispatcherOptions {
             max_event_payload_bytes: 64 * 1024,
             ephemeral_pod: false,
             tick_budget: BudgetEnvelope::STANDING_DEFAULT,
+            provider_failure_base_delay: Duration::from_secs(30),
+            provider_failure_max_delay: Duration::from_secs(30 * 60),
+            provider_failure_attention_after: 5,
         }
     }
 }
@@ -193,6 +204,14 @@ pub mod keys {
     pub const EPHEMERAL_POD: &str = "AgentDispatcher:EphemeralPod";
 
     /// Every key [`super::AgentDispatcherOptions::with_system_configs`] understands.
+    /// [`AgentDispatcherOptions::provider_failure_base_delay`].
+    pub const PROVIDER_FAILURE_BASE_DELAY: &str = "AgentDispatcher:ProviderFailureBaseDelay";
+    /// [`AgentDispatcherOptions::provider_failure_max_delay`].
+    pub const PROVIDER_FAILURE_MAX_DELAY: &str = "AgentDispatcher:ProviderFailureMaxDelay";
+    /// [`AgentDispatcherOptions::provider_failure_attention_after`].
+    pub const PROVIDER_FAILURE_ATTENTION_AFTER: &str =
+        "AgentDispatcher:ProviderFailureAttentionAfter";
+
     pub const ALL: &[&str] = &[
         TICK_MAX_TOKENS,
         TICK_MAX_OUTPUT_TOKENS_PER_TURN,
@@ -222,6 +241,9 @@ pub mod keys {
         REGISTRY_ENTRY_TTL,
         MAX_EVENT_PAYLOAD_BYTES,
         EPHEMERAL_POD,
+        PROVIDER_FAILURE_BASE_DELAY,
+        PROVIDER_FAILURE_MAX_DELAY,
+        PROVIDER_FAILURE_ATTENTION_AFTER,
     ];
 }
 
@@ -392,6 +414,15 @@ impl AgentDispatcherOptions {
                 }
                 keys::LEASE_TTL => self.lease_ttl = parse_duration_reason(v)?,
                 keys::MAX_ATTEMPTS => self.max_attempts = parse_positive_u32(v)?,
+                keys::PROVIDER_FAILURE_BASE_DELAY => {
+                    self.provider_failure_base_delay = parse_duration_reason(v)?
+                }
+                keys::PROVIDER_FAILURE_MAX_DELAY => {
+                    self.provider_failure_max_delay = parse_duration_reason(v)?
+                }
+                keys::PROVIDER_FAILURE_ATTENTION_AFTER => {
+                    self.provider_failure_attention_after = parse_positive_u32(v)?
+                }
                 keys::ENFORCE_STUCK_GUARD => self.enforce_stuck_guard = parse_bool(v)?,
                 keys::AUTO_BOOTSTRAP => self.auto_bootstrap = parse_bool(v)?,
                 keys::STANDING_AGENTS_IDLE_BY_DEFAULT => {

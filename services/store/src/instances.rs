@@ -28,6 +28,9 @@ pub struct InstanceRow {
     pub next_tick_at: Option<DateTime<Utc>>,
     pub consecutive_idle_ticks: i32,
     pub consecutive_blocked_turns: i32,
+    /// Consecutive ticks deferred because every provider failed.
+    #[serde(default)]
+    pub consecutive_provider_failures: i32,
     pub idle_ticks_since_replan: i32,
     pub plan_input_hash: Option<String>,
     pub last_decision_kind: Option<AgentDecisionKind>,

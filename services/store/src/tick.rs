@@ -428,6 +428,29 @@ fn attempts_arg(
         .map(serde_json::Value::Array)
 }
 
+/// What [`Store::defer_tick`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeferredTick {
+    /// When the deferred event is visible again.
+    pub visible_at: DateTime<Utc>,
+    /// The instance's provider-failure streak, this one included.
+    pub consecutive_provider_failures: i32,
+    /// The `provider_failure` attention request, when this deferral
+    /// reached the threshold.
+    pub attention_request_id: Option<Uuid>,
+}
+
+#[derive(Deserialize)]
+struct RawDefer {
+    outcome: String,
+    #[serde(default)]
+    visible_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    consecutive_provider_failures: Option<i32>,
+    #[serde(default)]
+    attention_request_id: Option<Uuid>,
+}
+
 /// The error for a lock or apply outcome that writes nothing.
 fn refusal(outcome: &str, what: Option<String>) -> StoreError {
     match outcome {
@@ -988,6 +1011,56 @@ impl Store {
             None => Err(StoreError::Database(
                 "unexpected complete outcome \"stale_prior\"".to_owned(),
             )),
+        }
+    }
+
+    /// Defer the claimed event of a tick whose every LLM provider failed,
+    /// in one statement under the instance's row lock
+    /// (`genesis_defer_tick`): record and bill the attempts, put the event
+    /// back unconsumed, visible again after `opts`' growing delay, with its
+    /// delivery attempt given back (an outage never dead-letters an
+    /// operator's message) and a new publish epoch so the outbox publishes
+    /// it again; count the instance's provider-failure streak, raise a
+    /// `provider_failure` attention request when it reaches the threshold,
+    /// release the lease. No ledger turn; the STUCK counter is untouched.
+    /// A session that lost its lease writes nothing ([`StoreError::LeaseLost`]).
+    pub async fn defer_tick(
+        &self,
+        (tenant_id, instance_id, session): (Uuid, Uuid, Uuid),
+        event_id: Uuid,
+        attempts: &[crate::llm::PricedAttempt],
+        reason: &str,
+        opts: &AgentDispatcherOptions,
+    ) -> Result<DeferredTick, StoreError> {
+        let objects = attempts_arg(instance_id, session, attempts)?;
+        let ms = |field: &str, d: Duration| interval_ms(field, d);
+        let raw: serde_json::Value =
+            sqlx::query_scalar("SELECT genesis_defer_tick($1, $2, $3, $4, $5, $6, $7, $8, $9)")
+                .bind(tenant_id)
+                .bind(instance_id)
+                .bind(session)
+                .bind(event_id)
+                .bind(&objects)
+                .bind(ms(
+                    "provider_failure_base_delay",
+                    opts.provider_failure_base_delay,
+                )?)
+                .bind(ms(
+                    "provider_failure_max_delay",
+                    opts.provider_failure_max_delay,
+                )?)
+                .bind(i32::try_from(opts.provider_failure_attention_after).unwrap_or(i32::MAX))
+                .bind(reason)
+                .fetch_one(self.tenant_pool())
+                .await?;
+        let outcome: RawDefer = decode(raw)?;
+        match (outcome.outcome.as_str(), outcome.visible_at) {
+            ("deferred", Some(visible_at)) => Ok(DeferredTick {
+                visible_at,
+                consecutive_provider_failures: outcome.consecutive_provider_failures.unwrap_or(0),
+                attention_request_id: outcome.attention_request_id,
+            }),
+            (other, _) => Err(refusal(other, None)),
         }
     }
 

@@ -39,6 +39,7 @@ pub fn instance(i: &InstanceRow) -> pb::AgentInstance {
         call_site_id: i.call_site_id.clone(),
         created_at: Some(timestamp_from_chrono(i.created_at)),
         updated_at: Some(timestamp_from_chrono(i.updated_at)),
+        consecutive_provider_failures: i.consecutive_provider_failures,
     }
 }
 

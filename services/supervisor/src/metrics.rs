@@ -34,6 +34,7 @@ pub struct Metrics {
     cost_micro_usd: AtomicU64,
     call_attempts: AtomicU64,
     unpriced_models: AtomicU64,
+    provider_failure_deferrals: AtomicU64,
     tool_calls_total: AtomicU64,
     tool_errors_total: AtomicU64,
     store_batches: std::sync::OnceLock<std::sync::Arc<genesis_store::batch::BatchCounters>>,
@@ -125,9 +126,15 @@ impl Metrics {
         }
     }
 
-    /// An attempt whose model has no price (its cost was recorded as 0).
+    /// An attempt whose model has no price (charged the fallback price).
     pub fn unpriced_model(&self) {
         self.unpriced_models.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A tick deferred because every provider of its chain failed.
+    pub fn provider_failure_deferral(&self) {
+        self.provider_failure_deferrals
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Also list the store's batching counters (statements and calls of
@@ -241,8 +248,13 @@ impl Metrics {
             ),
             (
                 "genesis.supervisor.unpriced_model_attempts",
-                "Attempts whose model had no price (cost 0).",
+                "Attempts whose model had no price (charged the fallback price).",
                 &self.unpriced_models,
+            ),
+            (
+                "genesis.supervisor.provider_failure_deferrals",
+                "Ticks deferred because every LLM provider of the chain failed.",
+                &self.provider_failure_deferrals,
             ),
         ] {
             families.push(Family::single(name, help, Kind::Counter, load(v)));
@@ -391,9 +403,12 @@ mod tests {
              # HELP genesis_supervisor_call_attempts_total LLM call attempts recorded.\n\
              # TYPE genesis_supervisor_call_attempts_total counter\n\
              genesis_supervisor_call_attempts_total 1\n\
-             # HELP genesis_supervisor_unpriced_model_attempts_total Attempts whose model had no price (cost 0).\n\
+             # HELP genesis_supervisor_unpriced_model_attempts_total Attempts whose model had no price (charged the fallback price).\n\
              # TYPE genesis_supervisor_unpriced_model_attempts_total counter\n\
              genesis_supervisor_unpriced_model_attempts_total 0\n\
+             # HELP genesis_supervisor_provider_failure_deferrals_total Ticks deferred because every LLM provider of the chain failed.\n\
+             # TYPE genesis_supervisor_provider_failure_deferrals_total counter\n\
+             genesis_supervisor_provider_failure_deferrals_total 0\n\
              # HELP genesis_supervisor_cost_usd_total Cost computed server-side from usage and pricing.\n\
              # TYPE genesis_supervisor_cost_usd_total counter\n\
              genesis_supervisor_cost_usd_total 0.500000\n\

@@ -938,6 +938,49 @@ impl AgentPodService {
         Ok(PricedAttempt { attempt, credit })
     }
 
+    /// CompleteTick for a tick whose every provider failed: no turn, the
+    /// event deferred with its attempts recorded (see [`Store::defer_tick`]).
+    async fn defer(
+        &self,
+        ids: (Uuid, Uuid, Uuid),
+        event_id: Uuid,
+        call_attempts: Vec<PricedAttempt>,
+        reason: &str,
+        opts: &AgentDispatcherOptions,
+    ) -> Result<pb::CompleteTickResponse, Status> {
+        let (tenant_id, instance_id, session) = ids;
+        let deferred = self
+            .store
+            .defer_tick(ids, event_id, &call_attempts, reason, opts)
+            .await;
+        self.memos.forget(session);
+        let deferred = deferred.map_err(|e| status_of(e, &self.metrics))?;
+        for a in &call_attempts {
+            self.metrics.cost(a.attempt.cost_usd);
+        }
+        self.metrics.provider_failure_deferral();
+        tracing::warn!(
+            %tenant_id,
+            %instance_id,
+            %event_id,
+            consecutive_provider_failures = deferred.consecutive_provider_failures,
+            visible_at = %deferred.visible_at,
+            reason,
+            "every llm provider failed; the tick's event is deferred"
+        );
+        Ok(pb::CompleteTickResponse {
+            decision_kind: String::new(),
+            phase: String::new(),
+            next_tick_at: Some(timestamp_from_chrono(deferred.visible_at)),
+            halted: false,
+            ledger_id: String::new(),
+            turn_number: 0,
+            attention_request_id: deferred.attention_request_id.map(|a| a.to_string()),
+            deferred: true,
+            consecutive_provider_failures: deferred.consecutive_provider_failures,
+        })
+    }
+
     /// The turn's context read again (`genesis_complete_context`, one
     /// round trip): for a tick this supervisor holds no memo of (claimed
     /// through another replica, evicted, or before a restart), or one whose
@@ -1001,6 +1044,9 @@ impl AgentPodService {
                 }
             }
             Ok(pb::TickCompletion::Failed) => Completion::Failed {
+                reason: outcome.reason.clone(),
+            },
+            Ok(pb::TickCompletion::ProviderFailed) => Completion::ProviderFailed {
                 reason: outcome.reason.clone(),
             },
             Ok(pb::TickCompletion::Unspecified) | Err(_) => {
@@ -1102,6 +1148,17 @@ impl AgentPodService {
             opts,
             mode: turn_mode,
         } = turn;
+        if let Completion::ProviderFailed { reason } = &completion {
+            return self
+                .defer(
+                    (tenant_id, instance_id, session),
+                    event_id,
+                    call_attempts,
+                    reason,
+                    &opts,
+                )
+                .await;
+        }
         let event_kind = known_kind.unwrap_or(AgentEventKind::AgentTick);
         // The counters as the claim or this read saw them: the store writes
         // the turn in one statement while they still hold under the lock
@@ -1184,6 +1241,8 @@ impl AgentPodService {
             ledger_id: done.ledger_id.to_string(),
             turn_number: done.turn_number,
             attention_request_id: done.attention_request_id.map(|a| a.to_string()),
+            deferred: false,
+            consecutive_provider_failures: 0,
         })
     }
 }
@@ -1339,6 +1398,7 @@ fn completion_label(c: &Completion) -> &'static str {
         Completion::CreditExhausted => "credit_exhausted",
         Completion::BudgetExhausted { .. } => "budget_exhausted",
         Completion::Failed { .. } => "failed",
+        Completion::ProviderFailed { .. } => "provider_failed",
     }
 }
 

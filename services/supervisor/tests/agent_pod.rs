@@ -1029,7 +1029,15 @@ async fn a_budget_cut_is_recorded_on_the_turn_with_its_axis_and_consumption(pool
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(done.phase, "idle:blocked");
+    // A budget cut is not the planner's verdict: it never counts toward STUCK.
+    assert_eq!(done.phase, "idle:exhausted");
+    let blocked: i32 =
+        sqlx::query_scalar("SELECT consecutive_blocked_turns FROM agent_instances WHERE id = $1")
+            .bind(h.instance)
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert_eq!(blocked, 0);
     let payload: serde_json::Value =
         sqlx::query_scalar("SELECT decision_payload FROM agent_state_ledger")
             .fetch_one(&h.pool)
@@ -2353,4 +2361,169 @@ async fn a_catalogue_row_granting_compliance_soa_propose_task_fails_the_claim_cl
         "{:?}",
         mode.toolset
     );
+}
+
+/// A tick whose every provider failed is deferred, not completed: its
+/// attempts are billed, its event goes back to the queue unconsumed with
+/// its delivery attempt given back (so an outage never dead-letters it),
+/// no turn is written, the STUCK counter never moves and the agent stays
+/// active. The fifth failure in a row raises one attention request; a
+/// completed tick ends the streak.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_provider_failure_defers_the_event_and_never_counts_toward_stuck(pool: PgPool) {
+    let mut h = start(pool).await;
+    h.wake(h.instance, "hello?").await;
+    // The AgentInitialized opener first, completed normally.
+    let b = h.claim().await;
+    let opener = b.event.unwrap().id;
+    h.complete(completion_with(&h, &b.session_id, &opener, vec![]))
+        .await;
+    let failed = |h: &Harness, session: &str, event: &str| {
+        let mut req = completion_with(
+            h,
+            session,
+            event,
+            vec![pending(priced_attempt("server_error", 0))],
+        );
+        req.outcome = Some(pb::TickOutcome {
+            completion: pb::TickCompletion::ProviderFailed as i32,
+            reason: "LLM call failed: all providers exhausted".into(),
+            ..Default::default()
+        });
+        req
+    };
+    let turns_before = h.count("agent_state_ledger").await;
+    let mut message_event = String::new();
+    for round in 1..=7 {
+        // Make the deferred event due again without waiting for its delay.
+        sqlx::query(
+            "UPDATE agent_event_queue SET visible_at = now() WHERE consumed_at IS NULL \
+             AND event_kind = 'OperatorMessage'",
+        )
+        .execute(&h.pool)
+        .await
+        .unwrap();
+        let b = h.claim().await;
+        let event = b.event.unwrap();
+        assert_eq!(event.kind, "OperatorMessage", "round {round}");
+        if round > 1 {
+            assert_eq!(event.id, message_event, "the same event comes back");
+        }
+        message_event = event.id.clone();
+        let done = h.complete(failed(&h, &b.session_id, &event.id)).await;
+        assert!(done.deferred, "round {round}: {done:?}");
+        assert!(done.ledger_id.is_empty() && done.turn_number == 0);
+        assert_eq!(done.consecutive_provider_failures, round);
+        assert_eq!(
+            done.attention_request_id.is_some(),
+            round == 5,
+            "round {round}: the request is raised once, at the threshold"
+        );
+        let (attempts, consumed, published, later): (i32, bool, bool, bool) = sqlx::query_as(
+            "SELECT attempts, consumed_at IS NOT NULL, published_at IS NOT NULL, \
+                    visible_at > now() + interval '20 seconds' \
+               FROM agent_event_queue WHERE id = $1::uuid",
+        )
+        .bind(&event.id)
+        .fetch_one(&h.pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            (attempts, consumed, published, later),
+            (0, false, false, true),
+            "round {round}: given back, pending, to be published again, later"
+        );
+    }
+    assert_eq!(h.count("agent_state_ledger").await, turns_before, "no turn");
+    let (status, blocked, failures, leased): (String, i32, i32, bool) = sqlx::query_as(
+        "SELECT status, consecutive_blocked_turns, consecutive_provider_failures, \
+                lease_session IS NOT NULL FROM agent_instances WHERE id = $1",
+    )
+    .bind(h.instance)
+    .fetch_one(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (status.as_str(), blocked, failures, leased),
+        ("active", 0, 7, false)
+    );
+    let (requests, dead): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE kind = 'provider_failure'), \
+                count(*) FILTER (WHERE kind = 'dead_letter') FROM attention_requests",
+    )
+    .fetch_one(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!((requests, dead), (1, 0));
+    // Each failed attempt was recorded and billed at its row's price.
+    let (n, cost): (i64, f64) = sqlx::query_as(
+        "SELECT count(*), sum(cost_usd)::float8 FROM llm_call_attempts WHERE outcome = 'server_error'",
+    )
+    .fetch_one(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!(n, 7);
+    assert!((cost - 7.0 * 0.015).abs() < 1e-9, "{cost}");
+    // The provider answers again: the message is handled once, the streak ends.
+    sqlx::query("UPDATE agent_event_queue SET visible_at = now() WHERE id = $1::uuid")
+        .bind(&message_event)
+        .execute(&h.pool)
+        .await
+        .unwrap();
+    let b = h.claim().await;
+    assert_eq!(b.event.as_ref().unwrap().id, message_event);
+    assert_eq!(
+        b.instance.as_ref().unwrap().consecutive_provider_failures,
+        7
+    );
+    let done = h
+        .complete(completion_with(&h, &b.session_id, &message_event, vec![]))
+        .await;
+    assert!(!done.deferred);
+    assert_eq!(done.decision_kind, "MessageAcknowledged");
+    let failures: i32 = sqlx::query_scalar(
+        "SELECT consecutive_provider_failures FROM agent_instances WHERE id = $1",
+    )
+    .bind(h.instance)
+    .fetch_one(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!(failures, 0);
+}
+
+/// A deferral by a session that no longer holds the lease writes nothing.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_provider_failure_of_a_lost_lease_writes_nothing(pool: PgPool) {
+    let mut h = start(pool).await;
+    let b = h.claim().await;
+    let event = b.event.unwrap().id;
+    let mut req = completion_with(
+        &h,
+        &Uuid::new_v4().to_string(),
+        &event,
+        vec![pending(priced_attempt("server_error", 0))],
+    );
+    req.outcome = Some(pb::TickOutcome {
+        completion: pb::TickCompletion::ProviderFailed as i32,
+        reason: "down".into(),
+        ..Default::default()
+    });
+    let err = h
+        .client
+        .clone()
+        .complete_tick(h.req(req))
+        .await
+        .expect_err("not the lease holder");
+    assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
+    assert_eq!(h.count("llm_call_attempts").await, 0);
+    let (failures, visible_now): (i32, bool) = sqlx::query_as(
+        "SELECT i.consecutive_provider_failures, e.visible_at <= now() \
+           FROM agent_instances i JOIN agent_event_queue e ON e.instance_id = i.id \
+          WHERE e.id = $1::uuid",
+    )
+    .bind(&event)
+    .fetch_one(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!((failures, visible_now), (0, true));
 }

@@ -173,6 +173,8 @@ impl AgentPod for Fake {
             ledger_id: format!("ledger-{}", completes.len()),
             turn_number: completes.len() as i64,
             attention_request_id: None,
+            deferred: false,
+            consecutive_provider_failures: 0,
         }))
     }
 }

@@ -56,14 +56,14 @@ pub async fn agents(state: &AppState, s: &Session, f: &Flash) -> Result<String, 
 <th scope=\"col\">Instance</th><th scope=\"col\">Type</th><th scope=\"col\">Status</th>\
 <th scope=\"col\">Mode</th><th scope=\"col\">Phase</th><th scope=\"col\">Last decision</th>\
 <th scope=\"col\">Next heartbeat</th><th scope=\"col\">Idle ticks</th><th scope=\"col\">Blocked turns</th>\
-</tr></thead><tbody>",
+<th scope=\"col\">Provider failures</th></tr></thead><tbody>",
         );
         for a in &list.agents {
             let _ = write!(
                 body,
                 "<tr data-instance=\"{id}\"><td><a href=\"/agents/{id}\">{short}</a></td><td>{ty}</td>\
 <td><span class=\"status {status}\">{status}</span></td><td>{mode}</td><td>{phase}</td><td>{dec}</td>\
-<td>{next}</td><td class=\"num\">{idle}</td><td class=\"num\">{blocked}</td></tr>",
+<td>{next}</td><td class=\"num\">{idle}</td><td class=\"num\">{blocked}</td><td class=\"num\">{failures}</td></tr>",
                 id = esc(&a.id),
                 short = esc(&clip(&a.id, 8)),
                 ty = esc(&a.agent_type),
@@ -74,6 +74,7 @@ pub async fn agents(state: &AppState, s: &Session, f: &Flash) -> Result<String, 
                 next = ts(a.next_tick_at.as_ref()),
                 idle = a.consecutive_idle_ticks,
                 blocked = a.consecutive_blocked_turns,
+                failures = a.consecutive_provider_failures,
             );
         }
         body.push_str("</tbody></table></div>");
@@ -199,6 +200,7 @@ pub async fn agent(
 <dt>Mode</dt><dd id=\"agent-mode\">{mode}</dd><dt>Phase</dt><dd>{phase}</dd>\
 <dt>Last decision</dt><dd>{dec}</dd><dt>Next heartbeat</dt><dd>{next}</dd>\
 <dt>Idle ticks</dt><dd>{idle}</dd><dt>Blocked turns</dt><dd>{blocked}</dd>\
+<dt>Provider failures in a row</dt><dd>{failures}</dd>\
 <dt>Foundational phase</dt><dd>{found}</dd></dl>",
         ty = esc(&a.agent_type),
         st = esc(&a.status),
@@ -208,6 +210,7 @@ pub async fn agent(
         next = ts(a.next_tick_at.as_ref()),
         idle = a.consecutive_idle_ticks,
         blocked = a.consecutive_blocked_turns,
+        failures = a.consecutive_provider_failures,
         found = if a.is_building_starting_workset {
             format!("until {}", ts(a.workset_deadline_utc.as_ref()))
         } else {
