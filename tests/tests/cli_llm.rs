@@ -129,9 +129,10 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
         std::fs::write(
             &file,
             r#"{"name": "cli-fast",
-                "primary": {"model": "scripted-1", "provider": "scripted", "backend": "scripted"},
-                "fallback_chain": [{"model": "claude-opus-4-8", "provider": "anthropic",
-                                    "credential_names": ["ANTHROPIC_API_KEY"]}],
+                "primary": {"model": "claude-sonnet-4-5", "provider": "anthropic",
+                            "credential_names": ["ANTHROPIC_API_KEY"]},
+                "fallback_chain": [{"model": "gpt-4o-2024-08-06", "provider": "openai",
+                                    "credential_names": ["OPENAI_API_KEY"]}],
                 "overlays_json": {"sampling": {"temperature": 0.2}}}"#,
         )?;
         let file_arg = file.to_str().context("temp path is UTF-8")?;
@@ -146,9 +147,9 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
             .to_owned();
         ensure!(created["name"] == "cli-fast", "{created}");
         ensure!(created["tenant_id"] == tenant.as_str(), "{created}");
-        ensure!(created["primary"]["model"] == "scripted-1", "{created}");
+        ensure!(created["primary"]["model"] == "claude-sonnet-4-5", "{created}");
         ensure!(
-            created["fallback_chain"][0]["provider"] == "anthropic",
+            created["fallback_chain"][0]["provider"] == "openai",
             "{created}"
         );
         ensure!(
@@ -289,6 +290,28 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
                 && err.contains("primary.provider")
                 && err.contains("unknown provider \"acme\""),
             "upsert with an unknown provider: {code} {err}"
+        );
+        ensure!(
+            presets_now()? == presets,
+            "a refused upsert changed the presets"
+        );
+        // A model the pricing table does not know: refused, naming the fix.
+        let unpriced = dir.path().join("unpriced.json");
+        std::fs::write(
+            &unpriced,
+            r#"{"name": "cli-unpriced", "primary": {"model": "brand-new-model", "provider": "openai",
+                "credential_names": ["OPENAI_API_KEY"]}}"#,
+        )?;
+        let unpriced = unpriced.to_str().context("temp path is UTF-8")?;
+        let (code, err) = run_refused(
+            &fleet,
+            &args(&t, &["llm", "preset", "upsert", "--file", unpriced]),
+        )?;
+        ensure!(
+            code == 1
+                && err.starts_with("error: FAILED_PRECONDITION: ")
+                && err.contains("genesisctl llm pricing set brand-new-model"),
+            "upsert of an unpriced model: {code} {err}"
         );
         ensure!(
             presets_now()? == presets,
