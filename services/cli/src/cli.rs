@@ -246,6 +246,53 @@ pub enum ModeCmd {
         /// Mode name from the type's catalogue.
         mode: String,
     },
+    /// The mode catalogue of an agent type, as this tenant sees it.
+    List {
+        /// AgentType (Soa, Compliance, PromptRedactor).
+        agent_type: String,
+    },
+    /// One mode of an agent type's catalogue, as this tenant sees it.
+    Get {
+        /// AgentType (Soa, Compliance, PromptRedactor).
+        agent_type: String,
+        /// Mode name.
+        mode: String,
+    },
+    /// Edits a mode for this tenant only (audited; other tenants keep theirs).
+    Edit(ModeEditArgs),
+}
+
+/// `genesisctl agent mode edit`: each option left out keeps its value.
+#[derive(Debug, Args)]
+pub struct ModeEditArgs {
+    /// AgentType (Soa, Compliance, PromptRedactor).
+    pub agent_type: String,
+    /// Mode name.
+    pub mode: String,
+    /// New prompt fragment ("" for none).
+    #[arg(long, conflicts_with = "fragment_file")]
+    pub fragment: Option<String>,
+    /// Read the new prompt fragment from this file.
+    #[arg(long, value_name = "PATH")]
+    pub fragment_file: Option<std::path::PathBuf>,
+    /// The whole new toolset, comma-separated ("" for none); each tool must
+    /// be in the type's tool superset.
+    #[arg(long, value_name = "TOOL,...")]
+    pub tools: Option<String>,
+    /// Pin one of the tenant's presets (id or name).
+    #[arg(long, conflicts_with = "clear_preset")]
+    pub preset: Option<String>,
+    /// Remove the mode's preset.
+    #[arg(long)]
+    pub clear_preset: bool,
+    /// New budget override as JSON, e.g. '{"maxTokens": 48000, "maxTurns": 24}'
+    /// (keys maxTokens, maxOutputTokensPerTurn, maxToolCalls, maxWallSeconds,
+    /// maxDollars, maxTurns).
+    #[arg(long, value_name = "JSON", conflicts_with = "clear_budget")]
+    pub budget: Option<String>,
+    /// Remove the mode's budget override.
+    #[arg(long)]
+    pub clear_budget: bool,
 }
 
 /// `genesisctl decision ...`

@@ -15,8 +15,8 @@ use genesis_proto::v1;
 
 use crate::cli::{
     AgentCmd, Cli, CoderCmd, Command, ConfigCmd, ConstitutionCmd, CoupleArgs, DecisionCmd,
-    KnowledgeCmd, LlmCmd, MissionCmd, ModeCmd, PresetCmd, PricingCmd, RegistryCmd, TaskCmd,
-    TenantCmd, TokenCmd,
+    KnowledgeCmd, LlmCmd, MissionCmd, ModeCmd, ModeEditArgs, PresetCmd, PricingCmd, RegistryCmd,
+    TaskCmd, TenantCmd, TokenCmd,
 };
 use crate::client::Connection;
 use crate::error::CliError;
@@ -275,6 +275,8 @@ pub const RPC_COMMANDS: &[(&str, &str, &str)] = &[
     ("genesis.v1.AgentService", "ListMessages", "agent messages"),
     ("genesis.v1.AgentService", "SetMode", "agent mode set"),
     ("genesis.v1.AgentService", "ListModes", "agent modes"),
+    ("genesis.v1.AgentService", "GetMode", "agent mode get"),
+    ("genesis.v1.AgentService", "EditMode", "agent mode edit"),
     ("genesis.v1.AgentService", "GetLedger", "agent ledger"),
     ("genesis.v1.AgentService", "WatchTurns", "watch"),
     (
@@ -588,6 +590,28 @@ async fn agent(ctx: &mut Ctx<'_>, cmd: &AgentCmd) -> Result<(), CliError> {
             let r = call!(ctx, agents.set_mode(req));
             ctx.out.object(&r)
         }
+        AgentCmd::Mode(ModeCmd::List { agent_type }) => {
+            let req = v1::ListModesRequest {
+                tenant_id: ctx.tenant("agent mode list")?,
+                agent_type: stored::<AgentType>("AGENT_TYPE", "agent type", agent_type)?,
+            };
+            let r = call!(ctx, agents.list_modes(req));
+            ctx.out.list(&r, "modes", MODE_COLS)
+        }
+        AgentCmd::Mode(ModeCmd::Get { agent_type, mode }) => {
+            let req = v1::GetModeRequest {
+                tenant_id: ctx.tenant("agent mode get")?,
+                agent_type: stored::<AgentType>("AGENT_TYPE", "agent type", agent_type)?,
+                mode: validate::mode_name("MODE", mode)?,
+            };
+            let r = call!(ctx, agents.get_mode(req));
+            ctx.out.object(&r)
+        }
+        AgentCmd::Mode(ModeCmd::Edit(args)) => {
+            let req = mode_edit_request(ctx.tenant("agent mode edit")?, args)?;
+            let r = call!(ctx, agents.edit_mode(req));
+            ctx.out.object(&r)
+        }
         AgentCmd::Modes { agent_type } => {
             let req = v1::ListModesRequest {
                 tenant_id: ctx.tenant("agent modes")?,
@@ -672,6 +696,100 @@ async fn decision(ctx: &mut Ctx<'_>, cmd: &DecisionCmd) -> Result<(), CliError> 
             ctx.out.object(&r)
         }
     }
+}
+
+/// The `EditModeRequest` of `agent mode edit`: at least one change; the
+/// fragment from `--fragment` or `--fragment-file`; `--tools` split on
+/// commas ("" is the empty toolset); `--budget` parsed by genesis-core's
+/// budget-override rule (the stored camelCase keys) and sent as an
+/// envelope. Whether the tools are in the type's superset, and whether the
+/// preset exists, is the server's check.
+pub fn mode_edit_request(
+    tenant_id: String,
+    a: &ModeEditArgs,
+) -> Result<v1::EditModeRequest, CliError> {
+    let agent_type = stored::<AgentType>("AGENT_TYPE", "agent type", &a.agent_type)?;
+    let mode = validate::mode_name("MODE", &a.mode)?;
+    let prompt_fragment = match (&a.fragment, &a.fragment_file) {
+        (Some(f), _) => Some(f.clone()),
+        (None, Some(path)) => Some(read_text(path)?),
+        (None, None) => None,
+    };
+    let toolset = a.tools.as_ref().map(|t| v1::ModeToolset {
+        tools: t
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    });
+    let preset = match (&a.preset, a.clear_preset) {
+        (Some(p), _) => Some(non_empty("--preset", p)?),
+        (None, true) => Some(String::new()),
+        (None, false) => None,
+    };
+    let budget_override = a
+        .budget
+        .as_deref()
+        .map(|text| {
+            let o = genesis_core::BudgetOverride::from_json_str(text)
+                .map_err(|e| CliError::usage(format!("--budget: {e}")))?;
+            if o == genesis_core::BudgetOverride::default() {
+                return Err(CliError::usage(
+                    "--budget: sets no axis; use --clear-budget to remove the override",
+                ));
+            }
+            let i64_of = |v: Option<u64>, key: &str| {
+                v.map(|n| {
+                    i64::try_from(n)
+                        .map_err(|_| CliError::usage(format!("--budget: {key} is too large")))
+                })
+                .transpose()
+            };
+            let i32_of = |v: Option<u64>, key: &str| {
+                v.map(|n| {
+                    i32::try_from(n)
+                        .map_err(|_| CliError::usage(format!("--budget: {key} is too large")))
+                })
+                .transpose()
+            };
+            Ok(v1::BudgetEnvelope {
+                max_tokens: i64_of(o.max_tokens, "maxTokens")?,
+                max_tool_calls: i32_of(o.max_tool_calls, "maxToolCalls")?,
+                max_wall_ms: i64_of(
+                    o.max_wall_seconds.and_then(|s| s.checked_mul(1000)),
+                    "maxWallSeconds",
+                )?,
+                max_cost_usd: o.max_dollars,
+                max_turns: i32_of(o.max_turns, "maxTurns")?,
+                max_output_tokens_per_turn: i64_of(
+                    o.max_output_tokens_per_turn,
+                    "maxOutputTokensPerTurn",
+                )?,
+            })
+        })
+        .transpose()?;
+    if prompt_fragment.is_none()
+        && toolset.is_none()
+        && preset.is_none()
+        && budget_override.is_none()
+        && !a.clear_budget
+    {
+        return Err(CliError::usage(
+            "agent mode edit: nothing to change (give --fragment, --fragment-file, --tools, \
+             --preset, --clear-preset, --budget or --clear-budget)",
+        ));
+    }
+    Ok(v1::EditModeRequest {
+        tenant_id,
+        agent_type,
+        mode,
+        prompt_fragment,
+        toolset,
+        preset,
+        budget_override,
+        clear_budget_override: a.clear_budget,
+    })
 }
 
 fn read_text(path: &Path) -> Result<String, CliError> {

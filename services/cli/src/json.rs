@@ -42,6 +42,8 @@ wire!(
     ListMessagesResponse,
     SetModeResponse,
     ListModesResponse,
+    Mode,
+    EditModeResponse,
     GetLedgerResponse,
     WatchTurnsEvent,
     TurnEvent,

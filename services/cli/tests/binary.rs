@@ -2,7 +2,8 @@
 //! (ListAgents, GetAgent, SendMessage, GetLedger and the WatchTurns stream)
 //! served by tonic on 127.0.0.1:0 with bearer-token checking, and asserts
 //! stdout, stderr and exit codes: tables, JSON, the watch view, usage errors
-//! that never reach the server, UNAUTHENTICATED / PERMISSION_DENIED answers
+//! that never reach the server (`agent mode edit`'s among them, and the one
+//! request a well-formed edit sends), UNAUTHENTICATED / PERMISSION_DENIED answers
 //! and an endpoint nobody listens on.
 
 use std::pin::Pin;
@@ -31,6 +32,7 @@ struct Fake {
     ledgers: Stored<GetLedgerRequest>,
     lists: Stored<ListAgentsRequest>,
     watches: Stored<WatchTurnsRequest>,
+    mode_edits: Stored<EditModeRequest>,
 }
 
 fn ts(seconds: i64) -> Option<Timestamp> {
@@ -214,6 +216,18 @@ impl AgentService for Fake {
         &self,
         _: Request<ListModesRequest>,
     ) -> Result<Response<ListModesResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn get_mode(&self, _: Request<GetModeRequest>) -> Result<Response<Mode>, Status> {
+        unimplemented()
+    }
+
+    async fn edit_mode(
+        &self,
+        request: Request<EditModeRequest>,
+    ) -> Result<Response<EditModeResponse>, Status> {
+        lock(&self.mode_edits).push(request.into_inner());
         unimplemented()
     }
 
@@ -708,6 +722,96 @@ async fn bad_arguments_are_usage_errors_that_send_nothing() -> anyhow::Result<()
     assert!(lock(&server.fake.lists).is_empty());
     assert!(lock(&server.fake.ledgers).is_empty());
     assert!(lock(&server.fake.watches).is_empty());
+    Ok(())
+}
+
+/// `agent mode edit`: a malformed edit is a usage error that sends
+/// nothing; a well-formed one reaches the server as one EditModeRequest
+/// carrying exactly the fields given (the budget as an envelope, the wall
+/// clock in milliseconds), and the server's answer is the command's.
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_mode_edit_sends_only_the_fields_given_and_refuses_bad_ones_locally()
+-> anyhow::Result<()> {
+    let server = start().await?;
+    for (args, needle) in [
+        (&["Soa", "Incident"][..], "nothing to change"),
+        (&["Robot", "Incident", "--fragment", "x"][..], "AGENT_TYPE"),
+        (&["Soa", "No Mode", "--fragment", "x"][..], "MODE"),
+        (
+            &["Soa", "Incident", "--budget", "{\"maxTokens\": 0}"][..],
+            "--budget",
+        ),
+        (
+            &["Soa", "Incident", "--budget", "{\"maxTokenz\": 5}"][..],
+            "maxTokenz",
+        ),
+        (&["Soa", "Incident", "--budget", "{}"][..], "--clear-budget"),
+        (&["Soa", "Incident", "--budget", "not json"][..], "--budget"),
+        (&["Soa", "Incident", "--preset", " "][..], "--preset"),
+    ] {
+        let mut all = vec!["agent", "mode", "edit"];
+        all.extend_from_slice(args);
+        let out = server.run(&all).await?;
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with("error: ") && stderr(&out).contains(needle),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    // Options that exclude each other are refused by the parser.
+    for args in [
+        &["--preset", "ops", "--clear-preset"][..],
+        &["--budget", "{\"maxTurns\": 2}", "--clear-budget"][..],
+        &["--fragment", "a", "--fragment-file", "/nonexistent"][..],
+    ] {
+        let mut all = vec!["agent", "mode", "edit", "Soa", "Incident"];
+        all.extend_from_slice(args);
+        let out = server.run(&all).await?;
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+    assert!(
+        lock(&server.fake.mode_edits).is_empty(),
+        "a usage error reached the server"
+    );
+
+    let out = server
+        .run(&[
+            "agent",
+            "mode",
+            "edit",
+            "Soa",
+            "Incident",
+            "--tools",
+            "soa_send_message, soa_query_telemetry",
+            "--budget",
+            "{\"maxWallSeconds\": 90, \"maxDollars\": 1.5}",
+            "--clear-preset",
+        ])
+        .await?;
+    // The test server answers UNIMPLEMENTED, which the command reports.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("UNIMPLEMENTED"), "{}", stderr(&out));
+    let sent = lock(&server.fake.mode_edits).clone();
+    assert_eq!(
+        sent,
+        vec![EditModeRequest {
+            tenant_id: TENANT.into(),
+            agent_type: "Soa".into(),
+            mode: "Incident".into(),
+            prompt_fragment: None,
+            toolset: Some(ModeToolset {
+                tools: vec!["soa_send_message".into(), "soa_query_telemetry".into()],
+            }),
+            preset: Some(String::new()),
+            budget_override: Some(BudgetEnvelope {
+                max_wall_ms: Some(90_000),
+                max_cost_usd: Some(1.5),
+                ..Default::default()
+            }),
+            clear_budget_override: false,
+        }]
+    );
     Ok(())
 }
 

@@ -114,6 +114,7 @@ pub fn mode(m: &ModeRow) -> v1::Mode {
             .map(|o| budget(&o)),
         system_seed: m.system_seed,
         is_default: m.is_default,
+        tenant_override: m.tenant_id.is_some(),
     }
 }
 

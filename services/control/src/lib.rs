@@ -18,6 +18,7 @@ pub mod error;
 pub mod http;
 pub mod limits;
 pub mod metrics;
+pub mod mode_edit;
 pub mod notices;
 pub mod publisher;
 pub mod server;

@@ -170,6 +170,8 @@ stored_enum! {
         Ui => "ui",
         /// Approval of a `soa_propose_mode_change` attention request.
         Approval => "approval",
+        /// An operator's edit of a catalogue mode (no instance switched).
+        Catalogue => "catalogue",
     }
 }
 

@@ -14,6 +14,7 @@ pub mod enums;
 pub mod error;
 pub mod lease;
 pub mod mapper;
+pub mod mode_edit;
 pub mod modes;
 pub mod options;
 pub mod plan_hash;

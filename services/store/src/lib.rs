@@ -43,7 +43,7 @@ pub use instances::{InstanceRow, NewInstance};
 pub use ledger::{LedgerActionRow, LedgerTurn};
 pub use messages::MessageRow;
 pub use missions::{MissionFilter, MissionRow, MissionStatus, NewMission};
-pub use modes::{ModeChange, ModeRow};
+pub use modes::{ModeChange, ModeEditEvent, ModeEditOutcome, ModeRow};
 pub use sessions::DashboardSession;
 pub use store::{
     DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DatabaseStats, Store, StoreOptions, TenantTx,

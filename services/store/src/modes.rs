@@ -1,12 +1,22 @@
-//! The mode catalogue (`agent_modes`, platform-wide) and THE one chokepoint
-//! that writes `agent_instances.active_mode`: [`Modes::set_active_mode`],
-//! which validates against the agent type's own catalogue and appends the
-//! `agent_mode_change_events` audit row in the same transaction (its
-//! statements, `set_active_mode_in`, also run inside the decision
-//! transaction of [`crate::decisions`]). Nothing else in the system may write
-//! `active_mode`; the agent can only propose.
+//! The mode catalogue (`agent_modes`: platform rows, and the tenant's
+//! overrides of them, migration 0100), the operator's edit of a catalogue
+//! mode, and THE one chokepoint that writes `agent_instances.active_mode`:
+//! [`Modes::set_active_mode`], which validates against the agent type's own
+//! catalogue and appends the `agent_mode_change_events` audit row in the
+//! same transaction (its statements, `set_active_mode_in`, also run inside
+//! the decision transaction of [`crate::decisions`]). Nothing else in the
+//! system may write `active_mode`; the agent can only propose.
+//!
+//! A tenant reads its catalogue through `genesis_effective_modes` (its
+//! override of a mode over the platform row). [`Modes::edit`] writes only
+//! the tenant's override, created by copying the platform row on the first
+//! edit, and appends a `catalogue` audit row of what changed, old→new, in
+//! the same transaction; it never writes a platform row, so no other
+//! tenant's catalogue changes. What may change and how it is checked is
+//! genesis-core's [`genesis_core::mode_edit`].
 
 use chrono::{DateTime, Utc};
+use genesis_core::mode_edit::{FieldChange, ModeEdit, ModeFields, changes_json};
 use genesis_core::{AgentType, ModeChangeSource};
 use serde::Deserialize;
 use sqlx::PgConnection;
@@ -30,6 +40,36 @@ pub struct ModeRow {
     pub budget_override: Option<serde_json::Value>,
     pub system_seed: bool,
     pub is_default: bool,
+    /// The tenant whose override this row is; `None` for a platform row.
+    #[serde(default)]
+    pub tenant_id: Option<Uuid>,
+}
+
+/// A `catalogue` row of `agent_mode_change_events`: one operator edit of a
+/// catalogue mode.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ModeEditEvent {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub agent_type: AgentType,
+    /// The edited mode.
+    #[serde(rename = "to_mode")]
+    pub mode: String,
+    pub actor: String,
+    /// `{field: {old, new}}` for each field the edit changed.
+    pub changes: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What [`Modes::edit`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModeEditOutcome {
+    /// The mode as the tenant now sees it.
+    pub mode: ModeRow,
+    /// The fields the edit changed, old→new (empty: it changed nothing).
+    pub changes: Vec<FieldChange>,
+    /// The audit row, when something changed.
+    pub event: Option<ModeEditEvent>,
 }
 
 /// An `agent_mode_change_events` audit row.
@@ -68,6 +108,182 @@ impl Modes<'_> {
         .bind(agent_type.as_str())
         .fetch_all(self.store.tenant_pool())
         .await?;
+        decode_all(rows)
+    }
+
+    /// The catalogue of one agent type as `tenant_id` sees it (its override
+    /// of a mode over the platform row), default mode first.
+    pub async fn catalogue_for(
+        &self,
+        tenant_id: Uuid,
+        agent_type: AgentType,
+    ) -> Result<Vec<ModeRow>, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(m) FROM genesis_effective_modes($1, $2) m ORDER BY is_default DESC, name",
+        )
+        .bind(tenant_id)
+        .bind(agent_type.as_str())
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode_all(rows)
+    }
+
+    /// One mode as `tenant_id` sees it; `NotFound` when the type's
+    /// catalogue has no such mode.
+    pub async fn get(
+        &self,
+        tenant_id: Uuid,
+        agent_type: AgentType,
+        name: &str,
+    ) -> Result<ModeRow, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row = effective_in(tx.conn(), tenant_id, agent_type, name).await?;
+        tx.commit().await?;
+        row.ok_or_else(|| unknown_mode(agent_type, name))
+    }
+
+    /// Edit one mode of `agent_type`'s catalogue for `tenant_id` alone, in
+    /// one tenant transaction: the effective mode is read, `edit` (already
+    /// checked with [`ModeEdit::validate`]) is applied to it, and when that
+    /// changes something the tenant's override is created from the
+    /// platform row if it has none, locked, updated, and a `catalogue`
+    /// audit row of the changes (old→new, against the locked row) is
+    /// appended, naming `actor`. An edit that changes nothing writes
+    /// nothing. A preset must be one of the tenant's presets, by id or name
+    /// (stored as its id). Unknown mode → `NotFound`; unknown preset →
+    /// `InvalidArgument` (field `preset`); nothing is written on any error.
+    pub async fn edit(
+        &self,
+        tenant_id: Uuid,
+        agent_type: AgentType,
+        name: &str,
+        edit: &ModeEdit,
+        actor: &str,
+    ) -> Result<ModeEditOutcome, StoreError> {
+        check_text("actor", actor, 200)?;
+        check_text("mode", name, 100)?;
+        let mut edit = edit.clone();
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        if let Some(Some(preset)) = &edit.preset {
+            let id: Option<String> = sqlx::query_scalar(
+                "SELECT id::text FROM llm_presets WHERE id::text = $1 OR name = $1
+                  ORDER BY (id::text = $1) DESC LIMIT 1",
+            )
+            .bind(preset)
+            .fetch_optional(tx.conn())
+            .await?;
+            let id = id.ok_or_else(|| {
+                StoreError::invalid("preset", format!("no preset {preset:?} in this tenant"))
+            })?;
+            edit.preset = Some(Some(id));
+        }
+        let current = effective_in(tx.conn(), tenant_id, agent_type, name)
+            .await?
+            .ok_or_else(|| unknown_mode(agent_type, name))?;
+        let (_, changes) = edit.apply(&fields_of(&current)?);
+        if changes.is_empty() {
+            tx.commit().await?;
+            return Ok(ModeEditOutcome {
+                mode: current,
+                changes,
+                event: None,
+            });
+        }
+        // The tenant's override, created from the platform row on the
+        // first edit, then locked: concurrent edits of one mode queue here,
+        // and each records its changes against the row it replaced.
+        sqlx::query(
+            "INSERT INTO agent_modes (tenant_id, agent_type, name, description, prompt_fragment, toolset,
+                                      preset_id, budget_override, system_seed, is_default)
+             SELECT $1, agent_type, name, description, prompt_fragment, toolset, preset_id, budget_override,
+                    false, is_default
+               FROM agent_modes WHERE tenant_id IS NULL AND agent_type = $2 AND name = $3
+             ON CONFLICT (tenant_id, agent_type, name) WHERE tenant_id IS NOT NULL DO NOTHING",
+        )
+        .bind(tenant_id)
+        .bind(agent_type.as_str())
+        .bind(name)
+        .execute(tx.conn())
+        .await?;
+        let locked: serde_json::Value = sqlx::query_scalar(
+            "SELECT to_jsonb(m) FROM agent_modes m
+              WHERE tenant_id = $1 AND agent_type = $2 AND name = $3 FOR UPDATE",
+        )
+        .bind(tenant_id)
+        .bind(agent_type.as_str())
+        .bind(name)
+        .fetch_one(tx.conn())
+        .await?;
+        let locked: ModeRow = decode(locked)?;
+        let (next, changes) = edit.apply(&fields_of(&locked)?);
+        if changes.is_empty() {
+            tx.commit().await?;
+            return Ok(ModeEditOutcome {
+                mode: locked,
+                changes,
+                event: None,
+            });
+        }
+        // An unedited toolset keeps its stored form (NULL: the seed's).
+        let toolset = match &edit.toolset {
+            Some(_) => Some(serde_json::json!(next.toolset)),
+            None => locked.toolset.as_ref().map(|t| serde_json::json!(t)),
+        };
+        let row: serde_json::Value = sqlx::query_scalar(
+            "UPDATE agent_modes SET prompt_fragment = $4, toolset = $5, preset_id = $6, budget_override = $7
+              WHERE tenant_id = $1 AND agent_type = $2 AND name = $3
+             RETURNING to_jsonb(agent_modes.*)",
+        )
+        .bind(tenant_id)
+        .bind(agent_type.as_str())
+        .bind(name)
+        .bind(&next.prompt_fragment)
+        .bind(toolset)
+        .bind(next.preset.as_deref())
+        .bind(next.budget_override.map(|b| b.to_json()))
+        .fetch_one(tx.conn())
+        .await?;
+        let event: serde_json::Value = sqlx::query_scalar(
+            "INSERT INTO agent_mode_change_events (tenant_id, instance_id, from_mode, to_mode, source, actor,
+                                                   agent_type, changes)
+             VALUES ($1, NULL, NULL, $2, $3, $4, $5, $6)
+             RETURNING to_jsonb(agent_mode_change_events.*)",
+        )
+        .bind(tenant_id)
+        .bind(name)
+        .bind(ModeChangeSource::Catalogue.as_str())
+        .bind(actor)
+        .bind(agent_type.as_str())
+        .bind(changes_json(&changes))
+        .fetch_one(tx.conn())
+        .await?;
+        tx.commit().await?;
+        Ok(ModeEditOutcome {
+            mode: decode(row)?,
+            changes,
+            event: Some(decode(event)?),
+        })
+    }
+
+    /// The tenant's catalogue edits of one type, oldest first.
+    pub async fn edits(
+        &self,
+        tenant_id: Uuid,
+        agent_type: AgentType,
+    ) -> Result<Vec<ModeEditEvent>, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(e) FROM agent_mode_change_events e
+              WHERE source = 'catalogue' AND tenant_id = $1 AND agent_type = $2
+              ORDER BY created_at, id",
+        )
+        .bind(tenant_id)
+        .bind(agent_type.as_str())
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
         decode_all(rows)
     }
 
@@ -141,12 +357,14 @@ pub(crate) async fn set_active_mode_in(
         ));
     }
     let inst = lock_in(&mut *conn, instance_id).await?;
-    let known: Option<bool> =
-        sqlx::query_scalar("SELECT true FROM agent_modes WHERE agent_type = $1 AND name = $2")
-            .bind(inst.agent_type.as_str())
-            .bind(to_mode)
-            .fetch_optional(&mut *conn)
-            .await?;
+    // Mode names are the platform rows' (a tenant's override shadows one).
+    let known: Option<bool> = sqlx::query_scalar(
+        "SELECT true FROM agent_modes WHERE agent_type = $1 AND name = $2 AND tenant_id IS NULL",
+    )
+    .bind(inst.agent_type.as_str())
+    .bind(to_mode)
+    .fetch_optional(&mut *conn)
+    .await?;
     if known.is_none() {
         return Err(genesis_core::CoreError::UnknownMode {
             agent_type: inst.agent_type,
@@ -186,4 +404,39 @@ pub(crate) async fn set_active_mode_in(
     .fetch_one(&mut *conn)
     .await?;
     decode(row)
+}
+
+/// The mode `name` of `agent_type` as `tenant_id` sees it, on the caller's
+/// tenant transaction.
+async fn effective_in(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    agent_type: AgentType,
+    name: &str,
+) -> Result<Option<ModeRow>, StoreError> {
+    let row: Option<serde_json::Value> = sqlx::query_scalar(
+        "SELECT to_jsonb(m) FROM genesis_effective_modes($1, $2) m WHERE m.name = $3",
+    )
+    .bind(tenant_id)
+    .bind(agent_type.as_str())
+    .bind(name)
+    .fetch_optional(conn)
+    .await?;
+    row.map(decode).transpose()
+}
+
+/// The editable fields of a row, as a reader sees them.
+fn fields_of(row: &ModeRow) -> Result<ModeFields, StoreError> {
+    Ok(ModeFields::from_stored(
+        row.agent_type,
+        &row.name,
+        &row.prompt_fragment,
+        row.toolset.as_deref(),
+        row.preset_id.as_deref(),
+        row.budget_override.as_ref(),
+    )?)
+}
+
+fn unknown_mode(agent_type: AgentType, name: &str) -> StoreError {
+    StoreError::not_found(format!("mode {name:?} of {agent_type}"))
 }

@@ -74,6 +74,20 @@ async fn seed_tenant(store: &Store, pool: &PgPool, t: Uuid, name: &str) -> anyho
         .config()
         .set(Some(t), "AgentDispatcher:TickMaxTurns", "3")
         .await?;
+    // The tenant's own copy of a platform mode (and its catalogue audit row).
+    store
+        .modes()
+        .edit(
+            t,
+            genesis_core::AgentType::Soa,
+            "Idle",
+            &genesis_core::mode_edit::ModeEdit {
+                prompt_fragment: Some(format!("quiet for {name}")),
+                ..Default::default()
+            },
+            "op",
+        )
+        .await?;
     let tok = store
         .tokens()
         .insert(Some(t), TokenScope::Operator, &hash_token(name), name, None)
@@ -127,6 +141,7 @@ async fn every_tenant_table_forces_row_level_security_with_the_tenant_policy(
         "missions",
         "api_tokens",
         "system_configs",
+        "agent_modes",
     ] {
         assert!(
             names.contains(&expected),
@@ -170,9 +185,10 @@ async fn every_tenant_table_forces_row_level_security_with_the_tenant_policy(
         } else {
             "tenant_id"
         };
-        let expected_using = if table == "system_configs" {
-            // Global rows (tenant_id NULL) are readable by every tenant;
-            // writes are still confined to the tenant's own rows.
+        let expected_using = if table == "system_configs" || table == "agent_modes" {
+            // Global rows (tenant_id NULL: platform configuration, platform
+            // modes) are readable by every tenant; writes are still
+            // confined to the tenant's own rows.
             format!("((tenant_id IS NULL) OR {})", scoped(col))
         } else {
             scoped(col)
@@ -231,6 +247,7 @@ async fn a_transaction_of_tenant_a_reads_and_writes_nothing_of_tenant_b_in_any_t
         "api_tokens",
         "system_configs",
         "dashboard_sessions",
+        "agent_modes",
     ];
     for (table, ..) in tenant_tables(&pool).await? {
         let total_b: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
@@ -572,13 +589,12 @@ async fn an_unfiltered_count_in_a_tenant_transaction_counts_only_that_tenants_ro
         .await?;
         assert!(own > 0, "{table}: the fixture must give tenant A rows");
         assert!(of_b > 0, "{table}: the fixture must give tenant B rows");
-        // Global configuration (tenant_id NULL) is readable by every tenant
-        // by design; every other table has no tenant-less rows to show.
-        let expected = if table == "system_configs" {
-            assert!(
-                global > 0,
-                "system_configs: the fixture must hold a global row"
-            );
+        // Global configuration and the platform modes (tenant_id NULL)
+        // are readable by every tenant by design; every other table has no
+        // tenant-less rows to show.
+        let layered = table == "system_configs" || table == "agent_modes";
+        let expected = if layered {
+            assert!(global > 0, "{table}: the fixture must hold a global row");
             own + global
         } else {
             own
@@ -603,7 +619,7 @@ async fn an_unfiltered_count_in_a_tenant_transaction_counts_only_that_tenants_ro
         assert!(
             owners
                 .iter()
-                .all(|o| *o == Some(a) || (table == "system_configs" && o.is_none())),
+                .all(|o| *o == Some(a) || (layered && o.is_none())),
             "{table}: an unfiltered read in A's transaction returned rows of {owners:?}"
         );
     }

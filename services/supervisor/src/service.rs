@@ -680,10 +680,12 @@ impl AgentPodService {
                 true,
             ));
         }
-        // (b) the tool is in the instance's resolved toolset.
+        // (b) the tool is in the instance's resolved toolset (the
+        // tenant's catalogue: its edit of a mode over the platform's).
         let row: (String, Option<String>, Value) = sqlx::query_as(
             "SELECT i.agent_type, i.active_mode,
-                    (SELECT coalesce(jsonb_agg(to_jsonb(m)), '[]'::jsonb) FROM agent_modes m WHERE m.agent_type = i.agent_type)
+                    (SELECT coalesce(jsonb_agg(to_jsonb(m)), '[]'::jsonb)
+                       FROM genesis_effective_modes(i.tenant_id, i.agent_type) m)
                FROM agent_instances i WHERE i.id = $1",
         )
         .bind(instance_id)

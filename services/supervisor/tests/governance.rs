@@ -867,6 +867,102 @@ async fn a_tool_outside_the_active_mode_is_refused_and_no_tool_changes_the_mode(
     assert_eq!(count(&s.pool, "attention_requests").await, 1);
 }
 
+/// A tenant's edit of a mode (migration 0100) is the mode its ticks run:
+/// the claim's bundle carries the edited fragment and toolset, and
+/// InvokeTool authorises exactly the edited toolset; another tenant's SOA
+/// in the same mode still runs the platform's.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_tenants_edited_mode_is_what_its_claim_sends_and_invoke_tool_authorises(pool: PgPool) {
+    let mut s = serve(pool).await;
+    let store = Store::from_pool(&s.pool);
+    store
+        .modes()
+        .edit(
+            s.tenant,
+            AgentType::Soa,
+            "Strategic",
+            &genesis_core::mode_edit::ModeEdit {
+                prompt_fragment: Some("MODE: Strategic, acme edition.".into()),
+                toolset: Some(vec![
+                    "agent_query_memory".into(),
+                    "soa_propose_decision".into(),
+                ]),
+                ..Default::default()
+            },
+            "op",
+        )
+        .await
+        .unwrap();
+    let claim = |s: &mut Server| {
+        let req = s.req(pb::ClaimTickRequest {
+            instance_id: s.soa.to_string(),
+            tenant_id: s.tenant.to_string(),
+            event_id: None,
+        });
+        let mut client = s.client.clone();
+        async move {
+            match client.claim_tick(req).await.unwrap().into_inner().result {
+                Some(Claim::Bundle(b)) => b,
+                other => panic!("expected a bundle, got {other:?}"),
+            }
+        }
+    };
+    let bundle = claim(&mut s).await;
+    let mode = bundle.mode.clone().unwrap();
+    assert_eq!(mode.name, "Strategic");
+    assert_eq!(mode.prompt_fragment, "MODE: Strategic, acme edition.");
+    assert!(
+        mode.system_prompt
+            .ends_with("MODE: Strategic, acme edition.")
+    );
+    assert_eq!(mode.toolset, ["agent_query_memory", "soa_propose_decision"]);
+    let r = s
+        .invoke(
+            &bundle.session_id,
+            "c1",
+            "soa_send_message",
+            json!({"body": "hi"}),
+        )
+        .await;
+    assert_eq!(r.error.unwrap().code, "TOOL_NOT_AUTHORIZED");
+    let r = s
+        .invoke(
+            &bundle.session_id,
+            "c2",
+            "agent_query_memory",
+            json!({"query": "x"}),
+        )
+        .await;
+    assert!(r.error.is_none(), "{r:?}");
+    assert_eq!(count(&s.pool, "agent_messages").await, 0);
+
+    // Another tenant's SOA, same mode: the platform's toolset.
+    let other = store.tenants().create("globex").await.unwrap().id;
+    s.tenant = other;
+    s.soa = store
+        .instances()
+        .create(
+            other,
+            NewInstance::foundational(AgentType::Soa, InstanceStatus::Active),
+        )
+        .await
+        .unwrap()
+        .id;
+    let bundle = claim(&mut s).await;
+    let mode = bundle.mode.clone().unwrap();
+    assert_ne!(mode.prompt_fragment, "MODE: Strategic, acme edition.");
+    assert!(mode.toolset.iter().any(|t| t == "soa_send_message"));
+    let r = s
+        .invoke(
+            &bundle.session_id,
+            "c1",
+            "soa_send_message",
+            json!({"body": "hi"}),
+        )
+        .await;
+    assert!(r.error.is_none() && !r.blocked, "{r:?}");
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn the_open_items_roster_is_served_by_the_soa_instance_index(pool: PgPool) {
     let store = Store::from_pool(&pool);

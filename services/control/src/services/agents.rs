@@ -1,7 +1,8 @@
 //! `genesis.v1.AgentService` (spec §3.9): instance lifecycle (Start, Stop,
 //! Reset, Compliance), operator chat, the UI mode switch (source `ui`, via
-//! the store's one chokepoint), the mode catalogue, the ledger, the live
-//! turn stream and the redactor signal. Control owns every enqueue here.
+//! the store's one chokepoint), the mode catalogue and the tenant's edits
+//! of it (EditMode: validated at the edge, written and audited by the
+//! store), the ledger, the live turn stream and the redactor signal. Control owns every enqueue here.
 //! Must never write `active_mode`, the ledger or the queue except through the
 //! store calls built for them.
 
@@ -21,6 +22,7 @@ use super::{observe, record_ids};
 use crate::auth::{Caller, caller};
 use crate::bootstrap::{ensure_compliance, ensure_signalled_redactor};
 use crate::convert;
+use crate::mode_edit::EditModeCommand;
 use crate::state::AppState;
 use crate::status::{
     control_status, field_status, limit, opt_text, parse_enum, parse_opt_enum, store_status, uuid,
@@ -405,11 +407,67 @@ impl AgentService for Agents {
                 .state
                 .store
                 .modes()
-                .catalogue(agent_type)
+                .catalogue_for(t, agent_type)
                 .await
                 .map_err(store_status)?;
             Ok(v1::ListModesResponse {
                 modes: rows.iter().map(convert::mode).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn get_mode(
+        &self,
+        request: Request<v1::GetModeRequest>,
+    ) -> Result<Response<v1::Mode>, Status> {
+        observe(&self.state, "/genesis.v1.AgentService/GetMode", async {
+            let caller = caller(&request)?;
+            let req = request.get_ref();
+            let t = caller.tenant("tenant_id", &req.tenant_id)?;
+            let agent_type: AgentType = parse_enum("agent_type", &req.agent_type)?;
+            validate_mode_name("mode", &req.mode).map_err(|e| field_status("mode", e))?;
+            record_ids(t, None);
+            let row = self
+                .state
+                .store
+                .modes()
+                .get(t, agent_type, &req.mode)
+                .await
+                .map_err(store_status)?;
+            Ok(convert::mode(&row))
+        })
+        .await
+    }
+
+    async fn edit_mode(
+        &self,
+        request: Request<v1::EditModeRequest>,
+    ) -> Result<Response<v1::EditModeResponse>, Status> {
+        observe(&self.state, "/genesis.v1.AgentService/EditMode", async {
+            let caller = caller(&request)?;
+            let req = request.get_ref();
+            let t = caller.tenant("tenant_id", &req.tenant_id)?;
+            let cmd = EditModeCommand::try_from(req)?;
+            record_ids(t, None);
+            let actor = caller.actor();
+            let out = self
+                .state
+                .store
+                .modes()
+                .edit(t, cmd.agent_type, &cmd.mode, &cmd.edit, &actor)
+                .await
+                .map_err(store_status)?;
+            if let Some(event) = &out.event {
+                tracing::info!(
+                    tenant = %t, agent_type = %cmd.agent_type, mode = %cmd.mode, actor = %actor,
+                    event = %event.id, changes = %event.changes, "catalogue mode edited"
+                );
+            }
+            Ok(v1::EditModeResponse {
+                mode: Some(convert::mode(&out.mode)),
+                changed: out.changes.iter().map(|c| c.field.to_owned()).collect(),
+                mode_change_event_id: out.event.map(|e| e.id.to_string()).unwrap_or_default(),
             })
         })
         .await

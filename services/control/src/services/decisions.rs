@@ -155,7 +155,7 @@ impl DecisionService for Decisions {
                         .map_err(store_status)?;
                     let known = store
                         .modes()
-                        .catalogue(inst.agent_type)
+                        .catalogue_for(t, inst.agent_type)
                         .await
                         .map_err(store_status)?
                         .iter()
