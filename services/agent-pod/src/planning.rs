@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use genesis_core::mapper::{AgentDecisionMapper, Completion, TickOutcome as CoreOutcome};
 use genesis_core::plan_hash::is_idle_tick;
-use genesis_core::prompt::{compose_system_prompt, overlay_sha256};
+use genesis_core::prompt::{
+    base_system_prompt, compose_system_prompt, overlay_sha256, rails_only_system_prompt,
+};
 use genesis_core::{AgentEventKind, AgentType, PlanInputHash};
 use genesis_llm::ToolSpec;
 use genesis_proto::v1 as pb;
@@ -29,11 +31,6 @@ use crate::supervisor::{Supervisor, TickIds};
 
 /// How many ledger turns are re-injected as continuity (step 1).
 pub const LEDGER_TAIL: usize = 12;
-
-/// The invariant base system prompt, used when the bundle's mode carries no
-/// ready-made `system_prompt`; the mode fragment is appended after a blank
-/// line.
-pub const BASE_SYSTEM_PROMPT: &str = "You are a standing Genesis agent. You act only through the tool calls offered to you; your text is a reasoning trace and changes nothing. Ground every action in the open items and the event, never duplicate in-flight work, never self-apply a risky change (escalate to a human instead), and end every episode by calling phase_complete or phase_blocked.";
 
 /// Everything a tick needs besides the bundle: the supervisor client, the
 /// invoker and the counters.
@@ -405,15 +402,23 @@ pub fn advertised_tools(
 }
 
 /// Step 7: the system prompt — the bundle's ready-made `base + fragment`,
-/// else the base prompt plus the fragment — with the resolved preset's
-/// prompt overlay appended last (genesis-core's one composition rule).
-pub fn system_prompt(mode: &pb::ResolvedMode, chain: Option<&pb::ResolvedPresetChain>) -> String {
+/// else the instance type's base prompt for its tenant plus the fragment
+/// (genesis-core's texts either way) — with the resolved preset's prompt
+/// overlay appended last (genesis-core's one composition rule).
+pub fn system_prompt(
+    instance: &pb::AgentInstance,
+    mode: &pb::ResolvedMode,
+    chain: Option<&pb::ResolvedPresetChain>,
+) -> String {
     let overlay = chain.map(|c| c.prompt_overlay.as_str()).unwrap_or_default();
     if !mode.system_prompt.trim().is_empty() {
-        compose_system_prompt(&mode.system_prompt, "", overlay)
-    } else {
-        compose_system_prompt(BASE_SYSTEM_PROMPT, &mode.prompt_fragment, overlay)
+        return compose_system_prompt(&mode.system_prompt, "", overlay);
     }
+    let base = match instance.agent_type.parse::<AgentType>() {
+        Ok(t) => base_system_prompt(t, &instance.tenant_id),
+        Err(_) => rails_only_system_prompt(&instance.tenant_id),
+    };
+    compose_system_prompt(&base, &mode.prompt_fragment, overlay)
 }
 
 struct Completing {
@@ -658,7 +663,7 @@ async fn plan(
         .collect();
     let spec = EpisodeSpec {
         invocation_id: uuid::Uuid::now_v7().to_string(),
-        system_prompt: system_prompt(mode, bundle.preset_chain.as_ref()),
+        system_prompt: system_prompt(instance, mode, bundle.preset_chain.as_ref()),
         prompt_overlay_sha256: bundle
             .preset_chain
             .as_ref()

@@ -873,12 +873,24 @@ fn the_roster_opens_the_objective_and_the_event_line_follows() {
             "phase_blocked"
         ]
     );
+}
+
+#[test]
+fn the_system_prompt_is_the_types_base_then_the_fragment_then_the_overlay() {
+    use genesis_agent_pod::planning::system_prompt;
+    use genesis_core::prompt::{base_system_prompt, rails_only_system_prompt};
+    let b = bundle("OperatorMessage", r#"{"message":"ship it"}"#);
+    let mode = b.mode.clone().unwrap();
+    let instance = b.instance.clone().unwrap();
+    // No ready-made prompt in the bundle: the pod composes the SOA's base
+    // for the bundle's tenant and the fragment itself.
+    assert!(mode.system_prompt.is_empty());
+    let base = base_system_prompt(genesis_core::AgentType::Soa, &instance.tenant_id);
+    assert!(base.starts_with("You are the Strategic Orchestration Agent"));
+    assert!(base.contains(&instance.tenant_id));
     assert_eq!(
-        genesis_agent_pod::planning::system_prompt(&mode, None),
-        format!(
-            "{}\n\nFocus on strategy.",
-            genesis_agent_pod::planning::BASE_SYSTEM_PROMPT
-        )
+        system_prompt(&instance, &mode, None),
+        format!("{base}\n\nFocus on strategy.")
     );
     // The preset's overlay comes last, after the fragment.
     let chain = pb::ResolvedPresetChain {
@@ -886,18 +898,39 @@ fn the_roster_opens_the_objective_and_the_event_line_follows() {
         ..Default::default()
     };
     assert_eq!(
-        genesis_agent_pod::planning::system_prompt(&mode, Some(&chain)),
+        system_prompt(&instance, &mode, Some(&chain)),
+        format!("{base}\n\nFocus on strategy.\n\nAnswer in French.")
+    );
+    // Another type, another base.
+    let compliance = pb::AgentInstance {
+        agent_type: "Compliance".into(),
+        ..instance.clone()
+    };
+    assert!(
+        system_prompt(&compliance, &mode, None).starts_with(&base_system_prompt(
+            genesis_core::AgentType::Compliance,
+            &instance.tenant_id
+        ))
+    );
+    // A type this build does not know still gets the rails.
+    let unknown = pb::AgentInstance {
+        agent_type: "FutureAgent".into(),
+        ..instance.clone()
+    };
+    assert_eq!(
+        system_prompt(&unknown, &mode, None),
         format!(
-            "{}\n\nFocus on strategy.\n\nAnswer in French.",
-            genesis_agent_pod::planning::BASE_SYSTEM_PROMPT
+            "{}\n\nFocus on strategy.",
+            rails_only_system_prompt(&instance.tenant_id)
         )
     );
+    // The supervisor's ready-made base + fragment is used as it is.
     let ready_made = pb::ResolvedMode {
         system_prompt: "BASE\n\nFRAGMENT".into(),
         ..mode.clone()
     };
     assert_eq!(
-        genesis_agent_pod::planning::system_prompt(&ready_made, Some(&chain)),
+        system_prompt(&instance, &ready_made, Some(&chain)),
         "BASE\n\nFRAGMENT\n\nAnswer in French."
     );
 }

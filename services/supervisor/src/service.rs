@@ -15,6 +15,7 @@ use genesis_core::budget::{FoundationalState, week_start_for};
 use genesis_core::mapper::{AgentDecisionMapper, Completion, TickOutcome};
 use genesis_core::modes::{ModeDefinition, ResolvedMode, resolve_mode, seed_catalogue};
 use genesis_core::plan_hash::forced_replan_due;
+use genesis_core::prompt::base_system_prompt;
 use genesis_core::sites::policy_site_for;
 use genesis_core::{
     AgentDispatcherOptions, AgentEventKind, AgentType, BudgetAxis, BudgetEnvelope, BudgetOverride,
@@ -47,12 +48,6 @@ use crate::ops::OpsProbe;
 use crate::presets::{DefaultProvider, ModePreset, resolve_chain};
 use crate::tick_memo::{TickMemo, TickMemos};
 use crate::tools::{Governance, ToolContext, ToolRegistry};
-
-/// The invariant base system prompt; the mode's fragment is appended.
-pub const BASE_SYSTEM_PROMPT: &str = "You are a standing agent of Genesis. Each tick you plan once, \
-act only through the governed tools you are given (a tool call is the commit; prose is never \
-parsed), never duplicate an item already on the open-items roster, route every consequential \
-fork to a human with an escalation, and end the episode with phase_complete or phase_blocked.";
 
 /// Longest arguments JSON accepted for one tool call, in bytes.
 pub const MAX_TOOL_ARGUMENTS_BYTES: usize = 256 * 1024;
@@ -583,7 +578,13 @@ impl AgentPodService {
                 name: mode.name.clone(),
                 toolset: mode.toolset.clone(),
                 prompt_fragment: mode.prompt_fragment.clone(),
-                system_prompt: mode.system_prompt(BASE_SYSTEM_PROMPT),
+                // The type's invariant base for this tenant, then the
+                // mode's fragment: nothing per tick, so every tick of an
+                // instance sends the same cacheable prefix.
+                system_prompt: mode.system_prompt(&base_system_prompt(
+                    instance.agent_type,
+                    &instance.tenant_id.to_string(),
+                )),
             }),
             budget: Some(budget_to_proto(&budget)),
             preset_chain: Some(resolve_chain(

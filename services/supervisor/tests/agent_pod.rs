@@ -134,7 +134,18 @@ async fn claim_tick_returns_the_bundle(pool: PgPool) {
     let mode = b.mode.unwrap();
     assert_eq!(mode.name, "Strategic");
     assert!(mode.toolset.contains(&"soa_send_message".to_owned()));
-    assert!(mode.system_prompt.ends_with(&mode.prompt_fragment));
+    // The SOA's base for this tenant, then the mode's fragment.
+    let base = genesis_core::prompt::base_system_prompt(AgentType::Soa, &h.tenant.to_string());
+    assert_eq!(
+        mode.system_prompt,
+        genesis_core::prompt::compose_system_prompt(&base, &mode.prompt_fragment, "")
+    );
+    // ... and that fragment is the migrated one, never an empty string.
+    assert!(
+        mode.prompt_fragment.starts_with("MODE: Strategic — "),
+        "{:?}",
+        mode.prompt_fragment
+    );
     let tool_names: Vec<_> = b.tools.iter().map(|t| t.name.as_str()).collect();
     assert!(
         tool_names.contains(&"soa_send_message") && tool_names.contains(&"soa_propose_decision")
