@@ -2,13 +2,23 @@
 //! `x-api-key` and `anthropic-version`, tools as `tool_use` / `tool_result`
 //! content blocks.
 //!
+//! Prompt caching: every request marks the prefix that repeats from call to
+//! call with `cache_control: {"type": "ephemeral"}` breakpoints, in the
+//! order the API renders the prompt (tools, system, messages) and never more
+//! than [`MAX_CACHE_BREAKPOINTS`]: the last tool (the whole tool list), the
+//! system prompt (sent as one text block so it can carry the marker), the
+//! first user message (the episode's objective — the stable head), and the
+//! last block of the conversation once it has turns after the head's, so
+//! the next turn of the same episode reads the whole history back from the
+//! cache. A prefix shorter than the model's minimum is simply not cached.
+//!
 //! This module must never decide on retries or fallback; it reports one
 //! attempt's outcome as an [`LlmError`] and the chain decides.
 
 use serde_json::{Value, json};
 
 use crate::error::LlmError;
-use crate::http::{HttpTimeouts, build_client, post_json};
+use crate::http::{HttpTimeouts, build_client, normalize_base_url, post_json, trim_base_url};
 use crate::secret::Secret;
 use crate::types::{
     ChatClient, ChatMessage, ChatRequest, ChatResponse, StopReason, ToolCall, Usage,
@@ -38,30 +48,85 @@ impl std::fmt::Debug for AnthropicProvider {
 }
 
 impl AnthropicProvider {
-    /// A provider for `base_url` (without the `/v1/messages` path; a trailing
-    /// slash is tolerated) authenticating with `api_key`.
+    /// A provider for `base_url` as the official SDKs read
+    /// `ANTHROPIC_BASE_URL` (`https://api.anthropic.com`, without
+    /// `/v1/messages`; a trailing `/` or `/v1` is tolerated) authenticating
+    /// with `api_key`. A URL that is not `http(s)://host…` is refused.
     pub fn new(
         base_url: impl Into<String>,
         api_key: Secret,
         timeouts: HttpTimeouts,
     ) -> Result<Self, LlmError> {
         Ok(AnthropicProvider {
-            base_url: base_url.into().trim_end_matches('/').to_string(),
+            base_url: normalize_base_url(&base_url.into())?,
             api_key,
             client: build_client(timeouts)?,
         })
     }
 
     /// Same endpoint and key, sharing an existing client's connection pool.
+    /// The URL is trimmed as in [`AnthropicProvider::new`] but not checked:
+    /// the caller has checked it (see [`crate::http::normalize_base_url`]).
     pub fn with_client(
         base_url: impl Into<String>,
         api_key: Secret,
         client: reqwest::Client,
     ) -> Self {
         AnthropicProvider {
-            base_url: base_url.into().trim_end_matches('/').to_string(),
+            base_url: trim_base_url(&base_url.into()),
             api_key,
             client,
+        }
+    }
+
+    /// The URL requests are posted to.
+    pub fn endpoint(&self) -> String {
+        format!("{}/v1/messages", self.base_url)
+    }
+}
+
+/// The most `cache_control` breakpoints the Messages API accepts in one
+/// request.
+pub const MAX_CACHE_BREAKPOINTS: usize = 4;
+
+/// The marker of a cache breakpoint (the default five-minute cache).
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Whether a content block may carry `cache_control`: every block this
+/// provider sends can, except an empty text block (the API refuses those).
+fn markable(block: &Value) -> bool {
+    match block.get("type").and_then(Value::as_str) {
+        Some("text") => block
+            .get("text")
+            .and_then(Value::as_str)
+            .is_some_and(|t| !t.is_empty()),
+        Some(_) => true,
+        None => false,
+    }
+}
+
+/// Append `blocks` to the conversation, merging them into the last message
+/// when it has the same role; returns where the first of them landed
+/// (message index, block index), or `None` when there were none.
+fn push_blocks(
+    messages: &mut Vec<(&'static str, Vec<Value>)>,
+    role: &'static str,
+    blocks: Vec<Value>,
+) -> Option<(usize, usize)> {
+    if blocks.is_empty() {
+        return None;
+    }
+    match messages.last_mut() {
+        Some((last, existing)) if *last == role => {
+            let at = existing.len();
+            existing.extend(blocks);
+            Some((messages.len() - 1, at))
+        }
+        _ => {
+            messages.push((role, blocks));
+            Some((messages.len() - 1, 0))
         }
     }
 }
@@ -69,18 +134,18 @@ impl AnthropicProvider {
 /// Translate the neutral request into a Messages API body. Consecutive
 /// messages of the same wire role are merged (tool results become `user`
 /// turns) because the API wants alternating roles.
+///
+/// Cache breakpoints (module docs) go on the last tool, the system block,
+/// the first [`ChatMessage::User`] text — a caller whose first user message
+/// has a changing tail sends the stable head as its own first user message
+/// and the rest as a second one: both land in the same user turn, and only
+/// the head is marked — and the last block of the conversation once it has
+/// turns after the head's.
 pub(crate) fn to_wire(request: &ChatRequest) -> Value {
     let mut system = request.system.clone();
-    let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
-    let mut push = |role: &str, blocks: Vec<Value>| {
-        if blocks.is_empty() {
-            return;
-        }
-        match messages.last_mut() {
-            Some((last, existing)) if last == role => existing.extend(blocks),
-            _ => messages.push((role.to_string(), blocks)),
-        }
-    };
+    let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    // Where the first user message's text landed: the stable head.
+    let mut head: Option<(usize, usize)> = None;
     for message in request.messages.iter() {
         match message {
             ChatMessage::System { content } => {
@@ -90,7 +155,12 @@ pub(crate) fn to_wire(request: &ChatRequest) -> Value {
                 system.push_str(content);
             }
             ChatMessage::User { content } => {
-                push("user", vec![json!({"type": "text", "text": content})]);
+                let at = push_blocks(
+                    &mut messages,
+                    "user",
+                    vec![json!({"type": "text", "text": content})],
+                );
+                head = head.or(at);
             }
             ChatMessage::Assistant {
                 content,
@@ -108,13 +178,14 @@ pub(crate) fn to_wire(request: &ChatRequest) -> Value {
                         "input": call.arguments,
                     }));
                 }
-                push("assistant", blocks);
+                push_blocks(&mut messages, "assistant", blocks);
             }
             ChatMessage::Tool {
                 tool_call_id,
                 content,
             } => {
-                push(
+                push_blocks(
+                    &mut messages,
                     "user",
                     vec![json!({
                         "type": "tool_result",
@@ -125,6 +196,31 @@ pub(crate) fn to_wire(request: &ChatRequest) -> Value {
             }
         }
     }
+
+    // The conversation's breakpoints: the stable head, then the tail when
+    // it lies in a later turn than the head (a first call marks the head
+    // only, so the changing rest of the first turn is not written to the
+    // cache for an episode that may end there).
+    let tail = messages
+        .last()
+        .and_then(|(_, blocks)| blocks.len().checked_sub(1))
+        .map(|b| (messages.len() - 1, b));
+    let mut marks: Vec<(usize, usize)> = Vec::with_capacity(2);
+    for at in [head, tail].into_iter().flatten() {
+        if marks.last().is_none_or(|last| last.0 < at.0) {
+            marks.push(at);
+        }
+    }
+    for (m, b) in marks {
+        if let Some(block) = messages
+            .get_mut(m)
+            .and_then(|(_, blocks)| blocks.get_mut(b))
+            && markable(block)
+        {
+            block["cache_control"] = ephemeral();
+        }
+    }
+
     let mut body = json!({
         "model": request.model,
         "max_tokens": request.max_output_tokens,
@@ -134,19 +230,29 @@ pub(crate) fn to_wire(request: &ChatRequest) -> Value {
             .collect::<Vec<_>>(),
     });
     if !system.is_empty() {
-        body["system"] = Value::String(system);
+        body["system"] = json!([{
+            "type": "text",
+            "text": system,
+            "cache_control": ephemeral(),
+        }]);
     }
     if !request.tools.is_empty() {
+        let last = request.tools.len() - 1;
         body["tools"] = Value::Array(
             request
                 .tools
                 .iter()
-                .map(|t| {
-                    json!({
+                .enumerate()
+                .map(|(i, t)| {
+                    let mut tool = json!({
                         "name": t.name,
                         "description": t.description,
                         "input_schema": t.parameters,
-                    })
+                    });
+                    if i == last {
+                        tool["cache_control"] = ephemeral();
+                    }
+                    tool
                 })
                 .collect(),
         );
@@ -259,7 +365,7 @@ impl ChatClient for AnthropicProvider {
         let body = to_wire(&request);
         let builder = self
             .client
-            .post(format!("{}/v1/messages", self.base_url))
+            .post(self.endpoint())
             .header("x-api-key", self.api_key.expose())
             .header("anthropic-version", ANTHROPIC_VERSION);
         let answer = post_json(builder, &body).await?;

@@ -12,12 +12,13 @@ use std::time::Duration;
 /// cloned into an attempt record and compared in tests.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LlmError {
-    /// The provider answered 429; `retry_after` is its `Retry-After` hint when
-    /// it sent one.
+    /// The provider answered 429; `retry_after` is its wait hint when it sent
+    /// one.
     #[error("rate limited by the provider (retry after {retry_after:?})")]
     RateLimited {
-        /// How long the provider asked us to wait, parsed from `Retry-After`
-        /// (seconds or HTTP date) or `retry-after-ms`.
+        /// How long the provider asked us to wait, parsed from
+        /// `retry-after-ms`, `Retry-After` (seconds or HTTP date) or OpenAI's
+        /// `x-ratelimit-reset-requests` / `x-ratelimit-reset-tokens`.
         retry_after: Option<Duration>,
     },
     /// The provider refused the credential (401 or 403).
@@ -26,11 +27,21 @@ pub enum LlmError {
         /// 401 or 403.
         status: u16,
     },
-    /// The provider failed on its side (5xx, including Anthropic's 529).
+    /// The provider failed on its side (5xx, including Anthropic's 529)
+    /// without saying when to come back.
     #[error("provider server error (HTTP {status})")]
     Server {
         /// The 5xx status the provider answered with.
         status: u16,
+    },
+    /// The provider is overloaded or unavailable (Anthropic's 529, a 503)
+    /// and said, in `Retry-After`, when to come back.
+    #[error("provider overloaded (HTTP {status}; retry after {retry_after:?})")]
+    Overloaded {
+        /// 503 or 529.
+        status: u16,
+        /// How long the provider asked us to wait.
+        retry_after: Duration,
     },
     /// No complete answer arrived within the configured timeout.
     #[error("the provider did not answer within the timeout")]
@@ -66,7 +77,8 @@ pub enum LlmError {
 
 impl LlmError {
     /// True when the fallback chain should move on to the next credential or
-    /// provider: 429, 401/403, 5xx, timeout and transport failures. A
+    /// provider (after the retries [`crate::fallback::RetryPolicy`] allows): 429,
+    /// 401/403, 5xx, timeout and transport failures. A
     /// malformed response or an invalid request is not retried elsewhere —
     /// it would fail the same way, or it points at a bug to surface.
     pub fn is_failover(&self) -> bool {
@@ -75,8 +87,29 @@ impl LlmError {
             LlmError::RateLimited { .. }
                 | LlmError::Unauthorized { .. }
                 | LlmError::Server { .. }
+                | LlmError::Overloaded { .. }
                 | LlmError::Timeout
                 | LlmError::Transport { .. }
+        )
+    }
+
+    /// The wait the provider asked for before the same request may be sent
+    /// again: a 429's hint, or an overloaded provider's `Retry-After`.
+    pub fn retry_hint(&self) -> Option<Duration> {
+        match self {
+            LlmError::RateLimited { retry_after } => *retry_after,
+            LlmError::Overloaded { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        }
+    }
+
+    /// True for the failures that are usually gone a moment later and get
+    /// a jittered retry on the same credential: a 5xx without a wait hint,
+    /// a timeout, a connection that failed or was reset.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            LlmError::Server { .. } | LlmError::Timeout | LlmError::Transport { .. }
         )
     }
 
@@ -86,6 +119,7 @@ impl LlmError {
             LlmError::RateLimited { .. } => "rate_limited",
             LlmError::Unauthorized { .. } => "unauthorized",
             LlmError::Server { .. } => "server_error",
+            LlmError::Overloaded { .. } => "overloaded",
             LlmError::Timeout => "timeout",
             LlmError::Transport { .. } => "transport",
             LlmError::MalformedResponse { .. } => "malformed_response",

@@ -2,6 +2,27 @@
 //! `POST {base}/v1/chat/completions` with a Bearer key, tools as functions
 //! whose arguments travel as JSON strings.
 //!
+//! Base URL: `OPENAI_BASE_URL` is read as the OpenAI SDKs read it, with the
+//! version path (`https://api.openai.com/v1`), and also without it; either
+//! way the request goes to `…/v1/chat/completions` exactly once.
+//!
+//! Prompt caching is automatic on OpenAI for prompts of 1024 tokens or more:
+//! the longest previously seen prefix of tools + messages is served from the
+//! cache, so a request must put what does not change first. This provider
+//! sends the system prompt as the first message, then the conversation in
+//! order — the first user message carries the episode's objective and stays
+//! byte-identical from turn to turn (a caller with a changing part sends it
+//! as a later message) — while the tool list travels in its own field, which
+//! the API places ahead of the messages; tools are serialised in the order
+//! given, every key in a fixed order, so the same tool set is the same
+//! prefix. Nothing is marked per request; cached tokens come back in
+//! `usage.prompt_tokens_details.cached_tokens`.
+//!
+//! Output cap: OpenAI's reasoning models (`o1*`, `o3*`, `o4*`, `gpt-5*`)
+//! only take `max_completion_tokens` and refuse a `temperature`; every other
+//! model gets the configured [`MaxTokensField`] (`max_tokens` by default, for
+//! the widest compatibility with OpenAI-compatible servers).
+//!
 //! This module must never decide on retries or fallback, and never pass a
 //! tool call on with unparsed arguments: argument text that is not a JSON
 //! object is a [`LlmError::MalformedResponse`].
@@ -9,7 +30,7 @@
 use serde_json::{Value, json};
 
 use crate::error::LlmError;
-use crate::http::{HttpTimeouts, build_client, post_json};
+use crate::http::{HttpTimeouts, build_client, normalize_base_url, post_json, trim_base_url};
 use crate::secret::Secret;
 use crate::types::{
     ChatClient, ChatMessage, ChatRequest, ChatResponse, StopReason, ToolCall, Usage,
@@ -28,6 +49,41 @@ pub enum MaxTokensField {
     MaxTokens,
     /// `max_completion_tokens` (required by OpenAI reasoning models).
     MaxCompletionTokens,
+}
+
+impl MaxTokensField {
+    /// The field name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
+
+    /// The field `model` takes: `max_completion_tokens` for an OpenAI
+    /// reasoning model ([`is_reasoning_model`]), else `configured`.
+    pub fn for_model(model: &str, configured: MaxTokensField) -> MaxTokensField {
+        if is_reasoning_model(model) {
+            MaxTokensField::MaxCompletionTokens
+        } else {
+            configured
+        }
+    }
+}
+
+/// Whether `model` is an OpenAI reasoning model (`o1*`, `o3*`, `o4*`,
+/// `gpt-5*`, case-insensitive, after any `vendor/` routing prefix such as
+/// `openai/o3`): those refuse `max_tokens` and a `temperature`.
+pub fn is_reasoning_model(model: &str) -> bool {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .trim()
+        .to_ascii_lowercase();
+    ["o1", "o3", "o4", "gpt-5"]
+        .iter()
+        .any(|family| name.starts_with(family))
 }
 
 /// One OpenAI-compatible endpoint + credential.
@@ -50,13 +106,16 @@ impl std::fmt::Debug for OpenAiProvider {
 }
 
 impl OpenAiProvider {
-    /// A provider for `base_url` (without `/v1/chat/completions`; a trailing
-    /// slash is tolerated) authenticating with `api_key`.
+    /// A provider for `base_url` — with the SDKs' `/v1`
+    /// (`https://api.openai.com/v1`) or without it; a trailing `/` is
+    /// tolerated — authenticating with `api_key`. A URL that is not
+    /// `http(s)://host…` is refused.
     pub fn new(
         base_url: impl Into<String>,
         api_key: Secret,
         timeouts: HttpTimeouts,
     ) -> Result<Self, LlmError> {
+        let base_url = normalize_base_url(&base_url.into())?;
         Ok(Self::with_client(
             base_url,
             api_key,
@@ -65,27 +124,38 @@ impl OpenAiProvider {
     }
 
     /// Same endpoint and key, sharing an existing client's connection pool.
+    /// The URL is trimmed as in [`OpenAiProvider::new`] but not checked: the
+    /// caller has checked it (see [`crate::http::normalize_base_url`]).
     pub fn with_client(
         base_url: impl Into<String>,
         api_key: Secret,
         client: reqwest::Client,
     ) -> Self {
         OpenAiProvider {
-            base_url: base_url.into().trim_end_matches('/').to_string(),
+            base_url: trim_base_url(&base_url.into()),
             api_key,
             client,
             max_tokens_field: MaxTokensField::default(),
         }
     }
 
-    /// Choose the output-cap field name.
+    /// The URL requests are posted to.
+    pub fn endpoint(&self) -> String {
+        format!("{}/v1/chat/completions", self.base_url)
+    }
+
+    /// Choose the output-cap field name for models that are not reasoning
+    /// models (those always get `max_completion_tokens`).
     pub fn with_max_tokens_field(mut self, field: MaxTokensField) -> Self {
         self.max_tokens_field = field;
         self
     }
 }
 
-/// Translate the neutral request into a chat completions body.
+/// Translate the neutral request into a chat completions body: the system
+/// prompt first, the conversation in order, the output cap under the field
+/// the model takes (`field` unless it is a reasoning model), and no
+/// `temperature` for a reasoning model.
 pub(crate) fn to_wire(request: &ChatRequest, field: MaxTokensField) -> Value {
     let mut messages = Vec::new();
     if !request.system.is_empty() {
@@ -126,11 +196,8 @@ pub(crate) fn to_wire(request: &ChatRequest, field: MaxTokensField) -> Value {
         });
     }
     let mut body = json!({"model": request.model, "messages": messages});
-    let cap = match field {
-        MaxTokensField::MaxTokens => "max_tokens",
-        MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
-    };
-    body[cap] = json!(request.max_output_tokens);
+    let cap = MaxTokensField::for_model(&request.model, field);
+    body[cap.as_str()] = json!(request.max_output_tokens);
     if !request.tools.is_empty() {
         body["tools"] = Value::Array(
             request
@@ -149,7 +216,9 @@ pub(crate) fn to_wire(request: &ChatRequest, field: MaxTokensField) -> Value {
                 .collect(),
         );
     }
-    if let Some(t) = request.temperature {
+    if let Some(t) = request.temperature
+        && !is_reasoning_model(&request.model)
+    {
         body["temperature"] = json!(t);
     }
     body
@@ -275,7 +344,7 @@ impl ChatClient for OpenAiProvider {
         let body = to_wire(&request, self.max_tokens_field);
         let builder = self
             .client
-            .post(format!("{}/v1/chat/completions", self.base_url))
+            .post(self.endpoint())
             .bearer_auth(self.api_key.expose());
         let answer = post_json(builder, &body).await?;
         from_wire(&answer)

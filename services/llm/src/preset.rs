@@ -43,6 +43,13 @@ impl ProviderKind {
     pub fn needs_credential(self) -> bool {
         !matches!(self, ProviderKind::Scripted)
     }
+
+    /// Whether calls cross the network, where a failure may be gone a
+    /// moment later (the scripted provider answers in-process, and its
+    /// failures are deliberate).
+    pub fn is_remote(self) -> bool {
+        !matches!(self, ProviderKind::Scripted)
+    }
 }
 
 impl std::fmt::Display for ProviderKind {

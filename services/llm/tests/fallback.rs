@@ -1,5 +1,6 @@
 //! The fallback chain against real loopback providers: credential failover,
-//! provider advance, exhaustion, non-failover stops, and the counters.
+//! provider advance (after the same-credential retries of a transient
+//! failure), exhaustion, non-failover stops, and the counters.
 
 mod common;
 
@@ -9,10 +10,21 @@ use std::time::Duration;
 use common::{
     Canned, TestServer, anthropic_tool_response, openai_tool_response, request_with_history,
 };
+use genesis_llm::fallback::RetryPolicy;
 use genesis_llm::{
     CredentialRef, FallbackInvoker, HttpProviderFactory, HttpTimeouts, LlmError, LlmMetrics,
     ModelCouple, Preset, ProviderKind, ScriptedProvider, metrics_text,
 };
+
+/// The default number of retries with millisecond delays, so the chain's
+/// shape is the production one and the tests stay fast.
+fn fast_retries() -> RetryPolicy {
+    RetryPolicy {
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(4),
+        ..RetryPolicy::default()
+    }
+}
 
 fn invoker(server: &TestServer) -> (FallbackInvoker, Arc<LlmMetrics>) {
     let factory = HttpProviderFactory::new(HttpTimeouts {
@@ -26,7 +38,8 @@ fn invoker(server: &TestServer) -> (FallbackInvoker, Arc<LlmMetrics>) {
     (
         FallbackInvoker::new(Arc::new(factory))
             .with_metrics(metrics.clone())
-            .with_cooldowns(Arc::default()),
+            .with_cooldowns(Arc::default())
+            .with_retry_policy(fast_retries()),
         metrics,
     )
 }
@@ -117,15 +130,29 @@ async fn failing_provider_advances_to_the_next_couple() {
     assert_eq!(out.couple.provider, ProviderKind::OpenAi);
     assert_eq!(out.credential_name, "openai-key");
     let outcomes: Vec<_> = out.attempts.iter().map(|a| a.outcome.as_str()).collect();
-    assert_eq!(outcomes, ["unauthorized", "server_error", "ok"]);
-    assert_eq!(out.attempts[2].requested_model, "gpt-5.1");
+    // A 401 moves on at once; the 503 is retried twice on its credential.
     assert_eq!(
-        out.attempts[2].served_model.as_deref(),
+        outcomes,
+        [
+            "unauthorized",
+            "server_error",
+            "server_error",
+            "server_error",
+            "ok"
+        ]
+    );
+    assert_eq!(server.requests_with("key-oauth"), 1);
+    assert_eq!(server.requests_with("key-api"), 3);
+    assert_eq!(out.attempts[4].requested_model, "gpt-5.1");
+    assert_eq!(
+        out.attempts[4].served_model.as_deref(),
         Some("gpt-5.1-served")
     );
     let m = metrics.snapshot();
     assert_eq!((m.advance_credential, m.advance_provider), (1, 1));
     assert_eq!(m.exhausted, 0);
+    assert_eq!(m.retries, 2);
+    assert_eq!(metrics.retries("anthropic", "server_error").retries, 2);
 }
 
 #[tokio::test]
@@ -141,14 +168,16 @@ async fn every_provider_failing_is_exhausted_without_panic() {
         .await
         .expect_err("all fail");
 
-    assert_eq!(err.error, LlmError::Exhausted { attempts: 3 });
-    assert_eq!(err.attempts.len(), 3);
+    // The hint-less 429 moves on at once; each 5xx is tried three times.
+    assert_eq!(err.error, LlmError::Exhausted { attempts: 7 });
+    assert_eq!(err.attempts.len(), 7);
     assert!(err.attempts.iter().all(|a| a.outcome != "ok"));
     let m = metrics.snapshot();
     assert_eq!(m.exhausted, 1);
     assert_eq!(m.fallback_advance(), 2);
-    assert_eq!(m.attempts_failed, 3);
+    assert_eq!(m.attempts_failed, 7);
     assert_eq!(m.attempts_ok, 0);
+    assert_eq!(m.retries, 4);
 }
 
 #[tokio::test]
@@ -192,10 +221,10 @@ async fn couple_without_credential_is_skipped_and_recorded() {
         .await
         .expect_err("exhausted");
 
-    assert_eq!(err.error, LlmError::Exhausted { attempts: 2 });
-    assert_eq!(err.attempts[1].provider, ProviderKind::OpenAi);
-    assert_eq!(err.attempts[1].outcome, "no_credential");
-    assert_eq!(server.recorded().len(), 1);
+    assert_eq!(err.error, LlmError::Exhausted { attempts: 4 });
+    assert_eq!(err.attempts[3].provider, ProviderKind::OpenAi);
+    assert_eq!(err.attempts[3].outcome, "no_credential");
+    assert_eq!(server.recorded().len(), 3, "the 500 is retried twice");
     assert_eq!(metrics.snapshot().advance_provider, 1);
 }
 
@@ -395,9 +424,21 @@ async fn fallback_couple_uses_the_credentials_it_names() {
         .map(|a| a.credential_name.as_str())
         .collect();
     // The couple names its own list, so the other openai key is never tried.
-    assert_eq!(used, ["oauth-max", "api-key", "openai-backup"]);
+    assert_eq!(
+        used,
+        [
+            "oauth-max",
+            "oauth-max",
+            "oauth-max",
+            "api-key",
+            "api-key",
+            "api-key",
+            "openai-backup"
+        ]
+    );
     let stored: Vec<_> = out.attempts.iter().map(|a| a.stored_outcome()).collect();
-    assert_eq!(stored, ["server_error", "server_error", "success"]);
+    assert_eq!(stored[..6], ["server_error"; 6]);
+    assert_eq!(stored[6], "success");
 }
 
 #[test]

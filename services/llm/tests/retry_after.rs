@@ -1,7 +1,7 @@
 //! `Retry-After` against real loopback providers: a 429's hint rests the
-//! credential for later calls, and a chain that is rate limited throughout
-//! waits (bounded by the maximum wait and the caller's deadline) and walks
-//! once more.
+//! credential for later calls, and a credential with no free alternative of
+//! its provider is waited for once (bounded by the maximum wait and the
+//! caller's deadline) and sent to again.
 
 mod common;
 
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Canned, TestServer, anthropic_tool_response, request_with_history};
+use genesis_llm::fallback::RetryPolicy;
 use genesis_llm::{
     Cooldowns, CredentialRef, DEFAULT_MAX_RETRY_WAIT, FallbackInvoker, HttpProviderFactory,
     HttpTimeouts, LlmError, LlmMetrics, Preset, ProviderKind,
@@ -80,6 +81,10 @@ async fn the_only_credential_rate_limited_waits_for_retry_after_then_succeeds() 
     assert_eq!(server.requests_with("k1"), 2);
     assert_eq!(outcomes(&out.attempts), ["rate_limited", "ok"]);
     assert_eq!(out.credential_name, "only");
+    assert!(
+        server.recorded().iter().all(|r| r.credential() == "k1"),
+        "the same credential both times"
+    );
     let m = metrics.snapshot();
     assert_eq!(m.retry_after_waits, 1);
     assert_eq!(m.exhausted, 0);
@@ -88,6 +93,16 @@ async fn the_only_credential_rate_limited_waits_for_retry_after_then_succeeds() 
         0,
         "a retry after waiting is no advance"
     );
+    let hinted = metrics.retries("anthropic", "retry_after");
+    assert_eq!(hinted.retries, 1);
+    assert_eq!(hinted.waited, Duration::from_secs(1));
+    let text = metrics.render_prometheus();
+    for line in [
+        "genesis_llm_retries_total{provider=\"anthropic\",reason=\"retry_after\"} 1",
+        "genesis_llm_retry_wait_seconds_total{provider=\"anthropic\",reason=\"retry_after\"} 1.000",
+    ] {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
 }
 
 #[tokio::test]
@@ -276,13 +291,20 @@ async fn a_zero_maximum_never_waits() {
     assert_eq!(metrics.snapshot().retry_after_waits, 1);
 }
 
+/// The rate-limited credential had a free alternative, so it was not waited
+/// for; once that alternative has failed too the chain does not come back.
 #[tokio::test]
-async fn a_chain_not_only_rate_limited_is_exhausted_without_waiting() {
+async fn a_credential_passed_over_for_a_free_one_is_not_revisited() {
     let server = TestServer::start().await;
     server.answer_first("key-oauth", vec![too_many("1")]);
     server.answer("key-oauth", ok());
     server.answer("key-api", Canned::raw(503, "{}"));
     let (invoker, metrics) = invoker(&server, Arc::default());
+    let invoker = invoker.with_retry_policy(RetryPolicy {
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(4),
+        ..RetryPolicy::default()
+    });
 
     let started = Instant::now();
     let err = invoker
@@ -294,15 +316,27 @@ async fn a_chain_not_only_rate_limited_is_exhausted_without_waiting() {
         .expect_err("a 5xx is not waited out");
 
     assert!(started.elapsed() < Duration::from_millis(900));
-    assert_eq!(outcomes(&err.attempts), ["rate_limited", "server_error"]);
-    assert_eq!(err.error, LlmError::Exhausted { attempts: 2 });
+    assert_eq!(
+        outcomes(&err.attempts),
+        [
+            "rate_limited",
+            "server_error",
+            "server_error",
+            "server_error"
+        ]
+    );
+    assert_eq!(err.error, LlmError::Exhausted { attempts: 4 });
+    assert_eq!(server.requests_with("key-oauth"), 1);
     let m = metrics.snapshot();
     assert_eq!((m.exhausted, m.retry_after_waits), (1, 0));
     assert_eq!(m.advance_credential, 1);
+    assert_eq!(metrics.retries("anthropic", "server_error").retries, 2);
 }
 
+/// One hinted wait per credential: a provider still refusing after the
+/// time it asked for moves the chain on.
 #[tokio::test]
-async fn the_chain_is_retried_once_only() {
+async fn a_credential_is_waited_for_once_only() {
     let server = TestServer::start().await;
     server.answer("k1", too_many("1"));
     let (invoker, metrics) = invoker(&server, Arc::default());
