@@ -13,6 +13,16 @@ pub const LLM_CONNECT_TIMEOUT_ENV: &str = "GENESIS_LLM_CONNECT_TIMEOUT_SECS";
 pub const LLM_REQUEST_TIMEOUT_ENV: &str = "GENESIS_LLM_REQUEST_TIMEOUT_SECS";
 /// Env name of [`PodConfig::llm_max_retry_after_secs`].
 pub const LLM_MAX_RETRY_AFTER_ENV: &str = "GENESIS_LLM_MAX_RETRY_AFTER_SECS";
+/// Env name of [`PodConfig::llm_max_retries`].
+pub const LLM_MAX_RETRIES_ENV: &str = "GENESIS_LLM_MAX_RETRIES";
+/// Env name of [`PodConfig::backend_url`].
+pub const BACKEND_URLS_ENV: &str = "GENESIS_BACKEND_URLS";
+/// Env name of [`PodConfig::anthropic_base_url`] (the official SDKs' name).
+pub const ANTHROPIC_BASE_URL_ENV: &str = "ANTHROPIC_BASE_URL";
+/// Env name of [`PodConfig::openai_base_url`] (the official SDKs' name).
+pub const OPENAI_BASE_URL_ENV: &str = "OPENAI_BASE_URL";
+/// The most same-credential retries of a transient provider failure.
+pub const MAX_LLM_RETRIES: u32 = 10;
 /// The longest provider timeout accepted: a day is already far beyond any
 /// completion, and a bound keeps the deadline arithmetic far from overflow.
 pub const MAX_LLM_TIMEOUT_SECS: u64 = 86_400;
@@ -79,6 +89,101 @@ fn parse_llm_request_timeout(raw: &str) -> Result<u64, String> {
 
 fn parse_llm_max_retry_after(raw: &str) -> Result<u64, String> {
     LLM_MAX_RETRY_AFTER.parse(raw)
+}
+
+fn check_llm_max_retries(value: u32) -> Result<u32, String> {
+    if value <= MAX_LLM_RETRIES {
+        Ok(value)
+    } else {
+        Err(format!(
+            "{LLM_MAX_RETRIES_ENV} must be a whole number in 0..={MAX_LLM_RETRIES}, not {value}"
+        ))
+    }
+}
+
+fn parse_llm_max_retries(raw: &str) -> Result<u32, String> {
+    let value: u32 = raw.trim().parse().map_err(|_| {
+        format!(
+            "{LLM_MAX_RETRIES_ENV} must be a whole number in 0..={MAX_LLM_RETRIES}, not {raw:?}"
+        )
+    })?;
+    check_llm_max_retries(value)
+}
+
+/// Check a provider base URL, naming its variable; the message never
+/// repeats the URL (it may carry a password).
+fn check_base_url(var: &str, raw: &str) -> Result<String, String> {
+    genesis_llm::http::normalize_base_url(raw)
+        .map(|_| raw.trim().to_string())
+        .map_err(|e| match e {
+            genesis_llm::LlmError::InvalidRequest { detail } => format!("{var}: {detail}"),
+            other => format!("{var}: {other}"),
+        })
+}
+
+fn parse_anthropic_base_url(raw: &str) -> Result<String, String> {
+    check_base_url(ANTHROPIC_BASE_URL_ENV, raw)
+}
+
+fn parse_openai_base_url(raw: &str) -> Result<String, String> {
+    check_base_url(OPENAI_BASE_URL_ENV, raw)
+}
+
+/// One `--backend-url NAME=URL`: couples whose backend label is `name` are
+/// sent to `url`, whatever their provider.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BackendUrl {
+    /// The backend label, as presets write it (`api`, `gateway-eu`).
+    pub name: String,
+    /// The base URL, as `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` take it.
+    pub url: String,
+}
+
+impl std::fmt::Debug for BackendUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}={}",
+            self.name,
+            genesis_telemetry::config_file::redact_url(&self.url)
+        )
+    }
+}
+
+/// Parse `NAME=URL`: a label of letters, digits, `-`, `_` and `.`, and an
+/// http(s) URL. The error names the flag and its variable and never the URL.
+fn parse_backend_url(raw: &str) -> Result<BackendUrl, String> {
+    let what = format!("--backend-url / {BACKEND_URLS_ENV}");
+    let Some((name, url)) = raw.split_once('=') else {
+        return Err(format!(
+            "{what}: expected NAME=URL (e.g. gateway=https://llm.example/v1), got no `=`"
+        ));
+    };
+    let name = name.trim();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(format!(
+            "{what}: the backend name before `=` must be letters, digits, `-`, `_` or `.`, not {name:?}"
+        ));
+    }
+    let url = check_base_url(&format!("{what} {name}"), url)?;
+    Ok(BackendUrl {
+        name: name.to_string(),
+        url,
+    })
+}
+
+/// `--dump-config` form of the backend URLs: one `NAME=URL,…` string (the
+/// form the flag, its variable and a config file take), passwords masked.
+fn serialize_backend_urls<S: serde::Serializer>(
+    urls: &[BackendUrl],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let joined: Vec<String> = urls.iter().map(|b| format!("{b:?}")).collect();
+    s.serialize_str(&joined.join(","))
 }
 
 /// Everything `run` needs.
@@ -163,9 +268,11 @@ pub struct PodConfig {
         value_parser = parse_llm_request_timeout
     )]
     pub llm_request_timeout_secs: u64,
-    /// The longest an LLM call waits for a provider's Retry-After when every
-    /// credential of the chain is rate limited, in seconds (0..=3600; 0
-    /// never waits). A longer hint ends the call as exhausted at once.
+    /// The most one LLM call spends, in total, waiting on providers' wait
+    /// hints (Retry-After, retry-after-ms, x-ratelimit-reset-*) of a 429, a
+    /// 503 or a 529 before retrying the same credential once, when no other
+    /// credential of that provider is free; in seconds (0..=3600; 0 never
+    /// waits). A hint that does not fit moves the chain on at once.
     #[arg(
         long,
         env = LLM_MAX_RETRY_AFTER_ENV,
@@ -173,13 +280,53 @@ pub struct PodConfig {
         value_parser = parse_llm_max_retry_after
     )]
     pub llm_max_retry_after_secs: u64,
-    /// OpenAI-compatible base URL override.
-    #[arg(long, env = "OPENAI_BASE_URL")]
+    /// Retries of the same credential after a transient provider failure
+    /// (a 5xx without Retry-After, a timeout, a failed or reset
+    /// connection), each after a random delay of up to 250 ms doubling per
+    /// retry (at most 8 s), before the chain moves to the next credential or
+    /// provider (0..=10; 0 moves on at once).
+    #[arg(
+        long,
+        env = LLM_MAX_RETRIES_ENV,
+        default_value_t = genesis_llm::fallback::DEFAULT_MAX_RETRIES,
+        value_parser = parse_llm_max_retries
+    )]
+    pub llm_max_retries: u32,
+    /// Anthropic base URL override, as the official SDKs read it: without
+    /// `/v1` (e.g. https://api.anthropic.com; a trailing `/v1` is tolerated).
+    /// Must be http(s).
+    #[arg(long, env = ANTHROPIC_BASE_URL_ENV, value_parser = parse_anthropic_base_url)]
+    #[serde(
+        serialize_with = "genesis_telemetry::config_file::redacted_optional_url",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub anthropic_base_url: Option<String>,
+    /// OpenAI-compatible base URL override, with the SDKs' `/v1`
+    /// (https://api.openai.com/v1) or without it: requests go to
+    /// `…/v1/chat/completions` either way. Must be http(s).
+    #[arg(long, env = OPENAI_BASE_URL_ENV, value_parser = parse_openai_base_url)]
     #[serde(
         serialize_with = "genesis_telemetry::config_file::redacted_optional_url",
         skip_serializing_if = "Option::is_none"
     )]
     pub openai_base_url: Option<String>,
+    /// Base URL of a preset backend label, `NAME=URL` (e.g.
+    /// `gateway-eu=https://llm-eu.example/v1`): couples whose backend is
+    /// NAME go to URL whatever their provider, ahead of the provider's base
+    /// URL. Repeat the flag, or give `name1=url1,name2=url2` in the
+    /// variable. Each URL must be http(s).
+    #[arg(
+        long = "backend-url",
+        env = BACKEND_URLS_ENV,
+        value_name = "NAME=URL",
+        value_delimiter = ',',
+        value_parser = parse_backend_url
+    )]
+    #[serde(
+        serialize_with = "serialize_backend_urls",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub backend_url: Vec<BackendUrl>,
     /// Log format: `text` or `json`.
     #[arg(long, env = "GENESIS_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
@@ -216,7 +363,10 @@ impl PodConfig {
             llm_connect_timeout_secs: genesis_llm::http::DEFAULT_CONNECT_TIMEOUT.as_secs(),
             llm_request_timeout_secs: genesis_llm::http::DEFAULT_REQUEST_TIMEOUT.as_secs(),
             llm_max_retry_after_secs: genesis_llm::DEFAULT_MAX_RETRY_WAIT.as_secs(),
+            llm_max_retries: genesis_llm::fallback::DEFAULT_MAX_RETRIES,
+            anthropic_base_url: None,
             openai_base_url: None,
+            backend_url: Vec::new(),
             log_format: "text".into(),
             dump_config: false,
         }
@@ -240,9 +390,42 @@ impl PodConfig {
         }
     }
 
-    /// The longest an LLM call waits for a Retry-After.
+    /// The most an LLM call waits on providers' wait hints.
     pub fn llm_max_retry_wait(&self) -> Duration {
         Duration::from_secs(self.llm_max_retry_after_secs)
+    }
+
+    /// How an LLM call retries a transient provider failure.
+    pub fn llm_retry_policy(&self) -> genesis_llm::fallback::RetryPolicy {
+        genesis_llm::fallback::RetryPolicy {
+            max_retries: self.llm_max_retries,
+            ..Default::default()
+        }
+    }
+
+    /// The LLM provider factory these settings describe: the provider base
+    /// URLs and the per-backend ones, checked (a URL that is not http(s) is
+    /// refused, naming its setting).
+    pub fn llm_provider_factory(
+        &self,
+    ) -> Result<genesis_llm::HttpProviderFactory, crate::error::PodError> {
+        use crate::error::PodError::Config;
+        let mut factory = genesis_llm::HttpProviderFactory::new(self.llm_timeouts())
+            .map_err(|e| Config(format!("LLM HTTP client: {e}")))?;
+        if let Some(url) = &self.anthropic_base_url {
+            factory = factory.with_anthropic_base_url(url.clone());
+        }
+        if let Some(url) = &self.openai_base_url {
+            factory = factory.with_openai_base_url(url.clone());
+        }
+        for backend in &self.backend_url {
+            factory = factory.with_backend_base_url(backend.name.clone(), backend.url.clone());
+        }
+        factory.validate().map_err(|e| match e {
+            genesis_llm::LlmError::InvalidRequest { detail } => Config(detail),
+            other => Config(other.to_string()),
+        })?;
+        Ok(factory)
     }
 
     /// Ticks one tenant may run at once on this pod.
@@ -277,6 +460,23 @@ impl PodConfig {
             (LLM_MAX_RETRY_AFTER, self.llm_max_retry_after_secs),
         ] {
             setting.check(value).map_err(Config)?;
+        }
+        check_llm_max_retries(self.llm_max_retries).map_err(Config)?;
+        if let Some(url) = &self.anthropic_base_url {
+            parse_anthropic_base_url(url).map_err(Config)?;
+        }
+        if let Some(url) = &self.openai_base_url {
+            parse_openai_base_url(url).map_err(Config)?;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for backend in &self.backend_url {
+            parse_backend_url(&format!("{}={}", backend.name, backend.url)).map_err(Config)?;
+            if !seen.insert(backend.name.as_str()) {
+                return Err(Config(format!(
+                    "--backend-url / {BACKEND_URLS_ENV}: backend {:?} is given twice",
+                    backend.name
+                )));
+            }
         }
         if self
             .agent_token
@@ -489,5 +689,204 @@ mod tests {
         let mut c = config();
         c.llm_max_retry_after_secs = 0;
         assert!(c.validate().is_ok(), "0 means never wait");
+    }
+
+    fn parse_err(args: &[&str]) -> String {
+        match parse(args) {
+            Ok(_) => panic!("{args:?} was accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn provider_base_urls_are_read_as_the_sdks_write_them_and_checked() {
+        let c = parse(&[
+            "--agent-token",
+            "tok",
+            "--anthropic-base-url",
+            "https://llm-gw.example",
+            "--openai-base-url",
+            "https://llm-gw.example/openai/v1",
+        ])
+        .expect("valid URLs");
+        assert_eq!(
+            c.anthropic_base_url.as_deref(),
+            Some("https://llm-gw.example")
+        );
+        assert_eq!(
+            c.openai_base_url.as_deref(),
+            Some("https://llm-gw.example/openai/v1")
+        );
+        assert!(c.validate().is_ok());
+        c.llm_provider_factory().expect("the factory builds");
+
+        for (flag, var) in [
+            ("--anthropic-base-url", ANTHROPIC_BASE_URL_ENV),
+            ("--openai-base-url", OPENAI_BASE_URL_ENV),
+        ] {
+            for bad in [
+                "ftp://llm.example",
+                "llm.example/v1",
+                "unix:///run/llm.sock",
+            ] {
+                let err = parse_err(&[&format!("{flag}={bad}")]);
+                assert!(err.contains(var), "{flag} {bad}: {err}");
+            }
+            let err = parse_err(&[&format!("{flag}=ftp://llm.example")]);
+            assert!(err.contains("http:// or https://"), "{err}");
+        }
+        // clap quotes what was typed; the reason itself never repeats a URL.
+        let reason = parse_openai_base_url("ftp://u:hunter2@llm.example").unwrap_err();
+        assert!(!reason.contains("hunter2"), "{reason}");
+        // The same parser reads the environment value.
+        assert_eq!(
+            parse_anthropic_base_url("gopher://x.example"),
+            Err("ANTHROPIC_BASE_URL: base URL must be http:// or https://, not gopher://".into())
+        );
+    }
+
+    #[test]
+    fn a_config_built_in_code_gets_the_same_url_checks() {
+        let mut c = config();
+        c.anthropic_base_url = Some("ftp://llm.example".into());
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains(ANTHROPIC_BASE_URL_ENV), "{err}");
+        let err = match c.llm_provider_factory() {
+            Ok(_) => panic!("a bad URL built a factory"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(ANTHROPIC_BASE_URL_ENV), "{err}");
+
+        let mut c = config();
+        c.backend_url = vec![BackendUrl {
+            name: "gw".into(),
+            url: "file:///etc/passwd".into(),
+        }];
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("--backend-url"), "{err}");
+        assert!(c.llm_provider_factory().is_err());
+
+        let mut c = config();
+        c.backend_url = vec![
+            BackendUrl {
+                name: "gw".into(),
+                url: "https://a.example".into(),
+            },
+            BackendUrl {
+                name: "gw".into(),
+                url: "https://b.example".into(),
+            },
+        ];
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("\"gw\" is given twice"), "{err}");
+    }
+
+    #[test]
+    fn backend_urls_are_read_repeated_and_comma_separated() {
+        let c = parse(&[
+            "--agent-token",
+            "tok",
+            "--backend-url",
+            "gateway=https://llm-gw.example/v1",
+            "--backend-url",
+            "eu=https://u:hunter2@llm-eu.example,local.dev=http://127.0.0.1:8080",
+        ])
+        .expect("valid routes");
+        let routes: Vec<(&str, &str)> = c
+            .backend_url
+            .iter()
+            .map(|b| (b.name.as_str(), b.url.as_str()))
+            .collect();
+        assert_eq!(
+            routes,
+            [
+                ("gateway", "https://llm-gw.example/v1"),
+                ("eu", "https://u:hunter2@llm-eu.example"),
+                ("local.dev", "http://127.0.0.1:8080"),
+            ]
+        );
+        assert!(c.validate().is_ok());
+        c.llm_provider_factory().expect("the factory builds");
+        let dump = c.dump();
+        assert!(
+            dump.contains(
+                "backend_url = \"gateway=https://llm-gw.example/v1,eu=https://u:***@llm-eu.example,local.dev=http://127.0.0.1:8080\""
+            ),
+            "{dump}"
+        );
+        assert!(!dump.contains("hunter2"), "{dump}");
+        assert!(!format!("{c:?}").contains("hunter2"));
+        assert!(
+            !config().dump().contains("backend_url"),
+            "no route, no line"
+        );
+    }
+
+    #[test]
+    fn backend_urls_are_read_from_a_config_file_as_the_variable_writes_them() {
+        let path = std::env::temp_dir().join(format!(
+            "genesis-pod-backend-urls-{}.toml",
+            std::process::id()
+        ));
+        std::fs::write(
+            &path,
+            "GENESIS_BACKEND_URLS = \"gateway=https://llm-gw.example/v1,eu=https://llm-eu.example\"\n",
+        )
+        .expect("write the file");
+        let args: Vec<std::ffi::OsString> = ["genesis-agent-pod", "--config"]
+            .into_iter()
+            .map(Into::into)
+            .chain([path.clone().into_os_string()])
+            .collect();
+        let parsed = genesis_telemetry::config_file::try_parse_from::<PodConfig>(&args, None);
+        let _ = std::fs::remove_file(&path);
+        let c = match parsed {
+            Ok(c) => c,
+            Err(e) => panic!("the file is refused: {e}"),
+        };
+        let names: Vec<&str> = c.backend_url.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["gateway", "eu"]);
+    }
+
+    #[test]
+    fn bad_backend_urls_are_refused_naming_the_flag() {
+        for (value, says) in [
+            ("gateway", "expected NAME=URL"),
+            ("=https://llm.example", "backend name"),
+            ("gate way=https://llm.example", "backend name"),
+            ("gateway=ftp://llm.example", "http:// or https://"),
+            ("gateway=", "empty"),
+            ("gateway=https://llm.example,broken", "expected NAME=URL"),
+        ] {
+            let err = parse_err(&[&format!("--backend-url={value}")]);
+            assert!(
+                err.contains("--backend-url / GENESIS_BACKEND_URLS") && err.contains(says),
+                "{value}: {err}"
+            );
+        }
+        let reason = parse_backend_url("gw=ftp://u:hunter2@llm.example").unwrap_err();
+        assert!(reason.contains("http:// or https://"), "{reason}");
+        assert!(!reason.contains("hunter2"), "{reason}");
+    }
+
+    #[test]
+    fn llm_retries_default_to_two_and_are_bounded() {
+        let c = parse(&[]).expect("defaults parse");
+        assert_eq!(c.llm_max_retries, 2);
+        assert_eq!(
+            c.llm_retry_policy(),
+            genesis_llm::fallback::RetryPolicy::default()
+        );
+        let c = parse(&["--llm-max-retries", "0"]).expect("0 moves on at once");
+        assert_eq!(c.llm_retry_policy().max_retries, 0);
+        assert!(c.dump().contains("llm_max_retries = 0"), "{}", c.dump());
+        for bad in ["11", "-1", "two", "1.5"] {
+            let err = parse_err(&[&format!("--llm-max-retries={bad}")]);
+            assert!(err.contains(LLM_MAX_RETRIES_ENV), "{bad}: {err}");
+        }
+        let mut c = config();
+        c.llm_max_retries = MAX_LLM_RETRIES + 1;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains(LLM_MAX_RETRIES_ENV), "{err}");
     }
 }

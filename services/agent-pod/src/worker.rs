@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
 use genesis_core::Backoff;
-use genesis_llm::{FallbackInvoker, HttpProviderFactory, ProviderFactory};
+use genesis_llm::{FallbackInvoker, ProviderFactory};
 use genesis_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -315,14 +315,12 @@ pub struct PodDeps {
 }
 
 impl PodDeps {
-    /// Production collaborators: HTTP providers (with `OPENAI_BASE_URL`),
-    /// credentials from the environment, fresh counters.
+    /// Production collaborators: HTTP providers (with `ANTHROPIC_BASE_URL`,
+    /// `OPENAI_BASE_URL` and the `--backend-url` routes, checked here so a
+    /// bad URL stops the pod at startup), credentials from the environment,
+    /// fresh counters.
     pub fn from_config(config: &PodConfig) -> Result<Self, PodError> {
-        let mut factory = HttpProviderFactory::new(config.llm_timeouts())
-            .map_err(|e| PodError::Config(format!("LLM HTTP client: {e}")))?;
-        if let Some(url) = &config.openai_base_url {
-            factory = factory.with_openai_base_url(url.clone());
-        }
+        let factory = config.llm_provider_factory()?;
         Ok(PodDeps {
             provider_factory: Arc::new(factory),
             credentials: Arc::new(EnvCredentials),
@@ -399,7 +397,8 @@ pub async fn run_with(
     let supervisor = Supervisor::connect_lazy(&config.supervisor_url, &token)?;
     let invoker = Invoker::new(
         FallbackInvoker::new(deps.provider_factory.clone())
-            .with_max_retry_wait(config.llm_max_retry_wait()),
+            .with_max_retry_wait(config.llm_max_retry_wait())
+            .with_retry_policy(config.llm_retry_policy()),
         deps.credentials.clone(),
     );
     let ctx = PodContext {
