@@ -49,6 +49,8 @@ pub struct Harness {
     pub instance: Uuid,
     pub token: String,
     pub channel: Channel,
+    /// The gRPC listener (what `channel` is connected to).
+    pub grpc: std::net::SocketAddr,
     /// The `/healthz` `/readyz` `/metrics` listener.
     pub http: std::net::SocketAddr,
     pub shutdown: CancellationToken,
@@ -129,6 +131,7 @@ pub async fn start_with(pool: PgPool, configure: impl FnOnce(&mut SupervisorConf
         instance,
         token,
         channel,
+        grpc: grpc_addr,
         http: http_addr,
         shutdown,
     }
