@@ -11,7 +11,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::enums::AgentType;
+use crate::enums::{AgentEventKind, AgentType};
 
 /// Who the Strategic Orchestration Agent is and what it is for (spec §1,
 /// §2.4, §3.4).
@@ -156,6 +156,17 @@ pub const CHAT_TAIL_MESSAGES: u32 = 10;
 /// few thousand tokens of the tick's budget.
 pub const CHAT_MESSAGE_MAX_CHARS: u32 = 1_000;
 
+/// Whether a tick on an event of `kind` is sent the chat tail: only the
+/// events that answer the operator — a message to reply to, an answered
+/// escalation to resume from. Every other event (heartbeats, signals,
+/// mission changes) plans without it.
+pub fn carries_chat_tail(kind: AgentEventKind) -> bool {
+    matches!(
+        kind,
+        AgentEventKind::OperatorMessage | AgentEventKind::OperatorAnsweredEscalation
+    )
+}
+
 /// `base + "\n\n" + fragment + "\n\n" + overlay`, omitting each empty (or
 /// whitespace-only) part together with its separator. The base stays first
 /// and mode-invariant; the overlay, being per preset, comes last so that
@@ -278,6 +289,22 @@ mod tests {
         let prompt = compose_system_prompt(&base, "MODE FRAGMENT", "OVERLAY");
         assert!(prompt.starts_with(&base));
         assert!(prompt.ends_with("\n\nMODE FRAGMENT\n\nOVERLAY"));
+    }
+
+    #[test]
+    fn only_the_events_that_answer_the_operator_carry_the_chat_tail() {
+        let carrying: Vec<AgentEventKind> = AgentEventKind::ALL
+            .iter()
+            .copied()
+            .filter(|k| carries_chat_tail(*k))
+            .collect();
+        assert_eq!(
+            carrying,
+            [
+                AgentEventKind::OperatorMessage,
+                AgentEventKind::OperatorAnsweredEscalation
+            ]
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! before, in the claim's own round trip, migration 0085, with the type and
 //! site chain [`ClaimKinds`] held from its last claim), plus, for a Compliance instance, the
 //! cold-sweep corpus discovery (spec §3.4 step 8) in one tenant transaction
-//! with it, and the conversions of store rows to
+//! with it; for an event that answers the operator, the chat tail
+//! ([`read_chat_tail`], its own round trip); and the conversions of store rows to
 //! wire messages. Must never write to the database. (PostgreSQL's own statistics are sampled
 //! in the background by `ops`, never read per claim.)
 
@@ -20,10 +21,11 @@ use crate::budget_lru::BudgetLru;
 use crate::catalogue_cache::{CATALOGUE_KEYS, Catalogue, CatalogueCache, settle};
 use crate::ledger_cache::{CacheOutcome, HeldTail, LedgerTailCache, merge};
 use chrono::{DateTime, Utc};
-use genesis_core::{AgentDispatcherOptions, AgentType};
+use genesis_core::{AgentDispatcherOptions, AgentEventKind, AgentType};
 use genesis_proto::v1 as pb;
 use genesis_store::knowledge::ComplianceCorpus;
 use genesis_store::llm::PresetRow;
+use genesis_store::messages::ChatTail;
 use genesis_store::{BundleAsk, InstanceRow, LedgerActionRow, LedgerTurn, Store, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
@@ -289,6 +291,72 @@ pub fn settle_bundle(
     read.ledger_cache = outcome;
     caches.ledger.store(tenant_id, instance_id, tail, joined);
     Ok(read)
+}
+
+/// The operator-chat tail a claimed `event` is planned with, `None` for an
+/// event that does not answer the operator
+/// ([`genesis_core::prompt::carries_chat_tail`]). For an `OperatorMessage`
+/// the tail ends at the message it carries (`messageId`), so the reply
+/// never runs ahead of its question; an answered escalation gets the
+/// newest messages.
+///
+/// Why a read of its own, after the claim, and only for those events: the
+/// claim and its bundle read are the hot path (about a thousand ticks a
+/// second, nearly all heartbeats and signals that never look at the
+/// chat), so joining `agent_messages` into them would cost every tick for
+/// the few that answer an operator, whose rate is an operator's typing
+/// rate. The read is one autocommit round trip (migration 0099's
+/// `genesis_read_chat_tail` sets the tenant itself) over the
+/// `(instance_id, created_at)` index, and bounds each body in SQL so a long
+/// message never crosses the wire whole. Carrying the tail in the event
+/// payload at enqueue time was rejected: it would be stale (the agent's
+/// reply to an earlier message, written by a tick that ran after the
+/// enqueue, would be missing), it would store ten messages again in every
+/// such event and in its ledger turn, whose payload every later claim's
+/// ledger tail carries, and the answered escalation's enqueue in the
+/// decision transaction would have to read the chat as well.
+pub async fn read_chat_tail(
+    store: &Store,
+    tenant_id: Uuid,
+    instance_id: Uuid,
+    event: &genesis_store::EventRow,
+) -> Result<Option<pb::ChatTail>, StoreError> {
+    use genesis_core::prompt::{CHAT_MESSAGE_MAX_CHARS, CHAT_TAIL_MESSAGES, carries_chat_tail};
+    if !carries_chat_tail(event.event_kind) {
+        return Ok(None);
+    }
+    let upto = (event.event_kind == AgentEventKind::OperatorMessage)
+        .then(|| event.payload.get("messageId").and_then(Value::as_str))
+        .flatten()
+        .and_then(|id| Uuid::parse_str(id).ok());
+    let tail = store
+        .messages()
+        .chat_tail(
+            tenant_id,
+            instance_id,
+            upto,
+            CHAT_TAIL_MESSAGES,
+            CHAT_MESSAGE_MAX_CHARS,
+        )
+        .await?;
+    Ok(Some(chat_tail_to_proto(&tail)))
+}
+
+/// The wire form of a chat tail.
+pub fn chat_tail_to_proto(t: &ChatTail) -> pb::ChatTail {
+    pb::ChatTail {
+        messages: t
+            .messages
+            .iter()
+            .map(|m| pb::ChatTailMessage {
+                direction: m.direction.as_str().to_owned(),
+                body: m.body.clone(),
+                body_chars: m.body_chars,
+                created_at: Some(genesis_proto::convert::timestamp_from_chrono(m.created_at)),
+            })
+            .collect(),
+        earlier_omitted: t.earlier_omitted,
+    }
 }
 
 /// The wire form of the discovered compliance corpus.

@@ -38,7 +38,7 @@ use uuid::Uuid;
 use crate::bundle::ClaimCaches;
 use crate::bundle::{
     ClaimKind, ClaimKinds, HeldForRead, corpus_to_proto, effective_options, instance_to_proto,
-    read_bundle, settle_bundle,
+    read_bundle, read_chat_tail, settle_bundle,
 };
 use crate::catalogue_cache::CatalogueCache;
 use crate::error::{SupervisorError, store_status};
@@ -531,6 +531,16 @@ impl AgentPodService {
         };
         let ops = self.ops.current();
         let event = &claim.event;
+        // Only an event that answers the operator reads the chat (its own
+        // round trip; see `read_chat_tail` for why not in the claim).
+        let chat_tail = match read_chat_tail(&self.store, tenant_id, instance_id, event).await {
+            Ok(tail) => tail,
+            Err(e) => {
+                self.metrics.claim("error");
+                self.release_lease(tenant_id, instance_id, session).await;
+                return Err(store_status(&e));
+            }
+        };
         let bundle = pb::TickBundle {
             session_id: session.to_string(),
             lease_expires_at: instance
@@ -607,6 +617,7 @@ impl AgentPodService {
             redaction_target: redaction_site.map(|target| {
                 crate::redaction::Review::of(target, &read.catalogue.bindings).to_proto()
             }),
+            chat_tail,
         };
         self.memos.remember(
             session,

@@ -3,7 +3,8 @@
 //! loop run on that bundle, and a recording `ChatClient` (the scripted
 //! provider's answers, every request kept) injected through the
 //! `ProviderFactory` seam. Covers the per-type base prompt and per-mode
-//! fragment in the system text, and the Compliance Research budget.
+//! fragment in the system text, the Compliance Research budget, and the
+//! operator-chat tail in the objective.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,10 +16,10 @@ use std::sync::{Arc, Mutex};
 use genesis_agent_pod::{Invoker, PodContext, PodMetrics, Supervisor, TickIds, run_tick};
 use genesis_core::modes::seed_catalogue;
 use genesis_core::prompt::{base_system_prompt, compose_system_prompt};
-use genesis_core::{AgentType, BudgetEnvelope, InstanceStatus, ModeChangeSource};
+use genesis_core::{AgentType, BudgetEnvelope, InstanceStatus, MessageDirection, ModeChangeSource};
 use genesis_llm::{
-    ChatClient, ChatRequest, ChatResponse, CredentialRef, FallbackInvoker, LlmError, LlmMetrics,
-    ModelCouple, ProviderFactory, ScriptedProvider,
+    ChatClient, ChatMessage, ChatRequest, ChatResponse, CredentialRef, FallbackInvoker, LlmError,
+    LlmMetrics, ModelCouple, ProviderFactory, ScriptedProvider,
 };
 use genesis_proto::v1 as pb;
 use genesis_proto::v1::claim_tick_response::Result as Claim;
@@ -131,6 +132,18 @@ fn ids(h: &common::Harness, instance: Uuid, b: &pb::TickBundle) -> TickIds {
     }
 }
 
+/// The first user message of a request: the objective.
+fn objective(request: &ChatRequest) -> &str {
+    request
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            ChatMessage::User { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .expect("every request carries the objective")
+}
+
 /// For each of the ten seeded modes, the system text the pod sends the
 /// model is the type's base prompt for this tenant followed by that mode's
 /// fragment as migrated — a fragment that is non-empty and no other mode's,
@@ -225,4 +238,95 @@ async fn compliance_research_is_claimed_with_the_widened_budget(pool: PgPool) {
         }
     );
     assert_eq!(standard.max_tokens.limited(), Some(24_000));
+}
+
+/// A reply is planned with the conversation: of twelve messages, the
+/// objective carries the last ten, oldest first, both directions, up to
+/// the message the tick answers (not one sent after it), a 10 KB body cut
+/// to the bound with a marker. A heartbeat is sent no chat at all.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_reply_is_planned_with_the_last_ten_chat_messages(pool: PgPool) {
+    let h = common::start(pool).await;
+    let recording = Arc::new(Recording::default());
+    let ctx = pod(&h, &recording);
+    // The harness's SOA opens with AgentInitialized: no chat for it.
+    let b = claim(&ctx, &h, h.instance).await;
+    assert_eq!(b.event.as_ref().unwrap().kind, "AgentInitialized");
+    assert_eq!(b.chat_tail, None);
+    run_tick(&ctx, &ids(&h, h.instance, &b), b).await.unwrap();
+    recording.take();
+
+    let soa = instance(&h, AgentType::Soa, None).await;
+    let long = format!("long {}", "x".repeat(10 * 1024));
+    // Messages 1..=11 in turn (odd: the agent's, even: the operator's);
+    // message 7 is 10 KB.
+    for n in 1..=11 {
+        let direction = if n % 2 == 1 {
+            MessageDirection::AgentToOperator
+        } else {
+            MessageDirection::OperatorToAgent
+        };
+        let body = if n == 7 {
+            long.clone()
+        } else {
+            format!("message {n}")
+        };
+        h.store
+            .messages()
+            .append(h.tenant, soa, direction, &body)
+            .await
+            .unwrap();
+    }
+    // Message 12 wakes the agent; message 13 arrives before its tick runs.
+    h.store
+        .messages()
+        .send_operator_message(h.tenant, soa, "message 12")
+        .await
+        .unwrap();
+    h.store
+        .messages()
+        .send_operator_message(h.tenant, soa, "message 13")
+        .await
+        .unwrap();
+    let b = claim(&ctx, &h, soa).await;
+    let tail = b
+        .chat_tail
+        .clone()
+        .expect("an operator message carries the chat");
+    assert_eq!(tail.messages.len(), 10);
+    assert!(tail.earlier_omitted);
+    run_tick(&ctx, &ids(&h, soa, &b), b).await.unwrap();
+    let requests = recording.take();
+    let objective = objective(&requests[0]);
+
+    assert!(objective.contains("[earlier messages omitted]"));
+    let mut at = 0;
+    for n in 3..=12 {
+        let who = if n % 2 == 1 { "you" } else { "operator" };
+        let line = if n == 7 {
+            format!("- {who}: long xxx")
+        } else {
+            format!("- {who}: message {n}\n")
+        };
+        let found = objective[at..]
+            .find(&line)
+            .unwrap_or_else(|| panic!("message {n} missing or out of order in:\n{objective}"));
+        at += found + line.len();
+    }
+    for absent in [
+        "- you: message 1\n",
+        "- operator: message 2\n",
+        "message 13",
+    ] {
+        assert!(!objective.contains(absent), "{absent:?} in:\n{objective}");
+    }
+    // The 10 KB message: its first 1,000 characters and a marker, no more.
+    let bound = genesis_core::prompt::CHAT_MESSAGE_MAX_CHARS as usize;
+    let shown: String = long.chars().take(bound).collect();
+    assert!(objective.contains(&format!(
+        "- you: {shown} [truncated: first {bound} of {} characters shown]\n",
+        long.chars().count()
+    )));
+    assert!(!objective.contains(&"x".repeat(bound)));
+    assert!(objective.len() < 8 * 1024, "{} bytes", objective.len());
 }

@@ -303,6 +303,7 @@ pub fn bundle(kind: &str, payload_json: &str) -> pb::TickBundle {
         tools: toolset.iter().map(|n| schema(n)).collect(),
         compliance_corpus: None,
         redaction_target: None,
+        chat_tail: None,
     }
 }
 
