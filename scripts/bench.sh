@@ -4,6 +4,9 @@
 # builds the release binaries and runs genesis-bench on them.
 #   scripts/bench.sh                 the full run (several minutes; report in target/bench)
 #   scripts/bench.sh --quick         a few seconds, counts only
+#                                    (every run also prints the $ per tick of a
+#                                    three-turn episode by priced model, with and
+#                                    without prompt caching: a computation)
 #   scripts/bench.sh --out DIR       where report.md and report.json go
 #   scripts/bench.sh --autovacuum-as-is
 #                                    leave the server's autovacuum as it is (a full

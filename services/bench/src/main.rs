@@ -5,7 +5,10 @@
 //! this process, and reports every figure of one run: sustained ticks/s by
 //! tenants and pods, wake latency at half the measured maximum, `pgbench -N`
 //! on the same server, the idle fleet's CPU and query rate, resident memory,
-//! a peer queue (graphile-worker) and the plans of the hot queries.
+//! a peer queue (graphile-worker), the plans of the hot queries, and the $
+//! per tick of a three-turn episode for every priced model, with and without
+//! prompt caching (computed from `llm_pricing` and the fleet's prompt sizes;
+//! see `cost`).
 //!
 //! It must never touch what it did not create: only its own fleet database,
 //! its scratch pgbench database and its own children, and of the server only
@@ -14,6 +17,7 @@
 //! bounded under the backlog, never a speed.
 
 mod autovacuum;
+mod cost;
 mod peer;
 mod procs;
 mod report;
@@ -333,6 +337,23 @@ async fn run(fleet: &mut Fleet, plan: &Plan, quick: bool) -> anyhow::Result<Repo
         .await
         .context("drain after throughput")?;
     count_checks(&db, &mut report, "throughput", seq.load(Ordering::SeqCst)).await?;
+
+    // The $ per tick of a three-turn episode by model: computed from the
+    // prices and the prompt sizes, so every mode reports it.
+    progress("cost per tick: prices from llm_pricing, prompt sizes of the first SOA");
+    let (tenant, soa) = instances[0];
+    let costs = cost::figures(&db, tenant, soa).await?;
+    let priced: i64 = sqlx::query_scalar("SELECT count(*) FROM llm_pricing")
+        .fetch_one(&db)
+        .await?;
+    report.checks.push(Check::new(
+        i64::try_from(costs.rows.len()).is_ok_and(|n| n == priced) && priced > 0,
+        format!(
+            "cost per tick: one row per llm_pricing row ({} of {priced})",
+            costs.rows.len()
+        ),
+    ));
+    report.cost = Some(costs);
     if plan.throughput_only {
         report.best = best;
         return Ok(report);

@@ -13,6 +13,7 @@ use serde::Serialize;
 use sqlx::postgres::PgPool;
 use uuid::Uuid;
 
+use crate::cost::CostFigures;
 use crate::peer::PeerFigures;
 
 /// A count that must add up.
@@ -185,6 +186,8 @@ pub struct Report {
     pub explains: Vec<Explain>,
     /// The peer queue.
     pub peer: Option<PeerFigures>,
+    /// The $ per tick of a three-turn episode, by priced model.
+    pub cost: Option<CostFigures>,
     /// Count checks.
     pub checks: Vec<Check>,
     /// Wall time of the run.
@@ -403,6 +406,7 @@ impl Report {
             backlog: None,
             explains: Vec::new(),
             peer: None,
+            cost: None,
             checks: Vec::new(),
             total_secs: 0.0,
         }
@@ -631,6 +635,9 @@ impl Report {
                 }
             }
         }
+        if let Some(c) = &self.cost {
+            s.push_str(&cost_markdown(c));
+        }
         let _ = writeln!(
             s,
             "\n## Hot query plans (EXPLAIN (ANALYZE, BUFFERS), {} instances)\n",
@@ -656,6 +663,99 @@ impl Report {
         }
         s
     }
+}
+
+/// Dollars as the cost table shows them: `$0` for nothing, else to the
+/// hundred-thousandth.
+fn usd(v: f64) -> String {
+    if v == 0.0 {
+        "$0".into()
+    } else {
+        format!("${v:.5}")
+    }
+}
+
+/// The cost section: the token assumptions, then one row per priced model.
+pub fn cost_markdown(c: &CostFigures) -> String {
+    let t = &c.tokens;
+    let prompt: u64 =
+        crate::cost::episode_usage(t, crate::cost::Caching::None, crate::cost::Tick::First)
+            .iter()
+            .map(|u| u.input_tokens)
+            .sum();
+    let output: u64 = t.calls.iter().sum();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\n## $ per tick: a three-turn episode by model, with and without prompt caching\n"
+    );
+    let _ = writeln!(
+        s,
+        "Computed, not measured on this machine: the prices of this database's `llm_pricing` \
+         and the sizes of what the fleet sends for one tick of an SOA in its Strategic mode, \
+         in tokens estimated as bytes / 4 (no tokenizer ships here, so every figure is an estimate).\n"
+    );
+    let _ = writeln!(
+        s,
+        "- prefix, the same on every tick of an instance: tools {} + system prompt {} = **{}** tokens; \
+         objective (first user message, per tick) **{}**",
+        t.tools,
+        t.system,
+        t.prefix(),
+        t.objective
+    );
+    let _ = writeln!(
+        s,
+        "- turn 1 sends prefix + objective and calls `{}` ({} out); turn 2 adds that call and its \
+         result ({}) and calls `{}` ({} out); turn 3 adds those ({}) and calls `{}` ({} out): \
+         {prompt} prompt and {output} output tokens per episode",
+        t.call_names[0],
+        t.calls[0],
+        t.results[0],
+        t.call_names[1],
+        t.calls[1],
+        t.results[1],
+        t.call_names[2],
+        t.calls[2]
+    );
+    let _ = writeln!(
+        s,
+        "- without caching: every prompt token at the input price. With caching, first tick: \
+         nothing cached before it; steady state: the next tick within the cache's lifetime \
+         (Anthropic's 5-minute cache, renewed by each read; OpenAI's, typically 5–10 minutes idle), \
+         which finds the tools and system prompt cached by the tick before"
+    );
+    let _ = writeln!(
+        s,
+        "- Anthropic: breakpoints where the provider puts them (tools, system prompt, objective, \
+         and from turn 2 the last block), written at the cache-write price, read at the cache-read \
+         price, none below the model's minimum prefix. OpenAI: the longest prefix sent before, from \
+         1,024 tokens in steps of 128, at the cache-read price, no write surcharge"
+    );
+    let _ = writeln!(
+        s,
+        "- not counted: the providers' own tool-use preamble and message framing, reasoning \
+         tokens, text beside the tool calls\n"
+    );
+    let _ = writeln!(
+        s,
+        "| model | caching | $/tick without caching | with caching, first tick | with caching, steady state | saving, steady state |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
+    for r in &c.rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            r.model,
+            r.caching.label(),
+            usd(r.uncached_usd),
+            usd(r.first_tick_usd),
+            usd(r.steady_usd),
+            r.saving_percent()
+                .map_or_else(|| "-".to_owned(), |p| format!("{p:.0} %"))
+        );
+    }
+    s
 }
 
 /// How far a service's resident memory may rise above its idle reading

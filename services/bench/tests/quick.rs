@@ -82,7 +82,29 @@ fn quick_run_completes_and_its_counts_add_up() -> anyhow::Result<()> {
     // Claim, outbox, the completion's instance update, heartbeat check,
     // next turn number, and the census.
     assert_eq!(report["explains"].as_array().map(Vec::len), Some(6));
-    assert!(out_dir.path().join("report.md").is_file());
+    // The cost table: one row per seeded price (its count check compares
+    // with the table), the scripted model at $0, and measured sizes.
+    let costs = report["cost"]["rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(costs.len() >= 15, "{costs:?}");
+    let scripted = costs.iter().find(|r| r["model"] == "scripted-1");
+    assert_eq!(
+        scripted.map(|r| r["uncached_usd"].clone()),
+        Some(serde_json::json!(0.0))
+    );
+    for part in ["tools", "system", "objective"] {
+        assert!(
+            report["cost"]["tokens"][part]
+                .as_u64()
+                .is_some_and(|n| n > 0),
+            "{part}: {}",
+            report["cost"]["tokens"]
+        );
+    }
+    let md = std::fs::read_to_string(out_dir.path().join("report.md"))?;
+    assert!(md.contains("## $ per tick"), "no cost section in report.md");
     Ok(())
 }
 
