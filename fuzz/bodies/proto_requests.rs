@@ -110,6 +110,10 @@ requests!(
     CreateTokenRequest,
     RevokeTokenRequest,
     ListTokensRequest,
+    // Appended, so the committed seeds keep selecting the types they did.
+    ReserveCreditRequest,
+    GetModeRequest,
+    EditModeRequest,
 );
 
 /// Run one input: the first byte picks the message type, the rest is the

@@ -251,6 +251,9 @@ pub enum EpisodeEnd {
     Blocked,
     /// A budget axis ran out before a terminator (wire axis name).
     BudgetExhausted(&'static str),
+    /// The next turn's worst case would cross the tenant's weekly credit
+    /// ceiling: it was not sent.
+    CreditExhausted,
     /// A model call failed after the episode had already acted: the tick
     /// completes (its actions are on the turn) without counting as blocked.
     Failed,
@@ -314,6 +317,9 @@ pub struct EpisodeSpec {
     pub budget: pb::BudgetEnvelope,
     /// The preset chain from the bundle.
     pub preset_chain: pb::ResolvedPresetChain,
+    /// Whether the tenant's weekly credit is enforced: then every turn of a
+    /// real provider first reserves its worst case (`ReserveCredit`).
+    pub credit_enforced: bool,
 }
 
 /// The invoker: the fallback chain plus where credentials come from.
@@ -331,6 +337,33 @@ impl std::fmt::Debug for Invoker {
 
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The requested models of the chain when any couple bills (a real
+/// provider); `None` for an all-scripted chain, which spends nothing and so
+/// reserves nothing.
+fn paid_models(preset: &Preset) -> Option<Vec<String>> {
+    let chain = preset.chain();
+    chain
+        .iter()
+        .any(|c| c.provider.needs_credential())
+        .then(|| chain.iter().map(|c| c.model.clone()).collect())
+}
+
+/// An upper bound of a request's prompt tokens: its bytes (every token of a
+/// byte-level tokenizer covers at least one byte).
+fn prompt_bytes(request: &ChatRequest) -> u64 {
+    let messages: usize = request
+        .messages
+        .iter()
+        .map(|m| serde_json::to_vec(m).map_or(0, |v| v.len()))
+        .sum();
+    let tools: usize = request
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+        .sum();
+    u64::try_from(request.system.len() + messages + tools).unwrap_or(u64::MAX)
 }
 
 fn str_arg(args: &Value, keys: &[&str]) -> Option<String> {
@@ -373,7 +406,9 @@ impl Invoker {
         let preset = match resolve_preset(&spec.preset_chain, self.credentials.as_ref()) {
             Ok(p) => p,
             Err(reason) => {
-                report.end = EpisodeEnd::Blocked;
+                // No couple can be called (a credential is missing): an
+                // outage of configuration, deferred like a provider's.
+                report.end = EpisodeEnd::ProviderFailed;
                 report.reasoning_summary = format!("No LLM couple is usable: {reason}.");
                 report.reason = reason;
                 return Ok(report);
@@ -405,6 +440,31 @@ impl Invoker {
                 max_output_tokens,
                 temperature: None,
             };
+            if spec.credit_enforced
+                && let Some(models) = paid_models(&preset)
+            {
+                let answer = supervisor
+                    .reserve_credit(pb::ReserveCreditRequest {
+                        session_id: ids.session_id.clone(),
+                        instance_id: ids.instance_id.clone(),
+                        tenant_id: ids.tenant_id.clone(),
+                        models,
+                        prompt_tokens: to_i64(prompt_bytes(&request)),
+                        max_output_tokens: i64::from(max_output_tokens),
+                    })
+                    .await?;
+                if !answer.granted {
+                    report.end = EpisodeEnd::CreditExhausted;
+                    report.reason = format!(
+                        "the next turn could cost up to the weekly credit left (spent ${:.4}, held ${:.4}, limit ${:.2})",
+                        answer.spent_usd, answer.held_usd, answer.limit_usd
+                    );
+                    report.reasoning_summary =
+                        "Stopped before the next model call: the weekly agent-planning credit would be exceeded.".into();
+                    report.wait_condition = "the weekly credit window regenerates".into();
+                    return Ok(report);
+                }
+            }
             report.used.turns += 1;
             report.llm_calls += 1;
             // A rate-limited chain may wait out a Retry-After, but never past

@@ -714,6 +714,10 @@ async fn plan(
         authorized,
         budget: bundle.budget.unwrap_or_default(),
         preset_chain: bundle.preset_chain.clone().unwrap_or_default(),
+        credit_enforced: bundle
+            .credit
+            .as_ref()
+            .is_some_and(|c| c.enforcement_enabled),
     };
     let report = ctx.invoker.run_episode(&ctx.supervisor, ids, spec).await?;
     let (completion, budget_axis) = match report.end {
@@ -724,6 +728,7 @@ async fn plan(
         }
         EpisodeEnd::Failed => (TickCompletion::Failed, None),
         EpisodeEnd::ProviderFailed => (TickCompletion::ProviderFailed, None),
+        EpisodeEnd::CreditExhausted => (TickCompletion::CreditExhausted, None),
     };
     Ok(Completing {
         completion,

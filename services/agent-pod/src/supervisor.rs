@@ -177,6 +177,19 @@ impl Supervisor {
             .map_err(|s| PodError::from_status("RecordCallAttempt", &s))
     }
 
+    /// `ReserveCredit`.
+    pub async fn reserve_credit(
+        &self,
+        request: pb::ReserveCreditRequest,
+    ) -> Result<pb::ReserveCreditResponse, PodError> {
+        self.client
+            .clone()
+            .reserve_credit(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| PodError::from_status("ReserveCredit", &s))
+    }
+
     /// `CompleteTick`.
     pub async fn complete_tick(
         &self,

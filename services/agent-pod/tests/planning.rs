@@ -258,14 +258,16 @@ async fn zero_tool_call_turns_are_nudged_twice_then_blocked() {
 }
 
 #[tokio::test]
-async fn every_provider_failing_blocks_the_tick_instead_of_crashing() {
+async fn every_provider_failing_defers_the_tick_instead_of_blocking_it() {
     let fake = start_fake().await;
     let scripted = Arc::new(ScriptedProvider::new().fail_always(true));
     let ctx = context(&fake, scripted.clone());
     let b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
     let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
 
-    assert_eq!(result.completion, TickCompletion::Blocked);
+    // Not the planner's verdict: never Blocked (which counts toward STUCK).
+    assert_eq!(result.completion, TickCompletion::ProviderFailed);
+    assert!(fake.state.invokes().is_empty(), "nothing acted");
     let o = outcome(&fake.state.completes()[0]);
     assert!(o.reason.contains("exhausted"), "{}", o.reason);
     // The failed attempt is recorded too, with the completion that follows it.
@@ -319,7 +321,7 @@ async fn a_retry_after_within_the_wall_budget_is_waited_out_once() {
     let mut b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
     b.budget.as_mut().unwrap().max_wall_ms = None;
     let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
-    assert_eq!(result.completion, TickCompletion::Blocked);
+    assert_eq!(result.completion, TickCompletion::ProviderFailed);
     assert_eq!(scripted.calls(), 2, "the hint was waited out once");
 }
 
@@ -333,7 +335,7 @@ async fn a_retry_after_past_the_wall_budget_is_not_waited_for() {
     let mut b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
     b.budget.as_mut().unwrap().max_wall_ms = Some(200);
     let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
-    assert_eq!(result.completion, TickCompletion::Blocked);
+    assert_eq!(result.completion, TickCompletion::ProviderFailed);
     assert_eq!(scripted.calls(), 1, "no wait past the wall budget");
     let o = outcome(&fake.state.completes()[0]);
     assert!(o.reason.contains("exhausted"), "{}", o.reason);
@@ -348,7 +350,7 @@ async fn each_exhausted_call_counts_all_providers_exhausted_exactly_once() {
     for tick in 1..=2u64 {
         let b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
         let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
-        assert_eq!(result.completion, TickCompletion::Blocked);
+        assert_eq!(result.completion, TickCompletion::ProviderFailed);
         assert_eq!(scripted.calls(), tick, "one failed call per tick");
         let s = llm_metrics.snapshot();
         assert_eq!(
@@ -591,13 +593,68 @@ async fn no_usable_couple_blocks_without_an_llm_call() {
         credential_names: vec!["GENESIS_TEST_ABSENT_KEY".into()],
     }];
     let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
-    assert_eq!(result.completion, TickCompletion::Blocked);
+    assert_eq!(result.completion, TickCompletion::ProviderFailed);
     assert_eq!(scripted.calls(), 0);
     assert!(
         outcome(&fake.state.completes()[0])
             .reason
             .contains("no credential")
     );
+}
+
+/// Before each turn of a real provider the pod reserves the turn's worst
+/// case; a refused reservation ends the episode as credit-exhausted with no
+/// request sent to the provider.
+#[tokio::test]
+async fn a_refused_credit_reservation_sends_no_turn() {
+    let fake = start_fake().await;
+    fake.state.grant_reservations.store(0, Ordering::SeqCst);
+    let scripted = Arc::new(ScriptedProvider::new());
+    let (mut ctx, _) = context_with_llm_metrics(&fake, scripted.clone());
+    let credentials: std::collections::HashMap<String, String> =
+        [("TEST_ANTHROPIC_KEY".to_owned(), "sk-ant-test".to_owned())].into();
+    let factory = HttpProviderFactory::new(HttpTimeouts::default()).unwrap();
+    ctx.invoker = Invoker::new(
+        FallbackInvoker::new(Arc::new(factory)),
+        Arc::new(credentials),
+    );
+    let mut b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
+    b.preset_chain.as_mut().unwrap().couples = vec![pb::PresetCouple {
+        model: "claude-opus-4-8".into(),
+        provider: "anthropic".into(),
+        backend: String::new(),
+        credential_names: vec!["TEST_ANTHROPIC_KEY".into()],
+    }];
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert_eq!(result.completion, TickCompletion::CreditExhausted);
+    assert_eq!(result.llm_calls, 0);
+    let asked = fake.state.reservations();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].models, ["claude-opus-4-8"]);
+    assert!(asked[0].prompt_tokens > 100, "{:?}", asked[0]);
+    assert!(asked[0].max_output_tokens > 0);
+    assert!(fake.state.attempts().is_empty());
+    let c = &fake.state.completes()[0];
+    assert!(c.call_attempts.is_empty(), "nothing was sent");
+    assert!(
+        outcome(c).reason.contains("weekly credit"),
+        "{}",
+        outcome(c).reason
+    );
+}
+
+/// A chain of the scripted provider spends nothing and reserves nothing.
+#[tokio::test]
+async fn a_scripted_chain_reserves_no_credit() {
+    let fake = start_fake().await;
+    fake.state.grant_reservations.store(0, Ordering::SeqCst);
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let b = bundle("OperatorMessage", r#"{"message":"hello"}"#);
+    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
+    assert_eq!(result.completion, TickCompletion::Complete);
+    assert!(fake.state.reservations().is_empty());
+    assert!(scripted.calls() > 0);
 }
 
 #[tokio::test]

@@ -301,6 +301,7 @@ mod tests {
                 "RenewLease",
                 "InvokeTool",
                 "RecordCallAttempt",
+                "ReserveCredit",
                 "CompleteTick"
             ]
         );

@@ -107,6 +107,17 @@ impl AgentPod for EchoPod {
         }))
     }
 
+    async fn reserve_credit(
+        &self,
+        request: Request<genesis_proto::v1::ReserveCreditRequest>,
+    ) -> Result<Response<genesis_proto::v1::ReserveCreditResponse>, Status> {
+        self.authorize(&request)?;
+        Ok(Response::new(genesis_proto::v1::ReserveCreditResponse {
+            granted: true,
+            ..Default::default()
+        }))
+    }
+
     async fn complete_tick(
         &self,
         request: Request<CompleteTickRequest>,

@@ -119,6 +119,50 @@ impl Credit<'_> {
         })
     }
 
+    /// Reserve `amount` of the window at `week_start` for the next LLM turn
+    /// of `session` (`genesis_reserve_credit`): granted only while the
+    /// window's spend, the reservations of the tenant's other sessions that
+    /// still hold their lease, and `amount` stay within `limit_usd`, under
+    /// the window's row lock so concurrent sessions cannot both take the
+    /// last dollars. The session's earlier reservation is replaced; it
+    /// stops counting when the session's lease ends (the completion that
+    /// draws the real cost down releases it). A session that no longer
+    /// holds the lease reserves nothing ([`StoreError::LeaseLost`]).
+    pub async fn reserve(
+        &self,
+        (tenant_id, instance_id, session): (Uuid, Uuid, Uuid),
+        week_start: DateTime<Utc>,
+        limit_usd: f64,
+        amount: f64,
+    ) -> Result<Reservation, StoreError> {
+        check_amount("limit_usd", limit_usd)?;
+        check_amount("amount_usd", amount)?;
+        let raw: serde_json::Value =
+            sqlx::query_scalar("SELECT genesis_reserve_credit($1, $2, $3, $4, $5, $6)")
+                .bind(tenant_id)
+                .bind(instance_id)
+                .bind(session)
+                .bind(week_start)
+                .bind(limit_usd)
+                .bind(amount)
+                .fetch_one(self.store.tenant_pool())
+                .await?;
+        let r: RawReservation = decode(raw)?;
+        match r.outcome.as_str() {
+            "granted" | "refused" => Ok(Reservation {
+                granted: r.outcome == "granted",
+                spent_usd: r.spent_usd.unwrap_or(0.0),
+                held_usd: r.held_usd.unwrap_or(0.0),
+                limit_usd,
+            }),
+            "lease_lost" => Err(StoreError::LeaseLost),
+            "not_found" => Err(StoreError::not_found("agent instance")),
+            other => Err(StoreError::Database(format!(
+                "unexpected reserve outcome {other:?}"
+            ))),
+        }
+    }
+
     /// Draw `amount` from the window (see [`draw_down_in`]) in its own
     /// transaction.
     pub async fn draw_down(
@@ -133,6 +177,28 @@ impl Credit<'_> {
         tx.commit().await?;
         Ok(w)
     }
+}
+
+/// What [`Credit::reserve`] answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reservation {
+    /// The turn may run: its worst case is held against the window.
+    pub granted: bool,
+    /// What the window had spent when asked.
+    pub spent_usd: f64,
+    /// The tenant's other sessions' live reservations.
+    pub held_usd: f64,
+    /// The ceiling it was checked against.
+    pub limit_usd: f64,
+}
+
+#[derive(Deserialize)]
+struct RawReservation {
+    outcome: String,
+    #[serde(default)]
+    spent_usd: Option<f64>,
+    #[serde(default)]
+    held_usd: Option<f64>,
 }
 
 /// What one agent spent on one UTC day (the dashboard's spend chart).

@@ -537,6 +537,8 @@ async fn seed_the_other_tables(store: &Store, pool: &PgPool, t: Uuid) -> anyhow:
          VALUES ($1, $2, 'question', 'findings')",
         "INSERT INTO tool_invocations (tenant_id, instance_id, session, call_id, tool_name, arguments, result)
          VALUES ($1, $2, gen_random_uuid(), 'call-1', 'agent_query_memory', '{}', '{}')",
+        "INSERT INTO credit_reservations (tenant_id, session, instance_id, week_start, amount_usd)
+         VALUES ($1, gen_random_uuid(), $2, now(), 0.5)",
         "WITH s AS (INSERT INTO llm_call_snapshots (tenant_id, instance_id, invocation_id, site_id, call_tag, requested_model)
                     VALUES ($1, $2, 'rls-probe', 'Agent:Default', 'AgentPlanning', 'm') RETURNING id)
          INSERT INTO llm_call_attempts (tenant_id, snapshot_id, ordinal, provider, requested_model, outcome)

@@ -167,6 +167,27 @@ fn token_usage(a: &NewCallAttempt) -> genesis_core::pricing::TokenUsage {
     }
 }
 
+/// The most one turn of a chain of `models` can cost: the dearest of its
+/// couples' worst cases (any couple may answer), a model without a row at
+/// the fallback price; the scripted model is free.
+fn worst_case_usd(
+    models: &[String],
+    rows: &[genesis_store::llm::PricingRow],
+    unpriced: genesis_core::pricing::ModelPrice,
+    prompt_tokens: u64,
+    max_output_tokens: u64,
+) -> f64 {
+    models
+        .iter()
+        .map(|m| {
+            let price = genesis_store::llm::choose_pricing("", m, rows)
+                .map(|c| c.row.price())
+                .unwrap_or(unpriced);
+            price.worst_case_usd(prompt_tokens, max_output_tokens)
+        })
+        .fold(0.0, f64::max)
+}
+
 /// Price `attempt` in place: its cost, the row it was billed at and how
 /// that row was chosen. The scripted provider is free; a model no row
 /// prices is charged `unpriced`, never nothing.
@@ -827,6 +848,94 @@ impl AgentPodService {
         }
     }
 
+    /// ReserveCredit: the worst case of the next LLM turn held against the
+    /// tenant's weekly window before the turn is sent.
+    async fn reserve(
+        &self,
+        req: pb::ReserveCreditRequest,
+    ) -> Result<pb::ReserveCreditResponse, Status> {
+        use genesis_proto::convert::invalid_argument as inv;
+        let session = parse_uuid("session_id", &req.session_id)?;
+        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
+        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
+        if req.models.is_empty() || req.models.len() > 64 {
+            return Err(inv("models", "must name 1 to 64 models of the chain"));
+        }
+        if let Some(i) = req
+            .models
+            .iter()
+            .position(|m| m.trim().is_empty() || m.len() > 200)
+        {
+            return Err(inv(&format!("models[{i}]"), "must be 1 to 200 bytes"));
+        }
+        let count =
+            |field: &str, v: i64| u64::try_from(v).map_err(|_| inv(field, "must be non-negative"));
+        let prompt = count("prompt_tokens", req.prompt_tokens)?;
+        let output = count("max_output_tokens", req.max_output_tokens)?;
+        let memo = self.memos.recall(session, tenant_id, instance_id, None);
+        let opts = match memo.as_deref() {
+            Some(m) => m.opts.clone(),
+            None => {
+                let ctx = self
+                    .store
+                    .llm()
+                    .record_context(tenant_id, instance_id, "", &req.models[0])
+                    .await
+                    .map_err(|e| status_of(e, &self.metrics))?;
+                effective_options(&self.settings.options, &ctx.configs)
+            }
+        };
+        if !opts.credit_enforcement_enabled {
+            return Ok(pb::ReserveCreditResponse {
+                granted: true,
+                limit_usd: opts.weekly_credit_usd,
+                ..Default::default()
+            });
+        }
+        let rows = self
+            .store
+            .llm()
+            .list_pricing()
+            .await
+            .map_err(|e| status_of(e, &self.metrics))?;
+        let amount = worst_case_usd(
+            &req.models,
+            &rows,
+            self.settings.unpriced_price,
+            prompt,
+            output,
+        );
+        let r = self
+            .store
+            .credit()
+            .reserve(
+                (tenant_id, instance_id, session),
+                week_start_for(Utc::now()),
+                opts.weekly_credit_usd,
+                amount,
+            )
+            .await
+            .map_err(|e| status_of(e, &self.metrics))?;
+        if !r.granted {
+            tracing::info!(
+                %tenant_id,
+                %instance_id,
+                worst_case_usd = amount,
+                spent_usd = r.spent_usd,
+                held_usd = r.held_usd,
+                limit_usd = r.limit_usd,
+                "a turn's worst case would cross the weekly credit ceiling; not granted"
+            );
+        }
+        Ok(pb::ReserveCreditResponse {
+            granted: r.granted,
+            reserved_usd: if r.granted { amount } else { 0.0 },
+            spent_usd: r.spent_usd,
+            held_usd: r.held_usd,
+            limit_usd: r.limit_usd,
+        })
+    }
+
     async fn record_attempt(
         &self,
         req: pb::RecordCallAttemptRequest,
@@ -1355,6 +1464,20 @@ impl AgentPod for AgentPodService {
             .instrument(span)
             .await
             .map(Response::new)
+    }
+
+    async fn reserve_credit(
+        &self,
+        request: Request<pb::ReserveCreditRequest>,
+    ) -> Result<Response<pb::ReserveCreditResponse>, Status> {
+        let req = request.into_inner();
+        let span = rpc_span(
+            "ReserveCredit",
+            &req.tenant_id,
+            &req.instance_id,
+            &req.session_id,
+        );
+        self.reserve(req).instrument(span).await.map(Response::new)
     }
 
     async fn complete_tick(

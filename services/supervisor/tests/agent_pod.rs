@@ -690,6 +690,10 @@ async fn call(
             .record_call_attempt(with(pb::RecordCallAttemptRequest::default(), token))
             .await
             .map(|_| ()),
+        "ReserveCredit" => client
+            .reserve_credit(with(pb::ReserveCreditRequest::default(), token))
+            .await
+            .map(|_| ()),
         "CompleteTick" => client
             .complete_tick(with(pb::CompleteTickRequest::default(), token))
             .await
@@ -733,7 +737,7 @@ async fn every_agent_pod_rpc_refuses_missing_bad_and_operator_tokens(pool: PgPoo
         .filter(|(s, _)| s == genesis_proto::auth::AGENT_POD_SERVICE)
         .map(|(_, m)| m)
         .collect();
-    assert_eq!(methods.len(), 5, "{methods:?}");
+    assert_eq!(methods.len(), 6, "{methods:?}");
     for m in &methods {
         assert_eq!(
             call(&mut h.client, m, None).await.code(),
@@ -2537,4 +2541,169 @@ async fn a_provider_failure_of_a_lost_lease_writes_nothing(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!((failures, visible_now), (0, true));
+}
+
+/// A ReserveCredit of `session` on `instance` for the worst case of one
+/// claude-opus-4-8 turn: 1,000 prompt tokens at the dearest prompt price
+/// ($18.75/Mtok, a cache write) and 1,000 output tokens at $75/Mtok.
+fn reservation(h: &Harness, instance: Uuid, session: &str) -> pb::ReserveCreditRequest {
+    pb::ReserveCreditRequest {
+        session_id: session.to_owned(),
+        instance_id: instance.to_string(),
+        tenant_id: h.tenant.to_string(),
+        models: vec!["claude-opus-4-8".into()],
+        prompt_tokens: 1_000,
+        max_output_tokens: 1_000,
+    }
+}
+
+/// The weekly ceiling holds before a call: two ticks of one tenant racing
+/// for the last dollars of the window get one grant between them, the
+/// refusal writes nothing, and the grant stops counting once its tick
+/// completes (its real cost is then drawn instead).
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn concurrent_reservations_never_cross_the_weekly_ceiling(pool: PgPool) {
+    let mut h = start(pool).await;
+    let other = another_foundational(&h).await;
+    let worst = (1_000.0 * 18.75 + 1_000.0 * 75.0) / 1e6; // 0.09375
+    let week = genesis_store::credit::week_start(chrono::Utc::now());
+    // $0.10 left of the default $60: room for one worst case, not two.
+    h.store
+        .credit()
+        .draw_down(h.tenant, week, 60.0, 59.90)
+        .await
+        .unwrap();
+    let a = h.claim().await;
+    let b = h.claim_instance(other).await;
+    for _round in 0..5 {
+        let (mut ca, mut cb) = (h.client.clone(), h.client.clone());
+        let (ra, rb) = tokio::join!(
+            ca.reserve_credit(h.req(reservation(&h, h.instance, &a.session_id))),
+            cb.reserve_credit(h.req(reservation(&h, other, &b.session_id))),
+        );
+        let (ra, rb) = (ra.unwrap().into_inner(), rb.unwrap().into_inner());
+        assert_eq!(
+            u8::from(ra.granted) + u8::from(rb.granted),
+            1,
+            "exactly one of {ra:?} and {rb:?}"
+        );
+        let granted = if ra.granted { &ra } else { &rb };
+        assert!((granted.reserved_usd - worst).abs() < 1e-12, "{granted:?}");
+        // The same session asking again replaces its own reservation.
+        let (session, instance) = if ra.granted {
+            (&a.session_id, h.instance)
+        } else {
+            (&b.session_id, other)
+        };
+        let again = h
+            .client
+            .clone()
+            .reserve_credit(h.req(reservation(&h, instance, session)))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(again.granted, "{again:?}");
+        sqlx::query("DELETE FROM credit_reservations")
+            .execute(&h.pool)
+            .await
+            .unwrap();
+    }
+    // A's grant holds; B is refused and nothing of B's is written.
+    let ra = h
+        .client
+        .clone()
+        .reserve_credit(h.req(reservation(&h, h.instance, &a.session_id)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(ra.granted);
+    let rb = h
+        .client
+        .clone()
+        .reserve_credit(h.req(reservation(&h, other, &b.session_id)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!rb.granted && rb.reserved_usd == 0.0, "{rb:?}");
+    assert!((rb.held_usd - worst).abs() < 1e-12, "{rb:?}");
+    assert_eq!(h.count("credit_reservations").await, 1);
+    // A completes: its lease is released, so its reservation no longer
+    // counts, and B's turn now fits.
+    let event = a.event.unwrap().id;
+    h.complete(completion_with(&h, &a.session_id, &event, vec![]))
+        .await;
+    let rb = h
+        .client
+        .clone()
+        .reserve_credit(h.req(reservation(&h, other, &b.session_id)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(rb.granted, "{rb:?}");
+    assert_eq!(
+        h.count("credit_reservations").await,
+        1,
+        "A's lapsed row went"
+    );
+}
+
+/// ReserveCredit refuses bad input and a session that lost its lease, and
+/// grants without holding anything when enforcement is off.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_reservation_checks_its_input_its_lease_and_enforcement(pool: PgPool) {
+    let mut h = start(pool).await;
+    let a = h.claim().await;
+    let mut bad = reservation(&h, h.instance, &a.session_id);
+    bad.models.clear();
+    let err = h
+        .client
+        .clone()
+        .reserve_credit(h.req(bad))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().starts_with("models"), "{}", err.message());
+    let mut bad = reservation(&h, h.instance, &a.session_id);
+    bad.max_output_tokens = -1;
+    let err = h
+        .client
+        .clone()
+        .reserve_credit(h.req(bad))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message().starts_with("max_output_tokens"),
+        "{}",
+        err.message()
+    );
+    let stale = reservation(&h, h.instance, &Uuid::new_v4().to_string());
+    let err = h
+        .client
+        .clone()
+        .reserve_credit(h.req(stale))
+        .await
+        .unwrap_err();
+    assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
+    assert_eq!(h.count("credit_reservations").await, 0);
+    // A tick claimed while enforcement is off holds nothing.
+    let event = a.event.unwrap().id;
+    h.complete(completion_with(&h, &a.session_id, &event, vec![]))
+        .await;
+    sqlx::query("INSERT INTO system_configs (tenant_id, key, value) VALUES ($1, $2, 'false')")
+        .bind(h.tenant)
+        .bind("AgentDispatcher:CreditEnforcementEnabled")
+        .execute(&h.pool)
+        .await
+        .unwrap();
+    h.wake(h.instance, "next").await;
+    let c = h.claim().await;
+    let free = h
+        .client
+        .clone()
+        .reserve_credit(h.req(reservation(&h, h.instance, &c.session_id)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(free.granted && free.reserved_usd == 0.0, "{free:?}");
+    assert_eq!(h.count("credit_reservations").await, 0);
 }

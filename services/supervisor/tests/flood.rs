@@ -91,11 +91,12 @@ fn nested(fields: &mut Vec<F>, n: u32) -> &mut Vec<F> {
     }
 }
 
-const RPCS: [&str; 5] = [
+const RPCS: [&str; 6] = [
     "ClaimTick",
     "RenewLease",
     "InvokeTool",
     "RecordCallAttempt",
+    "ReserveCredit",
     "CompleteTick",
 ];
 
@@ -142,6 +143,11 @@ fn baseline(rpc: &str, live: &Live) -> Vec<F> {
                     ],
                 ),
             ]);
+            f
+        }
+        "ReserveCredit" => {
+            let mut f = ids;
+            f.extend([s(4, "claude-opus-4-8"), F::V(5, 1_000), F::V(6, 1_000)]);
             f
         }
         "CompleteTick" => {
@@ -327,6 +333,28 @@ fn break_field(rng: &mut Rng, rpc: &str, f: &mut Vec<F>) -> &'static str {
             _ => {
                 set(f, s(5, &rng.junk(30)));
                 "attempt as junk text"
+            }
+        },
+        "ReserveCredit" => match rng.below(5) {
+            0 => {
+                remove(f, 4);
+                "no models"
+            }
+            1 => {
+                set(f, s(4, ""));
+                "an empty model"
+            }
+            2 => {
+                set(f, s(4, &"m".repeat(201)));
+                "a 201-byte model"
+            }
+            3 => {
+                set(f, F::V(5, u64::MAX));
+                "negative prompt tokens"
+            }
+            _ => {
+                set(f, F::V(6, (-7i64) as u64));
+                "negative output cap"
             }
         },
         "CompleteTick" => match rng.below(11) {

@@ -37,6 +37,10 @@ pub struct FakeState {
     /// How long each claim takes before it answers, in milliseconds (a
     /// supervisor under load; it holds the tenant's slot meanwhile).
     pub claim_delay_ms: AtomicU64,
+    /// ReserveCredit requests received.
+    pub reservations: Mutex<Vec<pb::ReserveCreditRequest>>,
+    /// Refuse reservations once this many were granted (`u32::MAX`: never).
+    pub grant_reservations: AtomicU32,
 }
 
 impl FakeState {
@@ -48,6 +52,9 @@ impl FakeState {
     }
     pub fn attempts(&self) -> Vec<pb::RecordCallAttemptRequest> {
         self.attempts.lock().unwrap().clone()
+    }
+    pub fn reservations(&self) -> Vec<pb::ReserveCreditRequest> {
+        self.reservations.lock().unwrap().clone()
     }
     pub fn push_claim(&self, answer: pb::ClaimTickResponse) {
         self.claim_script.lock().unwrap().push_back(answer);
@@ -154,6 +161,25 @@ impl AgentPod for Fake {
         }))
     }
 
+    async fn reserve_credit(
+        &self,
+        request: Request<pb::ReserveCreditRequest>,
+    ) -> Result<Response<pb::ReserveCreditResponse>, Status> {
+        self.check(&request)?;
+        let req = request.into_inner();
+        let mut reservations = self.0.reservations.lock().unwrap();
+        reservations.push(req);
+        let granted = (reservations.len() as u64)
+            <= u64::from(self.0.grant_reservations.load(Ordering::SeqCst));
+        Ok(Response::new(pb::ReserveCreditResponse {
+            granted,
+            reserved_usd: if granted { 0.5 } else { 0.0 },
+            spent_usd: 59.9,
+            held_usd: 0.0,
+            limit_usd: 60.0,
+        }))
+    }
+
     async fn complete_tick(
         &self,
         request: Request<pb::CompleteTickRequest>,
@@ -191,7 +217,10 @@ impl FakeSupervisor {
 }
 
 pub async fn start_fake() -> FakeSupervisor {
-    let state = Arc::new(FakeState::default());
+    let state = Arc::new(FakeState {
+        grant_reservations: AtomicU32::new(u32::MAX),
+        ..FakeState::default()
+    });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let svc = AgentPodServer::new(Fake(state.clone()));
