@@ -110,8 +110,19 @@ async fn soa_greets_replies_escalates_and_resumes() -> anyhow::Result<()> {
                 .fetch_one(&fleet.db)
                 .await?;
         f.check(served.as_deref() == Some("scripted-1"), format!("snapshot served model {served:?}"));
-        f.check(cost > 0.0, format!("snapshot cost {cost} not priced"));
-        f.check(init.cost_usd.unwrap_or(0.0) > 0.0, format!("turn cost {:?}", init.cost_usd));
+        // The offline scripted provider spends nothing, and says so.
+        f.check(cost == 0.0, format!("snapshot cost {cost}: the scripted provider is free"));
+        f.check(init.cost_usd == Some(0.0), format!("turn cost {:?}", init.cost_usd));
+        let sources: Vec<Option<String>> = sqlx::query_scalar(
+            "SELECT pricing_source::text FROM llm_call_attempts WHERE snapshot_id = $1",
+        )
+        .bind(snap)
+        .fetch_all(&fleet.db)
+        .await?;
+        f.check(
+            !sources.is_empty() && sources.iter().all(|s| s.as_deref() == Some("free")),
+            format!("the attempts' pricing sources {sources:?}"),
+        );
         let hours: f64 = sqlx::query_scalar(
             "SELECT extract(epoch FROM next_tick_at - now())::float8 / 3600 FROM agent_instances WHERE id = $1",
         )
@@ -278,9 +289,18 @@ async fn exhausted_weekly_credit_makes_no_llm_call_and_idles() -> anyhow::Result
         let tenant = fleet.create_tenant("credit").await?;
         let soa = fleet.wait_soa(&tenant, T).await?;
         fleet.wait_decision(&soa, 0, "Initialized", T).await?;
+        // The scripted provider is free, so the window is spent directly.
         fleet
-            .set_tenant_config(&tenant, "AgentDispatcher:WeeklyCreditUsd", "0.000001")
+            .set_tenant_config(&tenant, "AgentDispatcher:WeeklyCreditUsd", "0.50")
             .await?;
+        sqlx::query(
+            "INSERT INTO credit_windows (tenant_id, week_start, limit_usd, spent_usd)
+             VALUES ($1::uuid, date_trunc('week', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', 0.50, 0.50)
+             ON CONFLICT (tenant_id, week_start) DO UPDATE SET spent_usd = 0.50",
+        )
+        .bind(&tenant)
+        .execute(&fleet.db)
+        .await?;
         let calls = llm_calls(&fleet, &soa).await?;
         let messages = agent_messages(&fleet, &soa).await?.len();
         let before = fleet.last_turn(&soa).await?;
