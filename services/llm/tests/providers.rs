@@ -89,7 +89,8 @@ async fn anthropic_sends_messages_api_wire_format() {
     let body = &req.body;
     assert_eq!(body["model"], "test-model");
     assert_eq!(body["max_tokens"], 1024);
-    assert_eq!(body["system"], "You are the SOA.");
+    // The system prompt goes as a cacheable text block.
+    assert_eq!(body["system"][0]["text"], "You are the SOA.");
     assert_eq!(body["tools"][0]["input_schema"]["required"][0], "message");
     let messages = body["messages"].as_array().expect("messages");
     // user, assistant (text + 2 tool_use), user (2 tool_result merged)
