@@ -403,6 +403,34 @@ ok "llm.defaultProvider reaches control and the supervisor"
 grep -A1 'name: GENESIS_CODER_IMAGE' "$WORK/provider.yaml" | grep -q 'value: "registry.example/coder:1"' \
   || fail "control.coderImage: GENESIS_CODER_IMAGE is not rendered"
 ok "control.coderImage reaches GENESIS_CODER_IMAGE"
+"$HELM" template genesis "$CHART" --set llm.anthropicBaseUrl=https://gw.internal/anthropic \
+  --set llm.openaiBaseUrl=https://gw.internal/openai/v1 --set llm.maxRetries=4 \
+  --set-json 'llm.backendUrls={"eu":"https://eu.gw.internal","us":"https://us.gw.internal"}' \
+  --set llm.unpricedInputUsdPerMtok=20 >"$WORK/routes.yaml" 2>"$WORK/routes.err" \
+  || { cat "$WORK/routes.err" >&2; fail "helm template with LLM routes"; }
+PYTHONPATH="$PYDEPS" "$PYTHON" - "$WORK/routes.yaml" <<'PY' || fail "LLM routes: env wrong"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+comp = lambda d: d["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+def env(component):
+    d = next(d for d in docs if d["kind"] == "Deployment" and comp(d) == component)
+    return {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+pod, sup = env("agent-pod"), env("supervisor")
+assert pod["ANTHROPIC_BASE_URL"] == "https://gw.internal/anthropic", pod
+assert pod["OPENAI_BASE_URL"] == "https://gw.internal/openai/v1", pod
+assert pod["GENESIS_BACKEND_URLS"] == "eu=https://eu.gw.internal,us=https://us.gw.internal", pod
+assert pod["GENESIS_LLM_MAX_RETRIES"] == "4", pod
+assert sup["GENESIS_UNPRICED_INPUT_USD_PER_MTOK"] == "20", sup
+assert sup["GENESIS_UNPRICED_OUTPUT_USD_PER_MTOK"] == "75", sup
+PY
+ok "LLM base URLs, backend routes, retries and the unpriced price reach the pods and the supervisor"
+for bad in llm.anthropicBaseUrl=ftp://x llm.maxRetries=11 llm.unpricedOutputUsdPerMtok=0; do
+  if "$HELM" template genesis "$CHART" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
+    fail "$bad: helm template ACCEPTED a value the services refuse at start"
+  fi
+  grep -q "schema" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "$bad: refused, but not by the values schema"; }
+  ok "$bad refused by the schema"
+done
 
 step "a Windows pool"
 if grep -q 'GENESIS_WINDOWS_POOL' "$WORK/default.yaml"; then fail "default values: a Windows pool setting rendered without a pool"; fi

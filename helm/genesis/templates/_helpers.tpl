@@ -250,3 +250,15 @@ Empty peers leave out from/to, which Kubernetes reads as "any peer".
     {{- toYaml . | nindent 4 }}
   {{- end }}
 {{- end }}
+
+{{/*
+GENESIS_BACKEND_URLS from llm.backendUrls: "label=url,label=url", sorted by
+label so the rendered env is stable.
+*/}}
+{{- define "genesis.backendUrls" -}}
+{{- $pairs := list -}}
+{{- range $label, $url := . -}}
+{{- $pairs = append $pairs (printf "%s=%s" $label $url) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end }}
