@@ -220,6 +220,10 @@ pub enum PresetError {
         /// The missing name.
         name: String,
     },
+    /// The chain mixes the scripted provider with a real one (genesis-core's
+    /// rule): refused here too, so no chain can end an outage on canned text.
+    #[error("{0}")]
+    MixedChain(String),
 }
 
 impl Preset {
@@ -274,6 +278,13 @@ impl Preset {
                 });
             }
         }
+        let chain = self.chain();
+        genesis_core::presets::check_chain(
+            chain
+                .iter()
+                .map(|c| (c.model.as_str(), c.provider.as_str())),
+        )
+        .map_err(|e| PresetError::MixedChain(e.to_string()))?;
         Ok(())
     }
 
