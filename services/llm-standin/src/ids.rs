@@ -1,10 +1,23 @@
 //! Identifiers shaped like the real ones (`msg_01…`, `toolu_01…`,
-//! `chatcmpl-…`, `call_…`, `req_…`, `fp_…`): unique within the process,
-//! deterministic in their sequence, never random.
+//! `chatcmpl-…`, `call_…`, `req_…`, `fp_…`): a counter mixed with a
+//! per-process seed, so they do not repeat within a process nor across two
+//! runs of the binary that serve turns of the same conversation (the
+//! Messages API refuses a reused `tool_use` id).
 
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
+
+/// The start time and process id, mixed: different for every run.
+static SEED: LazyLock<u64> = LazyLock::new(|| {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    splitmix64((nanos as u64) ^ (u64::from(std::process::id()) << 32))
+});
 
 const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -17,7 +30,7 @@ fn splitmix64(mut z: u64) -> u64 {
 
 /// `prefix` followed by `len` characters drawn from `alphabet`.
 fn make(prefix: &str, len: usize, alphabet: &[u8]) -> String {
-    let mut state = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut state = NEXT.fetch_add(1, Ordering::Relaxed) ^ *SEED;
     let mut out = String::with_capacity(prefix.len() + len);
     out.push_str(prefix);
     let mut word = 0u64;
