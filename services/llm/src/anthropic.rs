@@ -335,16 +335,26 @@ pub(crate) fn from_wire(body: &Value) -> Result<ChatResponse, LlmError> {
     let usage = Usage {
         input_tokens: count("input_tokens", true)?,
         output_tokens: count("output_tokens", true)?,
+        // Anthropic's input_tokens already excludes the cached parts: the
+        // prompt is input + cache reads + cache writes, each at its price.
         cache_read_tokens: match usage.get("cache_read_input_tokens") {
             Some(Value::Null) | None => 0,
             Some(_) => count("cache_read_input_tokens", false)?,
+        },
+        cache_write_tokens: match usage.get("cache_creation_input_tokens") {
+            Some(Value::Null) | None => 0,
+            Some(_) => count("cache_creation_input_tokens", false)?,
         },
     };
     let stop_reason = match body.get("stop_reason").and_then(Value::as_str) {
         Some("end_turn") => StopReason::EndTurn,
         Some("tool_use") => StopReason::ToolUse,
-        Some("max_tokens") => StopReason::MaxTokens,
+        // The context window, not max_tokens, cut the output: still a
+        // truncated answer.
+        Some("max_tokens" | "model_context_window_exceeded") => StopReason::MaxTokens,
         Some("stop_sequence") => StopReason::StopSequence,
+        Some("refusal") => StopReason::Refusal,
+        Some("pause_turn") => StopReason::PauseTurn,
         Some(other) => StopReason::Other(other.to_string()),
         None if !tool_calls.is_empty() => StopReason::ToolUse,
         None => StopReason::EndTurn,

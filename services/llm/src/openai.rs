@@ -259,6 +259,20 @@ pub(crate) fn from_wire(body: &Value) -> Result<ChatResponse, LlmError> {
             ));
         }
     };
+    // A refusal comes as `message.refusal` with a null content: its text is
+    // the response text, and the stop reason says it was a refusal.
+    let refusal = match message.get("refusal") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(LlmError::malformed(
+                "choices[0].message.refusal is not a string",
+            ));
+        }
+    };
+    let refused = refusal.is_some();
+    let text = text.or(refusal);
     let mut tool_calls = Vec::new();
     match message.get("tool_calls") {
         None | Some(Value::Null) => {}
@@ -311,16 +325,34 @@ pub(crate) fn from_wire(body: &Value) -> Result<ChatResponse, LlmError> {
             .and_then(Value::as_u64)
             .ok_or_else(|| LlmError::malformed(format!("usage.{field} is missing or not a count")))
     };
+    // OpenAI's prompt_tokens already includes the cached ones
+    // (prompt_tokens_details.cached_tokens), and completion_tokens already
+    // includes the reasoning ones: only the uncached rest is billed at the
+    // input price, so it is what `input_tokens` carries.
+    let prompt_tokens = count("prompt_tokens")?;
+    let cached = match usage
+        .get("prompt_tokens_details")
+        .and_then(|d| d.get("cached_tokens"))
+    {
+        None | Some(Value::Null) => 0,
+        Some(v) => v.as_u64().ok_or_else(|| {
+            LlmError::malformed("usage.prompt_tokens_details.cached_tokens is not a count")
+        })?,
+    };
+    if cached > prompt_tokens {
+        return Err(LlmError::malformed(format!(
+            "usage.prompt_tokens_details.cached_tokens ({cached}) exceeds usage.prompt_tokens ({prompt_tokens})"
+        )));
+    }
     let usage = Usage {
-        input_tokens: count("prompt_tokens")?,
+        input_tokens: prompt_tokens - cached,
         output_tokens: count("completion_tokens")?,
-        cache_read_tokens: usage
-            .get("prompt_tokens_details")
-            .and_then(|d| d.get("cached_tokens"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
+        cache_read_tokens: cached,
+        cache_write_tokens: 0,
     };
     let stop_reason = match choice.get("finish_reason").and_then(Value::as_str) {
+        Some("content_filter") => StopReason::ContentFilter,
+        _ if refused => StopReason::Refusal,
         Some("stop") => StopReason::EndTurn,
         Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
         Some("length") => StopReason::MaxTokens,

@@ -143,6 +143,16 @@ pub enum StopReason {
     MaxTokens,
     /// A stop sequence was produced.
     StopSequence,
+    /// The model declined to answer (Anthropic `stop_reason: "refusal"`,
+    /// OpenAI `message.refusal`); the refusal text, when the provider sent
+    /// one, is the response text.
+    Refusal,
+    /// The provider paused a long-running turn (Anthropic `pause_turn`): the
+    /// response may be sent back as is to let the model continue.
+    PauseTurn,
+    /// The provider's content filter cut the output (OpenAI
+    /// `finish_reason: "content_filter"`).
+    ContentFilter,
     /// Any other provider-specific reason, kept verbatim.
     Other(String),
 }
