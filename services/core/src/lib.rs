@@ -1,7 +1,8 @@
 //! genesis-core: the pure domain of the agents subsystem — stored enums,
 //! dispatcher options, the shared decision mapper, cadence, plan-input hash,
 //! budgets and credit, the mode catalogue and tool superset, the LLM call-site
-//! registry, shared input limits, the retry back-off and the error vocabulary.
+//! registry and the provider keys a tenant may name, shared input limits, the
+//! retry back-off and the error vocabulary.
 //! Every other crate builds on these types. Nothing here may do I/O, spawn, block or be async:
 //! each rule is a deterministic function of its arguments.
 
@@ -13,6 +14,7 @@ pub mod constitution;
 pub mod enums;
 pub mod error;
 pub mod lease;
+pub mod llm_keys;
 pub mod mapper;
 pub mod mode_edit;
 pub mod modes;
