@@ -2,7 +2,8 @@
 //! [`ChatClient`] trait, the Anthropic and OpenAI-compatible HTTP providers,
 //! the offline [`ScriptedProvider`], presets and the [`FallbackInvoker`] that
 //! walks a preset's chain of (model, provider, backend) couples and
-//! credentials, recording one [`CallAttempt`] per try.
+//! credentials, recording one [`CallAttempt`] per try, and the platform's
+//! provider keys a preset may name ([`keys`]).
 //!
 //! Used by the agent pod (planning loop) and by anything else that needs a
 //! model. This crate must never compute cost, parse response text for state,
@@ -14,6 +15,7 @@ pub mod cooldown;
 pub mod error;
 pub mod fallback;
 pub mod http;
+pub mod keys;
 pub mod metrics;
 pub mod openai;
 pub mod preset;
@@ -29,6 +31,7 @@ pub use fallback::{
     InvocationError, ProviderFactory,
 };
 pub use http::{HttpTimeouts, parse_retry_after};
+pub use keys::{KeysError, LoadedKeySet, ProviderKeys, load_key_set};
 pub use metrics::{LlmMetrics, MetricsSnapshot, metrics_text};
 pub use openai::{MaxTokensField, OpenAiProvider, parse_openai_response};
 pub use preset::{
