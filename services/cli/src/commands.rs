@@ -103,6 +103,7 @@ pub const AGENT_COLS: &[Column] = &[
     col("IDLE", "consecutive_idle_ticks"),
     col("BLOCKED", "consecutive_blocked_turns"),
     col("PROVIDER FAILURES", "consecutive_provider_failures"),
+    col("EXHAUSTED", "consecutive_exhausted_turns"),
 ];
 
 const MESSAGE_COLS: &[Column] = &[

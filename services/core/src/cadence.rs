@@ -18,6 +18,23 @@ pub fn compute_next_heartbeat_delay(opts: &AgentDispatcherOptions, prior_idle: u
     }
 }
 
+/// The next heartbeat's delay after a tick: the cadence's, or while the
+/// exhausted streak runs (`exhausted_streak` > 0, this tick included) the
+/// geometric back-off `TickBaseDelay · BackoffFactor^(streak-1)` when that is
+/// later, so an agent whose episodes keep hitting their budget re-plans
+/// less often instead of spending every heartbeat.
+pub fn next_heartbeat_after(
+    opts: &AgentDispatcherOptions,
+    prior_idle: u32,
+    exhausted_streak: u32,
+) -> Duration {
+    let cadence = compute_next_heartbeat_delay(opts, prior_idle);
+    match exhausted_streak {
+        0 => cadence,
+        n => cadence.max(compute_tick_delay(opts, n - 1)),
+    }
+}
+
 /// Geometric idle backoff: `tick_base_delay · backoff_factor^prior_idle`,
 /// capped at `max_backoff_interval`. Saturates instead of overflowing for any
 /// `prior_idle`, and treats a non-finite or sub-1 factor as no growth so a
@@ -45,6 +62,24 @@ pub fn compute_tick_delay(opts: &AgentDispatcherOptions, prior_idle: u32) -> Dur
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_exhausted_streak_backs_the_heartbeat_off_only_past_the_cadence() {
+        let mut o = AgentDispatcherOptions {
+            standing_agent_idle_heartbeat_enabled: false,
+            ..AgentDispatcherOptions::default()
+        };
+        // Geometric cadence: 30 s base, factor 2, cap 30 min.
+        assert_eq!(next_heartbeat_after(&o, 0, 0), Duration::from_secs(30));
+        assert_eq!(next_heartbeat_after(&o, 0, 1), Duration::from_secs(30));
+        assert_eq!(next_heartbeat_after(&o, 0, 4), Duration::from_secs(240));
+        assert_eq!(next_heartbeat_after(&o, 0, 40), Duration::from_secs(1800));
+        // The cadence wins when it is later.
+        assert_eq!(next_heartbeat_after(&o, 5, 2), Duration::from_secs(960));
+        // A flat daily heartbeat is never shortened.
+        o.standing_agent_idle_heartbeat_enabled = true;
+        assert_eq!(next_heartbeat_after(&o, 0, 9), Duration::from_secs(86_400));
+    }
 
     fn backoff_opts() -> AgentDispatcherOptions {
         AgentDispatcherOptions {

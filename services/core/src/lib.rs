@@ -35,7 +35,7 @@ pub use budget::{
     FoundationalState, Limit, cap_to_credit, check, credit_status, policy_default,
     resolve_tick_budget,
 };
-pub use cadence::{compute_next_heartbeat_delay, compute_tick_delay};
+pub use cadence::{compute_next_heartbeat_delay, compute_tick_delay, next_heartbeat_after};
 pub use enums::{
     AgentDecisionKind, AgentEventKind, AgentSignalKind, AgentType, AttentionKind, AttentionStatus,
     InstanceStatus, MessageDirection, MissionStatus, ModeChangeSource, Phase, TenantStatus,

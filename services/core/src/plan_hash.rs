@@ -248,6 +248,17 @@ pub fn next_blocked_turns(prior: u32, blocked: bool) -> u32 {
     if blocked { prior.saturating_add(1) } else { 0 }
 }
 
+/// The exhausted streak after a tick: turns that ended without a
+/// terminator because a per-tick budget ran out or the pod failed (phase
+/// `idle:exhausted`); any other outcome ends it. Never the STUCK counter.
+pub fn next_exhausted_turns(prior: u32, exhausted: bool) -> u32 {
+    if exhausted {
+        prior.saturating_add(1)
+    } else {
+        0
+    }
+}
+
 /// Whether the STUCK guard halts the instance this tick: only when enforced
 /// (pod path) and the post-tick blocked count reached the maximum.
 pub fn stuck_halt_due(blocked_turns_after: u32, opts: &AgentDispatcherOptions) -> bool {

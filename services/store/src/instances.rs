@@ -31,6 +31,10 @@ pub struct InstanceRow {
     /// Consecutive ticks deferred because every provider failed.
     #[serde(default)]
     pub consecutive_provider_failures: i32,
+    /// Consecutive turns that ran out of budget (or failed on the pod's
+    /// side) before a terminator.
+    #[serde(default)]
+    pub consecutive_exhausted_turns: i32,
     pub idle_ticks_since_replan: i32,
     pub plan_input_hash: Option<String>,
     pub last_decision_kind: Option<AgentDecisionKind>,

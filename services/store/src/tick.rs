@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use genesis_core::plan_hash::{
-    IdleCounters, forced_replan_due, is_idle_tick, next_blocked_turns, next_idle_counters,
-    stuck_halt_due,
+    IdleCounters, forced_replan_due, is_idle_tick, next_blocked_turns, next_exhausted_turns,
+    next_idle_counters, stuck_halt_due,
 };
 use genesis_core::{
     AgentDecisionKind, AgentDecisionMapper, AgentDispatcherOptions, AgentEventKind, Completion,
-    Phase, PlanInputHash, TickOutcome, compute_next_heartbeat_delay,
+    Phase, PlanInputHash, TickOutcome, next_heartbeat_after,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -188,6 +188,9 @@ pub struct PriorCounters {
     pub consecutive_idle_ticks: i32,
     pub idle_ticks_since_replan: i32,
     pub consecutive_blocked_turns: i32,
+    /// Absent from a reader of the previous release: 0.
+    #[serde(default)]
+    pub consecutive_exhausted_turns: i32,
 }
 
 impl From<&InstanceRow> for PriorCounters {
@@ -197,6 +200,7 @@ impl From<&InstanceRow> for PriorCounters {
             consecutive_idle_ticks: i.consecutive_idle_ticks,
             idle_ticks_since_replan: i.idle_ticks_since_replan,
             consecutive_blocked_turns: i.consecutive_blocked_turns,
+            consecutive_exhausted_turns: i.consecutive_exhausted_turns,
         }
     }
 }
@@ -239,6 +243,7 @@ struct Counters {
     consecutive_idle_ticks: u32,
     idle_ticks_since_replan: u32,
     consecutive_blocked_turns: u32,
+    consecutive_exhausted_turns: u32,
     halt: bool,
     forced_replan_due: bool,
 }
@@ -254,6 +259,7 @@ fn next_counters(
     new_hash: Option<&PlanInputHash>,
     planned: bool,
     blocked: bool,
+    exhausted: bool,
 ) -> Counters {
     let prior_hash: Option<PlanInputHash> = prior
         .plan_input_hash
@@ -274,6 +280,10 @@ fn next_counters(
         consecutive_idle_ticks,
         idle_ticks_since_replan,
         consecutive_blocked_turns,
+        consecutive_exhausted_turns: next_exhausted_turns(
+            counter(prior.consecutive_exhausted_turns),
+            exhausted,
+        ),
         halt: blocked && stuck_halt_due(consecutive_blocked_turns, opts),
         forced_replan_due: forced_replan_due(idle_ticks_since_replan, opts),
     }
@@ -357,6 +367,7 @@ fn plan_turn(
         } => (kind.clone(), phase.clone(), *planned),
     };
     let blocked = phase == Phase::IDLE_BLOCKED;
+    let exhausted = phase == Phase::IDLE_EXHAUSTED;
     let counters = next_counters(
         opts,
         prior,
@@ -364,6 +375,7 @@ fn plan_turn(
         completion.plan_input_hash.as_ref(),
         planned,
         blocked,
+        exhausted,
     );
     let phase = if counters.halt {
         Phase::HALTED_STUCK.to_owned()
@@ -371,7 +383,11 @@ fn plan_turn(
         phase
     };
     // The cadence keys on the idle streak as it stands after this tick.
-    let delay = compute_next_heartbeat_delay(opts, counters.consecutive_idle_ticks);
+    let delay = next_heartbeat_after(
+        opts,
+        counters.consecutive_idle_ticks,
+        counters.consecutive_exhausted_turns,
+    );
     let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
     let params = serde_json::json!({
         "event_id": completion.event_id,
@@ -381,6 +397,7 @@ fn plan_turn(
         "consecutive_idle_ticks": counters.consecutive_idle_ticks,
         "idle_ticks_since_replan": counters.idle_ticks_since_replan,
         "consecutive_blocked_turns": counters.consecutive_blocked_turns,
+        "consecutive_exhausted_turns": counters.consecutive_exhausted_turns,
         "halt": counters.halt,
         "next_tick_delay_ms": delay_ms,
         "decision_payload": completion.decision_payload,

@@ -40,6 +40,7 @@ pub fn instance(i: &InstanceRow) -> pb::AgentInstance {
         created_at: Some(timestamp_from_chrono(i.created_at)),
         updated_at: Some(timestamp_from_chrono(i.updated_at)),
         consecutive_provider_failures: i.consecutive_provider_failures,
+        consecutive_exhausted_turns: i.consecutive_exhausted_turns,
     }
 }
 

@@ -114,6 +114,7 @@ async fn an_expectation_that_holds_writes_the_turn_in_one_statement(
                 consecutive_idle_ticks: 4,
                 idle_ticks_since_replan: 4,
                 consecutive_blocked_turns: 0,
+                consecutive_exhausted_turns: 0,
             },
             event_kind: AgentEventKind::AgentTick,
         }
@@ -164,6 +165,7 @@ async fn a_stale_expectation_is_not_trusted_and_the_locked_read_decides(
         consecutive_idle_ticks: 4,
         idle_ticks_since_replan: 4,
         consecutive_blocked_turns: 0,
+        consecutive_exhausted_turns: 0,
     };
     let cases = [
         (
@@ -194,6 +196,14 @@ async fn a_stale_expectation_is_not_trusted_and_the_locked_read_decides(
             "blocked",
             PriorCounters {
                 consecutive_blocked_turns: 2,
+                ..right.clone()
+            },
+            AgentEventKind::AgentTick,
+        ),
+        (
+            "exhausted",
+            PriorCounters {
+                consecutive_exhausted_turns: 3,
                 ..right.clone()
             },
             AgentEventKind::AgentTick,

@@ -214,6 +214,7 @@ mod tests {
                 consecutive_idle_ticks: 2,
                 idle_ticks_since_replan: 1,
                 consecutive_blocked_turns: 0,
+                consecutive_exhausted_turns: 0,
             },
             catalogue_epoch: 7,
             opts: AgentDispatcherOptions::default(),

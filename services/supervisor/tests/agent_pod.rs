@@ -1044,15 +1044,32 @@ async fn a_budget_cut_is_recorded_on_the_turn_with_its_axis_and_consumption(pool
         .await
         .unwrap()
         .into_inner();
-    // A budget cut is not the planner's verdict: it never counts toward STUCK.
+    // A budget cut is not the planner's verdict: it never counts toward
+    // STUCK, and has its own streak instead.
     assert_eq!(done.phase, "idle:exhausted");
-    let blocked: i32 =
-        sqlx::query_scalar("SELECT consecutive_blocked_turns FROM agent_instances WHERE id = $1")
-            .bind(h.instance)
-            .fetch_one(&h.pool)
+    let (pool, instance) = (h.pool.clone(), h.instance);
+    let streaks = || {
+        let pool = pool.clone();
+        async move {
+            let row: (i32, i32) = sqlx::query_as(
+                "SELECT consecutive_blocked_turns, consecutive_exhausted_turns
+                   FROM agent_instances WHERE id = $1",
+            )
+            .bind(instance)
+            .fetch_one(&pool)
             .await
             .unwrap();
-    assert_eq!(blocked, 0);
+            row
+        }
+    };
+    assert_eq!(streaks().await, (0, 1));
+    // The next completed tick ends the streak.
+    h.wake(h.instance, "again").await;
+    let next = h.claim().await;
+    let event = next.event.unwrap().id;
+    h.complete(completion_with(&h, &next.session_id, &event, vec![]))
+        .await;
+    assert_eq!(streaks().await, (0, 0));
     let payload: serde_json::Value =
         sqlx::query_scalar("SELECT decision_payload FROM agent_state_ledger")
             .fetch_one(&h.pool)

@@ -201,6 +201,7 @@ pub async fn agent(
 <dt>Last decision</dt><dd>{dec}</dd><dt>Next heartbeat</dt><dd>{next}</dd>\
 <dt>Idle ticks</dt><dd>{idle}</dd><dt>Blocked turns</dt><dd>{blocked}</dd>\
 <dt>Provider failures in a row</dt><dd>{failures}</dd>\
+<dt>Budget-exhausted turns in a row</dt><dd>{exhausted}</dd>\
 <dt>Foundational phase</dt><dd>{found}</dd></dl>",
         ty = esc(&a.agent_type),
         st = esc(&a.status),
@@ -211,6 +212,7 @@ pub async fn agent(
         idle = a.consecutive_idle_ticks,
         blocked = a.consecutive_blocked_turns,
         failures = a.consecutive_provider_failures,
+        exhausted = a.consecutive_exhausted_turns,
         found = if a.is_building_starting_workset {
             format!("until {}", ts(a.workset_deadline_utc.as_ref()))
         } else {
