@@ -110,6 +110,24 @@ fn markable(block: &Value) -> bool {
 /// Append `blocks` to the conversation, merging them into the last message
 /// when it has the same role; returns where the first of them landed
 /// (message index, block index), or `None` when there were none.
+/// A tool-call id as the Messages API takes it (`^[a-zA-Z0-9_-]+$`). An
+/// episode that fell back from an OpenAI-compatible server replays ids such
+/// as `functions.lookup:0`; each other character becomes `_` and, when any
+/// did, a hash of the original id is appended so two ids never collide.
+/// The same id maps the same way in a `tool_use` and its `tool_result`.
+fn wire_tool_id(id: &str) -> std::borrow::Cow<'_, str> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !id.is_empty() && id.chars().all(ok) {
+        return std::borrow::Cow::Borrowed(id);
+    }
+    // FNV-1a: stable across processes and releases, unlike the std hasher.
+    let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let cleaned: String = id.chars().map(|c| if ok(c) { c } else { '_' }).collect();
+    std::borrow::Cow::Owned(format!("{cleaned}_{hash:016x}"))
+}
+
 fn push_blocks(
     messages: &mut Vec<(&'static str, Vec<Value>)>,
     role: &'static str,
@@ -173,7 +191,7 @@ pub(crate) fn to_wire(request: &ChatRequest) -> Value {
                 for call in tool_calls {
                     blocks.push(json!({
                         "type": "tool_use",
-                        "id": call.id,
+                        "id": wire_tool_id(&call.id),
                         "name": call.name,
                         "input": call.arguments,
                     }));
@@ -189,7 +207,7 @@ pub(crate) fn to_wire(request: &ChatRequest) -> Value {
                     "user",
                     vec![json!({
                         "type": "tool_result",
-                        "tool_use_id": tool_call_id,
+                        "tool_use_id": wire_tool_id(tool_call_id),
                         "content": content,
                     })],
                 );
@@ -257,8 +275,10 @@ pub(crate) fn to_wire(request: &ChatRequest) -> Value {
                 .collect(),
         );
     }
+    // The neutral request takes 0..=2 (the OpenAI scale); the Messages API
+    // refuses anything above 1, so a higher value is sent as its maximum.
     if let Some(t) = request.temperature {
-        body["temperature"] = json!(t);
+        body["temperature"] = json!(t.min(1.0));
     }
     body
 }

@@ -169,6 +169,13 @@ pub(crate) fn to_wire(request: &ChatRequest, field: MaxTokensField) -> Value {
                 content,
                 tool_calls,
             } => {
+                // Chat Completions refuses an assistant message whose
+                // content is null without tool calls (a turn that said
+                // nothing, before a nudge): it goes as an empty string.
+                let content = match content {
+                    None if tool_calls.is_empty() => Some(String::new()),
+                    other => other.clone(),
+                };
                 let mut m = json!({"role": "assistant", "content": content});
                 if !tool_calls.is_empty() {
                     m["tool_calls"] = Value::Array(

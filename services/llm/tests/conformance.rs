@@ -416,7 +416,6 @@ async fn anthropic_an_unknown_model_is_an_invalid_request() {
 }
 
 #[tokio::test]
-#[ignore = "to_wire sends a temperature above 1 verbatim; the Messages API takes 0..=1"]
 async fn anthropic_a_temperature_above_one_is_not_sent_as_is() {
     let s = standin().await;
     let mut req = request("claude-sonnet-4-5", &opening());
@@ -430,7 +429,6 @@ async fn anthropic_a_temperature_above_one_is_not_sent_as_is() {
 }
 
 #[tokio::test]
-#[ignore = "to_wire replays foreign tool-call ids verbatim; tool_use.id must match ^[a-zA-Z0-9_-]+$"]
 async fn anthropic_replays_tool_call_ids_minted_by_other_providers() {
     // An episode whose first turn an OpenAI-compatible server answered
     // (ids such as `functions.lookup:0`) falls back to Anthropic.
@@ -677,7 +675,6 @@ async fn openai_a_wrong_key_is_unauthorized() {
 }
 
 #[tokio::test]
-#[ignore = "to_wire sends an assistant turn with neither text nor tool calls as content: null, which Chat Completions refuses"]
 async fn openai_a_turn_without_text_or_tool_calls_then_a_nudge_is_valid() {
     let s = standin().await;
     let mut messages = opening();

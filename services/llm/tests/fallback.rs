@@ -229,7 +229,7 @@ async fn couple_without_credential_is_skipped_and_recorded() {
 }
 
 #[tokio::test]
-async fn scripted_fallback_serves_when_http_fails() {
+async fn a_failing_real_provider_never_falls_back_to_the_scripted_one() {
     let server = TestServer::start().await;
     server.answer("key-oauth", Canned::raw(529, "{}"));
     let scripted = Arc::new(ScriptedProvider::new());
@@ -242,14 +242,18 @@ async fn scripted_fallback_serves_when_http_fails() {
     preset.credentials.truncate(1);
     preset.fallback = vec![ModelCouple::new("scripted-1", ProviderKind::Scripted, "")];
 
-    let out = invoker
+    // Such a chain is refused before any attempt: an outage is never
+    // answered with canned text.
+    let err = invoker
         .invoke(&preset, request_with_history())
         .await
-        .expect("scripted answers");
-
-    assert_eq!(out.response.served_model, "scripted-1");
-    assert_eq!(out.credential_name, "none");
-    assert_eq!(scripted.calls(), 1);
+        .expect_err("a mixed chain is refused");
+    assert!(
+        matches!(err.error, LlmError::InvalidRequest { .. }),
+        "{err:?}"
+    );
+    assert!(err.attempts.is_empty());
+    assert_eq!(scripted.calls(), 0);
 }
 
 #[tokio::test]
