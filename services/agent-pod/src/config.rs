@@ -327,6 +327,15 @@ pub struct PodConfig {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub backend_url: Vec<BackendUrl>,
+    /// Directory of provider keys, one file per key named as presets name
+    /// it (a Kubernetes Secret mounted as a volume), each optionally bound
+    /// to tenants by a `<NAME>.tenants` file beside it. With the
+    /// `GENESIS_LLM_KEY_<NAME>` variables and the well-known
+    /// `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`, the only credentials a
+    /// preset can name (genesis_core::llm_keys).
+    #[arg(long, env = genesis_core::llm_keys::KEY_DIR_ENV)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm_key_dir: Option<std::path::PathBuf>,
     /// Log format: `text` or `json`.
     #[arg(long, env = "GENESIS_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
@@ -367,6 +376,7 @@ impl PodConfig {
             anthropic_base_url: None,
             openai_base_url: None,
             backend_url: Vec::new(),
+            llm_key_dir: None,
             log_format: "text".into(),
             dump_config: false,
         }

@@ -16,11 +16,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use genesis_llm::{
-    ChatMessage, ChatRequest, CredentialRef, FallbackInvoker, ModelCouple, Preset, ProviderKind,
-    ToolSpec,
+    ChatMessage, ChatRequest, CredentialRef, FallbackInvoker, ModelCouple, Preset, ProviderKeys,
+    ProviderKind, ToolSpec,
 };
 use genesis_proto::v1 as pb;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 use crate::error::PodError;
 use crate::supervisor::{Supervisor, TickIds};
@@ -40,24 +41,26 @@ pub const NUDGE: &str = "You made no tool call. Act only through tool calls: tak
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4_096;
 
 /// Where provider credentials come from, by credential name (e.g.
-/// `ANTHROPIC_API_KEY`). The pod's own environment in production.
+/// `ANTHROPIC_API_KEY`) and the tick's tenant: the platform's provider keys
+/// ([`genesis_llm::ProviderKeys`]) in production, never the process
+/// environment as a whole.
 pub trait CredentialSource: Send + Sync {
-    /// The secret named `name`, if this pod has it.
-    fn credential(&self, name: &str) -> Option<String>;
+    /// The secret `tenant` names as `name`, if there is one it may use.
+    fn credential(&self, tenant: Uuid, name: &str) -> Option<String>;
 }
 
-/// Credentials from the process environment.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct EnvCredentials;
-
-impl CredentialSource for EnvCredentials {
-    fn credential(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+/// The keys of the set bound to `tenant` only (genesis_core::llm_keys).
+impl CredentialSource for ProviderKeys {
+    fn credential(&self, tenant: Uuid, name: &str) -> Option<String> {
+        self.secret(tenant, name).map(|s| s.expose().to_owned())
     }
 }
 
+/// A fixed map, for tests and embedders: each name it holds serves every
+/// tenant. [`resolve_preset`] still never looks up a name that can never be
+/// a key.
 impl CredentialSource for HashMap<String, String> {
-    fn credential(&self, name: &str) -> Option<String> {
+    fn credential(&self, _tenant: Uuid, name: &str) -> Option<String> {
         self.get(name).cloned()
     }
 }
@@ -99,11 +102,15 @@ pub fn terminator_specs() -> Vec<ToolSpec> {
 }
 
 /// Build the genesis-llm preset from the bundle's resolved chain, taking each
-/// couple's credentials from `credentials` by name. A couple whose provider is
-/// unknown, or that needs a credential this pod does not have, is skipped.
-/// `Err` names why no couple is usable.
+/// couple's credentials from `credentials` by name for `tenant` (the tick's;
+/// `None` when its id is not a UUID, and then no credential resolves). A
+/// name that can never be a provider key (`GENESIS_*`, `OTEL_*`,
+/// `DATABASE_*`, `NATS_*`, not a key's syntax) is never looked up. A couple
+/// whose provider is unknown, or that needs a credential this tenant does
+/// not have, is skipped. `Err` names why no couple is usable.
 pub fn resolve_preset(
     chain: &pb::ResolvedPresetChain,
+    tenant: Option<Uuid>,
     credentials: &dyn CredentialSource,
 ) -> Result<Preset, String> {
     let mut couples: Vec<ModelCouple> = Vec::new();
@@ -125,7 +132,10 @@ pub fn resolve_preset(
         let mut found_names: Vec<String> = Vec::new();
         if provider.needs_credential() {
             for name in &couple.credential_names {
-                if let Some(secret) = credentials.credential(name) {
+                if genesis_core::llm_keys::check_key_name(name).is_err() {
+                    continue;
+                }
+                if let Some(secret) = tenant.and_then(|t| credentials.credential(t, name)) {
                     found_names.push(name.clone());
                     // One credential may serve several couples of the same
                     // provider; the preset lists it once.
@@ -403,7 +413,8 @@ impl Invoker {
             llm_calls: 0,
             nudges: 0,
         };
-        let preset = match resolve_preset(&spec.preset_chain, self.credentials.as_ref()) {
+        let tenant = Uuid::parse_str(&ids.tenant_id).ok();
+        let preset = match resolve_preset(&spec.preset_chain, tenant, self.credentials.as_ref()) {
             Ok(p) => p,
             Err(reason) => {
                 // No couple can be called (a credential is missing): an
@@ -676,6 +687,8 @@ fn ends_the_episode(response: &genesis_llm::ChatResponse) -> bool {
 mod tests {
     use super::*;
 
+    const TENANT: Uuid = Uuid::from_u128(7);
+
     #[test]
     fn absent_axes_are_unlimited_and_zero_caps_are_exhausted() {
         let unlimited = pb::BudgetEnvelope::default();
@@ -742,13 +755,14 @@ mod tests {
             ..Default::default()
         };
         let none: HashMap<String, String> = HashMap::new();
-        let preset = resolve_preset(&chain, &none).expect("scripted couple is usable");
+        let preset =
+            resolve_preset(&chain, Some(TENANT), &none).expect("scripted couple is usable");
         assert_eq!(preset.provider, ProviderKind::Scripted);
         assert!(preset.fallback.is_empty());
 
         let with_key: HashMap<String, String> =
             [("ANTHROPIC_API_KEY".to_string(), "sk-test".to_string())].into();
-        let preset = resolve_preset(&chain, &with_key).expect("both usable");
+        let preset = resolve_preset(&chain, Some(TENANT), &with_key).expect("both usable");
         assert_eq!(preset.provider, ProviderKind::Anthropic);
         assert_eq!(preset.credentials.len(), 1);
         assert_eq!(preset.credentials[0].name, "ANTHROPIC_API_KEY");
@@ -758,7 +772,40 @@ mod tests {
             couples: chain.couples[..1].to_vec(),
             ..chain.clone()
         };
-        let err = resolve_preset(&only_anthropic, &none).expect_err("no usable couple");
+        let err =
+            resolve_preset(&only_anthropic, Some(TENANT), &none).expect_err("no usable couple");
         assert!(err.contains("no credential"), "{err}");
+        // A tick whose tenant id is not a UUID resolves no credential.
+        let err = resolve_preset(&only_anthropic, None, &with_key).expect_err("no tenant");
+        assert!(err.contains("no credential"), "{err}");
+    }
+
+    #[test]
+    fn a_name_that_can_never_be_a_key_is_never_looked_up() {
+        let couple = |names: &[&str]| pb::PresetCouple {
+            model: "gpt-4o".into(),
+            provider: "openai".into(),
+            backend: "api".into(),
+            credential_names: names.iter().map(|n| (*n).to_owned()).collect(),
+        };
+        let chain = pb::ResolvedPresetChain {
+            couples: vec![couple(&[
+                "GENESIS_AGENT_TOKEN",
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "DATABASE_URL",
+                "NATS_URL",
+                "oauth-max",
+            ])],
+            ..Default::default()
+        };
+        // Even a source that holds every one of them.
+        let everything: HashMap<String, String> = chain.couples[0]
+            .credential_names
+            .iter()
+            .map(|n| (n.clone(), format!("value-of-{n}")))
+            .collect();
+        let err = resolve_preset(&chain, Some(TENANT), &everything).expect_err("refused");
+        assert!(err.contains("openai/gpt-4o (no credential)"), "{err}");
+        assert!(!err.contains("value-of"), "{err}");
     }
 }

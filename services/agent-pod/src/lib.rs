@@ -29,9 +29,7 @@ pub const SERVICE_NAME: &str = "genesis-agent-pod";
 
 pub use config::PodConfig;
 pub use error::PodError;
-pub use invoker::{
-    CredentialSource, EnvCredentials, EpisodeEnd, EpisodeReport, EpisodeSpec, Invoker,
-};
+pub use invoker::{CredentialSource, EpisodeEnd, EpisodeReport, EpisodeSpec, Invoker};
 pub use metrics::{PodMetrics, PodMetricsSnapshot};
 pub use planning::{PodContext, TickResult, run_tick};
 pub use supervisor::{Supervisor, TickIds};

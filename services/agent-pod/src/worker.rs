@@ -27,7 +27,7 @@ use uuid::Uuid;
 use crate::config::PodConfig;
 use crate::error::PodError;
 use crate::fairness::{TenantSlots, tenant_busy_delay};
-use crate::invoker::{CredentialSource, EnvCredentials, Invoker};
+use crate::invoker::{CredentialSource, Invoker};
 use crate::metrics::PodMetrics;
 use crate::planning::{PodContext, run_tick};
 use crate::pull::Puller;
@@ -317,13 +317,21 @@ pub struct PodDeps {
 impl PodDeps {
     /// Production collaborators: HTTP providers (with `ANTHROPIC_BASE_URL`,
     /// `OPENAI_BASE_URL` and the `--backend-url` routes, checked here so a
-    /// bad URL stops the pod at startup), credentials from the environment,
-    /// fresh counters.
+    /// bad URL stops the pod at startup), the platform's provider keys (the
+    /// `GENESIS_LLM_KEY_*` variables, the key directory and the well-known
+    /// variables of this process; a bad declaration stops the pod at
+    /// startup), fresh counters.
     pub fn from_config(config: &PodConfig) -> Result<Self, PodError> {
         let factory = config.llm_provider_factory()?;
+        let keys = genesis_llm::ProviderKeys::from_process_env(config.llm_key_dir.as_deref())
+            .map_err(|e| PodError::Config(e.to_string()))?;
+        for ignored in keys.ignored() {
+            tracing::warn!(entry = %ignored.entry, reason = %ignored.reason, "provider keys: a key-directory entry is not a key and is never used");
+        }
+        tracing::info!(keys = ?keys.set().names().collect::<Vec<_>>(), "provider keys a preset may name");
         Ok(PodDeps {
             provider_factory: Arc::new(factory),
-            credentials: Arc::new(EnvCredentials),
+            credentials: Arc::new(keys),
             metrics: Arc::new(PodMetrics::default()),
         })
     }
