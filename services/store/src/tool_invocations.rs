@@ -42,23 +42,28 @@ pub struct NewToolInvocation {
     pub side_effecting: bool,
 }
 
-/// Whether `session` holds the instance's tick lease, taking a share lock on
-/// the instance row so the lease cannot be completed or taken over before the
-/// caller's transaction ends. An unknown instance is `NotFound`.
+/// Whether `session` holds the instance's tick lease and the lease has not
+/// expired, taking a share lock on the instance row so the lease cannot be
+/// completed or taken over before the caller's transaction ends. An expired
+/// lease is not held even while no other session has claimed the instance
+/// yet: the claim's boundary (`lease_expires_at < now()` is free) and
+/// RecordCallAttempt's (migration 0120) are the same. An unknown instance is
+/// `NotFound`.
 pub async fn lease_held_in(
     conn: &mut sqlx::PgConnection,
     instance_id: Uuid,
     session: Uuid,
 ) -> Result<bool, StoreError> {
-    let holder: Option<Option<Uuid>> =
-        sqlx::query_scalar("SELECT lease_session FROM agent_instances WHERE id = $1 FOR SHARE")
-            .bind(instance_id)
-            .fetch_optional(conn)
-            .await?;
-    match holder {
-        None => Err(StoreError::not_found("agent instance")),
-        Some(h) => Ok(h == Some(session)),
-    }
+    let held: Option<bool> = sqlx::query_scalar(
+        "SELECT lease_session IS NOT DISTINCT FROM $2
+                AND NOT coalesce(lease_expires_at < now(), false)
+           FROM agent_instances WHERE id = $1 FOR SHARE",
+    )
+    .bind(instance_id)
+    .bind(session)
+    .fetch_optional(conn)
+    .await?;
+    held.ok_or_else(|| StoreError::not_found("agent instance"))
 }
 
 /// The call recorded under `(session, call_id)`, if any.

@@ -130,6 +130,56 @@ async fn an_attempt_under_a_lost_lease_writes_nothing(pool: PgPool) {
     assert_eq!((n, c), (0, 0));
 }
 
+/// A lease past its expiry is lost for its own session even while no one
+/// else has claimed the instance: lease_held_in says so, and an attempt
+/// (the current and the previous release's function) writes nothing.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_expired_lease_is_lost_before_anyone_reclaims_it(pool: PgPool) {
+    let store = Store::from_pool(&pool);
+    let (tenant, instance, session) = claimed(&store).await;
+    sqlx::query(
+        "UPDATE agent_instances SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(instance)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut tx = store.tenant_tx(tenant).await.unwrap();
+    assert!(!lease_held_in(tx.conn(), instance, session).await.unwrap());
+    drop(tx);
+    let draw = CreditDraw {
+        week_start: week_start(Utc::now()),
+        limit_usd: 60.0,
+    };
+    let err = store
+        .llm()
+        .record_call_attempt(tenant, &attempt(instance, session, 1.0), draw)
+        .await
+        .unwrap_err();
+    assert_eq!(err, StoreError::LeaseLost);
+    let old: serde_json::Value = sqlx::query_scalar(
+        "SELECT genesis_record_call_attempt($1, $2, $3, 'inv-old', 'Agent:Planning',
+             'scripted-1', 'scripted-1', 'scripted', '', 'success', 100, 10,
+             '{}'::jsonb, 3, 0.5::float8, '', NULL, now(), 50::float8)",
+    )
+    .bind(tenant)
+    .bind(instance)
+    .bind(session)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(old["outcome"], "lease_lost", "{old}");
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM llm_call_snapshots")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let c: i64 = sqlx::query_scalar("SELECT count(*) FROM credit_windows")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!((n, c), (0, 0));
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn an_unknown_attempt_outcome_is_refused(pool: PgPool) {
     let store = Store::from_pool(&pool);

@@ -368,6 +368,67 @@ async fn invoke_tool_with_a_lost_lease_writes_nothing(pool: PgPool) {
     assert_eq!(h.count("tool_invocations").await, 0);
 }
 
+/// The holder's own session after its lease ran out, before anyone else
+/// claimed: InvokeTool and RecordCallAttempt both answer LEASE_LOST and
+/// write nothing (no message, no recorded call, no snapshot, no spend).
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_expired_lease_is_lost_for_tools_and_attempts_before_any_reclaim(pool: PgPool) {
+    let mut h = start(pool).await;
+    let s = h.claim().await.session_id;
+    sqlx::query(
+        "UPDATE agent_instances SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(h.instance)
+    .execute(&h.pool)
+    .await
+    .unwrap();
+    let err = h
+        .client
+        .clone()
+        .invoke_tool(h.invoke(&s, "c1", "soa_send_message", r#"{"body":"hi"}"#))
+        .await
+        .unwrap_err();
+    assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
+    let err = h
+        .client
+        .clone()
+        .record_call_attempt(h.req(pb::RecordCallAttemptRequest {
+            session_id: s.clone(),
+            instance_id: h.instance.to_string(),
+            tenant_id: h.tenant.to_string(),
+            invocation_id: "inv-1".into(),
+            attempt: Some(pb::CallAttempt {
+                requested_model: "claude-sonnet-4-5".into(),
+                served_model: "claude-sonnet-4-5".into(),
+                provider: "anthropic".into(),
+                credential_name: "ANTHROPIC_API_KEY".into(),
+                outcome: "success".into(),
+                input_tokens: 1000,
+                output_tokens: 1000,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
+                latency_ms: 5,
+                error_message: String::new(),
+            }),
+            prompt_overlay_sha256: String::new(),
+        }))
+        .await
+        .unwrap_err();
+    assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
+    assert_eq!(h.count("agent_messages").await, 0);
+    assert_eq!(h.count("tool_invocations").await, 0);
+    assert_eq!(h.count("llm_call_snapshots").await, 0);
+    assert_eq!(h.count("credit_windows").await, 0);
+    // The session is still the recorded holder: nothing reclaimed it.
+    let holder: Option<Uuid> =
+        sqlx::query_scalar("SELECT lease_session FROM agent_instances WHERE id = $1")
+            .bind(h.instance)
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert_eq!(holder.map(|u| u.to_string()), Some(s));
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_tool_outside_the_toolset_is_refused_in_band_without_a_write(pool: PgPool) {
     let mut h = start(pool).await;
