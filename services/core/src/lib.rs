@@ -1,7 +1,8 @@
 //! genesis-core: the pure domain of the agents subsystem — stored enums,
 //! dispatcher options, the shared decision mapper, cadence, plan-input hash,
 //! budgets and credit, the mode catalogue and tool superset, the LLM call-site
-//! registry and the provider keys a tenant may name, shared input limits, the
+//! registry and the provider keys a tenant may name, the tenants an agent pod
+//! may serve and the pools ticks are routed to, shared input limits, the
 //! retry back-off and the error vocabulary.
 //! Every other crate builds on these types. Nothing here may do I/O, spawn, block or be async:
 //! each rule is a deterministic function of its arguments.
@@ -20,6 +21,7 @@ pub mod mode_edit;
 pub mod modes;
 pub mod options;
 pub mod plan_hash;
+pub mod pod_tenancy;
 pub mod presets;
 pub mod pricing;
 pub mod prompt;
@@ -52,5 +54,6 @@ pub use options::{
     check_lease_ttl_secs,
 };
 pub use plan_hash::{OpsDigest, PlanInputHash};
+pub use pod_tenancy::{PodPools, PodTenants};
 pub use retry::Backoff;
 pub use sites::{LlmCallSite, parent_site_id, policy_site_for, site_chain};
