@@ -77,6 +77,15 @@ pub struct ControlConfig {
     /// to the supervisor's value.
     #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", default_value_t = genesis_core::presets::DefaultProvider::Scripted, value_parser = genesis_core::presets::DefaultProvider::parse_arg)]
     pub default_provider: genesis_core::presets::DefaultProvider,
+    /// The agent pods' directory of provider keys (the same Secret, mounted
+    /// here too): UpsertPreset and AttachPreset refuse a credential name
+    /// that is not one of its files, a `GENESIS_LLM_KEY_<NAME>` variable or
+    /// a well-known name, or that its `<NAME>.tenants` binding keeps from
+    /// the tenant. Control reads the file names and the bindings only,
+    /// never a key.
+    #[arg(long, env = genesis_core::llm_keys::KEY_DIR_ENV)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm_key_dir: Option<std::path::PathBuf>,
     /// Events per outbox batch.
     #[arg(long, env = "GENESIS_OUTBOX_BATCH", default_value_t = 256)]
     pub outbox_batch: i64,
@@ -177,6 +186,7 @@ impl ControlConfig {
             auto_bootstrap: true,
             standing_agents_idle_by_default: true,
             default_provider: genesis_core::presets::DefaultProvider::Scripted,
+            llm_key_dir: None,
             outbox_batch: 256,
             outbox_poll_ms: 5_000,
             publish_ack_timeout_ms: 5_000,

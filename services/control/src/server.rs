@@ -129,6 +129,13 @@ pub async fn state(
     shutdown: CancellationToken,
 ) -> Result<AppState, ControlError> {
     config.validate()?;
+    // Names and bindings only: control never reads a key (genesis_llm::keys).
+    let keys = genesis_llm::load_key_set(std::env::vars_os(), config.llm_key_dir.as_deref())
+        .map_err(|e| ControlError::Config(e.to_string()))?;
+    for ignored in &keys.ignored {
+        tracing::warn!(entry = %ignored.entry, reason = %ignored.reason, "provider keys: a key-directory entry is not a key and can never be named");
+    }
+    tracing::info!(keys = ?keys.set.names().collect::<Vec<_>>(), "provider keys a preset may name");
     let store = Store::connect(
         &config.database_url,
         StoreOptions {
@@ -147,6 +154,7 @@ pub async fn state(
     let lanes = lanes::Lanes::connect(&config, &store).await;
     let mut state = AppState::new(store, config, locks, shutdown);
     state.lanes = std::sync::Arc::new(lanes);
+    state.llm_keys = std::sync::Arc::new(keys.set);
     Ok(state)
 }
 

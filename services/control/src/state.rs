@@ -35,6 +35,10 @@ pub struct AppState {
     pub lanes: Arc<crate::services::lanes::Lanes>,
     /// Per-tenant rate limits of the admin surface.
     pub limits: Arc<crate::limits::RateLimits>,
+    /// The provider keys a preset may name, with who may name each: names
+    /// and bindings only (genesis_llm::keys). The well-known names until
+    /// [`crate::server::state`] reads the deployment's.
+    pub llm_keys: Arc<genesis_core::llm_keys::KeySet>,
     nats_ready: Arc<AtomicBool>,
     /// Tenants whose default preset this process has seen seeded (the
     /// store's once-per-tenant row is the truth; this only spares the
@@ -59,6 +63,7 @@ impl AppState {
             locks,
             shutdown,
             lanes: Arc::new(crate::services::lanes::Lanes::default()),
+            llm_keys: Arc::new(genesis_core::llm_keys::KeySet::well_known()),
             nats_ready: Arc::new(AtomicBool::new(false)),
             seeded: Arc::default(),
         }

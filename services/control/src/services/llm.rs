@@ -2,11 +2,14 @@
 //! with each site's own and effective binding (walking the parent chain),
 //! the tenant's presets, attach/detach of a preset to a site, and the
 //! global pricing table. Presets hold credential NAMES only: a name or an
-//! overlay value that looks like a secret is refused. Must never store or
-//! echo a secret, and never let a tenant-bound token change pricing.
+//! overlay value that looks like a secret is refused, and so is a name that
+//! is not one of the deployment's provider keys bound to the tenant
+//! (genesis_core::llm_keys). Must never store or echo a secret, and never
+//! let a tenant-bound token change pricing.
 
 use std::str::FromStr;
 
+use genesis_core::llm_keys::KeySet;
 use genesis_core::sites::{LLM_SITES, LlmCallSite, parent_site_id, site_chain};
 use genesis_llm::ProviderKind;
 use genesis_proto::convert::{invalid_argument, timestamp_from_chrono};
@@ -192,6 +195,56 @@ pub fn new_preset(p: &v1::Preset) -> Result<NewPreset, Status> {
     })
 }
 
+/// Refuse a credential name `tenant` may not use: one that can never be a
+/// provider key (`GENESIS_*`, `OTEL_*`, `DATABASE_*`, `NATS_*`), one outside
+/// the deployment's provider keys, or one bound to other tenants (the last
+/// two read the same, so no tenant learns another's key names).
+/// FAILED_PRECONDITION names the field and the names this tenant may use.
+/// `couples` gives each couple's field path and credential names.
+///
+/// Control knows the keys by name and binding only (`AppState::llm_keys`):
+/// it never calls a provider, so it never reads a key, and the agent pod
+/// checks the same set again before it resolves a name.
+pub fn require_usable_keys<'a>(
+    keys: &KeySet,
+    tenant: Uuid,
+    couples: impl IntoIterator<Item = (String, &'a [String])>,
+) -> Result<(), Status> {
+    for (field, names) in couples {
+        for (i, name) in names.iter().enumerate() {
+            if let Err(refusal) = keys.check(name, tenant) {
+                let allowed = keys.allowed_for(tenant);
+                let allowed = if allowed.is_empty() {
+                    "none".to_owned()
+                } else {
+                    allowed.join(", ")
+                };
+                return Err(Status::failed_precondition(format!(
+                    "{field}.credential_names[{i}]: {name:?} {refusal}; the provider keys this \
+                     tenant may name: {allowed} (a platform operator adds one as \
+                     GENESIS_LLM_KEY_<NAME> or a file of GENESIS_LLM_KEY_DIR)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The field path and credential names of each couple of a submitted preset.
+fn wire_credentials(p: &v1::Preset) -> Vec<(String, &[String])> {
+    let primary = p
+        .primary
+        .iter()
+        .map(|c| ("preset.primary".to_owned(), c.credential_names.as_slice()));
+    let fallback = p.fallback_chain.iter().enumerate().map(|(i, c)| {
+        (
+            format!("preset.fallback_chain[{i}]"),
+            c.credential_names.as_slice(),
+        )
+    });
+    primary.chain(fallback).collect()
+}
+
 /// Refuse a chain with a real model no `llm_pricing` row prices: its calls
 /// could only be billed at the fallback price, so an operator must price it
 /// first. FAILED_PRECONDITION names each model and the command that fixes it.
@@ -371,6 +424,7 @@ impl LlmService for Llms {
             let id = crate::status::opt_uuid("preset.id", Some(p.id.as_str()))?;
             let new = new_preset(p)?;
             record_ids(t, None);
+            require_usable_keys(&self.state.llm_keys, t, wire_credentials(p))?;
             let mut couples = vec![new.primary.clone()];
             couples.extend(new.fallback.iter().cloned());
             require_priced(&self.state, &couples).await?;
@@ -412,8 +466,22 @@ impl LlmService for Llms {
             let Some(known) = known else {
                 return Err(Status::not_found(format!("preset {preset_id} not found")));
             };
-            // A price may have been deleted since the preset was accepted.
-            require_priced(&self.state, &known.couples()).await?;
+            // A price may have been deleted, or a key removed or rebound,
+            // since the preset was accepted.
+            let couples = known.couples();
+            require_usable_keys(
+                &self.state.llm_keys,
+                t,
+                couples.iter().enumerate().map(|(i, c)| {
+                    let field = if i == 0 {
+                        "preset.primary".to_owned()
+                    } else {
+                        format!("preset.fallback_chain[{}]", i - 1)
+                    };
+                    (field, c.credentials.as_slice())
+                }),
+            )?;
+            require_priced(&self.state, &couples).await?;
             self.state.store.llm().bind_site(t, site, preset_id).await.map_err(store_status)?;
             tracing::info!(tenant = %t, site, preset = %preset_id, actor = %caller.actor(), "llm: preset attached to site");
             site_of(&self.state, t, site).await
