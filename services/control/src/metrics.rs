@@ -75,8 +75,12 @@ impl Metrics {
         self.bootstrapped.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Count one answered RPC.
+    /// Count one answered RPC. `method` is the request path; one that is
+    /// not an RPC of `genesis.v1` counts as `unknown`
+    /// ([`genesis_proto::convert::rpc_label`]), so requests to random paths
+    /// (refused before routing) never add label values.
     pub fn record_rpc(&self, method: &str, code: tonic::Code) {
+        let method = genesis_proto::convert::rpc_label(method);
         let key = (method.to_owned(), format!("{code:?}"));
         if let Ok(mut map) = self.rpcs.lock() {
             *map.entry(key).or_insert(0) += 1;
@@ -185,6 +189,28 @@ mod tests {
         assert!(text.contains(
             "genesis_rpc_total{method=\"/genesis.v1.TenantService/GetTenant\",code=\"NotFound\"} 1"
         ));
+    }
+
+    /// Paths a caller made up all count under one `unknown` label.
+    #[test]
+    fn made_up_paths_share_the_unknown_label() {
+        let m = Metrics::default();
+        for i in 0..100 {
+            m.record_rpc(&format!("/evil.Service/M{i}"), tonic::Code::Unauthenticated);
+        }
+        m.record_rpc(
+            "/genesis.v1.TenantService/NoSuchMethod",
+            tonic::Code::Unauthenticated,
+        );
+        m.record_rpc("/genesis.v1.TenantService/GetTenant", tonic::Code::Ok);
+        let text = m.render();
+        assert!(
+            text.contains("genesis_rpc_total{method=\"unknown\",code=\"Unauthenticated\"} 101"),
+            "{text}"
+        );
+        assert!(!text.contains("evil"), "{text}");
+        assert!(!text.contains("NoSuchMethod"), "{text}");
+        assert_eq!(text.matches("genesis_rpc_total{").count(), 2, "{text}");
     }
 
     /// The page `/metrics` serves, byte for byte: the families are only a

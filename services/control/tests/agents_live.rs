@@ -368,6 +368,34 @@ async fn metrics_are_prometheus_text_counting_rpcs(pool: PgPool) -> anyhow::Resu
     );
     let missing = http_get(h.http, "/no-such-path").await?;
     assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+
+    // Unauthenticated calls to made-up paths are refused before routing and
+    // all count under `unknown`: no path a caller invents becomes a label.
+    for path in [
+        "/evil.Probe/A1",
+        "/evil.Probe/B2",
+        "/genesis.v1.AgentService/NoSuchMethod",
+    ] {
+        let mut grpc = tonic::client::Grpc::new(h.channel().await?);
+        grpc.ready().await?;
+        let codec = tonic_prost::ProstCodec::<(), ()>::default();
+        let err = grpc
+            .unary(
+                tonic::Request::new(()),
+                http::uri::PathAndQuery::from_static(path),
+                codec,
+            )
+            .await
+            .expect_err("no token");
+        assert_eq!(err.code(), tonic::Code::Unauthenticated, "{path}: {err:?}");
+    }
+    let body = http_get(h.http, "/metrics").await?;
+    assert!(
+        body.contains("genesis_rpc_total{method=\"unknown\",code=\"Unauthenticated\"} 3"),
+        "{body}"
+    );
+    assert!(!body.contains("evil"), "{body}");
+    assert!(!body.contains("NoSuchMethod"), "{body}");
     h.stop().await
 }
 

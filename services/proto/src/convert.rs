@@ -1,7 +1,8 @@
 //! Edge conversions shared by every gRPC server and client: UUID text to
 //! `Uuid` with a field-naming `INVALID_ARGUMENT`, `google.protobuf.Timestamp`
-//! to and from `chrono`, the stable `LEASE_LOST` status, and the list of every
-//! RPC decoded from [`crate::FILE_DESCRIPTOR_SET`] for auth-matrix tests.
+//! to and from `chrono`, the stable `LEASE_LOST` status, the list of every
+//! RPC decoded from [`crate::FILE_DESCRIPTOR_SET`] for auth-matrix tests, and
+//! the bounded label a metric gives a request path ([`rpc_label`]).
 //!
 //! Only shape checks live here (is it a UUID, is it a valid instant). Domain
 //! validation (is it a known mode, is the tenant allowed) belongs to
@@ -156,6 +157,30 @@ pub fn rpc_path(service: &str, method: &str) -> String {
     format!("/{service}/{method}")
 }
 
+/// The label value a metric uses for a request path that has not been
+/// routed yet (an auth refusal, say): not one of [`all_rpcs`].
+pub const UNKNOWN_RPC: &str = "unknown";
+
+/// What a metric may label a request with: `path` itself when it is the
+/// [`rpc_path`] of one of [`all_rpcs`], else [`UNKNOWN_RPC`]. The path is
+/// the caller's to choose, so an unauthenticated request to random paths
+/// must not mint label values (each one a new time series, forever).
+pub fn rpc_label(path: &str) -> &str {
+    static KNOWN: std::sync::OnceLock<std::collections::HashSet<String>> =
+        std::sync::OnceLock::new();
+    let known = KNOWN.get_or_init(|| {
+        all_rpcs()
+            .iter()
+            .map(|(service, method)| rpc_path(service, method))
+            .collect()
+    });
+    if known.contains(path) {
+        path
+    } else {
+        UNKNOWN_RPC
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,6 +309,25 @@ mod tests {
         assert!(!is_lease_lost(&Status::failed_precondition(
             "LEASE_LOST: wrong code"
         )));
+    }
+
+    #[test]
+    fn only_known_rpc_paths_are_their_own_label() {
+        for (service, method) in all_rpcs() {
+            let path = rpc_path(&service, &method);
+            assert_eq!(rpc_label(&path), path);
+        }
+        for random in [
+            "",
+            "/",
+            "/genesis.v1.TenantService/NoSuchMethod",
+            "/genesis.v1.NoSuchService/GetTenant",
+            "/genesis.v1.TenantService/GetTenant/",
+            "genesis.v1.TenantService/GetTenant",
+            "/x9f3c1e",
+        ] {
+            assert_eq!(rpc_label(random), UNKNOWN_RPC, "{random:?}");
+        }
     }
 
     #[test]
