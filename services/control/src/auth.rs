@@ -260,6 +260,7 @@ mod tests {
             id: Uuid::new_v4(),
             tenant_id: None,
             scope,
+            pod_tenants: genesis_core::PodTenants::all(),
             token_sha256: hash_token(token),
             label: "ops".into(),
             expires_at: None,

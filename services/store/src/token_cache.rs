@@ -208,6 +208,7 @@ mod tests {
             id: uuid::Uuid::new_v4(),
             tenant_id: None,
             scope: TokenScope::AgentPod,
+            pod_tenants: genesis_core::PodTenants::all(),
             token_sha256: "ab".repeat(32),
             label: label.into(),
             expires_at: None,

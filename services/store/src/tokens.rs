@@ -1,10 +1,11 @@
-//! `api_tokens`: SHA-256 hashes of bearer tokens with scope, tenant, expiry
-//! and revocation. Lookups run on the system pool (the tenant is not known
-//! until the token is). Must never store or log a raw token.
+//! `api_tokens`: SHA-256 hashes of bearer tokens with scope, tenant, the
+//! tenants an agent-pod token may serve, expiry and revocation. Lookups run
+//! on the system pool (the tenant is not known until the token is). Must
+//! never store or log a raw token.
 
 use chrono::{DateTime, Utc};
-use genesis_core::TokenScope;
-use serde::Deserialize;
+use genesis_core::{PodTenants, TokenScope};
+use serde::{Deserialize, Deserializer};
 use uuid::Uuid;
 
 use crate::error::StoreError;
@@ -18,11 +19,22 @@ pub struct ApiToken {
     /// `None`: a platform-wide operator token.
     pub tenant_id: Option<Uuid>,
     pub scope: TokenScope,
+    /// The tenants an agent-pod token may act for (empty: every tenant);
+    /// always empty for an operator token (migration 0121).
+    #[serde(deserialize_with = "pod_tenants")]
+    pub pod_tenants: PodTenants,
     pub token_sha256: String,
     pub label: String,
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+}
+
+/// The stored set, through the one constructor (the table keeps it sorted,
+/// unique and bounded; a row breaking that is refused, not trusted).
+fn pod_tenants<'de, D: Deserializer<'de>>(d: D) -> Result<PodTenants, D::Error> {
+    let ids = Vec::<Uuid>::deserialize(d)?;
+    PodTenants::new("pod_tenants", ids).map_err(serde::de::Error::custom)
 }
 
 impl ApiToken {
@@ -80,12 +92,37 @@ impl Store {
 }
 
 impl Tokens<'_> {
-    /// Store a token hash. A malformed hash is refused; a duplicate is
-    /// [`StoreError::Conflict`]; an unknown tenant is [`StoreError::NotFound`].
+    /// Store a token hash admitting every tenant its scope allows; see
+    /// [`Tokens::insert_for_tenants`].
     pub async fn insert(
         &self,
         tenant_id: Option<Uuid>,
         scope: TokenScope,
+        token_sha256: &str,
+        label: &str,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> Result<ApiToken, StoreError> {
+        self.insert_for_tenants(
+            tenant_id,
+            scope,
+            &PodTenants::all(),
+            token_sha256,
+            label,
+            expires_at,
+        )
+        .await
+    }
+
+    /// Store a token hash; an agent-pod token may name the tenants it serves
+    /// (`pod_tenants`, empty: all). A malformed hash, a tenant-bound
+    /// agent-pod token and an operator token with a tenant set are refused;
+    /// a duplicate is [`StoreError::Conflict`]; an unknown tenant (its own
+    /// or one of the set, which is named) is [`StoreError::NotFound`].
+    pub async fn insert_for_tenants(
+        &self,
+        tenant_id: Option<Uuid>,
+        scope: TokenScope,
+        pod_tenants: &PodTenants,
         token_sha256: &str,
         label: &str,
         expires_at: Option<DateTime<Utc>>,
@@ -109,12 +146,19 @@ impl Tokens<'_> {
                 "agent-pod tokens are platform-wide",
             ));
         }
+        if scope != TokenScope::AgentPod && !pod_tenants.is_all() {
+            return Err(StoreError::invalid(
+                "pod_tenants",
+                "only agent-pod tokens carry a tenant set",
+            ));
+        }
         let row: serde_json::Value = sqlx::query_scalar(
-            "INSERT INTO api_tokens (tenant_id, scope, token_sha256, label, expires_at)
-             VALUES ($1, $2, $3, $4, $5) RETURNING to_jsonb(api_tokens.*)",
+            "INSERT INTO api_tokens (tenant_id, scope, pod_tenants, token_sha256, label, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING to_jsonb(api_tokens.*)",
         )
         .bind(tenant_id)
         .bind(scope.as_str())
+        .bind(pod_tenants.ids())
         .bind(token_sha256)
         .bind(label)
         .bind(expires_at)
@@ -188,6 +232,7 @@ mod tests {
             id: Uuid::new_v4(),
             tenant_id: None,
             scope,
+            pod_tenants: PodTenants::all(),
             token_sha256: hash_token(token),
             label: "t".into(),
             expires_at: None,

@@ -146,6 +146,7 @@ mod tests {
             id: uuid::Uuid::new_v4(),
             tenant_id: None,
             scope,
+            pod_tenants: genesis_core::PodTenants::all(),
             token_sha256: token_sha256(token),
             label: "pods".into(),
             expires_at: None,
