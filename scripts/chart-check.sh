@@ -11,7 +11,8 @@
 #      ephemeral scales from 0, warm keeps >= 1, hardening on every container...);
 #   5. assert that values the schema forbids are REFUSED by helm template.
 #   6. render the chart with each optional feature switched on (a real LLM
-#      provider, a Windows pool, the dashboard off, Alertmanager, OTLP), assert
+#      provider, provider keys bound to tenants, a Windows pool, the dashboard
+#      off, Alertmanager, OTLP), assert
 #      what each promises, and validate those renders as in step 3
 #      (scripts/chart_schemas.py holds the validation both steps use).
 # Needs python3 with pip and network access to PyPI on the first run only.
@@ -259,6 +260,26 @@ for v, docs in renders.items():
           f"{v}: agent pods get the agent token and supervisor URL, never a database URL")
     check(agent["spec"]["template"]["spec"].get("automountServiceAccountToken") is False,
           f"{v}: agent pods mount no Kubernetes API token")
+    # Provider keys: one directory, the same Secret, for control and the pods;
+    # never a bare key variable, never in the supervisor.
+    want_secret = "genesis-llm" if v == "ephemeral" else "genesis-llm-keys"
+    for comp in ("control", "agent-pod"):
+        dep = by_component(docs, "Deployment", comp)
+        spec = dep["spec"]["template"]["spec"]
+        c = spec["containers"][0]
+        cenv = {e["name"]: e.get("value") for e in c.get("env", [])}
+        mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
+        vols = {x["name"]: x for x in spec.get("volumes", [])}
+        sources = vols.get("llm-keys", {}).get("projected", {}).get("sources", [])
+        check(cenv.get("GENESIS_LLM_KEY_DIR") == "/etc/genesis/llm-keys"
+              and mounts.get("llm-keys", {}).get("mountPath") == "/etc/genesis/llm-keys"
+              and mounts["llm-keys"].get("readOnly") is True
+              and sources == [{"secret": {"name": want_secret, "optional": True}}]
+              and not ({"ANTHROPIC_API_KEY", "OPENAI_API_KEY"} & set(cenv)),
+              f"{v}: {comp} reads the provider keys from Secret {want_secret} mounted read-only at GENESIS_LLM_KEY_DIR, no bare key variable")
+    sup = by_component(docs, "Deployment", "supervisor")
+    check(not any(x["name"] == "llm-keys" for x in sup["spec"]["template"]["spec"].get("volumes", [])),
+          f"{v}: the supervisor mounts no provider key")
     # migrations hook
     job = by_component(docs, "Job", "migrations")
     ann = job["metadata"]["annotations"] if job else {}
@@ -432,6 +453,55 @@ for bad in llm.anthropicBaseUrl=ftp://x llm.maxRetries=11 llm.unpricedOutputUsdP
   ok "$bad refused by the schema"
 done
 
+step "provider keys a preset may name"
+T1=6f1c2e4a-1b2c-4d5e-8f90-0123456789ab
+T2=0e8a5a52-6f0d-4c1e-9d3b-5c7e9a1b2c3d
+"$HELM" template genesis "$CHART" --set llm.anthropicApiKey=sk-ant-test \
+  --set-json 'llm.keys={"TEAM_A":"sk-team-a","SHARED":"sk-shared"}' \
+  --set-json "llm.keyTenants={\"TEAM_A\":[\"$T1\",\"$T2\"]}" >"$WORK/keys.yaml" 2>"$WORK/keys.err" \
+  || { cat "$WORK/keys.err" >&2; fail "helm template with provider keys and bindings"; }
+PYTHONPATH="$PYDEPS" "$PYTHON" - "$WORK/keys.yaml" "$T1" "$T2" <<'PY' || fail "provider keys: Secret, bindings or mounts wrong"
+import base64, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+t1, t2 = sys.argv[2], sys.argv[3]
+comp = lambda d: d["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+named = lambda kind, name: next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
+keys = named("Secret", "genesis-llm-keys")
+got = {k: base64.b64decode(v).decode() for k, v in keys["data"].items()}
+assert got == {"ANTHROPIC_API_KEY": "sk-ant-test", "TEAM_A": "sk-team-a", "SHARED": "sk-shared"}, got
+main = named("Secret", "genesis")
+assert not ({"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "TEAM_A"} & set(main["data"])), sorted(main["data"])
+tenants = named("ConfigMap", "genesis-llm-key-tenants")
+assert tenants["data"] == {"TEAM_A.tenants": f"{t1},{t2}"}, tenants["data"]
+for c in ("control", "agent-pod"):
+    d = next(d for d in docs if d["kind"] == "Deployment" and comp(d) == c)
+    vol = next(v for v in d["spec"]["template"]["spec"]["volumes"] if v["name"] == "llm-keys")
+    assert vol["projected"]["sources"] == [
+        {"secret": {"name": "genesis-llm-keys", "optional": True}},
+        {"configMap": {"name": "genesis-llm-key-tenants"}},
+    ], vol
+    assert "checksum/llm-keys" in d["spec"]["template"]["metadata"]["annotations"], c
+PY
+ok "llm.keys and llm.keyTenants: the keys in their own Secret, <NAME>.tenants in a ConfigMap, projected for control and the pods"
+for bad in llm.keys.GENESIS_AGENT_TOKEN=x llm.keys.OTEL_EXPORTER_OTLP_HEADERS=x llm.keys.database_url=x \
+           llm.keys.NATS_TOKEN=x llm.keys.team-a=x llm.keys.TEAM_TENANTS=x llm.keyDir=etc/keys; do
+  if "$HELM" template genesis "$CHART" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
+    fail "$bad: helm template ACCEPTED a name that can never be a provider key"
+  fi
+  grep -q "schema" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "$bad: refused, but not by the values schema"; }
+  ok "$bad refused by the schema"
+done
+if "$HELM" template genesis "$CHART" --set-json 'llm.keyTenants={"TEAM_A":["acme"]}' >/dev/null 2>"$WORK/bad.err"; then
+  fail "llm.keyTenants with a tenant that is not a UUID: helm template ACCEPTED it"
+fi
+grep -q "schema" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "a binding to a non-UUID tenant refused, but not by the schema"; }
+ok "llm.keyTenants with a tenant that is not a UUID refused by the schema"
+if "$HELM" template genesis "$CHART" --set-json "llm.keyTenants={\"TEAM_A\":[\"$T1\"]}" >/dev/null 2>"$WORK/bad.err"; then
+  fail "llm.keyTenants binding a key the chart's Secret does not hold: helm template ACCEPTED it"
+fi
+grep -q "binds a key the chart's Secret does not hold" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "a binding of an absent key refused without the reason"; }
+ok "llm.keyTenants binding a key the chart's Secret does not hold refused with the reason"
+
 step "a Windows pool"
 if grep -q 'GENESIS_WINDOWS_POOL' "$WORK/default.yaml"; then fail "default values: a Windows pool setting rendered without a pool"; fi
 ok "no Windows pool by default: no GENESIS_WINDOWS_POOL_* variable"
@@ -535,7 +605,7 @@ fi
 ok "otel.protocol=http/json refused"
 
 step "the feature renders against the Kubernetes schemas"
-for r in provider pool nodash am am-to otel; do
+for r in provider keys pool nodash am am-to otel; do
   PYTHONPATH="$PYDEPS:$ROOT/scripts" "$PYTHON" - "$WORK/$r.yaml" "$K8S_VERSION" <<'PY' || fail "$r render: a manifest fails its schema"
 import sys, yaml
 from chart_schemas import invalid

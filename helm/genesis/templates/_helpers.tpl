@@ -114,9 +114,45 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.agentToken.existingSecret }}{{ .Values.agentToken.existingSecretKey }}{{ else }}agent-token{{ end }}
 {{- end }}
 
-{{/* Secret holding the LLM keys (ANTHROPIC_API_KEY / OPENAI_API_KEY). */}}
+{{/*
+Secret holding the provider keys, one key per provider key as presets name it
+(and optional <NAME>.tenants bindings): llm.existingSecret, else the chart's
+own "<fullname>-llm-keys" (llm-keys.yaml). Kept apart from the chart's main
+Secret so the directory it is mounted as holds provider keys only.
+*/}}
 {{- define "genesis.llmSecretName" -}}
-{{- default (include "genesis.secretName" .) .Values.llm.existingSecret }}
+{{- default (printf "%s-llm-keys" (include "genesis.fullname" .)) .Values.llm.existingSecret }}
+{{- end }}
+{{/* ConfigMap of the llm.keyTenants bindings, as <NAME>.tenants files. */}}
+{{- define "genesis.llmKeyTenantsName" -}}
+{{- printf "%s-llm-key-tenants" (include "genesis.fullname" .) }}
+{{- end }}
+
+{{/*
+The key directory (GENESIS_LLM_KEY_DIR) of control and the agent pods: the
+provider-key Secret projected with the llm.keyTenants ConfigMap, read-only.
+Both read the same set; control reads file names and bindings only.
+*/}}
+{{- define "genesis.llmKeyEnv" -}}
+- name: GENESIS_LLM_KEY_DIR
+  value: {{ .Values.llm.keyDir | quote }}
+{{- end }}
+{{- define "genesis.llmKeyVolumeMount" -}}
+- name: llm-keys
+  mountPath: {{ .Values.llm.keyDir }}
+  readOnly: true
+{{- end }}
+{{- define "genesis.llmKeyVolume" -}}
+- name: llm-keys
+  projected:
+    sources:
+      - secret:
+          name: {{ include "genesis.llmSecretName" . }}
+          optional: true
+      {{- if .Values.llm.keyTenants }}
+      - configMap:
+          name: {{ include "genesis.llmKeyTenantsName" . }}
+      {{- end }}
 {{- end }}
 
 {{/* minReplicaCount of the agent pods: 0 when ephemeral, at least 1 when warm. */}}
