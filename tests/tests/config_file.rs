@@ -64,10 +64,14 @@ const CASES: [Case; 3] = [
 
 /// Run `bin` with a clean environment (no GENESIS_* of the caller's) and
 /// `env` added; a bin that does not exit within 20 s fails the test.
+/// Control and the supervisor are given the one setting they require.
 fn run(bin: &str, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Output> {
-    let mut child = Command::new(binary(bin)?)
-        .args(args)
-        .env_clear()
+    let mut cmd = Command::new(binary(bin)?);
+    cmd.args(args).env_clear();
+    if bin != "genesis-agent-pod" {
+        cmd.env("GENESIS_DEFAULT_PROVIDER", "scripted");
+    }
+    let mut child = cmd
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -2,9 +2,9 @@
 //! pointing at a loopback OTLP/HTTP receiver, a fleet's first tick reaches it
 //! as spans of `genesis-agent-pod` (`tick`, with the tenant), of
 //! `genesis-supervisor` (`ClaimTick`) and of `genesis-control` (`rpc`); the
-//! pod's `subagent.llm_call.attempts` counter and, as the fleet's default
-//! chain fails over from an OpenAI endpoint that refuses every call to the
-//! scripted provider, `subagent.llm_call.fallback_advance` arrive as metrics, and so do
+//! pod's `subagent.llm_call.attempts` counter and, as the tenant's preset
+//! fails over from an OpenAI endpoint that refuses every call to an Anthropic
+//! stand-in, `subagent.llm_call.fallback_advance` arrive as metrics, and so do
 //! each service's own counters (the pod's ticks, the supervisor's claims and
 //! completes, control's RPCs) with the values the services hold; the
 //! services flush on SIGTERM. An unusable `OTEL_EXPORTER_OTLP_PROTOCOL`
@@ -29,6 +29,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use genesis_e2e::{Fleet, FleetOptions, binaries_missing, binary, bounded};
+use genesis_proto::v1 as pb;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -270,10 +271,12 @@ async fn every_service_exports_its_spans_its_own_counters_and_the_pod_its_llm_co
     bounded(Duration::from_secs(150), async {
         let (endpoint, bodies) = receiver().await?;
         let (refusing_openai, refused) = refusing_provider().await?;
+        let anthropic = genesis_llm_standin::StandIn::start("sk-ant-standin").await?;
         let mut opts = FleetOptions::new("otlp-export", 1);
-        // The code-default chain for openai is gpt-4o, then the scripted
-        // provider. The pod's OpenAI endpoint refuses every call with 401
-        // (the key is a placeholder), so each call fails over to scripted.
+        // The tenant's preset is gpt-4o, then claude-sonnet-4-5. The pod's
+        // OpenAI endpoint refuses every call with 401 (the key is a
+        // placeholder), so each call fails over to the Anthropic stand-in.
+        // The SOA is bootstrapped paused, so its opener runs on that preset.
         opts.provider = "openai".into();
         opts.extra_env = vec![
             ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), endpoint),
@@ -281,11 +284,60 @@ async fn every_service_exports_its_spans_its_own_counters_and_the_pod_its_llm_co
             ("OTEL_METRIC_EXPORT_INTERVAL".into(), "500".into()),
             ("OPENAI_BASE_URL".into(), refusing_openai),
             ("OPENAI_API_KEY".into(), "placeholder-key".into()),
+            ("ANTHROPIC_BASE_URL".into(), anthropic.base_url()),
+            ("ANTHROPIC_API_KEY".into(), "sk-ant-standin".into()),
+            (
+                "GENESIS_STANDING_AGENTS_IDLE_BY_DEFAULT".into(),
+                "false".into(),
+            ),
         ];
         let mut fleet = Fleet::start(opts).await?;
         let tenant = fleet.create_tenant("acme").await?;
         let soa = fleet.wait_soa(&tenant, T).await?;
+        let admin = fleet.admin().await?;
+        let preset = admin
+            .llm()
+            .upsert_preset(pb::UpsertPresetRequest {
+                tenant_id: tenant.clone(),
+                preset: Some(pb::Preset {
+                    name: "openai-then-anthropic".into(),
+                    primary: Some(pb::PresetCouple {
+                        model: "gpt-4o".into(),
+                        provider: "openai".into(),
+                        backend: String::new(),
+                        credential_names: vec!["OPENAI_API_KEY".into()],
+                    }),
+                    fallback_chain: vec![pb::PresetCouple {
+                        model: "claude-sonnet-4-5".into(),
+                        provider: "anthropic".into(),
+                        backend: String::new(),
+                        credential_names: vec!["ANTHROPIC_API_KEY".into()],
+                    }],
+                    ..Default::default()
+                }),
+            })
+            .await?
+            .into_inner();
+        admin
+            .llm()
+            .attach_preset(pb::AttachPresetRequest {
+                tenant_id: tenant.clone(),
+                site_id: "Agent:Default".into(),
+                preset_id: preset.id,
+            })
+            .await?;
+        admin
+            .agents()
+            .start_agent(pb::StartAgentRequest {
+                tenant_id: tenant.clone(),
+                instance_id: soa.clone(),
+            })
+            .await?;
         fleet.wait_decision(&soa, 0, "Initialized", T).await?;
+        ensure!(
+            anthropic.request_count() >= 1,
+            "the chain never reached the Anthropic stand-in"
+        );
 
         // The periodic reader exports the pod's counters while it runs.
         let metrics = bodies.metrics.clone();
@@ -419,6 +471,7 @@ async fn an_unusable_protocol_stops_the_bin_at_startup() -> anyhow::Result<()> {
         let out = tokio::process::Command::new(binary(bin)?)
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
             .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+            .env("GENESIS_DEFAULT_PROVIDER", "scripted")
             .env("GENESIS_HTTP_ADDR", "127.0.0.1:0")
             .env("GENESIS_GRPC_ADDR", "127.0.0.1:0")
             .kill_on_drop(true)

@@ -290,12 +290,20 @@ pub async fn seed_default_preset(
 /// its gates), then its SOA if both gate levels are on; returns whether a
 /// SOA was created. A failed seed is logged and never stops the SOA.
 pub async fn bootstrap_tenant(state: &AppState, tenant_id: Uuid) -> Result<bool, ControlError> {
-    if !state.seeded(tenant_id) {
-        match seed_default_preset(&state.store, tenant_id, state.config.default_provider).await {
-            Ok(_) => state.mark_seeded(tenant_id),
-            Err(e) => {
-                tracing::warn!(tenant = %tenant_id, error = %e, "bootstrap: default preset seeding failed")
+    // The service refuses to serve without a provider; a library embedder
+    // that set none gets no seeded preset, never a fake one.
+    match state.config.default_provider {
+        Some(provider) if !state.seeded(tenant_id) => {
+            match seed_default_preset(&state.store, tenant_id, provider).await {
+                Ok(_) => state.mark_seeded(tenant_id),
+                Err(e) => {
+                    tracing::warn!(tenant = %tenant_id, error = %e, "bootstrap: default preset seeding failed")
+                }
             }
+        }
+        Some(_) => {}
+        None => {
+            tracing::warn!(tenant = %tenant_id, "no GENESIS_DEFAULT_PROVIDER: the Default preset is not seeded")
         }
     }
     if !state.config.standing_agents_enabled || !state.config.auto_bootstrap {

@@ -73,10 +73,13 @@ pub struct ControlConfig {
     pub standing_agents_idle_by_default: bool,
     /// Provider whose code-default couples the default seeder writes into a
     /// new tenant's `Default` preset (bound to Agent:Default and
-    /// PromptRedactor:Default): `anthropic`, `openai` or `scripted`. Set it
-    /// to the supervisor's value.
-    #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", default_value_t = genesis_core::presets::DefaultProvider::Scripted, value_parser = genesis_core::presets::DefaultProvider::parse_arg)]
-    pub default_provider: genesis_core::presets::DefaultProvider,
+    /// PromptRedactor:Default): `anthropic`, `openai` or `scripted` (the
+    /// offline provider: demo and tests). Required to serve, with no
+    /// default, so the offline provider only ever runs where an operator
+    /// chose it (`migrate` and `token create` need none). Set it to the
+    /// supervisor's value.
+    #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", value_parser = genesis_core::presets::DefaultProvider::parse_arg)]
+    pub default_provider: Option<genesis_core::presets::DefaultProvider>,
     /// The agent pods' directory of provider keys (the same Secret, mounted
     /// here too): UpsertPreset and AttachPreset refuse a credential name
     /// that is not one of its files, a `GENESIS_LLM_KEY_<NAME>` variable or
@@ -185,7 +188,7 @@ impl ControlConfig {
             standing_agents_enabled: true,
             auto_bootstrap: true,
             standing_agents_idle_by_default: true,
-            default_provider: genesis_core::presets::DefaultProvider::Scripted,
+            default_provider: Some(genesis_core::presets::DefaultProvider::Scripted),
             llm_key_dir: None,
             outbox_batch: 256,
             outbox_poll_ms: 5_000,
@@ -230,6 +233,13 @@ impl ControlConfig {
     pub fn validate(&self) -> Result<(), ControlError> {
         let bad = |m: &str| Err(ControlError::Config(m.to_owned()));
         genesis_core::check_lease_ttl_secs(self.lease_ttl_secs).map_err(ControlError::Config)?;
+        if self.default_provider.is_none() {
+            return bad(
+                "GENESIS_DEFAULT_PROVIDER is required: anthropic, openai or scripted (the offline \
+                 provider, for demos and tests); it has no default so a deployment never runs \
+                 on canned answers by accident",
+            );
+        }
         if self.max_attempts == 0 {
             return bad("GENESIS_MAX_ATTEMPTS must be at least 1");
         }
@@ -348,6 +358,10 @@ mod tests {
     fn validate_names_the_bad_setting() {
         let mut c = ControlConfig::new("postgres://h/db", "nats://h");
         assert!(c.validate().is_ok());
+        let mut none = c.clone();
+        none.default_provider = None;
+        let err = none.validate().expect_err("no provider chosen").to_string();
+        assert!(err.contains("GENESIS_DEFAULT_PROVIDER is required"), "{err}");
         c.subject_prefix = "genesis.>".into();
         let err = c.validate().expect_err("wildcard prefix refused");
         assert!(err.to_string().contains("GENESIS_SUBJECT_PREFIX"));

@@ -64,9 +64,11 @@ pub struct SupervisorConfig {
     #[arg(long, env = "GENESIS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Provider of the code-default preset when a tenant bound none:
-    /// `anthropic` (`claude-opus-4-8`, then scripted), `openai` (`gpt-4o`,
-    /// then scripted) or `scripted` (`scripted-1` only: demo and tests).
-    #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", default_value_t = DefaultProvider::Scripted, value_parser = genesis_core::presets::DefaultProvider::parse_arg)]
+    /// `anthropic` (`claude-opus-4-8`), `openai` (`gpt-4o`) or `scripted`
+    /// (`scripted-1`, the offline provider: demo and tests). Required, with
+    /// no default, so the offline provider only ever runs where an operator
+    /// chose it.
+    #[arg(long, env = "GENESIS_DEFAULT_PROVIDER", value_parser = genesis_core::presets::DefaultProvider::parse_arg)]
     pub default_provider: DefaultProvider,
     /// Dollars per million prompt tokens charged for an attempt whose model
     /// has no `llm_pricing` row (a price deleted after its preset was
@@ -149,7 +151,7 @@ impl SupervisorConfig {
     /// The config with every default, as a test starts from.
     pub fn for_tests(database_url: &str) -> Self {
         use clap::Parser as _;
-        let mut c = Self::parse_from(["genesis-supervisor"]);
+        let mut c = Self::parse_from(["genesis-supervisor", "--default-provider", "scripted"]);
         c.database_url = database_url.to_owned();
         c
     }
@@ -213,6 +215,8 @@ mod tests {
         for bad in ["0", "-1", "NaN", "inf", "cheap"] {
             let err = SupervisorConfig::try_parse_from([
                 "genesis-supervisor",
+                "--default-provider",
+                "scripted",
                 "--unpriced-output-usd-per-mtok",
                 bad,
             ])
@@ -221,11 +225,33 @@ mod tests {
         }
         let c = SupervisorConfig::try_parse_from([
             "genesis-supervisor",
+            "--default-provider",
+            "scripted",
             "--unpriced-input-usd-per-mtok",
             "2.5",
         ])
         .expect("a positive price parses");
         assert_eq!(c.unpriced_input_usd_per_mtok, 2.5);
+    }
+
+    #[test]
+    fn the_default_provider_must_be_chosen() {
+        use clap::Parser as _;
+        // Unless the environment names it, a missing provider is refused:
+        // the offline scripted provider never runs by default.
+        if std::env::var_os("GENESIS_DEFAULT_PROVIDER").is_none() {
+            let err = SupervisorConfig::try_parse_from(["genesis-supervisor"])
+                .expect_err("no provider chosen")
+                .to_string();
+            assert!(err.contains("--default-provider"), "{err}");
+        }
+        let c = SupervisorConfig::try_parse_from([
+            "genesis-supervisor",
+            "--default-provider",
+            "anthropic",
+        ])
+        .expect("a chosen provider");
+        assert_eq!(c.default_provider, DefaultProvider::Anthropic);
     }
 
     #[test]
@@ -245,7 +271,9 @@ mod tests {
         use clap::Parser as _;
         let parse = |args: &[&str]| {
             SupervisorConfig::try_parse_from(
-                std::iter::once("genesis-supervisor").chain(args.iter().copied()),
+                ["genesis-supervisor", "--default-provider", "scripted"]
+                    .into_iter()
+                    .chain(args.iter().copied()),
             )
         };
         let c = parse(&[
