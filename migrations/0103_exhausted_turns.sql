@@ -11,8 +11,9 @@
 -- not forever.
 --
 -- genesis_complete_context returns the counter with the others, the
--- completion writes it (and checks an expectation of it when one is sent),
--- and a reset clears it and the provider-failure streak with the rest.
+-- completion writes it (and checks an expectation of it when one is sent)
+-- and ends the provider-failure streak of the deferrals before it, and a
+-- reset clears both streaks with the rest.
 
 -- A domain, not a table CHECK: a tick updates this row several times.
 ALTER TABLE agent_instances
