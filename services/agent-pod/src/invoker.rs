@@ -132,7 +132,8 @@ pub fn resolve_preset(
         let mut found_names: Vec<String> = Vec::new();
         if provider.needs_credential() {
             for name in &couple.credential_names {
-                if genesis_core::llm_keys::check_key_name(name).is_err() {
+                if let Err(e) = genesis_core::llm_keys::check_key_name(name) {
+                    tracing::warn!(credential = %name, reason = %e, "a preset names a credential that can never be a provider key; not resolved");
                     continue;
                 }
                 if let Some(secret) = tenant.and_then(|t| credentials.credential(t, name)) {
