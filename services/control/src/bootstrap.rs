@@ -46,17 +46,11 @@ where
     Fut: std::future::Future<Output = Result<T, ControlError>>,
 {
     let mut conn = locks.acquire().await?;
-    sqlx::query("SELECT pg_advisory_lock($1, hashtext($2))")
-        .bind(LOCK_CLASS)
-        .bind(name)
-        .execute(&mut *conn)
-        .await?;
+    genesis_store::locks::lock(&mut conn, LOCK_CLASS, name)
+        .await
+        .map_err(|e| ControlError::Database(e.to_string()))?;
     let result = work().await;
-    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1, hashtext($2))")
-        .bind(LOCK_CLASS)
-        .bind(name)
-        .execute(&mut *conn)
-        .await;
+    let unlocked = genesis_store::locks::unlock(&mut conn, LOCK_CLASS, name).await;
     if unlocked.is_err() {
         // Closing the session releases every lock it held.
         drop(conn.detach());

@@ -239,3 +239,28 @@ pub async fn insert_in(
     .await?;
     decode(row)
 }
+
+/// The open `redaction` request `instance_id` raised for the overlay of
+/// preset `preset_id` whose SHA-256 was `base_overlay_sha256` (metadata
+/// `presetId` and `baseOverlaySha256`), the oldest if several, on the
+/// caller's tenant transaction: `redactor_propose_overlay` points a repeat
+/// at it instead of queueing a duplicate. Reads only.
+pub async fn open_redaction_in(
+    conn: &mut PgConnection,
+    instance_id: Uuid,
+    preset_id: &str,
+    base_overlay_sha256: &str,
+) -> Result<Option<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM attention_requests
+          WHERE kind = $1 AND status = 'open' AND instance_id = $2
+            AND metadata->>'presetId' = $3 AND metadata->>'baseOverlaySha256' = $4
+          ORDER BY created_at LIMIT 1",
+    )
+    .bind(AttentionKind::Redaction.as_str())
+    .bind(instance_id)
+    .bind(preset_id)
+    .bind(base_overlay_sha256)
+    .fetch_optional(conn)
+    .await?)
+}

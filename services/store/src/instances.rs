@@ -1,5 +1,6 @@
 //! `agent_instances`: create (entering the foundational phase), read, list,
-//! status changes and the workset-complete terminator. Must never write
+//! status changes, the workset-complete terminator and the release of a
+//! lease whose claim cannot run. Must never write
 //! `active_mode` (only `modes::set_active_mode` does) nor the tick counters,
 //! phase or next tick (only `tick::complete_tick` does).
 
@@ -96,7 +97,10 @@ impl Store {
     }
 }
 
-pub(crate) async fn get_in(
+/// One instance, on a connection whose tenant is already set (a tenant
+/// transaction, e.g. a governed tool's). Another tenant's or an unknown
+/// instance → `NotFound`.
+pub async fn get_in(
     conn: &mut sqlx::PgConnection,
     instance_id: Uuid,
 ) -> Result<InstanceRow, StoreError> {
@@ -210,6 +214,31 @@ impl Instances<'_> {
         Ok(inst)
     }
 
+    /// Give back the lease `session` took by a claim that cannot run (its
+    /// mode did not resolve), in a transaction of its own: the event stays
+    /// unconsumed for a later claim. Clears only the lease columns, and only
+    /// while `session` still holds the lease (a lease that moved on is left
+    /// alone); returns whether it released one.
+    pub async fn release_lease(
+        &self,
+        tenant_id: Uuid,
+        instance_id: Uuid,
+        session: Uuid,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let released = sqlx::query(
+            "UPDATE agent_instances SET lease_session = NULL, lease_expires_at = NULL
+              WHERE id = $1 AND lease_session = $2",
+        )
+        .bind(instance_id)
+        .bind(session)
+        .execute(tx.conn())
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(released > 0)
+    }
+
     /// End the foundational phase (the `agent_workset_complete` terminator).
     pub async fn complete_workset(
         &self,
@@ -227,6 +256,25 @@ impl Instances<'_> {
         tx.commit().await?;
         decode(row.ok_or_else(|| StoreError::not_found("agent instance"))?)
     }
+}
+
+/// The `agent_workset_complete` terminator on the caller's tenant
+/// transaction (the tool's): clear `is_building_starting_workset` and
+/// return what it was before, or `None` for an unknown (or other tenant's)
+/// instance, where nothing is written. Touches only that flag and
+/// `updated_at`: never the tick counters, phase or lease.
+pub async fn complete_workset_in(
+    conn: &mut sqlx::PgConnection,
+    instance_id: Uuid,
+) -> Result<Option<bool>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "UPDATE agent_instances i SET is_building_starting_workset = false, updated_at = now()
+           FROM (SELECT id, is_building_starting_workset AS was FROM agent_instances WHERE id = $1) p
+          WHERE i.id = p.id RETURNING p.was",
+    )
+    .bind(instance_id)
+    .fetch_optional(conn)
+    .await?)
 }
 
 /// Lock the instance row for the rest of the transaction.

@@ -153,3 +153,41 @@ impl Ledger<'_> {
         Ok(n)
     }
 }
+
+/// Longest query [`memory_search_in`] accepts, in bytes (1024 characters of
+/// any script).
+pub const MAX_MEMORY_QUERY_BYTES: usize = 4096;
+
+/// Full-text search over one instance's own turns (reasoning summaries and
+/// wait conditions, served by the ledger's GIN expression index), newest
+/// turn first, on the caller's tenant transaction (the `agent_query_memory`
+/// tool's). Each hit is the JSON object the tool shows: `{turnNumber,
+/// createdAt, eventKind, decisionKind, phase, reasoningSummary,
+/// waitCondition}`. Reads only, and never another instance's turns; a
+/// blank or oversized query or a non-positive limit → `InvalidArgument`.
+pub async fn memory_search_in(
+    conn: &mut sqlx::PgConnection,
+    instance_id: Uuid,
+    query: &str,
+    limit: i64,
+) -> Result<Vec<serde_json::Value>, StoreError> {
+    check_text("query", query, MAX_MEMORY_QUERY_BYTES)?;
+    if limit <= 0 {
+        return Err(StoreError::invalid("limit", "must be positive"));
+    }
+    Ok(sqlx::query_scalar(
+        "SELECT jsonb_build_object('turnNumber', turn_number, 'createdAt', created_at,
+                'eventKind', event_kind, 'decisionKind', decision_kind, 'phase', phase,
+                'reasoningSummary', reasoning_summary, 'waitCondition', wait_condition)
+           FROM agent_state_ledger
+          WHERE instance_id = $1
+            AND to_tsvector('simple', coalesce(reasoning_summary, '') || ' ' || coalesce(wait_condition, ''))
+                @@ plainto_tsquery('simple', $2)
+          ORDER BY turn_number DESC LIMIT $3",
+    )
+    .bind(instance_id)
+    .bind(query)
+    .bind(limit)
+    .fetch_all(conn)
+    .await?)
+}

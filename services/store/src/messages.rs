@@ -67,6 +67,33 @@ impl Store {
     }
 }
 
+/// Append a message on a connection whose tenant is already set (a tenant
+/// transaction: [`Messages::append`]'s, or a tool's, where it lands with the
+/// invocation record or not at all). Refuses a blank body or one over
+/// [`MAX_MESSAGE_BYTES`] (`InvalidArgument`, nothing written); an unknown
+/// instance is refused by the database (`NotFound`). Never enqueues an
+/// event: the insert trigger of migration 0040 notifies `genesis_messages`.
+pub async fn append_in(
+    conn: &mut sqlx::PgConnection,
+    tenant_id: Uuid,
+    instance_id: Uuid,
+    direction: MessageDirection,
+    body: &str,
+) -> Result<MessageRow, StoreError> {
+    check_text("body", body, MAX_MESSAGE_BYTES)?;
+    let row: serde_json::Value = sqlx::query_scalar(
+        "INSERT INTO agent_messages (tenant_id, instance_id, direction, body) VALUES ($1, $2, $3, $4)
+         RETURNING to_jsonb(agent_messages.*)",
+    )
+    .bind(tenant_id)
+    .bind(instance_id)
+    .bind(direction.as_str())
+    .bind(body)
+    .fetch_one(conn)
+    .await?;
+    decode(row)
+}
+
 impl Messages<'_> {
     /// Append a message to the transcript.
     pub async fn append(
@@ -79,18 +106,9 @@ impl Messages<'_> {
         check_text("body", body, MAX_MESSAGE_BYTES)?;
         let mut tx = self.store.tenant_tx(tenant_id).await?;
         crate::instances::get_in(tx.conn(), instance_id).await?;
-        let row: serde_json::Value = sqlx::query_scalar(
-            "INSERT INTO agent_messages (tenant_id, instance_id, direction, body) VALUES ($1, $2, $3, $4)
-             RETURNING to_jsonb(agent_messages.*)",
-        )
-        .bind(tenant_id)
-        .bind(instance_id)
-        .bind(direction.as_str())
-        .bind(body)
-        .fetch_one(tx.conn())
-        .await?;
+        let row = append_in(tx.conn(), tenant_id, instance_id, direction, body).await?;
         tx.commit().await?;
-        decode(row)
+        Ok(row)
     }
 
     /// The last `limit` messages of an instance, oldest first.

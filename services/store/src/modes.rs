@@ -406,6 +406,92 @@ pub(crate) async fn set_active_mode_in(
     decode(row)
 }
 
+/// An instance's type, active mode and catalogue as InvokeTool's toolset
+/// check reads them ([`instance_catalogue_in`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceCatalogue {
+    pub agent_type: AgentType,
+    /// `None` means the type's default mode.
+    pub active_mode: Option<String>,
+    /// The type's catalogue as the instance's tenant sees it (its override
+    /// of a mode over the platform row), in no particular order.
+    pub modes: Vec<ModeRow>,
+}
+
+/// The instance's type, active mode and effective catalogue
+/// (`genesis_effective_modes` of its tenant) in one statement, on the
+/// caller's tenant transaction (InvokeTool's, so the toolset is checked
+/// against what the transaction sees). Reads only; an unknown (or other
+/// tenant's) instance → `NotFound`.
+pub async fn instance_catalogue_in(
+    conn: &mut PgConnection,
+    instance_id: Uuid,
+) -> Result<InstanceCatalogue, StoreError> {
+    let row: Option<(String, Option<String>, serde_json::Value)> = sqlx::query_as(
+        "SELECT i.agent_type, i.active_mode,
+                (SELECT coalesce(jsonb_agg(to_jsonb(m)), '[]'::jsonb)
+                   FROM genesis_effective_modes(i.tenant_id, i.agent_type) m)
+           FROM agent_instances i WHERE i.id = $1",
+    )
+    .bind(instance_id)
+    .fetch_optional(conn)
+    .await?;
+    let (agent_type, active_mode, modes) =
+        row.ok_or_else(|| StoreError::not_found("agent instance"))?;
+    Ok(InstanceCatalogue {
+        agent_type: stored_agent_type(&agent_type)?,
+        active_mode,
+        modes: decode(modes)?,
+    })
+}
+
+/// An instance's type, active mode and the names of its type's
+/// `agent_modes` rows ([`mode_names_in`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceModeNames {
+    pub agent_type: AgentType,
+    /// `None` means the type's default mode.
+    pub active_mode: Option<String>,
+    /// The names of the `agent_modes` rows of the type the caller's tenant
+    /// sees (platform rows and its own overrides: a name may repeat),
+    /// sorted.
+    pub names: Vec<String>,
+}
+
+/// What `soa_propose_mode_change` validates a target mode against, in one
+/// statement on the caller's tenant transaction: the instance's type and
+/// active mode and the names of its type's `agent_modes` rows. Reads only;
+/// an unknown (or other tenant's) instance → `NotFound`.
+pub async fn mode_names_in(
+    conn: &mut PgConnection,
+    instance_id: Uuid,
+) -> Result<InstanceModeNames, StoreError> {
+    let row: Option<(String, Option<String>, Vec<String>)> = sqlx::query_as(
+        "SELECT i.agent_type, i.active_mode,
+                coalesce((SELECT array_agg(m.name ORDER BY m.name) FROM agent_modes m
+                           WHERE m.agent_type = i.agent_type), '{}')
+           FROM agent_instances i WHERE i.id = $1",
+    )
+    .bind(instance_id)
+    .fetch_optional(conn)
+    .await?;
+    let (agent_type, active_mode, names) =
+        row.ok_or_else(|| StoreError::not_found("agent instance"))?;
+    Ok(InstanceModeNames {
+        agent_type: stored_agent_type(&agent_type)?,
+        active_mode,
+        names,
+    })
+}
+
+/// A stored `agent_type`; one genesis-core does not know is a row the
+/// schema should have refused, reported as a database failure.
+fn stored_agent_type(stored: &str) -> Result<AgentType, StoreError> {
+    stored.parse().map_err(|e: genesis_core::CoreError| {
+        StoreError::Database(format!("unexpected agent_type {stored:?}: {e}"))
+    })
+}
+
 /// The mode `name` of `agent_type` as `tenant_id` sees it, on the caller's
 /// tenant transaction.
 async fn effective_in(

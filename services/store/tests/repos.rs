@@ -956,3 +956,82 @@ async fn a_store_s_connections_carry_the_service_s_application_name(
     assert!(err.to_string().contains("database_url"), "{err}");
     Ok(())
 }
+
+/// The statements the supervisor and its tools once issued themselves, now
+/// the store's: a lease is given back only by the session holding it (and
+/// never across tenants), and the in-transaction reads and writes the tools
+/// call refuse what they should, with nothing written.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_lease_is_released_only_by_its_holder_and_tool_statements_refuse_bad_input(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    use genesis_store::{instances, ledger, locks, modes, telemetry};
+    let store = store(&pool);
+    let t = tenant(&store, "acme").await?;
+    let other = tenant(&store, "globex").await?;
+    let inst = soa(&store, t).await?;
+    message(&store, t, inst.id, json!({"text": "hi"})).await?;
+    let c = claim(&store, t, inst.id).await?;
+    let instances = store.instances();
+    let releases = |tenant, session| instances.release_lease(tenant, inst.id, session);
+    assert!(!releases(t, Uuid::new_v4()).await?, "not the holder");
+    assert!(!releases(other, c.session).await?, "not the tenant's");
+    assert_eq!(
+        store.instances().get(t, inst.id).await?.lease_session,
+        Some(c.session)
+    );
+    assert!(releases(t, c.session).await?);
+    let after = store.instances().get(t, inst.id).await?;
+    assert_eq!((after.lease_session, after.lease_expires_at), (None, None));
+
+    let mut tx = store.tenant_tx(t).await?;
+    for hours in [0, telemetry::MAX_WINDOW_HOURS + 1] {
+        assert!(matches!(
+            telemetry::window_in(tx.conn(), hours).await,
+            Err(StoreError::InvalidArgument { .. })
+        ));
+    }
+    assert_eq!(
+        telemetry::window_in(tx.conn(), 24).await?["windowHours"],
+        24
+    );
+    for (query, limit) in [(" ", 5), ("hi", 0)] {
+        assert!(matches!(
+            ledger::memory_search_in(tx.conn(), inst.id, query, limit).await,
+            Err(StoreError::InvalidArgument { .. })
+        ));
+    }
+    let names = modes::mode_names_in(tx.conn(), inst.id).await?;
+    assert_eq!(names.agent_type, AgentType::Soa);
+    assert!(!names.names.is_empty());
+    let cat = modes::instance_catalogue_in(tx.conn(), inst.id).await?;
+    assert_eq!(cat.modes.len(), {
+        let mut unique = names.names.clone();
+        unique.dedup();
+        unique.len()
+    });
+    assert!(matches!(
+        modes::instance_catalogue_in(tx.conn(), Uuid::new_v4()).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert_eq!(
+        instances::complete_workset_in(tx.conn(), Uuid::new_v4()).await?,
+        None
+    );
+    assert_eq!(
+        instances::complete_workset_in(tx.conn(), inst.id).await?,
+        Some(true)
+    );
+    assert_eq!(
+        instances::complete_workset_in(tx.conn(), inst.id).await?,
+        Some(false)
+    );
+    tx.rollback().await?;
+
+    // The advisory lock is the session's: held until unlocked, once.
+    let mut conn = pool.acquire().await?;
+    locks::lock(&mut conn, 7, "singleton:x").await?;
+    assert!(locks::unlock(&mut conn, 7, "singleton:x").await?);
+    assert!(!locks::unlock(&mut conn, 7, "singleton:x").await?);
+    Ok(())
+}

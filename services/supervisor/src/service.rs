@@ -344,20 +344,11 @@ impl AgentPodService {
     /// Release a lease taken by a claim that cannot run (fail-closed mode
     /// resolution): the event stays unconsumed for a later claim.
     async fn release_lease(&self, tenant_id: Uuid, instance_id: Uuid, session: Uuid) {
-        let res = async {
-            let mut tx = self.store.tenant_tx(tenant_id).await?;
-            sqlx::query(
-                "UPDATE agent_instances SET lease_session = NULL, lease_expires_at = NULL
-                  WHERE id = $1 AND lease_session = $2",
-            )
-            .bind(instance_id)
-            .bind(session)
-            .execute(tx.conn())
-            .await
-            .map_err(StoreError::from)?;
-            tx.commit().await
-        }
-        .await;
+        let res = self
+            .store
+            .instances()
+            .release_lease(tenant_id, instance_id, session)
+            .await;
         if let Err(e) = res {
             tracing::warn!(error = %e, %instance_id, "could not release the lease; it will expire");
         }
@@ -715,23 +706,15 @@ impl AgentPodService {
         }
         // (b) the tool is in the instance's resolved toolset (the
         // tenant's catalogue: its edit of a mode over the platform's).
-        let row: (String, Option<String>, Value) = sqlx::query_as(
-            "SELECT i.agent_type, i.active_mode,
-                    (SELECT coalesce(jsonb_agg(to_jsonb(m)), '[]'::jsonb)
-                       FROM genesis_effective_modes(i.tenant_id, i.agent_type) m)
-               FROM agent_instances i WHERE i.id = $1",
+        let catalogue = genesis_store::modes::instance_catalogue_in(tx.conn(), instance_id)
+            .await
+            .map_err(|e| status_of(e, metrics))?;
+        let mode = resolve(
+            catalogue.agent_type,
+            catalogue.active_mode.as_deref(),
+            &catalogue.modes,
         )
-        .bind(instance_id)
-        .fetch_one(tx.conn())
-        .await
-        .map_err(|e| status_of(e.into(), metrics))?;
-        let agent_type: AgentType = row
-            .0
-            .parse()
-            .map_err(|e: genesis_core::CoreError| Status::internal(e.to_string()))?;
-        let rows: Vec<ModeRow> =
-            serde_json::from_value(row.2).map_err(|e| status_of(e.into(), metrics))?;
-        let mode = resolve(agent_type, row.1.as_deref(), &rows).map_err(Status::from)?;
+        .map_err(Status::from)?;
         if !mode.toolset.iter().any(|t| t == &req.tool_name) {
             metrics.tool_call(&tool_label, "TOOL_NOT_AUTHORIZED");
             return Ok(tool_error(

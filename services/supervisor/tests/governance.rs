@@ -1110,6 +1110,48 @@ async fn soa_propose_decision_refuses_bad_arguments_and_writes_nothing(pool: PgP
     assert_eq!(count(&pool, "attention_requests").await, 1);
 }
 
+/// `soa_propose_task` creates its mission through the store's checked
+/// create, so the store's field rules hold through the tool too: a title the
+/// schema passes (500 characters) but the store refuses (over 500 bytes) is
+/// an in-band INVALID_ARGUMENTS from InvokeTool, with no mission and no
+/// invocation record written; the same call with a title that fits
+/// succeeds.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn soa_propose_task_is_held_to_the_stores_mission_checks(pool: PgPool) {
+    let mut s = serve(pool).await;
+    let session = s.claim().await;
+    let wide = "é".repeat(300);
+    assert!(wide.chars().count() <= 500 && wide.len() > 500);
+    let bad = s
+        .invoke(
+            &session,
+            "c1",
+            "soa_propose_task",
+            json!({"kind": "MissionDevelopment", "title": wide, "description": "Back off."}),
+        )
+        .await;
+    let err = bad.error.expect("an in-band error");
+    assert_eq!(err.code, "INVALID_ARGUMENTS", "{err:?}");
+    assert!(err.message.contains("title"), "{err:?}");
+    assert!(!bad.blocked);
+    assert_eq!(count(&s.pool, "missions").await, 0);
+    assert_eq!(count(&s.pool, "tool_invocations").await, 0);
+
+    let ok = s
+        .invoke(
+            &session,
+            "c2",
+            "soa_propose_task",
+            json!({"kind": "MissionDevelopment", "title": "é".repeat(250), "description": "Back off."}),
+        )
+        .await;
+    assert!(!ok.blocked && ok.error.is_none(), "{ok:?}");
+    let result: Value = serde_json::from_str(&ok.result_json).unwrap();
+    assert_eq!(result["status"], "proposed");
+    assert_eq!(count(&s.pool, "missions").await, 1);
+    assert_eq!(count(&s.pool, "tool_invocations").await, 1);
+}
+
 /// A decision raised on behalf of a mission names a mission this SOA
 /// steers (what wakes the steering instance with `DecisionResolved` when
 /// it is resolved); any other mission id is refused naming `missionId`,

@@ -36,21 +36,8 @@ impl Tool for AgentQueryMemory {
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let query = required_str(args, "query")?;
         let n = limit(args, "limit", 10, 1, 50)?;
-        let turns: Vec<Value> = sqlx::query_scalar(
-            "SELECT jsonb_build_object('turnNumber', turn_number, 'createdAt', created_at,
-                    'eventKind', event_kind, 'decisionKind', decision_kind, 'phase', phase,
-                    'reasoningSummary', reasoning_summary, 'waitCondition', wait_condition)
-               FROM agent_state_ledger
-              WHERE instance_id = $1
-                AND to_tsvector('simple', coalesce(reasoning_summary, '') || ' ' || coalesce(wait_condition, ''))
-                    @@ plainto_tsquery('simple', $2)
-              ORDER BY turn_number DESC LIMIT $3",
-        )
-        .bind(ctx.instance_id)
-        .bind(query)
-        .bind(n)
-        .fetch_all(&mut *ctx.conn)
-        .await?;
+        let turns =
+            genesis_store::ledger::memory_search_in(ctx.conn, ctx.instance_id, query, n).await?;
         Ok(json!({"query": query, "turns": turns}))
     }
 }

@@ -32,14 +32,7 @@ impl Tool for AgentWorksetComplete {
     }
 
     async fn run(&self, ctx: &mut ToolContext<'_>, _args: &Value) -> Result<Value, ToolError> {
-        let was: Option<bool> = sqlx::query_scalar(
-            "UPDATE agent_instances i SET is_building_starting_workset = false, updated_at = now()
-               FROM (SELECT id, is_building_starting_workset AS was FROM agent_instances WHERE id = $1) p
-              WHERE i.id = p.id RETURNING p.was",
-        )
-        .bind(ctx.instance_id)
-        .fetch_optional(&mut *ctx.conn)
-        .await?;
+        let was = genesis_store::instances::complete_workset_in(ctx.conn, ctx.instance_id).await?;
         match was {
             Some(was) => Ok(json!({"worksetComplete": true, "wasBuildingStartingWorkset": was})),
             None => Err(ToolError::new("NOT_FOUND", "agent instance not found")),

@@ -10,7 +10,6 @@
 //! approval does, in control's decision transaction), and never put the raw
 //! overlay or a raw finding into its result, the request or an error.
 
-use genesis_core::AttentionKind;
 use genesis_core::redact::{
     MAX_PROPOSED_OVERLAY_BYTES, REDACTION_SOURCE, RedactionProposal, findings_summary, redact,
     stored_findings,
@@ -51,12 +50,8 @@ impl Tool for RedactorProposeOverlay {
         // Only the Prompt Engineer reaches this tool (genesis-core's
         // superset, checked by InvokeTool's gate); its call-site is the one
         // thing to read.
-        let call_site: Option<String> =
-            sqlx::query_scalar("SELECT call_site_id FROM agent_instances WHERE id = $1")
-                .bind(ctx.instance_id)
-                .fetch_one(&mut *ctx.conn)
-                .await?;
-        let Some(call_site) = call_site else {
+        let instance = genesis_store::instances::get_in(ctx.conn, ctx.instance_id).await?;
+        let Some(call_site) = instance.call_site_id else {
             return Err(ToolError::new(
                 "NOT_APPLICABLE",
                 "only a call-site-bound Prompt Engineer proposes overlays",
@@ -111,17 +106,12 @@ impl Tool for RedactorProposeOverlay {
         // One open proposal per preset and base overlay: a repeat (a
         // re-delivered signal, a second signal before the operator answers)
         // points at the open one instead of queueing a duplicate.
-        let open: Option<uuid::Uuid> = sqlx::query_scalar(
-            "SELECT id FROM attention_requests
-              WHERE kind = $1 AND status = 'open' AND instance_id = $2
-                AND metadata->>'presetId' = $3 AND metadata->>'baseOverlaySha256' = $4
-              ORDER BY created_at LIMIT 1",
+        let open = genesis_store::attention::open_redaction_in(
+            ctx.conn,
+            ctx.instance_id,
+            &preset.id.to_string(),
+            &base_sha,
         )
-        .bind(AttentionKind::Redaction.as_str())
-        .bind(ctx.instance_id)
-        .bind(preset.id.to_string())
-        .bind(&base_sha)
-        .fetch_optional(&mut *ctx.conn)
         .await?;
         if let Some(id) = open {
             return Ok(json!({

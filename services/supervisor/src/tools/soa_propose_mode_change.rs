@@ -7,7 +7,6 @@
 //! `agent_mode_change_events`: only a human (the UI or the approval of this
 //! request, through control's chokepoint) changes a mode.
 
-use genesis_core::AgentType;
 use genesis_core::modes::seed_catalogue;
 use serde_json::{Value, json};
 
@@ -44,19 +43,11 @@ impl Tool for SoaProposeModeChange {
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let target = required_str(args, "targetMode")?;
         let reason = optional_str(args, "reason")?.unwrap_or_default();
-        let (agent_type, active, table_modes): (String, Option<String>, Vec<String>) =
-            sqlx::query_as(
-                "SELECT i.agent_type, i.active_mode,
-                    coalesce((SELECT array_agg(m.name ORDER BY m.name) FROM agent_modes m
-                               WHERE m.agent_type = i.agent_type), '{}')
-               FROM agent_instances i WHERE i.id = $1",
-            )
-            .bind(ctx.instance_id)
-            .fetch_one(&mut *ctx.conn)
-            .await?;
-        let agent_type: AgentType = agent_type.parse().map_err(|e: genesis_core::CoreError| {
-            ToolError::new("HANDLER_FAILED", e.to_string())
-        })?;
+        let genesis_store::modes::InstanceModeNames {
+            agent_type,
+            active_mode: active,
+            names: table_modes,
+        } = genesis_store::modes::mode_names_in(ctx.conn, ctx.instance_id).await?;
         let seed: Vec<String> = seed_catalogue(agent_type)
             .into_iter()
             .map(|m| m.name)

@@ -56,30 +56,32 @@ impl Tool for SoaProposeTask {
         let title = required_str(args, "title")?;
         let description = required_str(args, "description")?;
         let target = optional_str(args, "target")?;
-        let agent_type: String =
-            sqlx::query_scalar("SELECT agent_type FROM agent_instances WHERE id = $1")
-                .bind(ctx.instance_id)
-                .fetch_one(&mut *ctx.conn)
-                .await?;
-        if agent_type != AgentType::Soa.as_str() {
+        let agent_type = genesis_store::instances::get_in(ctx.conn, ctx.instance_id)
+            .await?
+            .agent_type;
+        if agent_type != AgentType::Soa {
             return Err(ToolError::new(
                 "NOT_PERMITTED",
                 format!("soa_propose_task is reserved to the SOA; this instance is {agent_type}"),
             ));
         }
         let metadata = json!({"source": "soa", "soaInstanceId": ctx.instance_id.to_string(), "target": target});
-        let (id, created_at): (uuid::Uuid, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
-            "INSERT INTO missions (tenant_id, steering_instance_id, kind, title, description, status, metadata)
-             VALUES ($1, $2, $3, $4, $5, 'proposed', $6) RETURNING id, created_at",
+        // The store's create checks the fields (lengths in bytes, where the
+        // schema counts characters) and the steering instance; a refusal is
+        // an in-band INVALID_ARGUMENTS and the call writes nothing.
+        let mission = genesis_store::missions::create_in(
+            ctx.conn,
+            ctx.tenant_id,
+            &genesis_store::NewMission {
+                steering_instance_id: Some(ctx.instance_id),
+                kind: kind.to_owned(),
+                title: title.to_owned(),
+                description: description.to_owned(),
+                metadata,
+            },
         )
-        .bind(ctx.tenant_id)
-        .bind(ctx.instance_id)
-        .bind(kind)
-        .bind(title)
-        .bind(description)
-        .bind(&metadata)
-        .fetch_one(&mut *ctx.conn)
         .await?;
+        let (id, created_at) = (mission.id, mission.created_at);
         Ok(json!({"missionId": id, "status": "proposed", "kind": kind, "createdAt": created_at}))
     }
 }

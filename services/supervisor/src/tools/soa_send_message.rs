@@ -42,15 +42,15 @@ impl Tool for SoaSendMessage {
         let body = args.get("body").and_then(Value::as_str).unwrap_or_default();
         genesis_core::validate::validate_message("body", body)
             .map_err(|e| ToolError::new("INVALID_ARGUMENTS", e.to_string()))?;
-        let (id, created_at): (uuid::Uuid, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
-            "INSERT INTO agent_messages (tenant_id, instance_id, direction, body)
-             VALUES ($1, $2, 'agent_to_operator', $3) RETURNING id, created_at",
+        let message = genesis_store::messages::append_in(
+            ctx.conn,
+            ctx.tenant_id,
+            ctx.instance_id,
+            genesis_core::MessageDirection::AgentToOperator,
+            body,
         )
-        .bind(ctx.tenant_id)
-        .bind(ctx.instance_id)
-        .bind(body)
-        .fetch_one(&mut *ctx.conn)
         .await?;
+        let (id, created_at) = (message.id, message.created_at);
         // The insert trigger of migration 0040 notifies `genesis_messages`
         // for WatchTurns; a second notify here would show the message twice.
         Ok(json!({"messageId": id, "createdAt": created_at, "delivered": true}))
