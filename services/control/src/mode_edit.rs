@@ -112,6 +112,7 @@ fn budget_override(b: &v1::BudgetEnvelope) -> Result<BudgetOverride, Status> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 mod tests {
     use super::*;
 
