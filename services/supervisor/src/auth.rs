@@ -2,10 +2,15 @@
 //! 10): a tower layer requiring `authorization: Bearer <token>` whose SHA-256
 //! names a usable (unexpired, unrevoked) `agent-pod` token. Missing or
 //! unknown → UNAUTHENTICATED; an operator token → PERMISSION_DENIED;
-//! `grpc.health.v1` is open. The token carries no tenant: each request names
-//! its tenant and RLS confines the data. Rows are read through the
-//! [`TokenCache`] (a tick's three RPCs would otherwise look the same token up
-//! three times); a revocation reaches it by NOTIFY as soon as it commits.
+//! `grpc.health.v1` is open. Each request names its tenant and RLS confines
+//! the data; the token may also carry the set of tenants it serves
+//! (`api_tokens.pod_tenants`, empty: every tenant). The gate hands the
+//! admitted set to the service as an [`AdmittedPod`] request extension, and
+//! every AgentPod handler calls [`check_tenant`] before it touches anything
+//! of the tenant the request names: outside the set is PERMISSION_DENIED,
+//! naming the tenant. Rows are read through the [`TokenCache`] (a tick's
+//! three RPCs would otherwise look the same token up three times); a
+//! revocation or a changed set reaches it by NOTIFY as soon as it commits.
 //! Must never log or echo a token.
 
 use std::future::Future;
@@ -14,8 +19,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use chrono::{DateTime, Utc};
-use genesis_core::TokenScope;
+use genesis_core::{PodTenants, TokenScope};
 use genesis_proto::auth::{bearer_token, is_well_formed_token, token_sha256};
+use genesis_proto::convert::parse_uuid;
 use genesis_store::tokens::{Admission, ApiToken};
 use genesis_store::{Store, TokenCache};
 use tonic::Status;
@@ -24,15 +30,24 @@ use tonic::metadata::MetadataMap;
 /// Path prefix of the open health service.
 pub const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
 
-/// Decide whether a request may proceed.
+/// What the gate admitted a request with: the tenants its token may act
+/// for. Put in the request's extensions; read by [`check_tenant`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmittedPod {
+    /// The token's set (empty: every tenant).
+    pub tenants: PodTenants,
+}
+
+/// Decide whether a request may proceed: `None` for the open health
+/// service, else what the token was admitted with.
 pub async fn authorize(
     store: &Store,
     cache: &TokenCache,
     path: &str,
     headers: &http::HeaderMap,
-) -> Result<(), Status> {
+) -> Result<Option<AdmittedPod>, Status> {
     if path.starts_with(HEALTH_PREFIX) {
-        return Ok(());
+        return Ok(None);
     }
     let metadata = MetadataMap::from_headers(headers.clone());
     let token = bearer_token(&metadata)?;
@@ -46,19 +61,52 @@ pub async fn authorize(
             tracing::error!(error = %e, "token lookup failed");
             Status::unavailable("token lookup unavailable")
         })?;
-    admit(token, found, Utc::now())
+    admit(token, found, Utc::now()).map(Some)
+}
+
+/// Whether the request's admitted token may act for the tenant it names
+/// (`tenant_id`, as sent). A token serving every tenant passes whatever
+/// the text (the handler then judges it); a scoped token needs a UUID
+/// (INVALID_ARGUMENT otherwise) inside its set, else PERMISSION_DENIED
+/// naming the tenant. A request the gate did not admit (no extension:
+/// the service served without [`AuthLayer`]) is refused.
+pub fn check_tenant<T>(request: &tonic::Request<T>, tenant_id: &str) -> Result<(), Status> {
+    let Some(admitted) = request.extensions().get::<AdmittedPod>() else {
+        return Err(Status::permission_denied(
+            "no agent-pod token was admitted for this call",
+        ));
+    };
+    tenant_admitted(&admitted.tenants, tenant_id)
+}
+
+/// [`check_tenant`]'s decision on the admitted set.
+fn tenant_admitted(tenants: &PodTenants, tenant_id: &str) -> Result<(), Status> {
+    if tenants.is_all() {
+        return Ok(());
+    }
+    let tenant = parse_uuid("tenant_id", tenant_id)?;
+    if tenants.admits(tenant) {
+        Ok(())
+    } else {
+        tracing::warn!(%tenant, "agent-pod token refused: tenant outside its set");
+        Err(Status::permission_denied(format!(
+            "this agent-pod token does not serve tenant {tenant}"
+        )))
+    }
 }
 
 /// Decide on the row the index lookup found (if any) for `token` at `now`,
 /// by the store's one gate decision ([`ApiToken::admit`]: constant-time
 /// hash match, then usability, then scope). A row whose hash does not match
 /// is refused exactly like no row at all.
-fn admit(token: &str, found: Option<ApiToken>, now: DateTime<Utc>) -> Result<(), Status> {
+fn admit(token: &str, found: Option<ApiToken>, now: DateTime<Utc>) -> Result<AdmittedPod, Status> {
     let Some(t) = found else {
         return Err(Status::unauthenticated("unknown, expired or revoked token"));
     };
     match t.admit(token, TokenScope::AgentPod, now) {
-        Admission::Admitted => Ok(()),
+        Admission::Admitted => Ok(AdmittedPod {
+            tenants: t.pod_tenants,
+        }),
         Admission::OtherScope => Err(Status::permission_denied(format!(
             "a token of scope {} cannot reach the AgentPod service",
             t.scope.as_str()
@@ -122,7 +170,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
         // The clone may not be ready; swap so the ready one serves this call.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
@@ -130,7 +178,12 @@ where
         let cache = self.cache.clone();
         Box::pin(async move {
             match authorize(&store, &cache, req.uri().path(), req.headers()).await {
-                Ok(()) => inner.call(req).await,
+                Ok(admitted) => {
+                    if let Some(admitted) = admitted {
+                        req.extensions_mut().insert(admitted);
+                    }
+                    inner.call(req).await
+                }
                 Err(status) => Ok(status.into_http()),
             }
         })
@@ -186,6 +239,43 @@ mod tests {
             admit(&token, None, now).expect_err("no row").code(),
             tonic::Code::Unauthenticated
         );
+    }
+
+    #[test]
+    fn the_admitted_set_travels_with_the_request_and_bounds_its_tenant() {
+        let token = genesis_proto::auth::generate_token();
+        let (a, b) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+        let mut scoped = row(&token, TokenScope::AgentPod);
+        scoped.pod_tenants = PodTenants::new("pod_tenants", [a]).unwrap();
+        let admitted = admit(&token, Some(scoped), Utc::now()).expect("admitted");
+        assert_eq!(admitted.tenants.ids(), &[a]);
+
+        let mut request = tonic::Request::new(());
+        let refused = check_tenant(&request, &a.to_string()).expect_err("no extension");
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+        request.extensions_mut().insert(admitted);
+        assert!(check_tenant(&request, &a.to_string()).is_ok());
+        let other = check_tenant(&request, &b.to_string()).expect_err("outside the set");
+        assert_eq!(other.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            other.message(),
+            format!("this agent-pod token does not serve tenant {b}")
+        );
+        let junk = check_tenant(&request, "acme").expect_err("not a UUID");
+        assert_eq!(junk.code(), tonic::Code::InvalidArgument);
+        assert!(
+            junk.message().starts_with("tenant_id"),
+            "{}",
+            junk.message()
+        );
+
+        // An unscoped token passes any text: the handler judges it.
+        let mut shared = tonic::Request::new(());
+        shared.extensions_mut().insert(AdmittedPod {
+            tenants: PodTenants::all(),
+        });
+        assert!(check_tenant(&shared, &b.to_string()).is_ok());
+        assert!(check_tenant(&shared, "").is_ok());
     }
 
     #[test]

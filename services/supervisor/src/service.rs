@@ -35,6 +35,7 @@ use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, Span};
 use uuid::Uuid;
 
+use crate::auth::check_tenant;
 use crate::bundle::ClaimCaches;
 use crate::bundle::{
     ClaimKind, ClaimKinds, HeldForRead, corpus_to_proto, effective_options, instance_to_proto,
@@ -1383,6 +1384,7 @@ impl AgentPod for AgentPodService {
         &self,
         request: Request<pb::ClaimTickRequest>,
     ) -> Result<Response<pb::ClaimTickResponse>, Status> {
+        check_tenant(&request, &request.get_ref().tenant_id)?;
         let req = request.into_inner();
         let span = rpc_span("ClaimTick", &req.tenant_id, &req.instance_id, "");
         self.claim(req).instrument(span).await.map(Response::new)
@@ -1392,6 +1394,7 @@ impl AgentPod for AgentPodService {
         &self,
         request: Request<pb::RenewLeaseRequest>,
     ) -> Result<Response<pb::RenewLeaseResponse>, Status> {
+        check_tenant(&request, &request.get_ref().tenant_id)?;
         let req = request.into_inner();
         let span = rpc_span(
             "RenewLease",
@@ -1422,6 +1425,7 @@ impl AgentPod for AgentPodService {
         &self,
         request: Request<pb::InvokeToolRequest>,
     ) -> Result<Response<pb::InvokeToolResponse>, Status> {
+        check_tenant(&request, &request.get_ref().tenant_id)?;
         let req = request.into_inner();
         let span = rpc_span(
             "InvokeTool",
@@ -1436,6 +1440,7 @@ impl AgentPod for AgentPodService {
         &self,
         request: Request<pb::RecordCallAttemptRequest>,
     ) -> Result<Response<pb::RecordCallAttemptResponse>, Status> {
+        check_tenant(&request, &request.get_ref().tenant_id)?;
         let req = request.into_inner();
         let span = rpc_span(
             "RecordCallAttempt",
@@ -1453,6 +1458,7 @@ impl AgentPod for AgentPodService {
         &self,
         request: Request<pb::ReserveCreditRequest>,
     ) -> Result<Response<pb::ReserveCreditResponse>, Status> {
+        check_tenant(&request, &request.get_ref().tenant_id)?;
         let req = request.into_inner();
         let span = rpc_span(
             "ReserveCredit",
@@ -1467,6 +1473,7 @@ impl AgentPod for AgentPodService {
         &self,
         request: Request<pb::CompleteTickRequest>,
     ) -> Result<Response<pb::CompleteTickResponse>, Status> {
+        check_tenant(&request, &request.get_ref().tenant_id)?;
         let req = request.into_inner();
         let span = rpc_span(
             "CompleteTick",
