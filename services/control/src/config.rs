@@ -44,6 +44,17 @@ pub struct ControlConfig {
     /// Durable pull consumer the agent pods bind to (created or updated here).
     #[arg(long, env = "GENESIS_CONSUMER", default_value = "agent-pods")]
     pub consumer: String,
+    /// Dedicated agent-pod pools, `name=tenant,tenant;name=tenant`: a
+    /// pool's tenants' ticks go to `<prefix>.<name>.<tenant>`, taken by the
+    /// durable consumer `<consumer>-<name>` (created or updated here), and
+    /// the shared consumer then filters `<prefix>.*` so it never sees them.
+    /// Empty: one shared pool takes every tick.
+    #[arg(long, env = "GENESIS_POD_POOLS", default_value = "", value_parser = genesis_core::PodPools::parse_arg)]
+    #[serde(
+        serialize_with = "pools_text",
+        skip_serializing_if = "genesis_core::PodPools::is_empty"
+    )]
+    pub pod_pools: genesis_core::PodPools,
     /// gRPC listen address.
     #[arg(long, env = "GENESIS_GRPC_ADDR", default_value = "0.0.0.0:50051")]
     pub grpc_addr: SocketAddr,
@@ -165,6 +176,14 @@ pub struct ControlConfig {
     pub enqueue_rate_burst: f64,
 }
 
+/// `GENESIS_POD_POOLS` as it is written.
+fn pools_text<S: serde::Serializer>(
+    pools: &genesis_core::PodPools,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_str(pools)
+}
+
 impl std::fmt::Debug for ControlConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.dump())
@@ -180,6 +199,7 @@ impl ControlConfig {
             stream: "GENESIS_TICKS".into(),
             subject_prefix: "genesis.ticks".into(),
             consumer: "agent-pods".into(),
+            pod_pools: genesis_core::PodPools::none(),
             grpc_addr: SocketAddr::from(([0, 0, 0, 0], 50051)),
             http_addr: SocketAddr::from(([0, 0, 0, 0], 9090)),
             lease_ttl_secs: 60,
@@ -449,5 +469,39 @@ mod tests {
                 .to_string()
                 .contains("GENESIS_DASHBOARD_SESSION_HOURS")
         );
+    }
+
+    #[test]
+    fn pod_pools_are_read_from_their_text_refused_with_the_reason_and_dumped_back() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            config: ControlConfig,
+        }
+        let (a, b) = (uuid::Uuid::from_u128(1), uuid::Uuid::from_u128(2));
+        let text = format!("eu={b},{a}");
+        let cli = Cli::try_parse_from(["genesis-control", "--pod-pools", &text]).expect("parsed");
+        let pools = cli.config.pod_pools.pools();
+        assert_eq!(pools.len(), 1);
+        assert_eq!((pools[0].name(), pools[0].tenants()), ("eu", &[a, b][..]));
+        let dumped: toml::Table = cli.config.dump().parse().expect("TOML");
+        assert_eq!(
+            dumped["pod_pools"].as_str(),
+            Some(format!("eu={a},{b}").as_str())
+        );
+        let err = Cli::try_parse_from(["genesis-control", "--pod-pools", &format!("EU={a}")])
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("pool name \"EU\""), "{err}");
+        let err = Cli::try_parse_from(["genesis-control", "--pod-pools", &format!("x={a};y={a}")])
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("in two pools"), "{err}");
+        let unset = ControlConfig::new("postgres://h/db", "nats://h");
+        assert!(unset.pod_pools.is_empty());
+        assert!(!unset.dump().contains("pod_pools"));
     }
 }

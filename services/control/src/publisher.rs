@@ -1,6 +1,7 @@
 //! The outbox publisher (DESIGN §4): turns due, unpublished
 //! `agent_event_queue` rows into JetStream messages on
-//! `<prefix>.<tenant_id>` with `Nats-Msg-Id` = the event id (suffixed with its
+//! `<prefix>.<tenant_id>` (`<prefix>.<pool>.<tenant_id>` for a tenant of a
+//! dedicated pool, `GENESIS_POD_POOLS`) with `Nats-Msg-Id` = the event id (suffixed with its
 //! publish epoch once re-armed, `EventRow::message_id`), awaits every ack
 //! of a batch concurrently, then marks the acked events `published_at` in one
 //! statement. Woken by `NOTIFY genesis_due` (read through control's one
@@ -8,8 +9,9 @@
 //! future `visible_at`, and by a safety poll; a round that published runs
 //! again at once, and the notices already received when a round starts are
 //! read with it (one round per burst of events, not one per notice). It
-//! also creates or updates the stream and the agent pods' durable consumer
-//! from configuration at start.
+//! also creates or updates the stream and the agent pods' durable consumers
+//! from configuration at start: the shared pool's, then one per dedicated
+//! pool (genesis_core::pod_tenancy has the routing).
 //!
 //! A crash between publish and mark re-publishes; the stream's duplicate
 //! window drops the copy. NATS down → it retries with backoff and loses
@@ -20,7 +22,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
 use chrono::{DateTime, Utc};
-use genesis_core::Backoff;
+use genesis_core::{Backoff, PodPools};
 use genesis_store::{EventRow, Store};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -50,6 +52,28 @@ pub struct PublisherSettings {
     pub ack_timeout: Duration,
     /// Consumer backlog at which publishing pauses (0: never).
     pub max_pending: u64,
+    /// The dedicated pools (none: one shared pool).
+    pub pools: PodPools,
+}
+
+impl PublisherSettings {
+    /// The subject of `tenant`'s ticks (its pool's, or the shared one).
+    pub fn subject(&self, tenant_id: Uuid) -> String {
+        self.pools.subject(&self.subject_prefix, tenant_id)
+    }
+
+    /// Every durable consumer the pods bind to: the shared pool's first,
+    /// then each dedicated pool's.
+    pub fn consumer_names(&self) -> Vec<String> {
+        std::iter::once(self.consumer.clone())
+            .chain(
+                self.pools
+                    .pools()
+                    .iter()
+                    .map(|p| PodPools::pool_consumer(&self.consumer, p)),
+            )
+            .collect()
+    }
 }
 
 impl From<&ControlConfig> for PublisherSettings {
@@ -65,6 +89,7 @@ impl From<&ControlConfig> for PublisherSettings {
             poll: Duration::from_millis(c.outbox_poll_ms),
             ack_timeout: Duration::from_millis(c.publish_ack_timeout_ms),
             max_pending: c.outbox_max_pending,
+            pools: c.pod_pools.clone(),
         }
     }
 }
@@ -77,7 +102,7 @@ pub struct TickMessage {
     pub event_id: Uuid,
 }
 
-/// `<prefix>.<tenant_id>`.
+/// `<prefix>.<tenant_id>`: a shared-pool tenant's subject.
 pub fn subject_for(prefix: &str, tenant_id: Uuid) -> String {
     format!("{prefix}.{tenant_id}")
 }
@@ -95,20 +120,55 @@ pub fn stream_config(s: &PublisherSettings) -> stream::Config {
     }
 }
 
-/// The agent pods' durable pull consumer: explicit ack, ack_wait = 2 × lease
-/// TTL, and no delivery cap. A message is only a wake-up for its instance:
-/// every `LeaseHeld` NAK spends a delivery, so a JetStream cap would silently
-/// drop wake-ups for events the database still holds as due (nothing would
-/// ever claim them again). The bound on retries is the event's own
-/// `attempts` counter, raised by every claim and dead-lettered with an
-/// attention request past `max_attempts` (see `genesis_claim_tick`).
+/// The shared pool's durable pull consumer, created fresh: explicit ack,
+/// ack_wait = 2 × lease TTL, and no delivery cap. A message is only a
+/// wake-up for its instance: every `LeaseHeld` NAK spends a delivery, so a
+/// JetStream cap would silently drop wake-ups for events the database
+/// still holds as due (nothing would ever claim them again). The bound on
+/// retries is the event's own `attempts` counter, raised by every claim and
+/// dead-lettered with an attention request past `max_attempts` (see
+/// `genesis_claim_tick`).
 pub fn consumer_config(s: &PublisherSettings) -> consumer::pull::Config {
+    shared_consumer_config(s, None)
+}
+
+/// The shared pool's consumer, given the filter it has now (`None`: it
+/// does not exist yet): `<prefix>.>` without pools, `<prefix>.*` with them
+/// (see [`PodPools::shared_filter`]).
+pub fn shared_consumer_config(
+    s: &PublisherSettings,
+    current_filter: Option<&str>,
+) -> consumer::pull::Config {
+    pull_config(
+        s,
+        s.consumer.clone(),
+        s.pools.shared_filter(&s.subject_prefix, current_filter),
+    )
+}
+
+/// Each dedicated pool's consumer, `<consumer>-<pool>` on
+/// `<prefix>.<pool>.*`, configured as the shared one otherwise.
+pub fn pool_consumer_configs(s: &PublisherSettings) -> Vec<consumer::pull::Config> {
+    s.pools
+        .pools()
+        .iter()
+        .map(|p| {
+            pull_config(
+                s,
+                PodPools::pool_consumer(&s.consumer, p),
+                PodPools::pool_filter(&s.subject_prefix, p),
+            )
+        })
+        .collect()
+}
+
+fn pull_config(s: &PublisherSettings, name: String, filter: String) -> consumer::pull::Config {
     consumer::pull::Config {
-        durable_name: Some(s.consumer.clone()),
+        durable_name: Some(name),
         ack_policy: consumer::AckPolicy::Explicit,
         ack_wait: s.lease_ttl * 2,
         max_deliver: -1,
-        filter_subject: format!("{}.>", s.subject_prefix),
+        filter_subject: filter,
         ..Default::default()
     }
 }
@@ -126,7 +186,10 @@ pub async fn connect(s: &PublisherSettings) -> Result<jetstream::Context, Contro
     Ok(js)
 }
 
-/// Create or update the stream and the durable consumer, idempotently.
+/// Create or update the stream and the durable consumers, idempotently.
+/// The shared consumer goes first: with pools its filter must have left
+/// their subjects before their consumers can exist (the WorkQueue stream
+/// refuses consumers whose filters overlap).
 pub async fn ensure_stream(
     js: &jetstream::Context,
     s: &PublisherSettings,
@@ -138,27 +201,48 @@ pub async fn ensure_stream(
         .get_stream(&s.stream)
         .await
         .map_err(|e| ControlError::Nats(format!("stream {}: {e}", s.stream)))?;
-    let config = consumer_config(s);
+    let current = stream
+        .consumer_info(&s.consumer)
+        .await
+        .ok()
+        .map(|info| info.config.filter_subject);
+    upsert_consumer(&stream, shared_consumer_config(s, current.as_deref())).await?;
+    for config in pool_consumer_configs(s) {
+        upsert_consumer(&stream, config).await?;
+    }
+    Ok(())
+}
+
+async fn upsert_consumer(
+    stream: &stream::Stream,
+    config: consumer::pull::Config,
+) -> Result<(), ControlError> {
+    let name = config.durable_name.clone().unwrap_or_default();
     match stream.create_consumer(config.clone()).await {
         Ok(_) => Ok(()),
         Err(create_err) => stream
             .update_consumer(config)
             .await
             .map(|_| ())
-            .map_err(|e| {
-                ControlError::Nats(format!(
-                    "consumer {}: {create_err}; update: {e}",
-                    s.consumer
-                ))
-            }),
+            .map_err(|e| ControlError::Nats(format!("consumer {name}: {create_err}; update: {e}"))),
     }
 }
 
-/// Publish one event (headers and body as the pods expect) and return the
-/// pending ack.
+/// Publish one event of a shared-pool tenant (`<prefix>.<tenant_id>`);
+/// see [`publish_event_on`].
 pub async fn publish_event(
     js: &jetstream::Context,
     prefix: &str,
+    event: &EventRow,
+) -> Result<jetstream::context::PublishAckFuture, ControlError> {
+    publish_event_on(js, subject_for(prefix, event.tenant_id), event).await
+}
+
+/// Publish one event on `subject` (headers and body as the pods expect)
+/// and return the pending ack.
+pub async fn publish_event_on(
+    js: &jetstream::Context,
+    subject: String,
     event: &EventRow,
 ) -> Result<jetstream::context::PublishAckFuture, ControlError> {
     let mut headers = async_nats::HeaderMap::new();
@@ -172,7 +256,7 @@ pub async fn publish_event(
         event_id: event.id,
     })
     .map_err(|e| ControlError::Nats(format!("encode: {e}")))?;
-    js.publish_with_headers(subject_for(prefix, event.tenant_id), headers, body.into())
+    js.publish_with_headers(subject, headers, body.into())
         .await
         .map_err(|e| ControlError::Nats(format!("publish {}: {e}", event.id)))
 }
@@ -195,7 +279,7 @@ pub async fn publish_batch(
     let mut pending = Vec::with_capacity(n);
     let mut first_error: Option<ControlError> = None;
     for event in &batch.events {
-        match publish_event(js, &s.subject_prefix, event).await {
+        match publish_event_on(js, s.subject(event.tenant_id), event).await {
             Ok(ack) => pending.push((event.id, ack)),
             Err(e) => {
                 first_error.get_or_insert(e);
@@ -316,25 +400,30 @@ impl Backlog {
     }
 }
 
-/// The messages the consumer holds: undelivered (`num_pending`, what KEDA
+/// The messages the consumers hold: undelivered (`num_pending`, what KEDA
 /// scales on) plus delivered and not yet acknowledged (`num_ack_pending`,
-/// which includes messages NAKed with a delay). On the WorkQueue stream that
-/// is every message stored, so holding at the limit bounds the stream itself;
+/// which includes messages NAKed with a delay), summed over the shared and
+/// every dedicated pool's consumer. On the WorkQueue stream that is every
+/// message stored, so holding at the limit bounds the stream itself;
 /// counting the undelivered alone let NAK-delayed messages pile up past it.
 async fn consumer_pending(
     js: &jetstream::Context,
     s: &PublisherSettings,
 ) -> Result<u64, ControlError> {
-    // Binding the consumer is itself a CONSUMER.INFO request; its answer is
-    // the reading (asking `info()` again would be a second round trip).
-    let consumer: consumer::PullConsumer = js
-        .get_consumer_from_stream(&s.consumer, &s.stream)
-        .await
-        .map_err(|e| ControlError::Nats(format!("consumer {}: {e}", s.consumer)))?;
-    let info = consumer.cached_info();
-    Ok(info
-        .num_pending
-        .saturating_add(u64::try_from(info.num_ack_pending).unwrap_or(0)))
+    let mut total: u64 = 0;
+    for name in s.consumer_names() {
+        // Binding the consumer is itself a CONSUMER.INFO request; its answer
+        // is the reading (asking `info()` again would be a second round trip).
+        let consumer: consumer::PullConsumer = js
+            .get_consumer_from_stream(&name, &s.stream)
+            .await
+            .map_err(|e| ControlError::Nats(format!("consumer {name}: {e}")))?;
+        let info = consumer.cached_info();
+        total = total
+            .saturating_add(info.num_pending)
+            .saturating_add(u64::try_from(info.num_ack_pending).unwrap_or(0));
+    }
+    Ok(total)
 }
 
 /// The publisher loop, until `shutdown` (checked between batches, so the
@@ -522,6 +611,39 @@ mod tests {
         assert_eq!(c.ack_wait, Duration::from_secs(120));
         assert_eq!(c.max_deliver, -1);
         assert_eq!(c.ack_policy, consumer::AckPolicy::Explicit);
+    }
+
+    #[test]
+    fn dedicated_pools_get_their_own_consumers_and_the_shared_one_leaves_their_subjects() {
+        let a = Uuid::from_u128(1);
+        let b = Uuid::from_u128(2);
+        let mut s = settings();
+        // No pool: the shared consumer keeps the filter it always had.
+        assert_eq!(consumer_config(&s).filter_subject, "genesis.ticks.>");
+        assert!(pool_consumer_configs(&s).is_empty());
+        assert_eq!(s.consumer_names(), ["agent-pods"]);
+        assert_eq!(s.subject(a), format!("genesis.ticks.{a}"));
+
+        s.pools = PodPools::parse(&format!("eu={a}")).expect("pools");
+        assert_eq!(s.subject(a), format!("genesis.ticks.eu.{a}"));
+        assert_eq!(s.subject(b), format!("genesis.ticks.{b}"));
+        for current in [None, Some("genesis.ticks.>")] {
+            let shared = shared_consumer_config(&s, current);
+            assert_eq!(shared.durable_name.as_deref(), Some("agent-pods"));
+            assert_eq!(shared.filter_subject, "genesis.ticks.*", "{current:?}");
+        }
+        let pools = pool_consumer_configs(&s);
+        assert_eq!(pools.len(), 1);
+        let eu = &pools[0];
+        assert_eq!(eu.durable_name.as_deref(), Some("agent-pods-eu"));
+        assert_eq!(eu.filter_subject, "genesis.ticks.eu.*");
+        // Configured as the shared one otherwise.
+        let shared = consumer_config(&s);
+        assert_eq!(
+            (eu.ack_policy, eu.ack_wait, eu.max_deliver),
+            (shared.ack_policy, shared.ack_wait, shared.max_deliver)
+        );
+        assert_eq!(s.consumer_names(), ["agent-pods", "agent-pods-eu"]);
     }
 
     #[test]
