@@ -214,6 +214,7 @@ async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Re
                 tenant_id: Some(other.clone()),
                 label: "other-operator".into(),
                 ttl_seconds: Some(3600),
+                pod_tenant_ids: vec![],
             })
             .await?
             .into_inner()

@@ -65,6 +65,7 @@ async fn tenant_token(fleet: &Fleet, tenant: &str) -> anyhow::Result<String> {
             tenant_id: Some(tenant.to_owned()),
             label: "dashboard-browser".into(),
             ttl_seconds: Some(3600),
+            pod_tenant_ids: vec![],
         })
         .await?
         .into_inner()

@@ -105,6 +105,7 @@ async fn a_mission_question_round_trips_through_the_operator_exactly_once() -> a
                 tenant_id: Some(other.clone()),
                 label: "other-operator".into(),
                 ttl_seconds: Some(3600),
+                pod_tenant_ids: vec![],
             })
             .await?
             .into_inner()

@@ -131,6 +131,7 @@ async fn no_token_key_or_session_secret_appears_in_any_log() -> anyhow::Result<(
                 tenant_id: Some(tenant.clone()),
                 label: "secrets".into(),
                 ttl_seconds: None,
+                pod_tenant_ids: vec![],
             })
             .await?
             .into_inner()

@@ -871,6 +871,11 @@ pub enum TokenCmd {
         /// Lifetime (e.g. 30d); default none.
         #[arg(long, value_parser = parse_duration)]
         ttl: Option<Duration>,
+        /// Scope agent-pod only: a tenant the token may serve (repeat the
+        /// flag or separate ids with commas; platform-wide token only).
+        /// Unset: every tenant (a shared pool's token).
+        #[arg(long = "pod-tenant", value_name = "TENANT", value_delimiter = ',')]
+        pod_tenants: Vec<String>,
     },
     /// Revokes a token.
     Revoke {

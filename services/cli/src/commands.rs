@@ -238,6 +238,7 @@ const TOKEN_COLS: &[Column] = &[
     col("ID", "id"),
     col("SCOPE", "scope"),
     col("TENANT", "tenant_id"),
+    col("POD TENANTS", "pod_tenant_ids"),
     col("LABEL", "label"),
     col("CREATED", "created_at"),
     col("EXPIRES", "expires_at"),
@@ -1363,7 +1364,12 @@ async fn task(ctx: &mut Ctx<'_>, cmd: &TaskCmd) -> Result<(), CliError> {
 
 async fn token(ctx: &mut Ctx<'_>, cmd: &TokenCmd) -> Result<(), CliError> {
     match cmd {
-        TokenCmd::Create { scope, label, ttl } => {
+        TokenCmd::Create {
+            scope,
+            label,
+            ttl,
+            pod_tenants,
+        } => {
             let ttl_seconds = ttl
                 .map(|d| {
                     i64::try_from(d.as_secs())
@@ -1377,6 +1383,10 @@ async fn token(ctx: &mut Ctx<'_>, cmd: &TokenCmd) -> Result<(), CliError> {
                 tenant_id: ctx.opt_tenant()?,
                 label: label.clone(),
                 ttl_seconds,
+                pod_tenant_ids: pod_tenants
+                    .iter()
+                    .map(|t| uuid("--pod-tenant", t))
+                    .collect::<Result<_, _>>()?,
             };
             let r = call!(ctx, tokens.create_token(req));
             ctx.out.object(&r)

@@ -128,5 +128,11 @@ pub fn token(t: &ApiToken) -> v1::ApiToken {
         created_at: Some(timestamp_from_chrono(t.created_at)),
         expires_at: optional_timestamp(t.expires_at),
         revoked_at: optional_timestamp(t.revoked_at),
+        pod_tenant_ids: t
+            .pod_tenants
+            .ids()
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
     }
 }

@@ -7,7 +7,7 @@
 
 use clap::{Parser, Subcommand};
 use genesis_control::{ControlConfig, run};
-use genesis_core::TokenScope;
+use genesis_core::{PodTenants, TokenScope};
 use genesis_telemetry::TelemetryConfig;
 use uuid::Uuid;
 
@@ -51,6 +51,11 @@ enum TokenCommand {
         /// Bind an operator token to a tenant (unset: platform-wide).
         #[arg(long)]
         tenant: Option<Uuid>,
+        /// Scope agent-pod only: a tenant the token may serve (repeat the
+        /// flag or separate ids with commas; at most 256). Unset: every
+        /// tenant (a shared pool's token).
+        #[arg(long = "pod-tenant", value_name = "TENANT", value_delimiter = ',')]
+        pod_tenants: Vec<Uuid>,
         /// A label recorded as the actor of audited writes.
         #[arg(long, default_value = "")]
         label: String,
@@ -88,11 +93,16 @@ async fn command(cli: Cli) -> anyhow::Result<()> {
                 TokenCommand::Create {
                     scope,
                     tenant,
+                    pod_tenants,
                     label,
                     ttl,
                 },
         } => {
             let scope: TokenScope = scope.parse().map_err(|e| anyhow::anyhow!("--scope: {e}"))?;
+            let pod_tenants = PodTenants::new("--pod-tenant", pod_tenants)?;
+            if scope != TokenScope::AgentPod && !pod_tenants.is_all() {
+                anyhow::bail!("--pod-tenant: only agent-pod tokens carry a tenant set");
+            }
             let expires_at = match ttl {
                 None => None,
                 Some(t) => Some(
@@ -102,10 +112,28 @@ async fn command(cli: Cli) -> anyhow::Result<()> {
             };
             let store =
                 genesis_store::Store::connect(&cli.config.database_url, Default::default()).await?;
-            let (raw, row) =
-                genesis_control::tokens::mint(&store, scope, tenant, &label, expires_at).await?;
+            let (raw, row) = genesis_control::tokens::mint_for_tenants(
+                &store,
+                scope,
+                tenant,
+                &pod_tenants,
+                &label,
+                expires_at,
+            )
+            .await?;
+            let serves = match row.pod_tenants.ids() {
+                [] if row.scope == TokenScope::AgentPod => ", every tenant".to_owned(),
+                [] => String::new(),
+                ids => format!(
+                    ", tenants {}",
+                    ids.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+            };
             eprintln!(
-                "token {} ({}) created; it is shown once:",
+                "token {} ({}{serves}) created; it is shown once:",
                 row.id, row.scope
             );
             println!("{raw}");

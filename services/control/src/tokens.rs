@@ -4,11 +4,12 @@
 //! log or return the raw token anywhere but the one return value.
 
 use chrono::{DateTime, Utc};
-use genesis_core::TokenScope;
+use genesis_core::{PodTenants, TokenScope};
 use genesis_store::{ApiToken, Store, StoreError};
 use uuid::Uuid;
 
-/// Mint and store a token; returns the raw token (show it once) and its row.
+/// Mint and store a token admitting every tenant its scope allows; returns
+/// the raw token (show it once) and its row.
 pub async fn mint(
     store: &Store,
     scope: TokenScope,
@@ -16,12 +17,36 @@ pub async fn mint(
     label: &str,
     expires_at: Option<DateTime<Utc>>,
 ) -> Result<(String, ApiToken), StoreError> {
+    mint_for_tenants(
+        store,
+        scope,
+        tenant_id,
+        &PodTenants::all(),
+        label,
+        expires_at,
+    )
+    .await
+}
+
+/// [`mint`] with the tenants an agent-pod token may serve (`pod_tenants`,
+/// empty: every tenant); the store refuses a set on an operator token and
+/// names an unknown tenant. Callers decide who may ask (a platform-wide
+/// caller only).
+pub async fn mint_for_tenants(
+    store: &Store,
+    scope: TokenScope,
+    tenant_id: Option<Uuid>,
+    pod_tenants: &PodTenants,
+    label: &str,
+    expires_at: Option<DateTime<Utc>>,
+) -> Result<(String, ApiToken), StoreError> {
     let raw = genesis_proto::auth::generate_token();
     let row = store
         .tokens()
-        .insert(
+        .insert_for_tenants(
             tenant_id,
             scope,
+            pod_tenants,
             &genesis_proto::auth::token_sha256(&raw),
             label,
             expires_at,

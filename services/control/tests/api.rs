@@ -658,6 +658,7 @@ async fn malformed_requests_are_invalid_argument_naming_the_field(
                     tenant_id: None,
                     label: String::new(),
                     ttl_seconds: None,
+                    pod_tenant_ids: vec![],
                 },
                 &op,
             ))
@@ -672,6 +673,7 @@ async fn malformed_requests_are_invalid_argument_naming_the_field(
                     tenant_id: None,
                     label: String::new(),
                     ttl_seconds: Some(0),
+                    pod_tenant_ids: vec![],
                 },
                 &op,
             ))
@@ -1167,6 +1169,7 @@ async fn lifecycle_mode_decision_config_feature_and_token_rpcs_do_what_they_say(
                 tenant_id: Some(t.to_string()),
                 label: "ci".into(),
                 ttl_seconds: Some(3600),
+                pod_tenant_ids: vec![],
             },
             &op,
         ))

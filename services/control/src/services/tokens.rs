@@ -1,11 +1,12 @@
 //! `genesis.v1.TokenService`: mint (shown once), revoke and list API tokens.
 //! A tenant-bound operator may mint, list and revoke operator tokens of its
-//! own tenant; platform-wide, agent-pod and other tenants' tokens need a
-//! platform-wide caller. Must never return or log a token hash, and never
-//! return the raw token anywhere but CreateToken's answer.
+//! own tenant; platform-wide, agent-pod (with or without the set of tenants
+//! it serves) and other tenants' tokens need a platform-wide caller. Must
+//! never return or log a token hash, and never return the raw token anywhere
+//! but CreateToken's answer.
 
 use chrono::Utc;
-use genesis_core::TokenScope;
+use genesis_core::{PodTenants, TokenScope};
 use genesis_proto::convert::invalid_argument;
 use genesis_proto::v1::{self, token_service_server::TokenService};
 use tonic::{Request, Response, Status};
@@ -14,7 +15,7 @@ use super::{observe, record_ids};
 use crate::auth::caller;
 use crate::convert;
 use crate::state::AppState;
-use crate::status::{opt_text, opt_uuid, parse_enum, store_status, uuid};
+use crate::status::{core_status, opt_text, opt_uuid, parse_enum, store_status, uuid};
 
 /// Longest label accepted (the store's limit).
 const MAX_LABEL_BYTES: usize = 200;
@@ -41,6 +42,11 @@ impl TokenService for Tokens {
         observe(&self.state, "/genesis.v1.TokenService/CreateToken", async {
             let caller = caller(&request)?;
             let req = request.get_ref();
+            // Which tenants a pod may serve is the platform's to say, and is
+            // refused to anyone else before any of it is read.
+            if !req.pod_tenant_ids.is_empty() {
+                caller.require_platform()?;
+            }
             // The tenant is authorized before anything else is read.
             let tenant = opt_uuid("tenant_id", req.tenant_id.as_deref())?;
             match tenant {
@@ -48,6 +54,14 @@ impl TokenService for Tokens {
                 None => caller.require_platform()?,
             }
             let scope: TokenScope = parse_enum("scope", &req.scope)?;
+            let pod_tenants =
+                PodTenants::parse("pod_tenant_ids", &req.pod_tenant_ids).map_err(core_status)?;
+            if scope != TokenScope::AgentPod && !pod_tenants.is_all() {
+                return Err(invalid_argument(
+                    "pod_tenant_ids",
+                    "only agent-pod tokens carry a tenant set",
+                ));
+            }
             opt_text("label", &req.label, MAX_LABEL_BYTES)?;
             let expires_at = match req.ttl_seconds {
                 None => None,
@@ -73,10 +87,16 @@ impl TokenService for Tokens {
                 }
                 _ => caller.require_platform()?,
             }
-            let (raw, row) =
-                crate::tokens::mint(&self.state.store, scope, tenant, &req.label, expires_at)
-                    .await
-                    .map_err(store_status)?;
+            let (raw, row) = crate::tokens::mint_for_tenants(
+                &self.state.store,
+                scope,
+                tenant,
+                &pod_tenants,
+                &req.label,
+                expires_at,
+            )
+            .await
+            .map_err(store_status)?;
             Ok(v1::CreateTokenResponse {
                 token: raw,
                 info: Some(convert::token(&row)),
