@@ -174,6 +174,19 @@ pub struct ControlConfig {
     /// Enqueueing calls a tenant may make at once before the rate applies.
     #[arg(long, env = "GENESIS_ENQUEUE_RATE_BURST", default_value_t = 100.0)]
     pub enqueue_rate_burst: f64,
+    /// Failed authentications (gRPC bearer tokens, dashboard sign-ins) a
+    /// peer address (an IPv6 /64) may make per minute, all at once at most;
+    /// past it the peer's requests are refused before any token lookup
+    /// until its bucket refills. 0 switches the limit off (do so when every
+    /// client comes through one proxy address).
+    #[arg(long, env = "GENESIS_AUTH_FAILURES_PER_MINUTE", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub auth_failures_per_minute: u32,
+    /// Most peer addresses whose failed authentications are remembered;
+    /// past it refilled peers, then the least recently failed, are dropped.
+    #[arg(long, env = "GENESIS_AUTH_FAILURE_PEERS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub auth_failure_peers: u32,
 }
 
 /// `GENESIS_POD_POOLS` as it is written.
@@ -228,6 +241,8 @@ impl ControlConfig {
             admin_rate_burst: 200.0,
             enqueue_rate_per_sec: 20.0,
             enqueue_rate_burst: 100.0,
+            auth_failures_per_minute: 20,
+            auth_failure_peers: 10_000,
         }
     }
 

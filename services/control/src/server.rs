@@ -214,6 +214,12 @@ pub async fn run(
     builder.add_service(health_service).add_service(reflection);
     let grpc_shutdown = shutdown.clone();
     let grpc_server = tonic::transport::Server::builder()
+        // A peer out of failed authentications is refused before the auth
+        // layer looks its token up.
+        .layer(genesis_proto::peer_limit::FailedAuthLayer::new(
+            state.auth_failures.clone(),
+            crate::auth::is_open_path,
+        ))
         .layer(AuthLayer::new(state.clone()))
         .add_routes(builder.routes())
         .serve_with_incoming_shutdown(
@@ -230,9 +236,13 @@ pub async fn run(
         let dash_shutdown = shutdown.clone();
         let dash_state = state.clone();
         tracker.spawn(async move {
-            let served = axum::serve(listener, crate::dashboard::router(dash_state))
-                .with_graceful_shutdown(async move { dash_shutdown.cancelled().await })
-                .await;
+            let served = axum::serve(
+                listener,
+                crate::dashboard::router(dash_state)
+                    .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move { dash_shutdown.cancelled().await })
+            .await;
             if let Err(e) = served {
                 tracing::error!(error = %e, "dashboard server failed");
             }

@@ -35,6 +35,9 @@ pub struct AppState {
     pub lanes: Arc<crate::services::lanes::Lanes>,
     /// Per-tenant rate limits of the admin surface.
     pub limits: Arc<crate::limits::RateLimits>,
+    /// Failed authentications per peer address (gRPC and dashboard
+    /// sign-in), checked before any token lookup.
+    pub auth_failures: Arc<genesis_proto::peer_limit::FailedAuthLimit>,
     /// The provider keys a preset may name, with who may name each: names
     /// and bindings only (genesis_llm::keys). The well-known names until
     /// [`crate::server::state`] reads the deployment's.
@@ -57,6 +60,10 @@ impl AppState {
         AppState {
             store,
             limits: Arc::new(crate::limits::RateLimits::from_config(&config)),
+            auth_failures: Arc::new(genesis_proto::peer_limit::FailedAuthLimit::new(
+                config.auth_failures_per_minute,
+                usize::try_from(config.auth_failure_peers).unwrap_or(usize::MAX),
+            )),
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
             hub: TurnHub::new(1024),

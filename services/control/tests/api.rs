@@ -63,6 +63,9 @@ async fn every_served_rpc_refuses_no_token_a_bad_token_and_an_agent_pod_token(
     .0;
     let mut cfg = config(&pool, NATS_URL);
     cfg.auto_bootstrap = false;
+    // Every refusal here comes from one address: the failed-auth limit
+    // (tested below) would soon answer them all alike.
+    cfg.auth_failures_per_minute = 0;
     let h = start(cfg).await?;
     let channel = h.channel().await?;
     let rpcs: Vec<_> = genesis_proto::convert::all_rpcs()
@@ -108,6 +111,49 @@ async fn every_served_rpc_refuses_no_token_a_bad_token_and_an_agent_pod_token(
             "{path} with an agent-pod token: {agent:?}"
         );
     }
+    h.stop().await
+}
+
+/// A peer that spent its failed authentications is refused before its
+/// token is looked up (a valid one too), with a retry hint; health and
+/// reflection still answer it.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_peer_out_of_failed_authentications_is_refused_before_any_lookup(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let op = token(&store, TokenScope::Operator, None).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    cfg.auth_failures_per_minute = 3;
+    let h = start(cfg).await?;
+    let channel = h.channel().await?;
+    let path = "/genesis.v1.TenantService/ListTenants";
+    let unknown = raw_call(channel.clone(), path, None).await;
+    assert_eq!(unknown.code(), Code::Unauthenticated, "{unknown:?}");
+    for _ in 0..2 {
+        let bad = raw_call(
+            channel.clone(),
+            path,
+            Some(&genesis_proto::auth::generate_token()),
+        )
+        .await;
+        assert_eq!(bad.message(), "unknown, expired or revoked token");
+    }
+    let held = raw_call(channel.clone(), path, Some(&op)).await;
+    assert_eq!(held.code(), Code::Unauthenticated, "{held:?}");
+    assert!(
+        held.message()
+            .starts_with("too many failed authentications from this address"),
+        "{held:?}"
+    );
+    assert!(held.metadata().get("retry-after-ms").is_some(), "{held:?}");
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await?;
     h.stop().await
 }
 

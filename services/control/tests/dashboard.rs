@@ -133,10 +133,18 @@ async fn free_addr() -> anyhow::Result<SocketAddr> {
 }
 
 async fn start_dashboard(pool: &PgPool) -> anyhow::Result<(Harness, Dash)> {
+    start_dashboard_with(pool, |_| {}).await
+}
+
+async fn start_dashboard_with(
+    pool: &PgPool,
+    configure: impl FnOnce(&mut genesis_control::ControlConfig),
+) -> anyhow::Result<(Harness, Dash)> {
     let mut cfg = config(pool, NATS_URL);
     cfg.auto_bootstrap = false;
     let addr = free_addr().await?;
     cfg.dashboard_addr = addr.to_string();
+    configure(&mut cfg);
     let h = start(cfg).await?;
     let dash = Dash::new(addr)?;
     // The listener binds inside `run`: wait for the sign-in page.
@@ -222,6 +230,48 @@ async fn sign_in_sets_a_strict_http_only_session_and_refuses_bad_tokens(
     // A platform token signs in to the tenant it names.
     let r = d.sign_in(&platform, &t.to_string()).await?;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    h.stop().await
+}
+
+/// Failed sign-ins spend the peer's failed-authentication bucket; once it
+/// is empty the form is answered 429 with Retry-After before the token is
+/// looked up (a valid one too) and no session is opened. A refusal of a
+/// valid token (an agent-pod token) is not a failure.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn failed_sign_ins_hold_the_peer_back_before_any_lookup(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let pod = token(&store, TokenScope::AgentPod, None).await?;
+    let (h, d) = start_dashboard_with(&pool, |c| c.auth_failures_per_minute = 2).await?;
+    for _ in 0..3 {
+        let r = d.sign_in(&pod, "").await?;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        assert!(r.text().await?.contains("agent-pod"));
+    }
+    for tok in ["nope", genesis_proto::auth::generate_token().as_str()] {
+        let r = d.sign_in(tok, "").await?;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{tok}");
+    }
+    let r = d.sign_in(&op, "").await?;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.headers().get(SET_COOKIE).is_none());
+    let wait: u64 = r
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .ok_or_else(|| anyhow::anyhow!("no Retry-After"))?
+        .to_str()?
+        .parse()?;
+    assert!((1..=30).contains(&wait), "{wait}");
+    assert!(
+        r.text()
+            .await?
+            .contains("too many failed authentications from this address")
+    );
+    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM dashboard_sessions")
+        .fetch_one(&pool)
+        .await?;
+    assert_eq!(sessions, 0);
     h.stop().await
 }
 

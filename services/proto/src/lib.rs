@@ -2,7 +2,8 @@
 //! from `proto/genesis/v1/*.proto` (package `genesis.v1`), the encoded file
 //! descriptor set, and the small edge helpers both gRPC servers share
 //! (bearer-token handling in [`auth`], id/timestamp conversion and RPC
-//! enumeration in [`convert`]).
+//! enumeration in [`convert`], the failed-authentication limit per peer in
+//! [`peer_limit`]).
 //!
 //! Used by genesis-supervisor (serves `AgentPod`), genesis-control (serves the
 //! admin services), genesis-agent-pod and genesisctl (clients). Domain logic
@@ -12,6 +13,7 @@
 pub mod auth;
 pub mod convert;
 pub mod limits;
+pub mod peer_limit;
 pub mod raw;
 
 /// Generated code of package `genesis.v1`.

@@ -120,6 +120,18 @@ pub struct SupervisorConfig {
     /// Seconds in-flight calls get to finish after a shutdown signal.
     #[arg(long, env = "GENESIS_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
     pub shutdown_grace_secs: u64,
+    /// Failed authentications a peer address (an IPv6 /64) may make per
+    /// minute, all at once at most; past it the peer's calls are refused
+    /// UNAUTHENTICATED before any token lookup until its bucket refills.
+    /// 0 switches the limit off.
+    #[arg(long, env = "GENESIS_AUTH_FAILURES_PER_MINUTE", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub auth_failures_per_minute: u32,
+    /// Most peer addresses whose failed authentications are remembered;
+    /// past it refilled peers, then the least recently failed, are dropped.
+    #[arg(long, env = "GENESIS_AUTH_FAILURE_PEERS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub auth_failure_peers: u32,
     /// Print the effective configuration (secrets redacted) and exit.
     #[arg(long)]
     #[serde(skip)]
@@ -264,6 +276,10 @@ mod tests {
         assert_eq!(c.default_provider, DefaultProvider::Scripted);
         assert_eq!((c.store_batch_max, c.store_batch_workers), (16, 2));
         assert!(c.store_batch_shared, "the tick's calls share one queue");
+        assert_eq!(
+            (c.auth_failures_per_minute, c.auth_failure_peers),
+            (20, 10_000)
+        );
     }
 
     #[test]

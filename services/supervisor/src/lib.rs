@@ -163,7 +163,17 @@ pub async fn serve(
     tracing::info!(?grpc_addr, ?http_addr, "genesis-supervisor serving");
 
     let grpc_shutdown = shutdown.clone();
+    let auth_failures = Arc::new(genesis_proto::peer_limit::FailedAuthLimit::new(
+        config.auth_failures_per_minute,
+        usize::try_from(config.auth_failure_peers).unwrap_or(usize::MAX),
+    ));
     let grpc = tonic::transport::Server::builder()
+        // A peer out of failed authentications is refused before the auth
+        // layer looks its token up.
+        .layer(genesis_proto::peer_limit::FailedAuthLayer::new(
+            auth_failures,
+            |path| path.starts_with(auth::HEALTH_PREFIX),
+        ))
         .layer(auth::AuthLayer::new(parts.store.clone(), token_cache))
         .add_service(
             health_service

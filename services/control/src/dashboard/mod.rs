@@ -5,6 +5,9 @@
 //! Sign-in exchanges an operator token for a random session secret kept in an
 //! HttpOnly, SameSite=Strict cookie (only its SHA-256 is stored, see
 //! `genesis_store::sessions`); every form carries the session's CSRF token.
+//! Failed sign-ins count against the peer address's failed-authentication
+//! bucket (`GENESIS_AUTH_FAILURES_PER_MINUTE`, shared with the gRPC API):
+//! once it is empty the form is answered 429 before the token is looked up.
 //! A session shows exactly one tenant. Every read and write goes through the
 //! same admin service implementations the gRPC API serves, called in-process
 //! with the session's [`Caller`], so validation, tenant checks, the mode
@@ -19,14 +22,15 @@ mod pages;
 mod render;
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{ConnectInfo, Form, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use futures::StreamExt as _;
 use genesis_proto::auth::{constant_time_eq, generate_token, token_sha256};
 use genesis_proto::v1;
@@ -291,8 +295,26 @@ struct LoginForm {
     tenant_id: String,
 }
 
-async fn login(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Response {
+async fn login(
+    State(state): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    Form(form): Form<LoginForm>,
+) -> Response {
     let refuse = |msg: &str| page(StatusCode::UNAUTHORIZED, render::login(Some(msg)));
+    // A peer out of failed sign-ins is answered before its token is looked up.
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    if let Err(wait) = state.auth_failures.check(peer) {
+        let status = genesis_proto::peer_limit::FailedAuthLimit::refusal(wait);
+        let mut resp = page(
+            StatusCode::TOO_MANY_REQUESTS,
+            render::login(Some(status.message())),
+        );
+        let secs = wait.as_secs().max(1).to_string();
+        if let Ok(v) = HeaderValue::from_str(&secs) {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return resp;
+    }
     let caller = match authenticate_token(&state, form.token.trim()).await {
         Ok(c) => c,
         Err(s) if s.code() == Code::Unavailable => {
@@ -301,7 +323,15 @@ async fn login(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Re
                 render::login(Some(s.message())),
             );
         }
-        Err(s) => return refuse(s.message()),
+        Err(s) => {
+            if s.code() == Code::Unauthenticated
+                && state.auth_failures.record_failure(peer)
+                && let Some(ip) = peer
+            {
+                tracing::warn!(peer = %genesis_proto::peer_limit::peer_key(ip), "failed sign-ins: peer held back until its bucket refills");
+            }
+            return refuse(s.message());
+        }
     };
     let tenant = match (caller.tenant_id, form.tenant_id.trim()) {
         (Some(own), "") => own,
