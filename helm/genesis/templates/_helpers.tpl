@@ -205,17 +205,22 @@ imagePullSecrets:
       key: {{ include "genesis.databaseSecretKey" . }}
 {{- end }}
 
-{{/* GENESIS_NATS_URL from its Secret. */}}
+{{/* GENESIS_NATS_URL from its Secret, the stream and the shared consumer. */}}
 {{- define "genesis.natsEnv" -}}
+{{ include "genesis.natsEnvFor" (dict "root" . "consumer" .Values.nats.consumer) }}
+{{- end }}
+
+{{/* As genesis.natsEnv, for the consumer `.consumer` (an agent-pod pool's). */}}
+{{- define "genesis.natsEnvFor" -}}
 - name: GENESIS_NATS_URL
   valueFrom:
     secretKeyRef:
-      name: {{ include "genesis.natsSecretName" . }}
-      key: {{ include "genesis.natsSecretKey" . }}
+      name: {{ include "genesis.natsSecretName" .root }}
+      key: {{ include "genesis.natsSecretKey" .root }}
 - name: GENESIS_STREAM
-  value: {{ .Values.nats.stream | quote }}
+  value: {{ .root.Values.nats.stream | quote }}
 - name: GENESIS_CONSUMER
-  value: {{ .Values.nats.consumer | quote }}
+  value: {{ .consumer | quote }}
 {{- end }}
 
 {{/*
@@ -297,4 +302,93 @@ label so the rendered env is stable.
 {{- $pairs = append $pairs (printf "%s=%s" $label $url) -}}
 {{- end -}}
 {{- join "," $pairs -}}
+{{- end }}
+
+{{/*
+The agent-pod pools as JSON {"pools": [...]}: the shared pool (agentPod.*,
+agentToken.*, nats.consumer, keda.maxReplicaCount) first, then each
+dedicated pool of agentPod.pools with its own token Secret, the consumer
+<nats.consumer>-<name> and the shared pool's settings where it sets none.
+Read with (include "genesis.agentPools" . | fromJson).pools. Refuses two
+pools of one name, a tenant in two pools, a pool whose resource names
+would not fit in 63 characters and a tenantConcurrency above concurrency.
+*/}}
+{{- define "genesis.agentPools" -}}
+{{- $c := .Values.agentPod }}
+{{- $pools := list (dict
+  "name" ""
+  "component" "agent-pod"
+  "consumer" .Values.nats.consumer
+  "tokenSecret" (include "genesis.agentTokenSecretName" .)
+  "tokenKey" (include "genesis.agentTokenSecretKey" .)
+  "mode" $c.mode
+  "replicaCount" (int $c.replicaCount)
+  "maxReplicaCount" (int .Values.keda.maxReplicaCount)
+  "concurrency" (int $c.concurrency)
+  "tenantConcurrency" (int $c.tenantConcurrency)
+  "resources" $c.resources
+  "tenants" (list)) }}
+{{- $names := dict }}
+{{- $placed := dict }}
+{{- $prefix := include "genesis.fullname" . | trunc 48 | trimSuffix "-" }}
+{{- range $p := ($c.pools | default list) }}
+{{- if hasKey $names $p.name }}
+{{- fail (printf "agentPod.pools: two pools are named %q" $p.name) }}
+{{- end }}
+{{- $_ := set $names $p.name true }}
+{{- range $t := $p.tenants }}
+{{- if hasKey $placed $t }}
+{{- fail (printf "agentPod.pools: tenant %s is in pools %q and %q" $t (get $placed $t) $p.name) }}
+{{- end }}
+{{- $_ := set $placed $t $p.name }}
+{{- end }}
+{{- $component := printf "agent-pod-%s" $p.name }}
+{{- if gt (len (printf "%s-%s" $prefix $component)) 63 }}
+{{- fail (printf "agentPod.pools: pool %q makes the resource name %s-%s longer than 63 characters; shorten the pool name or fullnameOverride" $p.name $prefix $component) }}
+{{- end }}
+{{- $pools = append $pools (dict
+  "name" $p.name
+  "component" $component
+  "consumer" (printf "%s-%s" $.Values.nats.consumer $p.name)
+  "tokenSecret" $p.tokenSecret
+  "tokenKey" ($p.tokenSecretKey | default "GENESIS_AGENT_TOKEN")
+  "mode" ($p.mode | default $c.mode)
+  "replicaCount" (int (ternary $p.replicaCount $c.replicaCount (hasKey $p "replicaCount")))
+  "maxReplicaCount" (int (ternary $p.maxReplicaCount $.Values.keda.maxReplicaCount (hasKey $p "maxReplicaCount")))
+  "concurrency" (int ($p.concurrency | default $c.concurrency))
+  "tenantConcurrency" (int (ternary $p.tenantConcurrency $c.tenantConcurrency (hasKey $p "tenantConcurrency")))
+  "resources" ($p.resources | default $c.resources)
+  "tenants" $p.tenants) }}
+{{- end }}
+{{- range $p := $pools }}
+{{- if gt $p.tenantConcurrency $p.concurrency }}
+{{- if $p.name }}
+{{- fail (printf "agentPod.pools[%s]: tenantConcurrency (%d) must not exceed concurrency (%d)" $p.name $p.tenantConcurrency $p.concurrency) }}
+{{- else }}
+{{- fail (printf "agentPod.tenantConcurrency (%d) must not exceed agentPod.concurrency (%d)" $p.tenantConcurrency $p.concurrency) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- dict "pools" $pools | toJson }}
+{{- end }}
+
+{{/*
+GENESIS_POD_POOLS of control: "name=tenant,tenant;name=tenant" from
+agentPod.pools (empty without dedicated pools).
+*/}}
+{{- define "genesis.podPoolsEnv" -}}
+{{- $items := list -}}
+{{- range $p := (.Values.agentPod.pools | default list) -}}
+{{- $items = append $items (printf "%s=%s" $p.name (join "," $p.tenants)) -}}
+{{- end -}}
+{{- join ";" $items -}}
+{{- end }}
+
+{{/* minReplicaCount of an agent-pod pool of mode `.mode`: 0 when ephemeral, at least 1 when warm. */}}
+{{- define "genesis.poolMinReplicas" -}}
+{{- if eq .mode "warm" }}
+{{- max 1 (int .root.Values.keda.warmMinReplicaCount) }}
+{{- else }}
+{{- 0 }}
+{{- end }}
 {{- end }}
