@@ -187,6 +187,22 @@ pub struct ControlConfig {
     #[arg(long, env = "GENESIS_AUTH_FAILURE_PEERS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub auth_failure_peers: u32,
+    /// Seconds between checks of an open live stream's credential
+    /// (`WatchTurns`' token, the dashboard stream's session); a revoked or
+    /// expired token or a signed-out session ends the stream by then (an
+    /// expiry is checked at its instant).
+    #[arg(long, env = "GENESIS_STREAM_RECHECK_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub stream_recheck_secs: u64,
+    /// Open live streams one token may hold (`WatchTurns` and dashboard
+    /// streams together); 0 is no cap.
+    #[arg(long, env = "GENESIS_STREAMS_PER_TOKEN", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub streams_per_token: u32,
+    /// Open live streams on one tenant, whoever holds them; 0 is no cap.
+    #[arg(long, env = "GENESIS_STREAMS_PER_TENANT", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub streams_per_tenant: u32,
 }
 
 /// `GENESIS_POD_POOLS` as it is written.
@@ -243,6 +259,9 @@ impl ControlConfig {
             enqueue_rate_burst: 100.0,
             auth_failures_per_minute: 20,
             auth_failure_peers: 10_000,
+            stream_recheck_secs: 30,
+            streams_per_token: 8,
+            streams_per_tenant: 64,
         }
     }
 
@@ -262,6 +281,11 @@ impl ControlConfig {
     /// The tick lease TTL.
     pub fn lease_ttl(&self) -> Duration {
         Duration::from_secs(self.lease_ttl_secs)
+    }
+
+    /// How often an open live stream's credential is checked again.
+    pub fn stream_recheck(&self) -> Duration {
+        Duration::from_secs(self.stream_recheck_secs.max(1))
     }
 
     /// Refuse values the service cannot work with, naming the setting.

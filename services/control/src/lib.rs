@@ -25,6 +25,7 @@ pub mod server;
 pub mod services;
 pub mod state;
 pub mod status;
+pub mod streams;
 pub mod tokens;
 pub mod watch;
 

@@ -38,6 +38,8 @@ pub struct AppState {
     /// Failed authentications per peer address (gRPC and dashboard
     /// sign-in), checked before any token lookup.
     pub auth_failures: Arc<genesis_proto::peer_limit::FailedAuthLimit>,
+    /// Open live streams per token and per tenant.
+    pub streams: Arc<crate::streams::StreamSlots>,
     /// The provider keys a preset may name, with who may name each: names
     /// and bindings only (genesis_llm::keys). The well-known names until
     /// [`crate::server::state`] reads the deployment's.
@@ -60,6 +62,7 @@ impl AppState {
         AppState {
             store,
             limits: Arc::new(crate::limits::RateLimits::from_config(&config)),
+            streams: Arc::new(crate::streams::StreamSlots::from_config(&config)),
             auth_failures: Arc::new(genesis_proto::peer_limit::FailedAuthLimit::new(
                 config.auth_failures_per_minute,
                 usize::try_from(config.auth_failure_peers).unwrap_or(usize::MAX),

@@ -431,3 +431,116 @@ async fn cancelling_the_token_ends_run_and_an_open_watch_stream(
     }
     Ok(())
 }
+
+/// The stream's end: the status it closed with, within `within`.
+async fn closed_with(stream: &mut Events, within: Duration) -> anyhow::Result<tonic::Status> {
+    match tokio::time::timeout(within, stream.next()).await {
+        Ok(Some(Err(status))) => Ok(status),
+        Ok(Some(Ok(ev))) => anyhow::bail!("the stream delivered {ev:?}"),
+        Ok(None) => anyhow::bail!("the stream ended without a status"),
+        Err(_) => anyhow::bail!("the stream stayed open for {within:?}"),
+    }
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_watch_stream_ends_unauthenticated_once_its_token_is_revoked(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let (raw, row) =
+        genesis_control::tokens::mint(&store, TokenScope::Operator, Some(t), "ops", None).await?;
+    let other = token(&store, TokenScope::Operator, Some(t)).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    cfg.stream_recheck_secs = 1;
+    let h = start(cfg).await?;
+    let mut revoked = watch(&h, t, &raw).await?;
+    let mut kept = watch(&h, t, &other).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(store.tokens().revoke(row.id).await?);
+    let status = closed_with(&mut revoked, Duration::from_secs(5)).await?;
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    assert!(status.message().contains("revoked"), "{status:?}");
+    // Another token's stream on the same tenant goes on.
+    let still = tokio::time::timeout(Duration::from_millis(1500), kept.next()).await;
+    assert!(still.is_err(), "the other stream stays open: {still:?}");
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_watch_stream_ends_at_its_tokens_expiry_not_the_next_interval(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let expires = chrono::Utc::now() + chrono::Duration::seconds(3);
+    let (raw, _) = genesis_control::tokens::mint(
+        &store,
+        TokenScope::Operator,
+        Some(t),
+        "short",
+        Some(expires),
+    )
+    .await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    assert_eq!(cfg.stream_recheck_secs, 30, "the default interval");
+    let h = start(cfg).await?;
+    let mut stream = watch(&h, t, &raw).await?;
+    let status = closed_with(&mut stream, Duration::from_secs(10)).await?;
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    assert!(
+        chrono::Utc::now() >= expires,
+        "closed before the expiry: {status:?}"
+    );
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn watch_streams_are_capped_per_token_and_tenant_and_a_closed_one_frees_its_slot(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let u = store.tenants().create("b").await?.id;
+    let a = token(&store, TokenScope::Operator, Some(t)).await?;
+    let b = token(&store, TokenScope::Operator, Some(t)).await?;
+    let c = token(&store, TokenScope::Operator, Some(t)).await?;
+    let on_u = token(&store, TokenScope::Operator, Some(u)).await?;
+    let mut cfg = config(&pool, NATS_URL);
+    cfg.auto_bootstrap = false;
+    cfg.streams_per_token = 2;
+    cfg.streams_per_tenant = 3;
+    let h = start(cfg).await?;
+    let a1 = watch(&h, t, &a).await?;
+    let _a2 = watch(&h, t, &a).await?;
+    let refused = watch(&h, t, &a)
+        .await
+        .expect_err("a third stream of one token");
+    let status = refused.downcast_ref::<tonic::Status>().expect("a status");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().contains("GENESIS_STREAMS_PER_TOKEN"),
+        "{status:?}"
+    );
+    let _b1 = watch(&h, t, &b).await?;
+    let refused = watch(&h, t, &c)
+        .await
+        .expect_err("a fourth stream on one tenant");
+    let status = refused.downcast_ref::<tonic::Status>().expect("a status");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().contains("GENESIS_STREAMS_PER_TENANT"),
+        "{status:?}"
+    );
+    // Another tenant is not held back by this one's streams.
+    let _u1 = watch(&h, u, &on_u).await?;
+    // Closing a stream frees its slot.
+    drop(a1);
+    eventually(Duration::from_secs(5), || async {
+        Ok(watch(&h, t, &c).await.ok().map(|_| ()))
+    })
+    .await?;
+    h.stop().await
+}

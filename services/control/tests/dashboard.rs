@@ -622,3 +622,82 @@ async fn sign_out_and_token_revocation_end_the_session(pool: PgPool) -> anyhow::
     assert_eq!(d.get(&forged, "/agents").await?.0, StatusCode::SEE_OTHER);
     h.stop().await
 }
+
+/// The live stream of `path` (an agent page) for `cookie`.
+async fn live(d: &Dash, cookie: &str, path: &str) -> anyhow::Result<reqwest::Response> {
+    Ok(d.http
+        .get(format!("{}{path}/events", d.base))
+        .header(COOKIE, cookie)
+        .send()
+        .await?)
+}
+
+/// Signing out ends an open live stream with an `end` event, then closes
+/// it, within the re-check interval; a live stream of another session of the
+/// same token stays open.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn signing_out_ends_the_open_live_stream(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let (h, d) = start_dashboard_with(&pool, |c| c.stream_recheck_secs = 1).await?;
+    let c = d.cookie(&op).await?;
+    let other = d.cookie(&op).await?;
+    let path = format!("/agents/{}", inst.id);
+    let (_, page) = d.get(&c, &path).await?;
+    let csrf = csrf_of(&page)?;
+    let mut sse = live(&d, &c, &path).await?;
+    assert_eq!(sse.status(), StatusCode::OK);
+    let mut kept = live(&d, &other, &path).await?;
+    assert_eq!(kept.status(), StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = d.post(&c, "/logout", &[("csrf", csrf.as_str())]).await?;
+    assert_eq!(location(&r), "/login");
+    let mut seen = String::new();
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(chunk) = sse.chunk().await? {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        Ok::<_, anyhow::Error>(())
+    })
+    .await;
+    assert!(matches!(ended, Ok(Ok(()))), "still open: {seen}");
+    assert!(seen.contains("event: end"), "{seen}");
+    assert!(seen.contains("signed out"), "{seen}");
+    // The other session's stream sends nothing but keep-alives meanwhile.
+    let still = tokio::time::timeout(Duration::from_millis(1500), kept.chunk()).await;
+    assert!(
+        still.is_err(),
+        "the other session's stream stays open: {still:?}"
+    );
+    h.stop().await
+}
+
+/// Live streams are capped per token: past it the page's stream is
+/// answered 429, and a closed stream frees its slot.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn live_streams_past_the_tokens_cap_are_refused_429(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let (h, d) = start_dashboard_with(&pool, |c| c.streams_per_token = 1).await?;
+    let c = d.cookie(&op).await?;
+    let path = format!("/agents/{}", inst.id);
+    let first = live(&d, &c, &path).await?;
+    assert_eq!(first.status(), StatusCode::OK);
+    let second = live(&d, &c, &path).await?;
+    assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        second.text().await?.contains("GENESIS_STREAMS_PER_TOKEN"),
+        "names the cap"
+    );
+    drop(first);
+    eventually(Duration::from_secs(5), || async {
+        let r = live(&d, &c, &path).await?;
+        Ok((r.status() == StatusCode::OK).then_some(()))
+    })
+    .await?;
+    h.stop().await
+}

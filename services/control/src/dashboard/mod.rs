@@ -13,7 +13,9 @@
 //! with the session's [`Caller`], so validation, tenant checks, the mode
 //! chokepoint (source `ui`) and Reset's mid-tick refusal are the API's own.
 //! The live turn stream is the `WatchTurns` stream re-framed as server-sent
-//! events.
+//! events; it re-checks the session like `WatchTurns` its token
+//! ([`crate::streams`]) and ends with an `end` event once the session is
+//! signed out or expired or its token revoked.
 //!
 //! Must never render a value without escaping it, accept a state-changing
 //! request without the session's CSRF token, or read another tenant's rows.
@@ -126,6 +128,8 @@ fn page(status: StatusCode, html: String) -> Response {
 /// The signed-in operator of one request.
 pub(crate) struct Session {
     row: DashboardSession,
+    /// SHA-256 of the cookie's secret: what the live stream re-checks.
+    secret_sha256: String,
 }
 
 impl Session {
@@ -169,14 +173,10 @@ async fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Respo
     if !genesis_proto::auth::is_well_formed_token(secret) {
         return Err(to_login());
     }
-    match state
-        .store
-        .sessions()
-        .authenticate(&token_sha256(secret))
-        .await
-    {
+    let secret_sha256 = token_sha256(secret);
+    match state.store.sessions().authenticate(&secret_sha256).await {
         Ok(row) => {
-            let s = Session { row };
+            let s = Session { row, secret_sha256 };
             // The dashboard draws from the same per-tenant admin bucket as
             // the gRPC API; its enqueueing forms also from the enqueue one.
             state.limits.check(&s.caller(), Class::Admin).map_err(|e| {
@@ -492,32 +492,53 @@ async fn agent_events(
         Ok(i) => i,
         Err(e) => return (StatusCode::BAD_REQUEST, e.message().to_owned()).into_response(),
     };
-    let watch = Agents::new(state.clone())
-        .watch_turns(rpc(
-            &s,
-            v1::WatchTurnsRequest {
-                tenant_id: s.tenant(),
-                instance_id: Some(i.to_string()),
-            },
-        ))
-        .await;
-    let stream = match watch {
+    let mut watch = rpc(
+        &s,
+        v1::WatchTurnsRequest {
+            tenant_id: s.tenant(),
+            instance_id: Some(i.to_string()),
+        },
+    );
+    // The stream re-checks this session, so signing out ends it.
+    watch
+        .extensions_mut()
+        .insert(crate::streams::SessionStream {
+            session_sha256: s.secret_sha256.clone(),
+        });
+    let stream = match Agents::new(state.clone()).watch_turns(watch).await {
         Ok(r) => r.into_inner(),
         Err(e) => return (http_status(&e), e.message().to_owned()).into_response(),
     };
-    let events = stream.filter_map(|item| async move {
-        let ev = item.ok()?.event?;
-        let (name, data) = match ev {
-            v1::watch_turns_event::Event::Turn(t) => ("turn", render::turn_json(&t)),
-            v1::watch_turns_event::Event::Message(m) => {
-                ("message", render::message_json(&m.message?))
-            }
-        };
-        Some(Ok::<_, Infallible>(Event::default().event(name).data(data)))
-    });
+    // An error ends the stream with an `end` event carrying its reason (the
+    // session was signed out or its token revoked); the page stops listening.
+    let events = stream
+        .scan(false, |ended, item| {
+            let next = if *ended {
+                None
+            } else {
+                match item {
+                    Ok(ev) => Some(sse_event(ev)),
+                    Err(status) => {
+                        *ended = true;
+                        Some(Some(Event::default().event("end").data(status.message())))
+                    }
+                }
+            };
+            std::future::ready(next)
+        })
+        .filter_map(|ev| std::future::ready(ev.map(Ok::<_, Infallible>)));
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
+}
+
+/// One `WatchTurns` event as a server-sent event (`turn` or `message`).
+fn sse_event(ev: v1::WatchTurnsEvent) -> Option<Event> {
+    let (name, data) = match ev.event? {
+        v1::watch_turns_event::Event::Turn(t) => ("turn", render::turn_json(&t)),
+        v1::watch_turns_event::Event::Message(m) => ("message", render::message_json(&m.message?)),
+    };
+    Some(Event::default().event(name).data(data))
 }
 
 // ------------------------------------------------------------ forms

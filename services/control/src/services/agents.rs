@@ -2,7 +2,9 @@
 //! Reset, Compliance), operator chat, the UI mode switch (source `ui`, via
 //! the store's one chokepoint), the mode catalogue and the tenant's edits
 //! of it (EditMode: validated at the edge, written and audited by the
-//! store), the ledger, the live turn stream and the redactor signal. Control owns every enqueue here.
+//! store), the ledger, the live turn stream (its credential checked again
+//! while it is open, open streams capped: [`crate::streams`]) and the
+//! redactor signal. Control owns every enqueue here.
 //! Must never write `active_mode`, the ledger or the queue except through the
 //! store calls built for them.
 
@@ -27,6 +29,7 @@ use crate::state::AppState;
 use crate::status::{
     control_status, field_status, limit, opt_text, parse_enum, parse_opt_enum, store_status, uuid,
 };
+use crate::streams::{Recheck, SessionStream, StreamCredential, next_check, recheck};
 use crate::watch::{HubEvent, HubKind};
 
 /// Longest call-site id accepted.
@@ -527,14 +530,42 @@ impl AgentService for Agents {
             if let Some(i) = only {
                 state.store.instances().get(t, i).await.map_err(store_status)?;
             }
+            // The dashboard's stream re-checks its session; a gRPC one its token.
+            let credential = match request.extensions().get::<SessionStream>() {
+                Some(s) => StreamCredential::Session(s.session_sha256.clone()),
+                None => StreamCredential::Token(caller.token_id),
+            };
+            // Held until the stream's task ends: that frees the slot.
+            let slot = state.streams.acquire(caller.token_id, t)?;
             let mut rx = state.hub.subscribe();
             let (tx, out) = mpsc::channel::<Result<v1::WatchTurnsEvent, Status>>(64);
             let shutdown = state.shutdown.clone();
+            let every = state.config.stream_recheck();
             tokio::spawn(async move {
+                let _slot = slot;
+                // The first check at once: it learns the credential's expiry.
+                let mut check_at = tokio::time::Instant::now();
                 loop {
                     let ev = tokio::select! {
                         _ = shutdown.cancelled() => return,
                         _ = tx.closed() => return,
+                        () = tokio::time::sleep_until(check_at) => {
+                            match recheck(&state.store, &credential).await {
+                                Recheck::Usable { expires_at } => {
+                                    check_at = next_check(tokio::time::Instant::now(), every, expires_at);
+                                }
+                                Recheck::Ended(status) => {
+                                    tracing::info!(tenant = %t, token = %caller.token_id, "WatchTurns closed: {}", status.message());
+                                    let _ = tx.send(Err(status)).await;
+                                    return;
+                                }
+                                Recheck::Unknown(e) => {
+                                    tracing::warn!(tenant = %t, error = %e, "WatchTurns: the credential could not be checked again; the stream stays open");
+                                    check_at = tokio::time::Instant::now() + every;
+                                }
+                            }
+                            continue;
+                        }
                         ev = rx.recv() => ev,
                     };
                     match ev {

@@ -43,6 +43,9 @@ function live() {
   src.onerror = () => { state.textContent = "Reconnecting…"; };
   src.addEventListener("turn", (e) => addTurn(turns, JSON.parse(e.data)));
   src.addEventListener("message", (e) => { if (transcript) addMessage(transcript, JSON.parse(e.data)); });
+  // The server ended the stream (signed out, session expired, token revoked):
+  // stop, rather than reconnect into the sign-in page.
+  src.addEventListener("end", (e) => { src.close(); state.textContent = e.data || "The live stream ended; reload the page."; });
 }
 
 // Forms marked data-fetch post without a reload; the outcome goes to the
