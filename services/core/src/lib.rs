@@ -1,5 +1,6 @@
 //! genesis-core: the pure domain of the agents subsystem — stored enums,
-//! dispatcher options, the shared decision mapper, cadence, plan-input hash,
+//! dispatcher options and the platform-only ceilings among them, the shared
+//! decision mapper, cadence, plan-input hash,
 //! budgets and credit, the mode catalogue and tool superset, the LLM call-site
 //! registry and the provider keys a tenant may name, the tenants an agent pod
 //! may serve and the pools ticks are routed to, shared input limits, the
@@ -11,6 +12,7 @@
 
 pub mod budget;
 pub mod cadence;
+pub mod ceilings;
 pub mod constitution;
 pub mod enums;
 pub mod error;
