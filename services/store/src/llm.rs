@@ -219,8 +219,9 @@ pub struct NewCallAttempt {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RecordContext {
     pub agent_type: genesis_core::AgentType,
-    /// `system_configs`, the tenant's rows over the global ones.
-    pub configs: std::collections::BTreeMap<String, String>,
+    /// `system_configs`: the tenant's rows over the global ones, and the
+    /// platform's values for the tenant.
+    pub configs: crate::config::TenantConfigs,
     /// Every price row whose model name begins the served or the requested
     /// name: the candidates [`choose_pricing`] picks from.
     #[serde(default)]

@@ -669,8 +669,9 @@ pub struct CompleteContext {
     pub event_kind: Option<String>,
     pub active_mode: Option<String>,
     pub snapshot: Option<crate::llm::CallSnapshotRow>,
-    /// `system_configs`, the tenant's rows over the global ones.
-    pub configs: std::collections::BTreeMap<String, String>,
+    /// `system_configs`: the tenant's rows over the global ones, and the
+    /// platform's values for the tenant.
+    pub configs: crate::config::TenantConfigs,
     pub agent_type: Option<String>,
     /// The instance's counters as this read saw them (no lock); `None` for
     /// an unknown instance.

@@ -14,7 +14,6 @@
 //! wire messages. Must never write to the database. (PostgreSQL's own statistics are sampled
 //! in the background by `ops`, never read per claim.)
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::budget_lru::BudgetLru;
@@ -23,6 +22,7 @@ use crate::ledger_cache::{CacheOutcome, HeldTail, LedgerTailCache, merge};
 use chrono::{DateTime, Utc};
 use genesis_core::{AgentDispatcherOptions, AgentEventKind, AgentType};
 use genesis_proto::v1 as pb;
+use genesis_store::config::TenantConfigs;
 use genesis_store::knowledge::ComplianceCorpus;
 use genesis_store::llm::PresetRow;
 use genesis_store::messages::ChatTail;
@@ -378,17 +378,18 @@ pub fn corpus_to_proto(c: &ComplianceCorpus) -> pb::ComplianceCorpus {
 }
 
 /// Options with the DB-first layer applied: every `system_configs` key
-/// genesis-core knows overrides `base`; a malformed value is logged and
-/// skipped (the code/env value stands) rather than failing the tick.
+/// genesis-core knows overrides `base` (the code/env values), each
+/// platform-bounded one kept within the platform's value for the tenant
+/// (genesis-core `ceilings`: a tenant row never raises one, however stale);
+/// a malformed value is logged and skipped (the layer below stands) rather
+/// than failing the tick.
 pub fn effective_options(
     base: &AgentDispatcherOptions,
-    configs: &BTreeMap<String, String>,
+    configs: &TenantConfigs,
 ) -> AgentDispatcherOptions {
-    let mut opts = base.clone();
-    for (key, value) in configs {
-        if let Err(e) = opts.apply_system_config(key, value) {
-            tracing::warn!(%key, error = %e, "ignoring malformed system_configs value");
-        }
+    let (opts, skipped) = base.for_tenant(&configs.platform, &configs.effective);
+    for e in skipped {
+        tracing::warn!(error = %e, "ignoring malformed system_configs value");
     }
     opts
 }

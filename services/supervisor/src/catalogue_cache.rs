@@ -7,11 +7,11 @@
 //! database, which raises the epoch in every transaction that writes a
 //! catalogue table, decides whether it is still current.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use genesis_core::AgentType;
 use genesis_store::ModeRow;
+use genesis_store::config::TenantConfigs;
 use genesis_store::llm::PresetRow;
 use serde::Deserialize;
 use uuid::Uuid;
@@ -23,8 +23,9 @@ use crate::ledger_cache::CacheOutcome;
 /// The catalogue part of a tick bundle, as read at one epoch.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Catalogue {
-    /// `system_configs`, the tenant's rows over the global ones.
-    pub configs: BTreeMap<String, String>,
+    /// `system_configs`: the tenant's rows over the global ones, and the
+    /// platform's values for the tenant.
+    pub configs: TenantConfigs,
     pub modes: Vec<ModeRow>,
     pub bindings: Vec<Binding>,
     /// The tenant's presets some mode of this type names (by id or name).
@@ -115,7 +116,7 @@ mod tests {
 
     fn catalogue(key: &str) -> Catalogue {
         Catalogue {
-            configs: [(key.to_owned(), "1".to_owned())].into(),
+            configs: std::collections::BTreeMap::from([(key.to_owned(), "1".to_owned())]).into(),
             ..Catalogue::default()
         }
     }

@@ -223,7 +223,9 @@ async fn the_weekly_ceiling_is_reported_exhausted_in_the_foundational_phase(pool
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_metered_window_reports_exhaustion_with_enforcement_off(pool: PgPool) {
     let mut h = start(pool).await;
-    sqlx::query("INSERT INTO system_configs (tenant_id, key, value) VALUES ($1, $2, 'false')")
+    sqlx::query(
+        "INSERT INTO system_configs (tenant_id, key, value, platform_value) VALUES ($1, $2, 'false', 'false')",
+    )
         .bind(h.tenant)
         .bind(genesis_core::options::keys::CREDIT_ENFORCEMENT_ENABLED)
         .execute(&h.pool)
@@ -351,6 +353,74 @@ async fn a_config_write_changes_the_next_claims_budget(pool: PgPool) {
         h.claim_instance(other).await.budget.unwrap().max_turns,
         Some(3)
     );
+}
+
+/// Platform-only ceilings: a claim takes the tenant's own value of a
+/// bounded key only within the platform's value for the tenant, however
+/// stale the tenant's row; the platform's own row for the tenant lifts it
+/// past the global value and outlives the tenant lowering beneath it.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_tenant_row_never_takes_a_claim_past_the_platforms_value(pool: PgPool) {
+    use genesis_core::options::keys::{
+        CREDIT_ENFORCEMENT_ENABLED, TICK_MAX_TURNS, WEEKLY_CREDIT_USD,
+    };
+    let mut h = start(pool).await;
+    let mut standing = vec![h.instance];
+    for _ in 0..4 {
+        standing.push(another_foundational(&h).await);
+    }
+    for i in &standing {
+        h.store
+            .instances()
+            .complete_workset(h.tenant, *i)
+            .await
+            .unwrap();
+    }
+    let store = h.store.clone();
+    let config = store.config();
+    let t = h.tenant;
+
+    // The tenant lowered within the platform's values: its own hold.
+    config.set(None, WEEKLY_CREDIT_USD, "100").await.unwrap();
+    config
+        .set_by_tenant(t, WEEKLY_CREDIT_USD, "80")
+        .await
+        .unwrap();
+    config.set_by_tenant(t, TICK_MAX_TURNS, "10").await.unwrap();
+    let b = h.claim_instance(standing[0]).await;
+    assert_eq!(b.credit.unwrap().limit_usd, 80.0);
+    assert_eq!(b.budget.unwrap().max_turns, Some(10));
+
+    // The platform lowers its values below the tenant's rows: its own hold.
+    config.set(None, WEEKLY_CREDIT_USD, "20").await.unwrap();
+    config.set(None, TICK_MAX_TURNS, "5").await.unwrap();
+    let b = h.claim_instance(standing[1]).await;
+    assert_eq!(b.credit.unwrap().limit_usd, 20.0, "the platform's credit");
+    assert_eq!(b.budget.unwrap().max_turns, Some(5), "the platform's turns");
+
+    // A tenant row switching enforcement off (as one written before the
+    // check existed) switches nothing off.
+    config
+        .set_by_tenant(t, CREDIT_ENFORCEMENT_ENABLED, "false")
+        .await
+        .unwrap();
+    let b = h.claim_instance(standing[2]).await;
+    assert!(b.credit.unwrap().enforcement_enabled);
+
+    // The platform grants this tenant more than the global value ...
+    config.set(Some(t), WEEKLY_CREDIT_USD, "500").await.unwrap();
+    let b = h.claim_instance(standing[3]).await;
+    assert_eq!(b.credit.unwrap().limit_usd, 500.0);
+    // ... the tenant lowers beneath the grant, which stays the platform's.
+    config
+        .set_by_tenant(t, WEEKLY_CREDIT_USD, "300")
+        .await
+        .unwrap();
+    let b = h.claim_instance(standing[4]).await;
+    assert_eq!(b.credit.unwrap().limit_usd, 300.0);
+    let layers = config.layers(Some(t)).await.unwrap();
+    assert_eq!(layers.platform[WEEKLY_CREDIT_USD], "500");
+    assert_eq!(layers.effective[WEEKLY_CREDIT_USD], "300");
 }
 
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
@@ -1888,7 +1958,9 @@ async fn the_held_catalogue_is_read_again_only_after_an_admin_write(pool: PgPool
         (1, 2, 0)
     );
 
-    sqlx::query("INSERT INTO system_configs (tenant_id, key, value) VALUES ($1, $2, '123.5')")
+    sqlx::query(
+        "INSERT INTO system_configs (tenant_id, key, value, platform_value) VALUES ($1, $2, '123.5', '123.5')",
+    )
         .bind(h.tenant)
         .bind(genesis_core::options::keys::WEEKLY_CREDIT_USD)
         .execute(&h.pool)
@@ -2769,7 +2841,9 @@ async fn a_reservation_checks_its_input_its_lease_and_enforcement(pool: PgPool) 
     let event = a.event.unwrap().id;
     h.complete(completion_with(&h, &a.session_id, &event, vec![]))
         .await;
-    sqlx::query("INSERT INTO system_configs (tenant_id, key, value) VALUES ($1, $2, 'false')")
+    sqlx::query(
+        "INSERT INTO system_configs (tenant_id, key, value, platform_value) VALUES ($1, $2, 'false', 'false')",
+    )
         .bind(h.tenant)
         .bind("AgentDispatcher:CreditEnforcementEnabled")
         .execute(&h.pool)

@@ -497,12 +497,13 @@ pub async fn spend(state: &AppState, s: &Session) -> Result<String, Status> {
     let cfg = state
         .store
         .config()
-        .effective(Some(t))
+        .layers(Some(t))
         .await
         .map_err(store_status)?;
-    let opts = genesis_core::AgentDispatcherOptions::default()
-        .with_system_configs(&cfg)
-        .map_err(|e| Status::failed_precondition(format!("system_configs: {e}")))?;
+    // The ceiling the supervisor enforces: the tenant's value within the
+    // platform's for it (a malformed row is skipped there too).
+    let (opts, _) =
+        genesis_core::AgentDispatcherOptions::default().for_tenant(&cfg.platform, &cfg.effective);
     let now = chrono::Utc::now();
     let week = genesis_store::credit::week_start(now);
     let window = state
