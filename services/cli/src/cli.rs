@@ -142,7 +142,8 @@ pub enum TenantCmd {
         /// on or off.
         state: OnOff,
     },
-    /// Turns a named feature flag of --tenant on or off.
+    /// Turns a named feature flag of --tenant on or off (windows-pool and
+    /// prompt-redactor need a platform-wide token).
     Feature {
         /// Flag name, e.g. windows-pool.
         name: String,
@@ -400,7 +401,10 @@ pub enum ConfigCmd {
         #[arg(long)]
         global: bool,
     },
-    /// Writes a value.
+    /// Writes a value of a known key. A tenant-bound token may only tighten
+    /// a key that bounds spend or load (lower a ceiling, raise a floor, turn
+    /// a guard on) against the platform's value; a platform-wide token sets
+    /// any.
     Set {
         /// Config key.
         key: String,

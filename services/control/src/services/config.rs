@@ -1,8 +1,15 @@
 //! `genesis.v1.ConfigService`: the DB-first `system_configs` layer (spec
 //! §3.6), tenant or global scope. A tenant-bound caller reads the global
 //! layer and writes only its own; the global layer is written by a
-//! platform-wide caller only. Must never cache a value: the store reads live.
+//! platform-wide caller only. A key that bounds spend or load
+//! (genesis-core `ceilings`) a tenant-bound caller may only tighten against
+//! the platform's value for its tenant; a platform-wide caller sets either
+//! without limit. Only known keys are written. Must never cache a value:
+//! the store reads live.
 
+use genesis_core::AgentDispatcherOptions;
+use genesis_core::ceilings::{TenantWriteError, ceiling, check_tenant_value};
+use genesis_core::options::keys;
 use genesis_proto::convert::invalid_argument;
 use genesis_proto::v1::{self, config_service_server::ConfigService};
 use genesis_store::config::MAX_CONFIG_VALUE_BYTES;
@@ -115,18 +122,47 @@ impl ConfigService for Configs {
                     ));
                 }
             };
-            // A known dispatcher key must parse as the rule reading it will
-            // parse it: a value the next tick would refuse is refused here,
-            // naming the key, and nothing is written.
-            genesis_core::AgentDispatcherOptions::default()
+            // Only a key some rule reads is written: a misspelt one would
+            // sit in the table, read by nothing, the operator none the wiser.
+            if !keys::ALL.contains(&req.key.as_str()) {
+                return Err(invalid_argument(
+                    "key",
+                    format!(
+                        "unknown config key {:?}; known: {}",
+                        req.key,
+                        keys::ALL.join(", ")
+                    ),
+                ));
+            }
+            // The value must parse as the rule reading it will parse it: a
+            // value the next tick would refuse is refused here, naming the
+            // key, and nothing is written.
+            AgentDispatcherOptions::default()
                 .apply_system_config(&req.key, &req.value)
                 .map_err(|e| invalid_argument("value", e.to_string()))?;
-            self.state
-                .store
-                .config()
-                .set(scope_tenant, &req.key, &req.value)
-                .await
-                .map_err(store_status)?;
+            let config = self.state.store.config();
+            match scope_tenant {
+                Some(t) if !caller.is_platform() => {
+                    if ceiling(&req.key).is_some() {
+                        // The platform's value for the tenant: its row for
+                        // the tenant, else the global row, else the default.
+                        let layers = config.layers(Some(t)).await.map_err(store_status)?;
+                        let (platform, _) = AgentDispatcherOptions::default()
+                            .with_valid_system_configs(&layers.platform);
+                        check_tenant_value(&req.key, &req.value, &platform).map_err(
+                            |e| match e {
+                                TenantWriteError::Invalid(e) => {
+                                    invalid_argument("value", e.to_string())
+                                }
+                                beyond => Status::permission_denied(beyond.to_string()),
+                            },
+                        )?;
+                    }
+                    config.set_by_tenant(t, &req.key, &req.value).await
+                }
+                _ => config.set(scope_tenant, &req.key, &req.value).await,
+            }
+            .map_err(store_status)?;
             Ok(entry(&req.key, &req.value, scope_tenant))
         })
         .await

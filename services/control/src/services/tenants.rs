@@ -1,8 +1,11 @@
 //! `genesis.v1.TenantService`: tenants, the standing-agents switch and
-//! feature flags. CreateTenant is platform-wide only; a tenant-bound caller
-//! sees and changes its own tenant only. Must never bootstrap here: flipping
-//! the switch notifies `genesis_tenants` and the bootstrap loop reacts.
+//! feature flags. CreateTenant is platform-wide only, and so is setting a
+//! feature that costs the platform (genesis-core
+//! `ceilings::PLATFORM_FEATURES`); a tenant-bound caller sees and changes
+//! its own tenant only. Must never bootstrap here: flipping the switch
+//! notifies `genesis_tenants` and the bootstrap loop reacts.
 
+use genesis_core::ceilings::is_platform_feature;
 use genesis_core::validate::{MAX_NAME_LEN, validate_name};
 use genesis_proto::convert::invalid_argument;
 use genesis_proto::v1::{self, tenant_service_server::TenantService};
@@ -161,6 +164,12 @@ impl TenantService for Tenants {
                         FEATURE_FLAGS.join(", ")
                     ),
                 ));
+            }
+            if is_platform_feature(&req.name) && !caller.is_platform() {
+                return Err(Status::permission_denied(format!(
+                    "feature {:?} is the platform's to grant: only a platform token may set it",
+                    req.name
+                )));
             }
             record_ids(t, None);
             let row = if req.name == PROMPT_REDACTOR_FLAG {
