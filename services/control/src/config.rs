@@ -420,7 +420,10 @@ mod tests {
         let mut none = c.clone();
         none.default_provider = None;
         let err = none.validate().expect_err("no provider chosen").to_string();
-        assert!(err.contains("GENESIS_DEFAULT_PROVIDER is required"), "{err}");
+        assert!(
+            err.contains("GENESIS_DEFAULT_PROVIDER is required"),
+            "{err}"
+        );
         c.subject_prefix = "genesis.>".into();
         let err = c.validate().expect_err("wildcard prefix refused");
         assert!(err.to_string().contains("GENESIS_SUBJECT_PREFIX"));
