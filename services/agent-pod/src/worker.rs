@@ -351,7 +351,11 @@ async fn connect_nats(url: &str, shutdown: &CancellationToken) -> Option<async_n
             _ = shutdown.cancelled() => return None,
             r = async_nats::connect(url) => match r {
                 Ok(c) => return Some(c),
-                Err(e) => tracing::warn!(error = %e, url, "NATS connect failed; retrying"),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    url = %genesis_telemetry::config_file::redact_url(url),
+                    "NATS connect failed; retrying"
+                ),
             }
         }
         if !sleep_or_cancel(backoff.next_delay(), shutdown).await {

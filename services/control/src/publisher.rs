@@ -180,7 +180,14 @@ pub async fn connect(s: &PublisherSettings) -> Result<jetstream::Context, Contro
         .connection_timeout(Duration::from_secs(2))
         .connect(s.nats_url.as_str())
         .await
-        .map_err(|e| ControlError::Nats(format!("connect {}: {e}", s.nats_url)))?;
+        .map_err(|e| {
+            // The URL may carry a password: never in an error.
+            ControlError::Nats(format!(
+                "connect {}: {}",
+                genesis_telemetry::config_file::redact_url(&s.nats_url),
+                genesis_telemetry::config_file::redact_urls_in(&e.to_string())
+            ))
+        })?;
     let mut js = jetstream::new(client);
     js.set_timeout(s.ack_timeout);
     Ok(js)

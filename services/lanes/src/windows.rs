@@ -882,14 +882,16 @@ impl WindowsLane {
         let resp = req.send().await.map_err(|e| {
             WindowsError::local(
                 WindowsErrorCode::PoolUnavailable,
-                format!("the Windows pool did not answer: {e}"),
+                // Never the URL: it may carry a password, and this text
+                // reaches the coder.
+                format!("the Windows pool did not answer: {}", e.without_url()),
             )
         })?;
         let status = resp.status().as_u16();
         let bytes = resp.bytes().await.map_err(|e| {
             WindowsError::local(
                 WindowsErrorCode::PoolUnavailable,
-                format!("the Windows pool's answer was cut off: {e}"),
+                format!("the Windows pool's answer was cut off: {}", e.without_url()),
             )
         })?;
         let parsed: Value = if bytes.is_empty() {

@@ -52,12 +52,62 @@ pub(crate) fn map_reqwest_error(error: &reqwest::Error) -> LlmError {
     if error.is_timeout() {
         LlmError::Timeout
     } else if error.is_decode() {
-        LlmError::malformed(format!("reading the body: {error}"))
+        LlmError::malformed(format!("reading the body: {}", without_secrets(error)))
     } else {
-        // reqwest's Display names the URL, never headers.
+        // reqwest's Display names the URL (never headers); its userinfo and
+        // secret query values are masked.
         LlmError::Transport {
-            detail: error.to_string(),
+            detail: without_secrets(error),
         }
+    }
+}
+
+/// reqwest's text for `error` with the password, a lone user (a token) and
+/// any secret query value of the URL it names masked: the text is stored on
+/// the attempt and logged.
+fn without_secrets(error: &reqwest::Error) -> String {
+    let text = error.to_string();
+    let Some(url) = error.url() else {
+        return text;
+    };
+    let mut masked = url.clone();
+    let mut changed = false;
+    if masked.password().is_some() {
+        changed |= masked.set_password(Some("***")).is_ok();
+    } else if !masked.username().is_empty() {
+        changed |= masked.set_username("***").is_ok();
+    }
+    if masked.query().is_some() {
+        let pairs: Vec<(String, String)> = masked
+            .query_pairs()
+            .map(|(k, v)| {
+                let secret = [
+                    "key",
+                    "api_key",
+                    "apikey",
+                    "token",
+                    "access_token",
+                    "password",
+                ]
+                .iter()
+                .any(|s| s.eq_ignore_ascii_case(&k));
+                (
+                    k.into_owned(),
+                    if secret {
+                        "***".to_owned()
+                    } else {
+                        v.into_owned()
+                    },
+                )
+            })
+            .collect();
+        masked.query_pairs_mut().clear().extend_pairs(pairs);
+        changed = true;
+    }
+    if changed {
+        text.replace(url.as_str(), masked.as_str())
+    } else {
+        text
     }
 }
 
@@ -278,6 +328,28 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(name, HeaderValue::from_str(value).expect("header value"));
         h
+    }
+
+    /// A transport error's text names the URL without its password, a lone
+    /// user (a token) or a secret query value.
+    #[tokio::test]
+    async fn a_transport_errors_url_keeps_no_secret() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = closed.local_addr().expect("addr").port();
+        drop(closed);
+        let client = reqwest::Client::new();
+        for url in [
+            format!("http://user:hunter2@127.0.0.1:{port}/v1/chat/completions"),
+            format!("http://hunter2@127.0.0.1:{port}/v1/messages"),
+            format!("http://127.0.0.1:{port}/v1/models?key=hunter2&alt=json"),
+        ] {
+            let err = client.get(&url).send().await.expect_err("nothing listens");
+            let LlmError::Transport { detail } = map_reqwest_error(&err) else {
+                panic!("not a transport error: {err}");
+            };
+            assert!(!detail.contains("hunter2"), "{detail}");
+            assert!(detail.contains(&format!("127.0.0.1:{port}")), "{detail}");
+        }
     }
 
     #[test]

@@ -104,14 +104,16 @@ impl OpsProbe {
                 return None;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "alertmanager unreachable; alerts unknown");
+                // reqwest's text names the URL, which may carry a password.
+                let url = genesis_telemetry::config_file::redact_url(base);
+                tracing::warn!(error = %e.without_url(), alertmanager = %url, "alertmanager unreachable; alerts unknown");
                 return None;
             }
         };
         match resp.json::<Vec<serde_json::Value>>().await {
             Ok(alerts) => Some(u32::try_from(alerts.len()).unwrap_or(u32::MAX)),
             Err(e) => {
-                tracing::warn!(error = %e, "alertmanager body unreadable; alerts unknown");
+                tracing::warn!(error = %e.without_url(), "alertmanager body unreadable; alerts unknown");
                 None
             }
         }

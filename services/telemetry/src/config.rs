@@ -206,7 +206,8 @@ pub fn parse_resource_attributes(raw: &str) -> Vec<(String, String)> {
 /// fail every export; it is refused at startup instead.
 fn validate_endpoint(raw: &str, protocol: OtlpProtocol) -> Result<String, TelemetryError> {
     let bad = |reason: &str| TelemetryError::InvalidEndpoint {
-        value: raw.to_owned(),
+        // The error is printed at startup: never with a password.
+        value: crate::config_file::redact_url(raw),
         reason: reason.to_owned(),
     };
     let uri: http::Uri = raw
@@ -323,6 +324,18 @@ mod tests {
             assert!(msg.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{msg}");
             assert!(msg.contains(reason), "{endpoint}: {msg}");
         }
+    }
+
+    #[test]
+    fn an_unusable_endpoints_password_is_not_in_the_error() {
+        let err = config(&[
+            (OTLP_ENDPOINT_ENV, "ftp://otel:hunter2@collector:4317"),
+            (OTLP_PROTOCOL_ENV, "grpc"),
+        ])
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(!msg.contains("hunter2"), "{msg}");
+        assert!(msg.contains("ftp://otel:***@collector:4317"), "{msg}");
     }
 
     #[test]

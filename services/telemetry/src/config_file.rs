@@ -19,7 +19,8 @@
 //! It also owns the other direction, `--dump-config`: [`dump`] prints a
 //! bin's effective configuration as TOML under the same keys a file takes,
 //! with secrets masked by [`redacted_url`] and [`redacted_secret`], so every
-//! bin prints the same shape and redacts the same way.
+//! bin prints the same shape and redacts the same way. [`redact_url`] and
+//! [`redact_urls_in`] are the one URL masking every log line and error uses.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -208,22 +209,204 @@ fn read(cmd: &Command, path: &Path) -> Result<Vec<(String, String)>, ConfigFileE
 /// The placeholder a secret is printed as.
 pub const REDACTED: &str = "***";
 
+/// Schemes whose userinfo without a `:` is itself a secret: NATS reads
+/// `nats://TOKEN@host` as token authentication.
+const TOKEN_USERINFO_SCHEMES: &[&str] = &["nats", "tls", "ws", "wss"];
+
+/// Whether `scheme` is one of [`TOKEN_USERINFO_SCHEMES`]. It is compared
+/// by its end: in a coloured log line the characters of an escape sequence
+/// (`\x1b[0m`) run into the scheme a scan of the text finds.
+fn is_token_scheme(scheme: &str) -> bool {
+    let b = scheme.as_bytes();
+    TOKEN_USERINFO_SCHEMES
+        .iter()
+        .any(|s| b.len() >= s.len() && b[b.len() - s.len()..].eq_ignore_ascii_case(s.as_bytes()))
+}
+
+/// Query parameters whose value is a secret (`postgres://h/db?password=…`
+/// is a libpq spelling; tokens and keys ride in query strings too).
+const SECRET_QUERY_KEYS: &[&str] = &[
+    "password",
+    "sslpassword",
+    "pass",
+    "pwd",
+    "passwd",
+    "token",
+    "access_token",
+    "auth_token",
+    "secret",
+    "api_key",
+    "apikey",
+];
+
 /// `scheme://user:secret@host/…` → `scheme://user:***@host/…`: the
 /// password of a URL's userinfo masked, everything else kept so an operator
-/// can still see where a service connects. A URL without a password is
-/// returned as it is.
+/// can still see where a service connects. A NATS userinfo with no password
+/// is a token and is masked whole (`nats://***@host`); a secret query
+/// parameter (`?password=…`, `?token=…`) has its value masked. A URL without
+/// any of them is returned as it is.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
     // The last `@`, not the first: a password written unencoded may hold
     // `@` or `/`, and masking too much is better than printing part of it.
-    let Some((userinfo, host)) = rest.rsplit_once('@') else {
-        return url.to_owned();
+    let rest = match rest.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:{REDACTED}@{host}"),
+            None if is_token_scheme(scheme) => {
+                format!("{REDACTED}@{host}")
+            }
+            None => rest.to_owned(),
+        },
+        None => rest.to_owned(),
     };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:{REDACTED}@{host}"),
-        None => url.to_owned(),
+    format!("{scheme}://{}", redact_query(&rest))
+}
+
+/// `rest` (a URL after its `scheme://`) with the values of its secret query
+/// parameters masked.
+fn redact_query(rest: &str) -> String {
+    let Some((head, query)) = rest.split_once('?') else {
+        return rest.to_owned();
+    };
+    let (query, fragment) = match query.split_once('#') {
+        Some((q, f)) => (q, Some(f)),
+        None => (query, None),
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|param| match param.split_once('=') {
+            Some((key, _))
+                if SECRET_QUERY_KEYS
+                    .iter()
+                    .any(|k| k.eq_ignore_ascii_case(key)) =>
+            {
+                format!("{key}={REDACTED}")
+            }
+            _ => param.to_owned(),
+        })
+        .collect();
+    let mut out = format!("{head}?{}", params.join("&"));
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(f);
+    }
+    out
+}
+
+/// The text between `field` and the closing quote of the string value that
+/// follows it, wherever it stands in `text`, replaced by [`REDACTED`] when
+/// `mask(value start)` says so. The value may be quoted plainly or with a
+/// backslash (a `Debug` string inside a JSON line).
+fn mask_quoted_after(text: &str, field: &str, mask: impl Fn(&str) -> bool) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = text;
+    let mut changed = false;
+    while let Some(i) = rest.find(field) {
+        let after = i + field.len();
+        let open = if rest[after..].starts_with("\\\"") {
+            2
+        } else if rest[after..].starts_with('"') {
+            1
+        } else {
+            out.push_str(&rest[..after]);
+            rest = &rest[after..];
+            continue;
+        };
+        let start = after + open;
+        let Some(len) = rest[start..].find('"') else {
+            break;
+        };
+        let mut end = start + len;
+        if open == 2 && rest[..end].ends_with('\\') {
+            end -= 1;
+        }
+        out.push_str(&rest[..start]);
+        if mask(&rest[..i]) {
+            out.push_str(REDACTED);
+            changed = true;
+        } else {
+            out.push_str(&rest[start..end]);
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    changed.then_some(out)
+}
+
+/// [`redact_urls_in`]'s part for URLs printed by `Debug`.
+fn redact_debug_urls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("Url {") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut current = std::borrow::Cow::Borrowed(text);
+    if let Some(masked) = mask_quoted_after(&current, "password: Some(", |_| true) {
+        current = std::borrow::Cow::Owned(masked);
+    }
+    // A NATS URL's user is a token when it has no password: the user of the
+    // nearest `Url {` before it decides by its scheme.
+    let token_scheme = |before: &str| {
+        before.rfind("Url {").is_some_and(|u| {
+            let scheme = before[u..]
+                .split("scheme: ")
+                .nth(1)
+                .unwrap_or_default()
+                .trim_start_matches('\\')
+                .trim_start_matches('"');
+            TOKEN_USERINFO_SCHEMES.iter().any(|s| {
+                let b = scheme.as_bytes();
+                b.len() > s.len()
+                    && b[..s.len()].eq_ignore_ascii_case(s.as_bytes())
+                    && matches!(b[s.len()], b'"' | b'\\')
+            })
+        })
+    };
+    if let Some(masked) = mask_quoted_after(&current, "username: ", token_scheme) {
+        current = std::borrow::Cow::Owned(masked);
+    }
+    current
+}
+
+/// Every URL in free text (an error message, a log line) with its secrets
+/// masked as [`redact_url`] masks them. A URL runs from its scheme to the
+/// next whitespace, quote, backslash, backtick or angle bracket. A URL
+/// printed by its `Debug` (`Url { scheme: "nats", username: "…", password:
+/// Some("…"), … }`, as async-nats logs the server it connects to) has its
+/// password masked, and its username too for a NATS scheme (a token). Text
+/// with neither is returned borrowed.
+pub fn redact_urls_in(text: &str) -> std::borrow::Cow<'_, str> {
+    match redact_debug_urls(text) {
+        std::borrow::Cow::Borrowed(t) => redact_scheme_urls(t),
+        std::borrow::Cow::Owned(o) => std::borrow::Cow::Owned(redact_scheme_urls(&o).into_owned()),
+    }
+}
+
+/// [`redact_urls_in`]'s part for URLs written out (`scheme://…`).
+fn redact_scheme_urls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("://") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let ends_url = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '\\' | '`' | '<' | '>');
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let scheme_start = rest[..i]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |p| p + 1);
+        let after = i + 3;
+        let end = rest[after..]
+            .find(ends_url)
+            .map_or(rest.len(), |e| after + e);
+        out.push_str(&rest[..scheme_start]);
+        out.push_str(&redact_url(&rest[scheme_start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    if out == text {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(out)
     }
 }
 
@@ -527,10 +710,91 @@ mod tests {
             // Unencoded `@` and `/` in the password: all of it is masked.
             ("nats://u:p@ss/w0rd@nats:4222", "nats://u:***@nats:4222"),
             ("postgres://127.0.0.1/x", "postgres://127.0.0.1/x"),
-            ("nats://user@nats:4222", "nats://user@nats:4222"),
+            // A user alone is a role name to PostgreSQL, a token to NATS.
+            ("postgres://app@db/x", "postgres://app@db/x"),
+            ("nats://s3cr3t-token@nats:4222", "nats://***@nats:4222"),
+            ("NATS://s3cr3t-token@nats:4222", "NATS://***@nats:4222"),
+            (
+                "postgres://db/x?sslmode=require&Password=hunter2&application_name=a",
+                "postgres://db/x?sslmode=require&Password=***&application_name=a",
+            ),
+            (
+                "http://am:9093/api?token=t0k#frag",
+                "http://am:9093/api?token=***#frag",
+            ),
             ("not a url", "not a url"),
         ] {
             assert_eq!(redact_url(url), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn urls_in_free_text_are_masked_wherever_they_stand() {
+        for (text, want) in [
+            (
+                "connect nats://u:hunter2@127.0.0.1:1: connection refused",
+                "connect nats://u:***@127.0.0.1:1: connection refused",
+            ),
+            (
+                "error sending request for url (http://am:pw@127.0.0.1:9/api/v2/alerts)",
+                "error sending request for url (http://am:***@127.0.0.1:9/api/v2/alerts)",
+            ),
+            (
+                r#"{"url":"nats://tok@h:4222","b":"https://x:y@z/"}"#,
+                r#"{"url":"nats://***@h:4222","b":"https://x:***@z/"}"#,
+            ),
+            (r#"url=\"wss://a:b@h\" two"#, r#"url=\"wss://a:***@h\" two"#),
+            ("no url here: a@b", "no url here: a@b"),
+            // A coloured log line: an escape sequence runs into the scheme.
+            (
+                "url\x1b[0m=\x1b[0mnats://s3cr3t@h:4222 x",
+                "url\x1b[0m=\x1b[0mnats://***@h:4222 x",
+            ),
+            (
+                "http://plain.example/path ok",
+                "http://plain.example/path ok",
+            ),
+        ] {
+            assert_eq!(redact_urls_in(text), want, "{text}");
+        }
+        assert!(matches!(
+            redact_urls_in("http://plain.example/x"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    /// async-nats logs the server it dials as `ServerAddr(Url { … })`.
+    #[test]
+    fn urls_printed_by_debug_lose_their_password_and_nats_token() {
+        for (text, want) in [
+            (
+                r#"server=ServerAddr(Url { scheme: "nats", cannot_be_a_base: false, username: "genesis", password: Some("hunter2"), host: Some(Domain("h")), port: Some(1) }) x"#,
+                r#"server=ServerAddr(Url { scheme: "nats", cannot_be_a_base: false, username: "***", password: Some("***"), host: Some(Domain("h")), port: Some(1) }) x"#,
+            ),
+            (
+                r#"server=ServerAddr(Url { scheme: "nats", cannot_be_a_base: false, username: "s3cr3t", password: None, host: Some(Domain("h")) })"#,
+                r#"server=ServerAddr(Url { scheme: "nats", cannot_be_a_base: false, username: "***", password: None, host: Some(Domain("h")) })"#,
+            ),
+            // A JSON line: the Debug string's quotes are escaped.
+            (
+                r#"{"server":"ServerAddr(Url { scheme: \"nats\", username: \"s3cr3t\", password: Some(\"hunter2\"), host: None })"}"#,
+                r#"{"server":"ServerAddr(Url { scheme: \"nats\", username: \"***\", password: Some(\"***\"), host: None })"}"#,
+            ),
+            // Another scheme keeps its user name.
+            (
+                r#"Url { scheme: "postgres", username: "app", password: Some("hunter2"), host: None }"#,
+                r#"Url { scheme: "postgres", username: "app", password: Some("***"), host: None }"#,
+            ),
+            (
+                r#"Url { scheme: "natsx", username: "app", password: None }"#,
+                r#"Url { scheme: "natsx", username: "app", password: None }"#,
+            ),
+            // Anything else that looks half like one passes as it is.
+            ("Url { scheme: \"néé", "Url { scheme: \"néé"),
+            ("Url { password: Some(", "Url { password: Some("),
+            ("Url { username: \"open", "Url { username: \"open"),
+        ] {
+            assert_eq!(redact_urls_in(text), want, "{text}");
         }
     }
 

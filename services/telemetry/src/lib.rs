@@ -190,9 +190,17 @@ pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
     };
 
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Every line is written through the URL masking: a password in a URL
+    // never reaches the logs, whoever formatted it (a dependency's error
+    // message included).
     let fmt = match config.log_format {
-        LogFormat::Text => tracing_subscriber::fmt::layer().boxed(),
-        LogFormat::Json => tracing_subscriber::fmt::layer().json().boxed(),
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(RedactingStdout)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(RedactingStdout)
+            .boxed(),
     };
     let otel = tracer_provider.as_ref().map(|provider| {
         let transport = TRANSPORT_TARGETS.iter().fold(
@@ -219,7 +227,7 @@ pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
     match &config.otlp {
         Some(otlp) => tracing::info!(
             service = %config.service_name,
-            endpoint = %otlp.endpoint,
+            endpoint = %config_file::redact_url(&otlp.endpoint),
             protocol = ?otlp.protocol,
             metric_export_interval_ms = otlp.metric_export_interval.as_millis() as u64,
             "exporting spans and metrics over OTLP"
@@ -233,6 +241,44 @@ pub fn init(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
         tracer_provider,
         meter_provider,
     })
+}
+
+/// Standard output, each line's URLs masked ([`config_file::redact_urls_in`]).
+#[derive(Debug, Clone, Copy)]
+struct RedactingStdout;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for RedactingStdout {
+    type Writer = RedactingWriter<std::io::Stdout>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        RedactingWriter(std::io::stdout())
+    }
+}
+
+/// A writer that masks the URL secrets of what it is given before passing
+/// it on. The fmt layer writes each event as one buffer, so a URL is never
+/// split across two writes.
+#[derive(Debug)]
+pub struct RedactingWriter<W>(pub W);
+
+impl<W: std::io::Write> std::io::Write for RedactingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match std::str::from_utf8(buf) {
+            Ok(text) => self
+                .0
+                .write_all(config_file::redact_urls_in(text).as_bytes())?,
+            // Not text (the fmt layer only writes UTF-8): masked as text
+            // read leniently, so nothing passes unmasked.
+            Err(_) => self
+                .0
+                .write_all(config_file::redact_urls_in(&String::from_utf8_lossy(buf)).as_bytes())?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// `service.name`, the SDK's `telemetry.sdk.*` attributes and the operator's
@@ -324,4 +370,78 @@ macro_rules! global_allocator {
         #[global_allocator]
         static GLOBAL: $crate::Allocator = $crate::Allocator {};
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = RedactingWriter<Captured>;
+
+        fn make_writer(&'a self) -> Self::Writer {
+            RedactingWriter(self.clone())
+        }
+    }
+
+    #[test]
+    fn the_writer_masks_url_passwords_and_passes_the_rest() {
+        let out = Captured::default();
+        let mut w = RedactingWriter(out.clone());
+        w.write_all(b"connect nats://genesis:hunter2@127.0.0.1:1 failed\n")
+            .unwrap();
+        w.write_all(&[0xff, b' ', b'o', b'k']).unwrap();
+        let text = String::from_utf8_lossy(&out.0.lock().unwrap()).into_owned();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(
+            text.contains("nats://genesis:***@127.0.0.1:1 failed"),
+            "{text}"
+        );
+        assert!(text.ends_with(" ok"), "{text}");
+    }
+
+    /// A URL logged as a field, in a message or inside a dependency's error
+    /// text leaves no password in text or JSON lines.
+    #[test]
+    fn logged_urls_lose_their_passwords_in_text_and_json_lines() {
+        for json in [false, true] {
+            let out = Captured::default();
+            let builder = tracing_subscriber::fmt().with_writer(out.clone());
+            let dispatch: tracing::Dispatch = if json {
+                builder.json().finish().into()
+            } else {
+                builder.finish().into()
+            };
+            tracing::dispatcher::with_default(&dispatch, || {
+                let url = "nats://genesis:hunter2@127.0.0.1:4222";
+                tracing::warn!(url, "NATS connect failed; retrying");
+                tracing::warn!("connect {url}: refused");
+                let e = "error sending request for url (http://am:hunter2@am:9093/api/v2/alerts)";
+                tracing::warn!(error = %e, "alertmanager unreachable");
+                tracing::warn!(token = "nats://s3cr3t@nats:4222", "token auth");
+            });
+            let text = String::from_utf8_lossy(&out.0.lock().unwrap()).into_owned();
+            assert_eq!(text.lines().count(), 4, "{text}");
+            assert!(!text.contains("hunter2"), "{text}");
+            assert!(!text.contains("s3cr3t"), "{text}");
+            assert!(text.contains("genesis:***@127.0.0.1:4222"), "{text}");
+        }
+    }
 }

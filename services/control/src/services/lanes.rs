@@ -118,7 +118,10 @@ impl Lanes {
             )
             .await
             .map_err(|e| e.to_string()),
-            Ok(Err(e)) => Err(format!("NATS unreachable: {e}")),
+            Ok(Err(e)) => Err(format!(
+                "NATS unreachable: {}",
+                genesis_telemetry::config_file::redact_urls_in(&e.to_string())
+            )),
             Err(_) => Err("NATS did not answer in time".to_owned()),
         };
         if let Err(e) = &registry {
