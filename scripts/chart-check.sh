@@ -496,6 +496,22 @@ refuse_pools "a pool whose names pass 63 characters" "longer than 63 characters"
   "[{\"name\":\"abcdefghijklmnop\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\"}]" --set fullnameOverride=$(printf 'x%.0s' $(seq 48))
 refuse_pools "a pool's tenantConcurrency above its concurrency" "agentPod.pools[acme]: tenantConcurrency (3) must not exceed concurrency (2)" \
   "[{\"name\":\"acme\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\",\"concurrency\":2,\"tenantConcurrency\":3}]"
+"$HELM" template genesis "$CHART" --set keda.enabled=false --set-json "agentPod.pools=[{\"name\":\"acme\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\",\"replicaCount\":2,\"tenantConcurrency\":1,\"resources\":{\"requests\":{\"cpu\":\"250m\",\"memory\":\"256Mi\"},\"limits\":{\"cpu\":\"2\",\"memory\":\"1Gi\"}}}]" \
+  >"$WORK/pool-fixed.yaml" 2>"$WORK/pool-fixed.err" || { cat "$WORK/pool-fixed.err" >&2; fail "helm template with a fixed-size pool"; }
+PYTHONPATH="$PYDEPS" "$PYTHON" - "$WORK/pool-fixed.yaml" <<'PY' || fail "a pool's replicaCount, tenantConcurrency or resources not rendered"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+comp = lambda d: d["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+dep = next(d for d in docs if d["kind"] == "Deployment" and comp(d) == "agent-pod-acme")
+c = dep["spec"]["template"]["spec"]["containers"][0]
+env = {e["name"]: e.get("value") for e in c["env"]}
+assert dep["spec"]["replicas"] == 2, dep["spec"].get("replicas")
+assert env["GENESIS_POD_TENANT_CONCURRENCY"] == "1", env
+assert c["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}, c["resources"]
+shared = next(d for d in docs if d["kind"] == "Deployment" and comp(d) == "agent-pod")
+assert shared["spec"]["replicas"] == 1 and not [d for d in docs if d["kind"] == "ScaledObject"]
+PY
+ok "KEDA off: a pool's own replicaCount, tenantConcurrency and resources, the shared pool's replicaCount untouched"
 
 step "a real LLM provider and a coder image"
 "$HELM" template genesis "$CHART" --set llm.defaultProvider=anthropic --set control.coderImage=registry.example/coder:1 \
@@ -687,7 +703,7 @@ fi
 ok "otel.protocol=http/json refused"
 
 step "the feature renders against the Kubernetes schemas"
-for r in provider keys pool nodash am am-to otel; do
+for r in provider keys pool nodash am am-to otel pool-fixed; do
   PYTHONPATH="$PYDEPS:$ROOT/scripts" "$PYTHON" - "$WORK/$r.yaml" "$K8S_VERSION" <<'PY' || fail "$r render: a manifest fails its schema"
 import sys, yaml
 from chart_schemas import invalid
