@@ -2,7 +2,8 @@
 //! subcommand per admin RPC ([`cli`]), local argument checks ([`validate`]),
 //! the authenticated connection ([`client`]), tables and JSON output
 //! ([`table`], [`json`], [`output`]), the handlers ([`commands`],
-//! [`windows`]) and the live turn view ([`watch`]).
+//! [`windows`]) and the live turn view ([`watch`]). Nothing the server sent
+//! reaches the terminal with its control sequences ([`terminal`]).
 //!
 //! Everything the binary does goes through [`run`], so tests drive the same
 //! path. This crate is a client only: it must never hold database
@@ -15,6 +16,7 @@ pub mod error;
 pub mod json;
 pub mod output;
 pub mod table;
+pub mod terminal;
 pub mod validate;
 pub mod watch;
 pub mod windows;
@@ -65,7 +67,9 @@ where
     match result {
         Ok(()) => 0,
         Err(err) => {
-            let _ = writeln!(stderr, "error: {err}");
+            // The message may quote the server, and so a tenant's text.
+            let line = format!("error: {err}");
+            let _ = writeln!(stderr, "{}", terminal::strip_controls(&line));
             err.exit_code()
         }
     }

@@ -4,6 +4,9 @@
 //!
 //! This module formats nothing itself (see [`crate::table`] and
 //! [`crate::json`]) and never writes to stderr: errors are the caller's.
+//! It never writes a terminal control sequence: every text is stripped of
+//! them and every JSON line has its control characters escaped
+//! ([`crate::terminal`]).
 
 use std::io::Write;
 
@@ -67,15 +70,20 @@ impl<'a> Printer<'a> {
         }
     }
 
-    /// One compact JSON line.
+    /// One compact JSON line (control characters escaped, never raw:
+    /// [`crate::terminal::escape_json_controls`]).
     pub fn json(&mut self, value: &Value) -> Result<(), CliError> {
-        writeln!(self.out, "{value}")?;
+        let line = value.to_string();
+        writeln!(self.out, "{}", crate::terminal::escape_json_controls(&line))?;
         self.out.flush()?;
         Ok(())
     }
 
-    /// Text as given (a trailing newline is added when missing).
+    /// Text without terminal control sequences
+    /// ([`crate::terminal::strip_controls`]; a trailing newline is added
+    /// when missing).
     pub fn text(&mut self, text: &str) -> Result<(), CliError> {
+        let text = crate::terminal::strip_controls(text);
         self.out.write_all(text.as_bytes())?;
         if !text.ends_with('\n') {
             self.out.write_all(b"\n")?;

@@ -122,7 +122,8 @@ pub fn lookup<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
 
 /// The text of one value in a table: `-` for absent, null and empty text;
 /// instants in local time; lists comma-joined; objects as compact JSON;
-/// line breaks folded to spaces so a row stays one line.
+/// line breaks folded to spaces so a row stays one line; terminal control
+/// sequences removed (before the widths are taken, so columns align).
 pub fn cell(value: Option<&Value>) -> String {
     let text = match value {
         None | Some(Value::Null) => return "-".into(),
@@ -141,7 +142,7 @@ pub fn cell(value: Option<&Value>) -> String {
             .join(","),
         Some(other @ Value::Object(_)) => other.to_string(),
     };
-    fold_lines(&text)
+    crate::terminal::strip_controls(&fold_lines(&text)).into_owned()
 }
 
 /// An RFC 3339 instant shown in the local time zone, to the second.

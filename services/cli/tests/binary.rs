@@ -23,6 +23,11 @@ const SOA: &str = "0195b5a0-1111-7000-8000-000000000001";
 const COMPLIANCE: &str = "0195b5a0-2222-7000-8000-000000000002";
 /// GetAgent of this instance answers only after 10 s.
 const SLOW: &str = "0195b5a0-9999-7000-8000-000000000009";
+/// This instance's values, stream and errors carry terminal control
+/// sequences, as a tenant may write them.
+const HOSTILE: &str = "0195b5a0-6666-7000-8000-000000000006";
+/// Sequences that would retitle the window and clear the screen.
+const PWN: &str = "\u{1b}]0;pwned\u{07}\u{1b}[2J";
 
 type Stored<T> = Arc<Mutex<Vec<T>>>;
 
@@ -135,6 +140,14 @@ impl AgentService for Fake {
                 Ok(Response::new(instance(SLOW, "Soa", "active", "Strategic")))
             }
             SOA => Ok(Response::new(instance(SOA, "Soa", "active", "Strategic"))),
+            HOSTILE => {
+                let mut i = instance(HOSTILE, "Soa", "active", "Strategic");
+                i.phase = format!("idle{PWN}\u{9b}31m\rblocked");
+                Ok(Response::new(i))
+            }
+            other if other.ends_with("-00000000000e") => Err(Status::not_found(format!(
+                "instance {PWN}named by a tenant\u{1b}[0m"
+            ))),
             other => Err(Status::not_found(format!("instance {other}"))),
         }
     }
@@ -285,6 +298,15 @@ impl AgentService for Fake {
         ];
         // The stream stays open after the scripted events, as a live one
         // does: the client must stop on its own condition, not on EOF.
+        if req.instance_id.as_deref() == Some(HOSTILE) {
+            let events = vec![
+                message("agent_to_operator", &format!("hello {PWN}operator")),
+                turn(1, "ActedWithTool", &format!("summary{PWN} done")),
+            ];
+            return Ok(Response::new(Box::pin(futures::stream::iter(
+                events.into_iter().map(Ok),
+            ))));
+        }
         let scripted = futures::stream::iter(events.into_iter().map(Ok));
         if req.instance_id.as_deref() == Some(COMPLIANCE) {
             // This instance's stream ends after the script (a server going
@@ -520,6 +542,64 @@ async fn watch_prints_turn_and_message_lines_and_stops_after_count() -> anyhow::
     assert_eq!(watches.len(), 1);
     assert_eq!(watches[0].tenant_id, TENANT);
     assert_eq!(watches[0].instance_id, None);
+    Ok(())
+}
+
+/// A tenant's text cannot drive the operator's terminal: the watch lines,
+/// a table and an error quoting the server carry no control sequence (the
+/// text around them is kept), and JSON lines carry them escaped, the same
+/// value for a parser.
+#[tokio::test(flavor = "multi_thread")]
+async fn tenant_text_reaches_the_terminal_without_control_sequences() -> anyhow::Result<()> {
+    let server = start().await?;
+    let controls = |text: &str| {
+        text.chars()
+            .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+            .count()
+    };
+    let out = server
+        .run(&["watch", "--instance", HOSTILE, "--count", "2"])
+        .await?;
+    let text = stdout(&out);
+    assert_eq!(controls(&text), 0, "{text:?}");
+    assert!(text.contains("← agent: hello operator"), "{text}");
+    assert!(text.contains("summary done"), "{text}");
+    assert!(!text.contains("pwned"), "{text}");
+
+    let out = server.run(&["agent", "get", HOSTILE]).await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(controls(&text), 0, "{text:?}");
+    // The carriage return is folded to a space, as a line break is.
+    assert!(text.contains("idle blocked"), "{text}");
+
+    let out = server
+        .run(&["agent", "get", "0195b5a0-6666-7000-8000-00000000000e"])
+        .await?;
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(controls(&err), 0, "{err:?}");
+    assert!(err.contains("named by a tenant"), "{err}");
+
+    let out = server
+        .run(&[
+            "watch",
+            "--instance",
+            HOSTILE,
+            "--count",
+            "2",
+            "--output",
+            "json",
+        ])
+        .await?;
+    let text = stdout(&out);
+    assert_eq!(controls(&text), 0, "{text:?}");
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap_or_default())?;
+    assert_eq!(
+        first["message"]["message"]["body"],
+        format!("hello {PWN}operator"),
+        "the JSON value is exact"
+    );
     Ok(())
 }
 
