@@ -1,6 +1,7 @@
 //! Process assembly: [`run`] opens the store and the control-owned pool,
 //! registers every admin service in ONE place ([`routes`]) behind the auth
-//! layer, adds `grpc.health.v1` and reflection, serves HTTP, and starts the
+//! layer, adds `grpc.health.v1` and reflection (v1 and v1alpha, listing only
+//! what this server answers), serves HTTP, and starts the
 //! publisher, the bootstrap loop and the turn hub. Shutdown: stop the
 //! publisher after its in-flight batch, stop accepting RPCs, drain under a
 //! deadline, exit. Must never hold service logic: it wires, nothing more.
@@ -118,6 +119,30 @@ pub fn routes(state: &AppState) -> tonic::service::RoutesBuilder {
     b
 }
 
+/// The services reflection lists beside [`SERVED_SERVICES`].
+pub const OPEN_SERVICES: &[&str] = &[
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+];
+
+/// Reflection over what this server answers: the admin services it serves
+/// (`files`, from [`genesis_proto::convert::descriptor_set_serving`]: not the
+/// supervisor's AgentPod), health, and reflection itself in both versions
+/// (v1, and v1alpha for the grpcurl, Postman and Evans releases that speak
+/// only that).
+fn reflection_builder(files: &[u8]) -> tonic_reflection::server::Builder<'_> {
+    let builder = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(files)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET);
+    SERVED_SERVICES
+        .iter()
+        .chain(OPEN_SERVICES)
+        .fold(builder, |b, name| b.with_service_name(*name))
+}
+
 /// The service's name: its command name, its telemetry `service.name`, its
 /// metrics and PostgreSQL's `application_name` of every connection it opens.
 pub const SERVICE_NAME: &str = "genesis-control";
@@ -204,14 +229,19 @@ pub async fn run(
     health
         .set_service_status("", tonic_health::ServingStatus::Serving)
         .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(genesis_proto::FILE_DESCRIPTOR_SET)
+    let reflection_files = genesis_proto::convert::descriptor_set_serving(SERVED_SERVICES);
+    let reflection = reflection_builder(&reflection_files)
         .build_v1()
         .map_err(|e| ControlError::Transport(format!("reflection: {e}")))?;
-    let reflection = limited!(reflection);
+    let reflection_v1alpha = reflection_builder(&reflection_files)
+        .build_v1alpha()
+        .map_err(|e| ControlError::Transport(format!("reflection v1alpha: {e}")))?;
 
     let mut builder = routes(&state);
-    builder.add_service(health_service).add_service(reflection);
+    builder
+        .add_service(health_service)
+        .add_service(limited!(reflection))
+        .add_service(limited!(reflection_v1alpha));
     let grpc_shutdown = shutdown.clone();
     let grpc_server = tonic::transport::Server::builder()
         // A peer out of failed authentications is refused before the auth

@@ -152,6 +152,44 @@ pub fn all_rpcs() -> Vec<(String, String)> {
         .collect()
 }
 
+/// [`crate::FILE_DESCRIPTOR_SET`] (encoded) as a server answering only
+/// `served` (fully qualified service names) describes itself through
+/// reflection: every other service is removed, and a file left with no
+/// service that no kept file imports is removed whole (control's set has no
+/// `agent_pod.proto`), so neither a listing nor a symbol lookup finds a
+/// service the server does not answer. A file that loses some services also
+/// loses their comments (the source info of services is positional).
+pub fn descriptor_set_serving(served: &[&str]) -> Vec<u8> {
+    let mut fds = FileDescriptorSet::decode(crate::FILE_DESCRIPTOR_SET)
+        .expect("FILE_DESCRIPTOR_SET is encoded by this crate's build script");
+    let mut emptied = Vec::new();
+    for file in &mut fds.file {
+        let package = file.package().to_owned();
+        let before = file.service.len();
+        file.service
+            .retain(|s| served.contains(&format!("{package}.{}", s.name()).as_str()));
+        if file.service.len() != before {
+            if let Some(info) = file.source_code_info.as_mut() {
+                // Path [6, i, …] names service i: indices moved, drop them.
+                info.location.retain(|l| l.path.first() != Some(&6));
+            }
+            if file.service.is_empty() {
+                emptied.push(file.name().to_owned());
+            }
+        }
+    }
+    let imported: Vec<String> = fds
+        .file
+        .iter()
+        .filter(|f| !emptied.iter().any(|e| e == f.name()))
+        .flat_map(|f| f.dependency.clone())
+        .collect();
+    fds.file.retain(|f| {
+        !emptied.iter().any(|e| e == f.name()) || imported.iter().any(|i| i == f.name())
+    });
+    fds.encode_to_vec()
+}
+
 /// The HTTP/2 path gRPC uses for an RPC: `/service/method`.
 pub fn rpc_path(service: &str, method: &str) -> String {
     format!("/{service}/{method}")
@@ -328,6 +366,46 @@ mod tests {
         ] {
             assert_eq!(rpc_label(random), UNKNOWN_RPC, "{random:?}");
         }
+    }
+
+    #[test]
+    fn a_served_descriptor_set_holds_only_the_served_services() {
+        let served = ["genesis.v1.TenantService", "genesis.v1.AgentService"];
+        let fds =
+            FileDescriptorSet::decode(descriptor_set_serving(&served).as_slice()).expect("encoded");
+        let services: Vec<String> = fds
+            .file
+            .iter()
+            .flat_map(|f| {
+                f.service
+                    .iter()
+                    .map(move |s| format!("{}.{}", f.package(), s.name()))
+            })
+            .collect();
+        assert_eq!(services, served);
+        let names: Vec<&str> = fds.file.iter().map(|f| f.name()).collect();
+        assert!(
+            !names.iter().any(|n| n.ends_with("agent_pod.proto")),
+            "{names:?}"
+        );
+        // What the kept files import is kept.
+        for file in &fds.file {
+            for dep in &file.dependency {
+                assert!(
+                    names.contains(&dep.as_str()),
+                    "{dep} missing from {names:?}"
+                );
+            }
+        }
+        // Serving every service changes nothing but the encoding.
+        let all: Vec<String> = all_rpcs().into_iter().map(|(s, _)| s).collect();
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let full =
+            FileDescriptorSet::decode(descriptor_set_serving(&all).as_slice()).expect("encoded");
+        assert_eq!(
+            full,
+            FileDescriptorSet::decode(crate::FILE_DESCRIPTOR_SET).expect("encoded")
+        );
     }
 
     #[test]
