@@ -93,6 +93,18 @@ async fn an_operator_drives_the_dashboard_in_a_browser() -> anyhow::Result<()> {
         let token_a = tenant_token(&fleet, &a).await?;
         let token_b = tenant_token(&fleet, &b).await?;
         let out = fleet.logs.join("shots");
+        // The scripted provider spends nothing, so the window holds exactly
+        // what a real provider's billed calls drew: $0.42, drawn here.
+        let store = genesis_store::Store::from_pool(&fleet.db);
+        store
+            .credit()
+            .draw_down(
+                a.parse()?,
+                genesis_store::credit::week_start(chrono::Utc::now()),
+                60.0,
+                0.42,
+            )
+            .await?;
 
         let mut child = tokio::process::Command::new(node().context("node")?)
             .arg(browser_dir().join("dashboard.mjs"))
@@ -101,6 +113,7 @@ async fn an_operator_drives_the_dashboard_in_a_browser() -> anyhow::Result<()> {
             .env("TOKEN_A", &token_a)
             .env("TOKEN_B", &token_b)
             .env("SOA_A", &soa)
+            .env("SPENT_A", "$0.42")
             .env("OUT_DIR", &out)
             .env("CHROMIUM", chromium().context("chromium")?)
             .stdout(Stdio::piped())
