@@ -153,10 +153,6 @@ fn budget_to_proto(b: &BudgetEnvelope) -> pb::BudgetEnvelope {
     }
 }
 
-/// The provider label of the offline scripted provider, whose calls spend
-/// nothing and are recorded as `free`.
-const SCRIPTED_PROVIDER: &str = "scripted";
-
 /// An attempt's four disjoint token counts (checked non-negative before).
 fn token_usage(a: &NewCallAttempt) -> genesis_core::pricing::TokenUsage {
     let n = |v: i64| u64::try_from(v).unwrap_or(0);
@@ -198,7 +194,8 @@ fn apply_price(
     unpriced: genesis_core::pricing::ModelPrice,
 ) -> genesis_core::pricing::PricingSource {
     use genesis_core::pricing::{ModelPrice, PricingSource};
-    let (price, priced_as, source) = if attempt.provider == SCRIPTED_PROVIDER {
+    let (price, priced_as, source) = if attempt.provider == genesis_core::presets::SCRIPTED_PROVIDER
+    {
         (ModelPrice::FREE, None, PricingSource::Free)
     } else {
         match chosen {
