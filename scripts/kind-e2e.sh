@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end run of Genesis Agents on a throwaway kind cluster:
 #   kind cluster (deploy/kind/cluster.yaml) → image built with docker and
-#   `kind load`ed → NATS with JetStream (nats chart), KEDA (kedacore chart),
-#   PostgreSQL (deploy/kind/postgres.yaml) → helm/genesis in ephemeral mode →
+#   `kind load`ed → NATS with JetStream and a password login (nats chart,
+#   deploy/kind/nats-values.yaml), KEDA (kedacore chart), PostgreSQL
+#   (deploy/kind/postgres.yaml) → helm/genesis in ephemeral mode, logging in
+#   to NATS with the chart's default credentials Secret →
 #   cargo test -p genesis-e2e --test kind -- --include-ignored.
 # The cluster is deleted on exit, whatever happened. Where Docker (a running
 # engine) or kind is missing it prints one "skipped: no docker/kind" line and
@@ -75,7 +77,13 @@ docker build -f "$ROOT/deploy/Dockerfile" -t "$IMAGE" \
   --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$ROOT"
 kind load docker-image "$IMAGE" --name "$CLUSTER"
 
-log "NATS with JetStream"
+log "NATS with JetStream and a password login"
+# One random password, known to the NATS server (Secret nats-genesis-login,
+# read by deploy/kind/nats-values.yaml) and to the release (the Secret
+# <release>-nats-credentials the chart's default values expect).
+NATS_PASSWORD="$(openssl rand -hex 24)"
+"$KUBECTL" create namespace nats
+"$KUBECTL" -n nats create secret generic nats-genesis-login --from-literal=password="$NATS_PASSWORD"
 "$HELM" repo add nats https://nats-io.github.io/k8s/helm/charts/ --force-update >/dev/null
 "$HELM" repo add kedacore https://kedacore.github.io/charts --force-update >/dev/null
 "$HELM" repo update >/dev/null
@@ -87,6 +95,8 @@ log "KEDA"
 
 log "PostgreSQL"
 "$KUBECTL" create namespace "$NS"
+"$KUBECTL" -n "$NS" create secret generic "$RELEASE-nats-credentials" \
+  --from-literal=user=genesis --from-literal=password="$NATS_PASSWORD"
 "$KUBECTL" -n "$NS" apply -f "$ROOT/deploy/kind/postgres.yaml"
 "$KUBECTL" -n "$NS" rollout status deployment/postgres --timeout 180s
 

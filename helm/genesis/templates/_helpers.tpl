@@ -67,6 +67,16 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
+{{/*
+Labels of the pods of coder Jobs (services/lanes/src/coders.rs puts them on
+every Job it creates): the selector of their NetworkPolicy. Release-wide,
+as control's Jobs carry no release label.
+*/}}
+{{- define "genesis.coderSelectorLabels" -}}
+app.kubernetes.io/managed-by: genesis
+app.kubernetes.io/component: coder
+{{- end }}
+
 {{/* The ServiceAccount control runs under. */}}
 {{- define "genesis.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
@@ -90,6 +100,25 @@ app.kubernetes.io/component: {{ .component }}
 {{- include "genesis.fullname" . }}
 {{- end }}
 
+{{/*
+Secret and key of the migrations Job's GENESIS_DATABASE_URL: the owner's
+(postgres.migrations.existingSecret), else the services' existing Secret,
+else the Job's own hook Secret (migrations-job.yaml).
+*/}}
+{{- define "genesis.migrationsDatabaseRef" -}}
+{{- $p := .root.Values.postgres }}
+{{- if $p.migrations.existingSecret }}
+name: {{ $p.migrations.existingSecret }}
+key: {{ $p.migrations.existingSecretKey }}
+{{- else if $p.existingSecret }}
+name: {{ $p.existingSecret }}
+key: {{ $p.existingSecretKey }}
+{{- else }}
+name: {{ .hookSecret }}
+key: database-url
+{{- end }}
+{{- end }}
+
 {{/* Secret and key of GENESIS_DATABASE_URL for the long-running services. */}}
 {{- define "genesis.databaseSecretName" -}}
 {{- default (include "genesis.secretName" .) .Values.postgres.existingSecret }}
@@ -98,12 +127,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.postgres.existingSecret }}{{ .Values.postgres.existingSecretKey }}{{ else }}database-url{{ end }}
 {{- end }}
 
-{{/* Secret and key of GENESIS_NATS_URL. */}}
-{{- define "genesis.natsSecretName" -}}
-{{- default (include "genesis.secretName" .) .Values.nats.existingSecret }}
-{{- end }}
-{{- define "genesis.natsSecretKey" -}}
-{{- if .Values.nats.existingSecret }}{{ .Values.nats.existingSecretKey }}{{ else }}nats-url{{ end }}
+{{/* Secret holding the NATS credentials (nats.credentials). */}}
+{{- define "genesis.natsCredentialsSecretName" -}}
+{{- default (printf "%s-nats-credentials" (include "genesis.fullname" .)) .Values.nats.credentials.existingSecret }}
 {{- end }}
 
 {{/* Secret and key of GENESIS_AGENT_TOKEN. */}}
@@ -205,22 +231,240 @@ imagePullSecrets:
       key: {{ include "genesis.databaseSecretKey" . }}
 {{- end }}
 
-{{/* GENESIS_NATS_URL from its Secret, the stream and the shared consumer. */}}
+{{/* GENESIS_NATS_URL, the credentials, TLS, the stream and the shared consumer. */}}
 {{- define "genesis.natsEnv" -}}
 {{ include "genesis.natsEnvFor" (dict "root" . "consumer" .Values.nats.consumer) }}
 {{- end }}
 
-{{/* As genesis.natsEnv, for the consumer `.consumer` (an agent-pod pool's). */}}
+{{/*
+As genesis.natsEnv, for the consumer `.consumer` (an agent-pod pool's).
+The URL is a plain value (nats.url) unless nats.existingSecret holds it.
+Credentials: a mounted .creds file (genesis.natsVolumes) or user and
+password from the credentials Secret; TLS: the CA file and the TLS demand.
+*/}}
 {{- define "genesis.natsEnvFor" -}}
+{{- $n := .root.Values.nats }}
 - name: GENESIS_NATS_URL
+  {{- if $n.existingSecret }}
   valueFrom:
     secretKeyRef:
-      name: {{ include "genesis.natsSecretName" .root }}
-      key: {{ include "genesis.natsSecretKey" .root }}
+      name: {{ $n.existingSecret }}
+      key: {{ $n.existingSecretKey }}
+  {{- else }}
+  value: {{ required "nats.url is required when nats.existingSecret is empty" $n.url | quote }}
+  {{- end }}
+{{- if eq $n.credentials.type "creds" }}
+- name: GENESIS_NATS_CREDS_FILE
+  value: "/etc/genesis/nats/nats.creds"
+{{- else if eq $n.credentials.type "userPassword" }}
+- name: GENESIS_NATS_USER
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "genesis.natsCredentialsSecretName" .root }}
+      key: {{ $n.credentials.userKey }}
+- name: GENESIS_NATS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "genesis.natsCredentialsSecretName" .root }}
+      key: {{ $n.credentials.passwordKey }}
+{{- end }}
+{{- if $n.tls.caSecret }}
+- name: GENESIS_NATS_CA_FILE
+  value: "/etc/genesis/nats-ca/ca.crt"
+{{- end }}
+{{- if $n.tls.required }}
+- name: GENESIS_NATS_TLS_REQUIRED
+  value: "true"
+{{- end }}
 - name: GENESIS_STREAM
-  value: {{ .root.Values.nats.stream | quote }}
+  value: {{ $n.stream | quote }}
 - name: GENESIS_CONSUMER
   value: {{ .consumer | quote }}
+{{- end }}
+
+{{/* Volume mounts and volumes of the NATS .creds file and CA (control and agent pods). */}}
+{{- define "genesis.natsVolumeMounts" -}}
+{{- if eq .Values.nats.credentials.type "creds" }}
+- name: nats-creds
+  mountPath: /etc/genesis/nats
+  readOnly: true
+{{- end }}
+{{- if .Values.nats.tls.caSecret }}
+- name: nats-ca
+  mountPath: /etc/genesis/nats-ca
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- define "genesis.natsVolumes" -}}
+{{- if eq .Values.nats.credentials.type "creds" }}
+- name: nats-creds
+  secret:
+    secretName: {{ include "genesis.natsCredentialsSecretName" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.nats.credentials.credsKey }}
+        path: nats.creds
+{{- end }}
+{{- with .Values.nats.tls.caSecret }}
+- name: nats-ca
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0444
+    items:
+      - key: ca.crt
+        path: ca.crt
+{{- end }}
+{{- end }}
+
+{{/*
+TLS of a server (control, supervisor): GENESIS_TLS_CERT_FILE and
+GENESIS_TLS_KEY_FILE from the Secret `.secret` mounted whole at
+/etc/genesis/tls/server (the services reload the files when they change).
+Call with (dict "root" $ "secret" <name> "what" <values path for the error>).
+*/}}
+{{- define "genesis.tlsServerEnv" -}}
+{{- if .root.Values.tls.enabled }}
+- name: GENESIS_TLS_CERT_FILE
+  value: "/etc/genesis/tls/server/tls.crt"
+- name: GENESIS_TLS_KEY_FILE
+  value: "/etc/genesis/tls/server/tls.key"
+{{- end }}
+{{- end }}
+{{- define "genesis.tlsServerVolumeMount" -}}
+{{- if .root.Values.tls.enabled }}
+- name: tls-server
+  mountPath: /etc/genesis/tls/server
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- define "genesis.tlsServerVolume" -}}
+{{- if .root.Values.tls.enabled }}
+- name: tls-server
+  secret:
+    secretName: {{ required (printf "%s is required when tls.enabled is true" .what) .secret }}
+    defaultMode: 0440
+    items:
+      - key: tls.crt
+        path: tls.crt
+      - key: tls.key
+        path: tls.key
+{{- end }}
+{{- end }}
+
+{{/*
+A volume of only the ca.crt key of a Secret (a CA bundle, never a key).
+Call with (dict "name" <volume> "secret" <Secret name>).
+*/}}
+{{- define "genesis.caVolume" -}}
+- name: {{ .name }}
+  secret:
+    secretName: {{ .secret }}
+    defaultMode: 0444
+    items:
+      - key: ca.crt
+        path: ca.crt
+{{- end }}
+
+{{/* PostgreSQL CA (postgres.caSecret) at /etc/genesis/postgres-ca/ca.crt. */}}
+{{- define "genesis.postgresCaVolumeMount" -}}
+{{- if .Values.postgres.caSecret }}
+- name: postgres-ca
+  mountPath: /etc/genesis/postgres-ca
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- define "genesis.postgresCaVolume" -}}
+{{- with .Values.postgres.caSecret }}
+{{ include "genesis.caVolume" (dict "name" "postgres-ca" "secret" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Agent pods' side of the supervisor's TLS: https:// URL (genesis.supervisorUrl),
+the CA that verifies it, and the client certificate when there is one.
+*/}}
+{{- define "genesis.supervisorUrl" -}}
+{{- printf "%s://%s.%s.svc:%d" (ternary "https" "http" .Values.tls.enabled) (include "genesis.componentName" (dict "root" . "component" "supervisor")) .Release.Namespace (int .Values.supervisor.grpcPort) }}
+{{- end }}
+{{- define "genesis.agentTlsEnv" -}}
+{{- if .Values.tls.enabled }}
+- name: GENESIS_SUPERVISOR_CA_FILE
+  value: "/etc/genesis/tls/supervisor-ca/ca.crt"
+{{- if .Values.tls.agentPod.clientSecretName }}
+- name: GENESIS_TLS_CLIENT_CERT_FILE
+  value: "/etc/genesis/tls/client/tls.crt"
+- name: GENESIS_TLS_CLIENT_KEY_FILE
+  value: "/etc/genesis/tls/client/tls.key"
+{{- end }}
+{{- end }}
+{{- end }}
+{{- define "genesis.agentTlsVolumeMounts" -}}
+{{- if .Values.tls.enabled }}
+- name: tls-supervisor-ca
+  mountPath: /etc/genesis/tls/supervisor-ca
+  readOnly: true
+{{- if .Values.tls.agentPod.clientSecretName }}
+- name: tls-client
+  mountPath: /etc/genesis/tls/client
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end }}
+{{- define "genesis.agentTlsVolumes" -}}
+{{- if .Values.tls.enabled }}
+{{ include "genesis.caVolume" (dict "name" "tls-supervisor-ca" "secret" (.Values.tls.agentPod.caSecretName | default .Values.tls.supervisor.secretName)) }}
+{{- with .Values.tls.agentPod.clientSecretName }}
+- name: tls-client
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+    items:
+      - key: tls.crt
+        path: tls.crt
+      - key: tls.key
+        path: tls.key
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Refuses TLS values that cannot work: tls.enabled without a server Secret,
+client-certificate verification without a client Secret for the pods.
+*/}}
+{{- define "genesis.tlsValidate" -}}
+{{- $t := .Values.tls }}
+{{- if $t.enabled }}
+{{- if not $t.control.secretName }}
+{{- fail "tls.control.secretName is required when tls.enabled is true (a kubernetes.io/tls Secret with tls.crt, tls.key and ca.crt)" }}
+{{- end }}
+{{- if not $t.supervisor.secretName }}
+{{- fail "tls.supervisor.secretName is required when tls.enabled is true (a kubernetes.io/tls Secret with tls.crt, tls.key and ca.crt)" }}
+{{- end }}
+{{- if and $t.supervisor.clientCa.enabled (not $t.agentPod.clientSecretName) }}
+{{- fail "tls.agentPod.clientSecretName is required when tls.supervisor.clientCa.enabled is true: the supervisor would refuse every agent pod" }}
+{{- end }}
+{{- else if or $t.supervisor.clientCa.enabled $t.agentPod.clientSecretName }}
+{{- fail "tls.supervisor.clientCa.enabled and tls.agentPod.clientSecretName need tls.enabled: true" }}
+{{- end }}
+{{- end }}
+
+{{/*
+checkov.io/skip<N> annotations, one per "CKV_K8S_xx=reason" of the list
+(reasons hold no "="). Renders nothing for an empty list.
+*/}}
+{{- define "genesis.checkovSkips" -}}
+{{- range $i, $s := . }}
+checkov.io/skip{{ add1 $i }}: {{ $s | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The skips every workload of the chart carries, given its values. */}}
+{{- define "genesis.commonSkips" -}}
+{{- $s := list }}
+{{- if not .Values.image.digest }}
+{{- $s = append $s "CKV_K8S_43=image.digest is optional so that a tag installs; set it in production to pin the checked image" }}
+{{- end }}
+{{- toJson $s }}
 {{- end }}
 
 {{/*
