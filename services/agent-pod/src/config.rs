@@ -190,6 +190,7 @@ fn serialize_backend_urls<S: serde::Serializer>(
 #[derive(Clone, clap::Parser, serde::Serialize)]
 #[command(
     name = crate::SERVICE_NAME,
+    version,
     about = "Genesis agent pod: pulls ticks, plans with the LLM, completes over gRPC"
 )]
 pub struct PodConfig {

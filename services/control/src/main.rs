@@ -16,6 +16,7 @@ genesis_telemetry::global_allocator!();
 #[derive(Parser)]
 #[command(
     name = genesis_control::server::SERVICE_NAME,
+    version,
     about = "Genesis control: admin API, bootstrap, outbox publisher"
 )]
 struct Cli {

@@ -24,6 +24,7 @@ pub enum LogFormat {
 #[derive(Clone, clap::Parser, serde::Serialize)]
 #[command(
     name = crate::SERVICE_NAME,
+    version,
     about = "The tick supervisor agent pods talk to (genesis.v1.AgentPod)"
 )]
 pub struct SupervisorConfig {
