@@ -17,9 +17,14 @@ cd "$(dirname "$0")/.."
 
 bash scripts/services.sh
 
-if command -v npm >/dev/null 2>&1 && [ ! -d target/bench-peer/node_modules/graphile-worker ]; then
+# The version whose documented high-throughput options the peer script uses
+# (local queue, batched completion); an older install is replaced.
+peer_version=0.18.0
+installed=$(cat target/bench-peer/node_modules/graphile-worker/package.json 2>/dev/null \
+  | sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' | head -1 || true)
+if command -v npm >/dev/null 2>&1 && [ "$installed" != "$peer_version" ]; then
   mkdir -p target/bench-peer
-  (cd target/bench-peer && npm install --silent --no-audit --no-fund graphile-worker@0.16) \
+  (cd target/bench-peer && npm install --silent --no-audit --no-fund "graphile-worker@$peer_version") \
     || echo "[bench] graphile-worker could not be installed; the peer figure will say so" >&2
 fi
 

@@ -143,7 +143,7 @@ impl Plan {
                 idle_split_window: Duration::from_secs(30),
                 idle_split_settle: Duration::from_secs(11),
                 pgbench_secs: 10,
-                peer_jobs: 5_000,
+                peer_jobs: 50_000,
                 backlog_events: 1_000_000,
                 backlog_window: Duration::from_secs(60),
                 throughput_only: false,

@@ -420,6 +420,15 @@ impl Report {
             .then(|| best.ticks_per_sec / (tps / self.writes_per_tick))
     }
 
+    /// Best ticks/s ÷ the peer's jobs/s in the same run (a tick is a
+    /// planned LLM episode with a ledger turn; the peer's job is a no-op).
+    pub fn peer_ratio(&self) -> Option<f64> {
+        let peer = self.peer.as_ref().filter(|p| p.error.is_none())?;
+        let best = self.best.as_ref()?;
+        (peer.jobs_per_sec.is_finite() && peer.jobs_per_sec > 0.0)
+            .then(|| best.ticks_per_sec / peer.jobs_per_sec)
+    }
+
     /// The JSON form (report.json).
     pub fn json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
@@ -428,6 +437,7 @@ impl Report {
                 "pgbench_ratio".into(),
                 serde_json::json!(self.pgbench_ratio()),
             );
+            o.insert("peer_ratio".into(), serde_json::json!(self.peer_ratio()));
         }
         v
     }
@@ -629,9 +639,16 @@ impl Report {
                     );
                     let _ = writeln!(
                         s,
-                        "- latency (run_at → completed) p50/p95/p99: {:.1}/{:.1}/{:.1} ms",
+                        "- latency (run_at → completed) p50/p95/p99: {:.1}/{:.1}/{:.1} ms (every job queued at once: the queue's drain time, not its wake latency)",
                         p.latency_ms[0], p.latency_ms[1], p.latency_ms[2]
                     );
+                    if let (Some(r), Some(best)) = (self.peer_ratio(), self.best.as_ref()) {
+                        let _ = writeln!(
+                            s,
+                            "- best ticks/s {:.1} ÷ the peer's jobs/s {:.0} = **{r:.3}**",
+                            best.ticks_per_sec, p.jobs_per_sec
+                        );
+                    }
                 }
             }
         }
@@ -930,5 +947,23 @@ mod tests {
             rss_kib: vec![],
         });
         assert_eq!(r.pgbench_ratio(), Some(0.5));
+        // The peer's ratio needs a measured peer: none, failed, or zero
+        // jobs/s give none rather than a division by nothing.
+        assert_eq!(r.peer_ratio(), None);
+        let peer = |jobs_per_sec: f64, error: Option<&str>| PeerFigures {
+            name: "p".into(),
+            jobs: 1,
+            secs: 1.0,
+            jobs_per_sec,
+            latency_ms: [0.0; 3],
+            error: error.map(str::to_owned),
+        };
+        r.peer = Some(peer(300.0, Some("not installed")));
+        assert_eq!(r.peer_ratio(), None);
+        r.peer = Some(peer(0.0, None));
+        assert_eq!(r.peer_ratio(), None);
+        r.peer = Some(peer(300.0, None));
+        assert_eq!(r.peer_ratio(), Some(0.5));
+        assert_eq!(r.json()["peer_ratio"], serde_json::json!(0.5));
     }
 }
