@@ -538,6 +538,7 @@ val = lambda e, k: e.get(k, {}).get("value")
 for name, dep, env, secret in (("control", tctl, ectl, "genesis-control-tls"), ("supervisor", tsup, esup, "genesis-supervisor-tls")):
     check(val(env, "GENESIS_TLS_CERT_FILE") == "/etc/genesis/tls/server/tls.crt"
           and val(env, "GENESIS_TLS_KEY_FILE") == "/etc/genesis/tls/server/tls.key"
+          and val(env, "GENESIS_TLS_RELOAD_SECS") == "30"
           and secret_at(dep, "/etc/genesis/tls/server") == (secret, ["tls.crt", "tls.key"]),
           f"tls: {name} serves TLS from Secret {secret} (tls.crt, tls.key) mounted read-only")
     check(dep["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"].get("scheme", "HTTP") == "HTTP",
@@ -670,6 +671,7 @@ refuse_values "tls.enabled without the supervisor's Secret" "tls.supervisor.secr
 refuse_values "client certificates required but none given to the pods" "tls.agentPod.clientSecretName is required when tls.supervisor.clientCa.enabled" \
   --set tls.enabled=true --set tls.control.secretName=c --set tls.supervisor.secretName=s --set tls.supervisor.clientCa.enabled=true
 refuse_values "a client certificate without TLS" "need tls.enabled: true" --set tls.agentPod.clientSecretName=x
+refuse_values "a certificate re-check period of 0 s" "tls/reloadSecs" --set tls.reloadSecs=0
 refuse_values "an unknown NATS credential type" "nats/credentials/type" --set nats.credentials.type=token
 refuse_values "a service role that is no PostgreSQL name" "postgres/serviceRole" --set 'postgres.serviceRole=genesis;drop'
 refuse_values "a Secret name that is no Kubernetes name" "tls/control/secretName" --set tls.control.secretName=Bad_Name

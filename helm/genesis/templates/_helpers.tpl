@@ -328,6 +328,8 @@ Call with (dict "root" $ "secret" <name> "what" <values path for the error>).
   value: "/etc/genesis/tls/server/tls.crt"
 - name: GENESIS_TLS_KEY_FILE
   value: "/etc/genesis/tls/server/tls.key"
+- name: GENESIS_TLS_RELOAD_SECS
+  value: {{ .root.Values.tls.reloadSecs | int | quote }}
 {{- end }}
 {{- end }}
 {{- define "genesis.tlsServerVolumeMount" -}}
