@@ -3,7 +3,8 @@
 # JetStream (127.0.0.1:4222, monitoring on 127.0.0.1:8222) available. Idempotent: a
 # service that already answers is left alone; a missing one is installed with
 # apt-get and started. It also installs gcc and make when either is missing, for
-# the build. Source it or run it; it prints one line per service.
+# the build, and, run as root where apt-get works, buildah and debootstrap for
+# scripts/image-check.sh. Source it or run it; it prints one line per service.
 set -euo pipefail
 
 PGPORT=${PGPORT:-5432}
@@ -85,6 +86,26 @@ ensure_build_tools() {
   fi
 }
 
+# scripts/image-check.sh builds the image with buildah on a base debootstrap
+# makes; it runs only as root, so these are installed only then, and only
+# where apt-get is the package manager. A failed install is reported, not
+# fatal: the suite then says why it skips the image check.
+ensure_image_tools() {
+  local missing=()
+  command -v buildah >/dev/null 2>&1 || missing+=(buildah)
+  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+  if [ "${#missing[@]}" = 0 ]; then return; fi
+  if [ "$(id -u)" != 0 ]; then
+    say "image tools: ${missing[*]} missing; not installed (the image check runs only as root)"
+  elif ! command -v apt-get >/dev/null 2>&1; then
+    say "image tools: ${missing[*]} missing; not installed (no apt-get here)"
+  else
+    say "image tools: installing ${missing[*]}"
+    apt_install "${missing[@]}" || say "image tools: could not install ${missing[*]}"
+  fi
+}
+
 ensure_build_tools
+ensure_image_tools
 ensure_postgres
 ensure_nats

@@ -53,6 +53,15 @@ fi
 step "transaction-shape probe (counts only: scripts/txn-shape.sh 1)"
 bash scripts/txn-shape.sh 1 >/dev/null
 
+step "container image (scripts/image-check.sh on the debug binaries)"
+if [ "$(id -u)" != 0 ]; then
+  echo "skipped: the image check needs root (buildah --isolation chroot, chroot, mount); running as uid $(id -u)"
+elif ! command -v buildah >/dev/null 2>&1; then
+  echo "skipped: buildah is not installed (scripts/services.sh installs it, as root, where apt-get works)"
+else
+  bash scripts/image-check.sh --bin-dir "${CARGO_TARGET_DIR:-target}/debug"
+fi
+
 if [ -x scripts/chart-check.sh ]; then
   step "helm chart checks"
   bash scripts/chart-check.sh
