@@ -35,6 +35,7 @@ pub mod tick;
 pub mod token_cache;
 pub mod tokens;
 pub mod tool_invocations;
+pub mod windows_holds;
 pub mod wire;
 
 pub use attention::{AttentionRequest, NewAttentionRequest, ResolveOutcome};

@@ -529,6 +529,8 @@ async fn seed_the_other_tables(store: &Store, pool: &PgPool, t: Uuid) -> anyhow:
                     VALUES ($1, 'rls-probe', 'm', 'p') RETURNING id)
          INSERT INTO llm_site_bindings (tenant_id, site_id, preset_id)
          SELECT $1, 'Agent:RlsProbe', id FROM p",
+        "INSERT INTO windows_holds (tenant_id, holder, revision, state, lease_id, session_id, host)
+         VALUES ($1, 'coder-1', nextval('windows_hold_revisions'), 'held', 'l-1', 's-1', 'win-1')",
     ] {
         sqlx::query(stmt).bind(t).execute(&mut *tx).await?;
     }
