@@ -1,11 +1,13 @@
 //! genesis-store: the PostgreSQL side of the agents subsystem. Owns the
 //! embedded migrations ([`MIGRATOR`]), the two role-switching pools (tenant
-//! path as `genesis_app`, platform loops as `genesis_system`), tenant-scoped
-//! transactions for row-level security, the repositories, and the tick
-//! supervisor's transactions (claim, renew, complete, reset). Used by control
-//! and the supervisor. Must never decide a domain rule itself (mapping,
-//! cadence and counters come from genesis-core), never expose `sqlx::Error`,
-//! and never offer an UPDATE or DELETE path on the ledger.
+//! path as `genesis_app`, platform loops as `genesis_system`, neither of
+//! which bypasses row-level security), the rules for the services' database
+//! login ([`roles`]), tenant-scoped transactions for row-level security, the
+//! repositories, and the tick supervisor's transactions (claim, renew,
+//! complete, reset). Used by control and the supervisor. Must never decide a
+//! domain rule itself (mapping, cadence and counters come from genesis-core),
+//! never expose `sqlx::Error`, and never offer an UPDATE or DELETE path on
+//! the ledger.
 
 pub mod attention;
 pub mod batch;
@@ -26,6 +28,7 @@ pub mod messages;
 pub mod missions;
 pub mod modes;
 pub mod research;
+pub mod roles;
 mod rows;
 pub mod sessions;
 pub mod store;

@@ -241,7 +241,11 @@ impl Store {
     }
 
     /// Apply the embedded migrations. Runs as the login user (the owner of
-    /// the schema), not as either service role.
+    /// the schema), not as either service role. The owner must be able to
+    /// create and alter the two service roles (a superuser, or on
+    /// PostgreSQL 16 a role with CREATEROLE and BYPASSRLS); the services
+    /// then log in as another role, which [`crate::roles::grant_service_role`]
+    /// prepares.
     pub async fn migrate(url: &str) -> Result<(), StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(1)
@@ -291,7 +295,10 @@ impl Store {
         self.batches.call(&self.tenant, call, key, args).await
     }
 
-    /// The system pool (BYPASSRLS): platform-wide loops and tenant admin only.
+    /// The system pool (`genesis_system`): platform-wide loops and tenant
+    /// admin only. It does not bypass row-level security: each table states
+    /// in a `TO genesis_system` policy which of its rows and commands the
+    /// system path may use, and any other table is closed to it.
     pub(crate) fn system_pool(&self) -> &PgPool {
         &self.system
     }

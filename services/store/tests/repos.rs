@@ -80,12 +80,32 @@ async fn a_mode_write_past_the_chokepoint_is_refused_for_both_service_roles(
     .await?;
     tx.commit().await?;
 
-    // genesis_system.
-    let err = as_system(&pool, write, Some(inst.id)).await?.unwrap_err();
+    // genesis_system: without a tenant in scope row-level security hides
+    // the instance from it (it has no UPDATE policy on agent_instances), and
+    // with the tenant set the chokepoint refuses it like genesis_app.
+    as_system(&pool, write, Some(inst.id)).await??;
+    let mut conn = pool.acquire().await?;
+    sqlx::query("SET ROLE genesis_system")
+        .execute(&mut *conn)
+        .await?;
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    sqlx::query("SELECT set_config('genesis.tenant_id', $1, true)")
+        .bind(t.to_string())
+        .execute(&mut *tx)
+        .await?;
+    let err = sqlx::query(write)
+        .bind(inst.id)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from)
+        .unwrap_err();
     assert!(
-        matches!(err, StoreError::PermissionDenied { .. }),
+        matches!(&err, StoreError::PermissionDenied { reason } if reason.contains("mode chokepoint")),
         "{err:?}"
     );
+    tx.rollback().await?;
+    sqlx::query("RESET ROLE").execute(&mut *conn).await?;
+    drop(conn);
 
     // Nothing changed and nothing was audited; the chokepoint still works,
     // and its mark does not outlive its own transaction.

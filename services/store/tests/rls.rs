@@ -155,19 +155,82 @@ async fn every_tenant_table_forces_row_level_security_with_the_tenant_policy(
         );
     }
     // What the policy says, not only that it exists: the one policy of each
-    // table (plus `tenants`, keyed by `id`) confines rows to the transaction's
-    // tenant for reads and writes. A second permissive policy, or one with
-    // `USING (true)`, would fail here.
-    let policies: Vec<(String, String, bool, String, String)> = sqlx::query_as(
+    // table (plus `tenants`, keyed by `id`) that applies to every role
+    // confines rows to the transaction's tenant for reads and writes. A
+    // second permissive policy, or one with `USING (true)`, would fail here,
+    // except the platform path's own: `genesis_system` does not bypass RLS,
+    // so each table it works on grants it exactly the commands (and, for
+    // the configuration, the rows) of its loops, listed here in full.
+    let all: Vec<(String, String, bool, String, String, String, String)> = sqlx::query_as(
         "SELECT c.relname::text, p.polname::text, p.polpermissive,
                 coalesce(pg_get_expr(p.polqual, p.polrelid), ''),
-                coalesce(pg_get_expr(p.polwithcheck, p.polrelid), '')
+                coalesce(pg_get_expr(p.polwithcheck, p.polrelid), ''),
+                p.polcmd::text,
+                array_to_string(ARRAY(SELECT CASE WHEN r = 0 THEN 'public' ELSE pg_get_userbyid(r)::text END
+                                        FROM unnest(p.polroles) r ORDER BY 1), ',')
            FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
            JOIN pg_namespace n ON n.oid = c.relnamespace
           WHERE n.nspname = 'public' ORDER BY 1, 2",
     )
     .fetch_all(&pool)
     .await?;
+    let system: Vec<(&str, &str, &str, &str, &str)> = all
+        .iter()
+        .filter(|p| p.1 != "tenant_isolation")
+        .map(|p| {
+            assert!(p.2, "{}: {} is restrictive", p.0, p.1);
+            assert_eq!(
+                p.6, "genesis_system",
+                "{}: {} is not the system's",
+                p.0, p.1
+            );
+            (
+                p.0.as_str(),
+                p.1.as_str(),
+                p.5.as_str(),
+                p.3.as_str(),
+                p.4.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        system,
+        vec![
+            (
+                "agent_event_queue",
+                "system_outbox_mark",
+                "w",
+                "true",
+                "true"
+            ),
+            ("agent_event_queue", "system_outbox_read", "r", "true", ""),
+            ("agent_instances", "system_census", "r", "true", ""),
+            ("api_tokens", "system_insert", "a", "", "true"),
+            ("api_tokens", "system_read", "r", "true", ""),
+            ("api_tokens", "system_update", "w", "true", "true"),
+            ("dashboard_sessions", "system_insert", "a", "", "true"),
+            ("dashboard_sessions", "system_read", "r", "true", ""),
+            ("dashboard_sessions", "system_update", "w", "true", "true"),
+            (
+                "system_configs",
+                "system_global_layer",
+                "*",
+                "(tenant_id IS NULL)",
+                "(tenant_id IS NULL)"
+            ),
+            ("tenants", "system_insert", "a", "", "true"),
+            ("tenants", "system_read", "r", "true", ""),
+            ("tenants", "system_update", "w", "true", "true"),
+        ]
+    );
+    let policies: Vec<(String, String, bool, String, String)> = all
+        .into_iter()
+        .filter(|p| p.1 == "tenant_isolation")
+        .map(|p| {
+            assert_eq!((p.5.as_str(), p.6.as_str()), ("*", "public"), "{}", p.0);
+            (p.0, p.1, p.2, p.3, p.4)
+        })
+        .collect();
     let scoped = |col: &str| {
         format!(
             "({col} = (NULLIF(current_setting('genesis.tenant_id'::text, true), ''::text))::uuid)"
@@ -205,7 +268,7 @@ async fn every_tenant_table_forces_row_level_security_with_the_tenant_policy(
         "tenants is row-level secured too"
     );
 
-    // Neither service role owns a table, and genesis_app cannot bypass RLS.
+    // Neither service role owns a table, and neither can bypass RLS.
     let owned: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
           WHERE r.rolname IN ('genesis_app', 'genesis_system')",
@@ -213,11 +276,12 @@ async fn every_tenant_table_forces_row_level_security_with_the_tenant_policy(
     .fetch_one(&pool)
     .await?;
     assert_eq!(owned, 0);
-    let bypass: bool =
-        sqlx::query_scalar("SELECT rolbypassrls FROM pg_roles WHERE rolname = 'genesis_app'")
-            .fetch_one(&pool)
-            .await?;
-    assert!(!bypass);
+    let bypass: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_roles WHERE rolname IN ('genesis_app', 'genesis_system') AND rolbypassrls",
+    )
+    .fetch_one(&pool)
+    .await?;
+    assert_eq!(bypass, 0);
     Ok(())
 }
 
