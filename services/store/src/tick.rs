@@ -825,7 +825,9 @@ impl Store {
     }
 
     /// RenewLease: extend the lease held by `session` by `ttl` from now.
-    /// Not held by this session → [`StoreError::LeaseLost`].
+    /// Not held by this session, or already expired (the claim counts an
+    /// expired lease as free, so another pod may hold the event by now) →
+    /// [`StoreError::LeaseLost`], and nothing is written.
     pub async fn renew_lease(
         &self,
         tenant_id: Uuid,

@@ -492,11 +492,9 @@ impl Model {
             }
             Op::Renew { worker } => match self.workers[*worker] {
                 None => Res::Skipped,
-                Some((inst, session, _)) => match &mut self.instances[inst].lease {
-                    Some(l) if l.session == session => {
-                        l.live = true;
-                        Res::Done
-                    }
+                // An expired lease is lost: renewal never revives it.
+                Some((inst, session, _)) => match &self.instances[inst].lease {
+                    Some(l) if l.session == session && l.live => Res::Done,
                     _ => Res::Err("lease_lost"),
                 },
             },

@@ -261,6 +261,89 @@ async fn an_expired_lease_is_reclaimed_and_its_event_retried_with_attempts_incre
     Ok(())
 }
 
+/// Moves the lease of `instance` into the past, as time would.
+async fn expire_lease(pool: &PgPool, instance: Uuid) -> anyhow::Result<()> {
+    sqlx::query(
+        "UPDATE agent_instances SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(instance)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+async fn lease_of(
+    pool: &PgPool,
+    instance: Uuid,
+) -> anyhow::Result<(Option<Uuid>, Option<chrono::DateTime<chrono::Utc>>)> {
+    Ok(
+        sqlx::query_as("SELECT lease_session, lease_expires_at FROM agent_instances WHERE id = $1")
+            .bind(instance)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// The holder's own session renews a live lease, but once the lease has
+/// expired (nobody has reclaimed it yet) renewal is LeaseLost and writes
+/// nothing: the expiry stays in the past and the instance stays claimable.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_expired_lease_cannot_be_renewed_by_its_own_session(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    message(&store, t, inst.id, json!({})).await?;
+    let first = claim(&store, t, inst.id).await?;
+    store.renew_lease(t, inst.id, first.session, TTL).await?;
+    expire_lease(&pool, inst.id).await?;
+    let before = lease_of(&pool, inst.id).await?;
+    assert_eq!(
+        store
+            .renew_lease(t, inst.id, first.session, TTL)
+            .await
+            .unwrap_err(),
+        StoreError::LeaseLost
+    );
+    assert_eq!(lease_of(&pool, inst.id).await?, before, "nothing written");
+    let second = claim(&store, t, inst.id).await?;
+    assert_eq!(second.event.id, first.event.id);
+    assert_eq!(second.event.attempts, 2);
+    Ok(())
+}
+
+/// A renewal racing a reclaim of the same expired lease: the reclaim wins
+/// every time, the renewal is LeaseLost, and the new session holds it.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_renewal_racing_a_reclaim_of_an_expired_lease_never_wins(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let inst = soa(&store, t).await?;
+    message(&store, t, inst.id, json!({})).await?;
+    let mut holder = claim(&store, t, inst.id).await?.session;
+    for round in 0..8 {
+        expire_lease(&pool, inst.id).await?;
+        let next = Uuid::new_v4();
+        let (renewed, claimed) = tokio::join!(
+            store.renew_lease(t, inst.id, holder, TTL),
+            store.claim_tick(t, inst.id, next, TTL, 100),
+        );
+        assert_eq!(renewed, Err(StoreError::LeaseLost), "round {round}");
+        assert!(
+            matches!(claimed?, ClaimOutcome::Claimed(ref c) if c.session == next),
+            "round {round}"
+        );
+        assert_eq!(
+            lease_of(&pool, inst.id).await?.0,
+            Some(next),
+            "round {round}"
+        );
+        holder = next;
+    }
+    Ok(())
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn an_event_past_max_attempts_is_dead_lettered_with_an_attention_request(
     pool: PgPool,

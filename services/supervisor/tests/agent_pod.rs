@@ -1082,6 +1082,52 @@ async fn renew_lease_extends_the_holders_lease_and_refuses_any_other_session(poo
     assert_eq!(expires(h.pool.clone(), h.instance).await, after);
 }
 
+/// The holder's own session renews a live lease; once that lease has
+/// expired (before anyone reclaimed it) RenewLease answers LEASE_LOST and
+/// writes nothing, as InvokeTool and RecordCallAttempt do: the expiry stays
+/// in the past, so the event stays reclaimable.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn an_expired_lease_cannot_be_renewed_by_its_own_session(pool: PgPool) {
+    let mut h = start(pool).await;
+    let s = h.claim().await.session_id;
+    let renew = |h: &Harness| {
+        h.req(pb::RenewLeaseRequest {
+            session_id: s.clone(),
+            instance_id: h.instance.to_string(),
+            tenant_id: h.tenant.to_string(),
+        })
+    };
+    h.client
+        .clone()
+        .renew_lease(renew(&h))
+        .await
+        .expect("a live lease renews");
+    sqlx::query(
+        "UPDATE agent_instances SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(h.instance)
+    .execute(&h.pool)
+    .await
+    .unwrap();
+    let lease = |pool: PgPool, instance: Uuid| async move {
+        sqlx::query_as::<_, (Option<Uuid>, Option<chrono::DateTime<chrono::Utc>>)>(
+            "SELECT lease_session, lease_expires_at FROM agent_instances WHERE id = $1",
+        )
+        .bind(instance)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let before = lease(h.pool.clone(), h.instance).await;
+    let err = h.client.clone().renew_lease(renew(&h)).await.unwrap_err();
+    assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
+    assert_eq!(
+        lease(h.pool.clone(), h.instance).await,
+        before,
+        "nothing written"
+    );
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn malformed_agent_pod_requests_name_the_field_and_write_nothing(pool: PgPool) {
     let mut h = start(pool).await;
