@@ -317,6 +317,117 @@ async fn a_refused_edit_names_its_field_and_changes_nothing(pool: PgPool) -> any
     h.stop().await
 }
 
+/// A tenant-bound token's budget override is held to the platform's
+/// per-tick maxima for its tenant, as the TickMax* keys are: an axis above
+/// one is PERMISSION_DENIED naming the axis and the ceiling, and nothing is
+/// written; at the maximum it is accepted; a platform token sets it higher,
+/// and the platform's own value for the tenant lifts the tenant's bound.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_tenant_token_cannot_budget_a_mode_past_the_platforms_maxima(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    use genesis_core::options::keys::{TICK_MAX_DOLLARS, TICK_MAX_TURNS};
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let op = token(&store, TokenScope::Operator, Some(a)).await?;
+    let root = token(&store, TokenScope::Operator, None).await?;
+    let (h, mut c) = started(&pool).await?;
+    let budget = |b: v1::BudgetEnvelope| {
+        let mut e = edit(a, "Soa", "Strategic");
+        e.budget_override = Some(b);
+        e
+    };
+    let turns = |n: i32| {
+        budget(v1::BudgetEnvelope {
+            max_turns: Some(n),
+            ..Default::default()
+        })
+    };
+    let before = c
+        .get_mode(req(get(a, "Soa", "Strategic"), &op))
+        .await?
+        .into_inner();
+    for (request, needle) in [
+        (
+            turns(13),
+            "budget_override: maxTurns 13 is above AgentDispatcher:TickMaxTurns, the \
+             platform's per-tick maximum for this tenant (12)",
+        ),
+        (
+            budget(v1::BudgetEnvelope {
+                max_turns: Some(2),
+                max_cost_usd: Some(2.0),
+                ..Default::default()
+            }),
+            "maxDollars 2 is above AgentDispatcher:TickMaxDollars",
+        ),
+        (
+            budget(v1::BudgetEnvelope {
+                max_wall_ms: Some(301_000),
+                ..Default::default()
+            }),
+            "maxWallSeconds 301 is above AgentDispatcher:TickMaxWallSeconds",
+        ),
+    ] {
+        let err = c.edit_mode(req(request, &op)).await.unwrap_err();
+        assert_eq!(err.code(), Code::PermissionDenied, "{needle}: {err:?}");
+        assert!(
+            err.message().contains(needle),
+            "{needle}: {}",
+            err.message()
+        );
+        assert!(
+            err.message()
+                .contains("only a platform token may set it higher"),
+            "{}",
+            err.message()
+        );
+    }
+    assert_eq!(written(&pool).await, (0, 0), "nothing written");
+    assert_eq!(
+        c.get_mode(req(get(a, "Soa", "Strategic"), &op))
+            .await?
+            .into_inner(),
+        before
+    );
+
+    // At the platform's maximum: the tenant's to set.
+    let out = c.edit_mode(req(turns(12), &op)).await?.into_inner();
+    assert_eq!(
+        out.mode.unwrap().budget_override.unwrap().max_turns,
+        Some(12)
+    );
+    // A platform token sets it past the maximum.
+    let out = c.edit_mode(req(turns(40), &root)).await?.into_inner();
+    assert_eq!(
+        out.mode.unwrap().budget_override.unwrap().max_turns,
+        Some(40)
+    );
+    // The platform's own value for the tenant is the tenant's bound.
+    store.config().set(Some(a), TICK_MAX_TURNS, "50").await?;
+    store
+        .config()
+        .set(None, TICK_MAX_DOLLARS, "unlimited")
+        .await?;
+    let out = c
+        .edit_mode(req(
+            budget(v1::BudgetEnvelope {
+                max_turns: Some(50),
+                max_cost_usd: Some(9.5),
+                ..Default::default()
+            }),
+            &op,
+        ))
+        .await?
+        .into_inner();
+    let b = out.mode.unwrap().budget_override.unwrap();
+    assert_eq!((b.max_turns, b.max_cost_usd), (Some(50), Some(9.5)));
+    let err = c.edit_mode(req(turns(51), &op)).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert!(err.message().contains("(50)"), "{}", err.message());
+    h.stop().await
+}
+
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn another_tenants_token_can_neither_see_nor_change_a_tenants_mode(
     pool: PgPool,

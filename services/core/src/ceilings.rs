@@ -4,7 +4,10 @@
 //! a tenant inside the platform's value: [`check_tenant_value`] (a tenant
 //! operator's write) and [`AgentDispatcherOptions::within_platform`] (every
 //! read, so a tenant row written before the platform lowered its value can
-//! never raise anything).
+//! never raise anything). A mode's budget override is held to the same
+//! per-tick maxima: [`check_tenant_budget_override`] when a tenant operator
+//! writes one, [`BudgetOverride::within_platform`] whenever a tick's budget
+//! is assembled from one.
 //!
 //! The platform's value for a tenant is the platform's own row for that
 //! tenant, else the global row, else the code (or deploy) default. A
@@ -16,7 +19,7 @@
 
 use std::time::Duration;
 
-use crate::budget::Limit;
+use crate::budget::{BudgetAxis, BudgetEnvelope, BudgetOverride, Limit};
 use crate::error::CoreError;
 use crate::options::{AgentDispatcherOptions, keys};
 
@@ -272,6 +275,103 @@ pub fn check_tenant_value(
         });
     }
     Ok(())
+}
+
+/// The platform key bounding each axis of a tick's budget, so a mode's
+/// budget override answers to the same per-tick maxima as the config keys.
+pub const BUDGET_AXIS_KEYS: &[(BudgetAxis, &str)] = &[
+    (BudgetAxis::Tokens, keys::TICK_MAX_TOKENS),
+    (
+        BudgetAxis::OutputTokensPerTurn,
+        keys::TICK_MAX_OUTPUT_TOKENS_PER_TURN,
+    ),
+    (BudgetAxis::ToolCalls, keys::TICK_MAX_TOOL_CALLS),
+    (BudgetAxis::WallSeconds, keys::TICK_MAX_WALL_SECONDS),
+    (BudgetAxis::Dollars, keys::TICK_MAX_DOLLARS),
+    (BudgetAxis::Turns, keys::TICK_MAX_TURNS),
+];
+
+/// A tenant operator's mode budget override with an axis above the
+/// platform's per-tick maximum for the tenant.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "{axis} {value} is above {key}, the platform's per-tick maximum for this tenant \
+     ({platform}): a tenant operator may set a mode's {axis} at or below it; only a \
+     platform token may set it higher"
+)]
+pub struct OverrideBeyondPlatform {
+    /// The override's axis.
+    pub axis: BudgetAxis,
+    /// The axis's value in the override.
+    pub value: String,
+    /// The platform key bounding the axis.
+    pub key: &'static str,
+    /// The platform's value for the tenant, in `system_configs` syntax.
+    pub platform: String,
+}
+
+/// A tenant operator's mode budget override, given the platform's options
+/// for the tenant: `Ok` when every axis it sets is at or below the
+/// platform's per-tick maximum ([`Bound::AtMost`], as
+/// [`check_tenant_value`] holds the keys themselves), else the first axis
+/// above it. A mode's override may still exceed the tenant's own lowered
+/// defaults: raising a mode above them is what an override is for.
+pub fn check_tenant_budget_override(
+    o: &BudgetOverride,
+    platform: &AgentDispatcherOptions,
+) -> Result<(), OverrideBeyondPlatform> {
+    let mut mine = platform.clone();
+    mine.tick_budget = o.apply_to(&platform.tick_budget);
+    let mut theirs = platform.clone();
+    for (axis, key) in BUDGET_AXIS_KEYS {
+        let Some(c) = ceiling(key) else { continue };
+        if !within(c, &mut mine, &mut theirs) {
+            return Err(OverrideBeyondPlatform {
+                axis: *axis,
+                value: shown(c.key, &mine),
+                key: c.key,
+                platform: shown(c.key, platform),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `env` with each per-tick axis brought back within the platform's
+/// maximum (the lower of the two).
+fn envelope_within(env: &BudgetEnvelope, platform: &AgentDispatcherOptions) -> BudgetEnvelope {
+    let mut mine = platform.clone();
+    mine.tick_budget = *env;
+    let mut theirs = platform.clone();
+    for (_, key) in BUDGET_AXIS_KEYS {
+        if let Some(c) = ceiling(key)
+            && !within(c, &mut mine, &mut theirs)
+        {
+            take(c.key, &mut mine, &mut theirs);
+        }
+    }
+    mine.tick_budget
+}
+
+impl BudgetOverride {
+    /// This override with each axis it sets brought back within the
+    /// platform's per-tick maximum (`platform`: the platform's options for
+    /// the tenant). Applied whenever a tick's budget is assembled, so an
+    /// override written before the platform lowered a maximum, or by a
+    /// platform token since narrowed, never lifts a tick above it.
+    pub fn within_platform(&self, platform: &AgentDispatcherOptions) -> Self {
+        let env = envelope_within(&self.apply_to(&platform.tick_budget), platform);
+        Self {
+            max_tokens: self.max_tokens.and(env.max_tokens.limited()),
+            max_output_tokens_per_turn: self
+                .max_output_tokens_per_turn
+                .and(env.max_output_tokens_per_turn.limited()),
+            max_tool_calls: self.max_tool_calls.and(env.max_tool_calls.limited()),
+            max_wall_seconds: self.max_wall_seconds.and(env.max_wall_seconds.limited()),
+            max_dollars: self.max_dollars.and(env.max_dollars.limited()),
+            max_turns: self.max_turns.and(env.max_turns.limited()),
+        }
+    }
 }
 
 impl AgentDispatcherOptions {
@@ -708,6 +808,132 @@ mod tests {
         );
         assert!(!got.credit_enforcement_enabled);
         assert_eq!(got.tick_budget.max_turns, Limit::Unlimited);
+    }
+
+    #[test]
+    fn every_budget_axis_has_its_per_tick_ceiling() {
+        for axis in BudgetAxis::ALL {
+            let key = BUDGET_AXIS_KEYS
+                .iter()
+                .find(|(a, _)| a == axis)
+                .map(|(_, k)| *k);
+            let c = key.and_then(ceiling);
+            assert_eq!(c.map(|c| c.bound), Some(Bound::AtMost), "{axis}");
+        }
+    }
+
+    fn full_override(n: u64, dollars: f64) -> BudgetOverride {
+        BudgetOverride {
+            max_tokens: Some(n),
+            max_output_tokens_per_turn: Some(n),
+            max_tool_calls: Some(n),
+            max_wall_seconds: Some(n),
+            max_dollars: Some(dollars),
+            max_turns: Some(n),
+        }
+    }
+
+    #[test]
+    fn an_override_at_or_below_every_platform_maximum_is_a_tenants() {
+        let p = platform();
+        let b = p.tick_budget;
+        let at = BudgetOverride {
+            max_tokens: b.max_tokens.limited(),
+            max_output_tokens_per_turn: b.max_output_tokens_per_turn.limited(),
+            max_tool_calls: b.max_tool_calls.limited(),
+            max_wall_seconds: b.max_wall_seconds.limited(),
+            max_dollars: b.max_dollars.limited(),
+            max_turns: b.max_turns.limited(),
+        };
+        assert_eq!(check_tenant_budget_override(&at, &p), Ok(()));
+        assert_eq!(
+            check_tenant_budget_override(&full_override(1, 0.01), &p),
+            Ok(())
+        );
+        assert_eq!(
+            check_tenant_budget_override(&BudgetOverride::default(), &p),
+            Ok(())
+        );
+        assert_eq!(at.within_platform(&p), at);
+    }
+
+    #[test]
+    fn each_axis_above_the_platform_maximum_is_refused_by_name() {
+        let p = platform();
+        for (axis, key) in BUDGET_AXIS_KEYS {
+            let mut o = BudgetOverride::default();
+            match axis {
+                BudgetAxis::Tokens => o.max_tokens = Some(4_000_000_000),
+                BudgetAxis::OutputTokensPerTurn => {
+                    o.max_output_tokens_per_turn = Some(4_000_000_000)
+                }
+                BudgetAxis::ToolCalls => o.max_tool_calls = Some(4_000_000_000),
+                BudgetAxis::WallSeconds => o.max_wall_seconds = Some(4_000_000_000),
+                BudgetAxis::Dollars => o.max_dollars = Some(1_000_000.0),
+                BudgetAxis::Turns => o.max_turns = Some(4_000_000_000),
+            }
+            let err = check_tenant_budget_override(&o, &p).unwrap_err();
+            assert_eq!((err.axis, err.key), (*axis, *key), "{err}");
+            assert_eq!(err.platform, shown(key, &p), "{err}");
+        }
+        let o = BudgetOverride {
+            max_turns: Some(40),
+            ..BudgetOverride::default()
+        };
+        assert_eq!(
+            check_tenant_budget_override(&o, &p)
+                .unwrap_err()
+                .to_string(),
+            "maxTurns 40 is above AgentDispatcher:TickMaxTurns, the platform's per-tick \
+             maximum for this tenant (12): a tenant operator may set a mode's maxTurns at or \
+             below it; only a platform token may set it higher"
+        );
+    }
+
+    #[test]
+    fn an_unlimited_platform_maximum_bounds_no_override() {
+        let mut p = platform();
+        p.apply_system_config(keys::TICK_MAX_TURNS, "unlimited")
+            .unwrap();
+        let o = BudgetOverride {
+            max_turns: Some(4_000_000_000),
+            ..BudgetOverride::default()
+        };
+        assert_eq!(check_tenant_budget_override(&o, &p), Ok(()));
+        assert_eq!(o.within_platform(&p), o);
+    }
+
+    #[test]
+    fn an_override_is_clamped_to_a_lowered_platform_maximum_axis_by_axis() {
+        let mut p = platform();
+        p.apply_system_config(keys::TICK_MAX_TURNS, "3").unwrap();
+        p.apply_system_config(keys::TICK_MAX_DOLLARS, "0.25")
+            .unwrap();
+        let stale = BudgetOverride {
+            max_turns: Some(40),
+            max_dollars: Some(5.0),
+            max_tool_calls: Some(2),
+            ..BudgetOverride::default()
+        };
+        assert_eq!(
+            stale.within_platform(&p),
+            BudgetOverride {
+                max_turns: Some(3),
+                max_dollars: Some(0.25),
+                max_tool_calls: Some(2),
+                ..BudgetOverride::default()
+            },
+            "an axis above is lowered, one below kept, an unset one stays unset"
+        );
+        let big = full_override(4_000_000_000, 1_000_000.0).within_platform(&p);
+        assert_eq!(
+            big.apply_to(&BudgetEnvelope::STANDING_DEFAULT),
+            BudgetEnvelope {
+                max_turns: Limit::Limited(3),
+                max_dollars: Limit::Limited(0.25),
+                ..p.tick_budget
+            }
+        );
     }
 
     #[test]

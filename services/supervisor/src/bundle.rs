@@ -394,6 +394,18 @@ pub fn effective_options(
     opts
 }
 
+/// The platform's options for the tenant: `base` with the platform's layer
+/// (its rows for the tenant, else the global rows) applied, the bound a
+/// mode's budget override is held within (genesis-core
+/// `BudgetOverride::within_platform`). Malformed values are skipped, as in
+/// [`effective_options`], which reports them.
+pub fn platform_options(
+    base: &AgentDispatcherOptions,
+    configs: &TenantConfigs,
+) -> AgentDispatcherOptions {
+    base.with_valid_system_configs(&configs.platform).0
+}
+
 /// The wire form of an instance snapshot (the store's one conversion).
 pub fn instance_to_proto(i: &InstanceRow) -> pb::AgentInstance {
     genesis_store::wire::instance(i)

@@ -39,7 +39,7 @@ use crate::auth::check_tenant;
 use crate::bundle::ClaimCaches;
 use crate::bundle::{
     ClaimKind, ClaimKinds, HeldForRead, corpus_to_proto, effective_options, instance_to_proto,
-    read_bundle, read_chat_tail, settle_bundle,
+    platform_options, read_bundle, read_chat_tail, settle_bundle,
 };
 use crate::catalogue_cache::CatalogueCache;
 use crate::error::{SupervisorError, store_status};
@@ -513,13 +513,21 @@ impl AgentPodService {
             spent_usd: spent,
         };
         let status = genesis_core::credit_status(&window, opts.credit_enforcement_enabled);
+        // A mode's override never lifts an axis above the platform's
+        // per-tick maximum, however long ago it was written.
+        let mode_budget = mode.budget_override.map(|o| {
+            o.within_platform(&platform_options(
+                &self.settings.options,
+                &read.catalogue.configs,
+            ))
+        });
         // The pod enforces only this envelope and never re-reads the window,
         // so the dollar axis is capped at what the window has left, in every
         // phase (the foundational envelope is otherwise unlimited).
         let budget = genesis_core::cap_to_credit(
             &genesis_core::resolve_tick_budget(
                 &genesis_core::policy_default(instance.agent_type, &opts),
-                mode.budget_override.as_ref(),
+                mode_budget.as_ref(),
                 foundational,
                 &opts,
             ),

@@ -355,6 +355,67 @@ async fn a_config_write_changes_the_next_claims_budget(pool: PgPool) {
     );
 }
 
+/// A mode's budget override written before the platform lowered its
+/// per-tick maxima never lifts a claim above them: each axis above is
+/// brought down to the platform's value, an axis below it stands, and an
+/// override may still exceed the tenant's own lowered default.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_stale_mode_override_never_takes_a_claim_past_the_platforms_maxima(pool: PgPool) {
+    use genesis_core::budget::BudgetOverride;
+    use genesis_core::mode_edit::ModeEdit;
+    use genesis_core::options::keys::{TICK_MAX_DOLLARS, TICK_MAX_TURNS};
+    let mut h = start(pool).await;
+    let standing = [h.instance, another_foundational(&h).await];
+    for i in standing {
+        h.store
+            .instances()
+            .complete_workset(h.tenant, i)
+            .await
+            .unwrap();
+    }
+    let mode = genesis_core::modes::default_mode(AgentType::Soa).unwrap();
+    h.store
+        .modes()
+        .edit(
+            h.tenant,
+            AgentType::Soa,
+            mode,
+            &ModeEdit {
+                budget_override: Some(Some(BudgetOverride {
+                    max_turns: Some(40),
+                    max_dollars: Some(5.0),
+                    max_tool_calls: Some(2),
+                    ..BudgetOverride::default()
+                })),
+                ..ModeEdit::default()
+            },
+            "test",
+        )
+        .await
+        .unwrap();
+    let store = h.store.clone();
+    let config = store.config();
+    config.set(None, TICK_MAX_TURNS, "20").await.unwrap();
+    config
+        .set_by_tenant(h.tenant, TICK_MAX_TURNS, "4")
+        .await
+        .unwrap();
+    let b = h.claim_instance(standing[0]).await.budget.unwrap();
+    assert_eq!(
+        (b.max_turns, b.max_tool_calls),
+        (Some(20), Some(2)),
+        "above the tenant's own 4, held at the platform's 20: {b:?}"
+    );
+    config.set(None, TICK_MAX_TURNS, "3").await.unwrap();
+    config.set(None, TICK_MAX_DOLLARS, "0.25").await.unwrap();
+    let b = h.claim_instance(standing[1]).await.budget.unwrap();
+    assert_eq!(
+        (b.max_turns, b.max_cost_usd, b.max_tool_calls),
+        (Some(3), Some(0.25), Some(2)),
+        "{b:?}"
+    );
+}
+
 /// Platform-only ceilings: a claim takes the tenant's own value of a
 /// bounded key only within the platform's value for the tenant, however
 /// stale the tenant's row; the platform's own row for the tenant lifts it

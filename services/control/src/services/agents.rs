@@ -1,16 +1,19 @@
 //! `genesis.v1.AgentService` (spec §3.9): instance lifecycle (Start, Stop,
 //! Reset, Compliance), operator chat, the UI mode switch (source `ui`, via
 //! the store's one chokepoint), the mode catalogue and the tenant's edits
-//! of it (EditMode: validated at the edge, written and audited by the
-//! store), the ledger, the live turn stream (its credential checked again
-//! while it is open, open streams capped: [`crate::streams`]) and the
-//! redactor signal. Control owns every enqueue here.
+//! of it (EditMode: validated at the edge, a tenant-bound caller's budget
+//! override held within the platform's per-tick maxima, written and
+//! audited by the store), the ledger, the live turn stream (its credential
+//! checked again while it is open, open streams capped:
+//! [`crate::streams`]) and the redactor signal. Control owns every enqueue
+//! here.
 //! Must never write `active_mode`, the ledger or the queue except through the
 //! store calls built for them.
 
 use std::pin::Pin;
 
 use futures::Stream;
+use genesis_core::ceilings::check_tenant_budget_override;
 use genesis_core::validate::{MAX_MESSAGE_BYTES, validate_message, validate_mode_name};
 use genesis_core::{AgentEventKind, AgentSignalKind, AgentType, InstanceStatus, ModeChangeSource};
 use genesis_proto::convert::{invalid_argument, optional_chrono};
@@ -20,6 +23,7 @@ use tokio::sync::{broadcast, mpsc};
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
+use super::config::platform_options;
 use super::{observe, record_ids};
 use crate::auth::{Caller, caller};
 use crate::bootstrap::{ensure_compliance, ensure_signalled_redactor};
@@ -453,6 +457,15 @@ impl AgentService for Agents {
             let t = caller.tenant("tenant_id", &req.tenant_id)?;
             let cmd = EditModeCommand::try_from(req)?;
             record_ids(t, None);
+            // A tenant-bound caller's override answers to the platform's
+            // per-tick maxima, as the TickMax* keys themselves do.
+            if let Some(Some(budget)) = &cmd.edit.budget_override
+                && !caller.is_platform()
+            {
+                let platform = platform_options(&self.state, t).await?;
+                check_tenant_budget_override(budget, &platform)
+                    .map_err(|e| Status::permission_denied(format!("budget_override: {e}")))?;
+            }
             let actor = caller.actor();
             let out = self
                 .state

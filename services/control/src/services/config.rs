@@ -56,6 +56,25 @@ fn tenant_of(caller: &Caller, value: Option<&str>) -> Result<Option<Uuid>, Statu
     Ok(t)
 }
 
+/// The platform's options for `tenant`, the bound of every value a
+/// tenant-bound caller writes (a config key, a mode's budget override):
+/// the platform's row for the tenant, else the global row, else the
+/// default.
+pub(crate) async fn platform_options(
+    state: &AppState,
+    tenant: Uuid,
+) -> Result<AgentDispatcherOptions, Status> {
+    let layers = state
+        .store
+        .config()
+        .layers(Some(tenant))
+        .await
+        .map_err(store_status)?;
+    let (platform, _) =
+        AgentDispatcherOptions::default().with_valid_system_configs(&layers.platform);
+    Ok(platform)
+}
+
 #[tonic::async_trait]
 impl ConfigService for Configs {
     async fn get_config(
@@ -144,11 +163,7 @@ impl ConfigService for Configs {
             match scope_tenant {
                 Some(t) if !caller.is_platform() => {
                     if ceiling(&req.key).is_some() {
-                        // The platform's value for the tenant: its row for
-                        // the tenant, else the global row, else the default.
-                        let layers = config.layers(Some(t)).await.map_err(store_status)?;
-                        let (platform, _) = AgentDispatcherOptions::default()
-                            .with_valid_system_configs(&layers.platform);
+                        let platform = platform_options(&self.state, t).await?;
                         check_tenant_value(&req.key, &req.value, &platform).map_err(
                             |e| match e {
                                 TenantWriteError::Invalid(e) => {
