@@ -9,6 +9,8 @@
 //! own database and its own stream, and kills only its own children. It
 //! must never fake a service: what a binary lacks, a test reports and skips.
 
+pub mod reflection;
+
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::net::{SocketAddr, TcpListener};

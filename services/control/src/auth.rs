@@ -86,11 +86,7 @@ pub fn caller<T>(req: &tonic::Request<T>) -> Result<Caller, Status> {
 }
 
 /// Paths served without a token: health checks and reflection.
-pub fn is_open_path(path: &str) -> bool {
-    path.starts_with("/grpc.health.v1.Health/")
-        || path.starts_with("/grpc.reflection.v1.ServerReflection/")
-        || path.starts_with("/grpc.reflection.v1alpha.ServerReflection/")
-}
+pub use genesis_proto::reflection::is_open_path;
 
 /// Authenticate the bearer token in `metadata`.
 pub async fn authenticate(state: &AppState, metadata: &MetadataMap) -> Result<Caller, Status> {

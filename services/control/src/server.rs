@@ -120,28 +120,7 @@ pub fn routes(state: &AppState) -> tonic::service::RoutesBuilder {
 }
 
 /// The services reflection lists beside [`SERVED_SERVICES`].
-pub const OPEN_SERVICES: &[&str] = &[
-    "grpc.health.v1.Health",
-    "grpc.reflection.v1.ServerReflection",
-    "grpc.reflection.v1alpha.ServerReflection",
-];
-
-/// Reflection over what this server answers: the admin services it serves
-/// (`files`, from [`genesis_proto::convert::descriptor_set_serving`]: not the
-/// supervisor's AgentPod), health, and reflection itself in both versions
-/// (v1, and v1alpha for the grpcurl, Postman and Evans releases that speak
-/// only that).
-fn reflection_builder(files: &[u8]) -> tonic_reflection::server::Builder<'_> {
-    let builder = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(files)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET);
-    SERVED_SERVICES
-        .iter()
-        .chain(OPEN_SERVICES)
-        .fold(builder, |b, name| b.with_service_name(*name))
-}
+pub use genesis_proto::reflection::OPEN_SERVICES;
 
 /// The service's name: its command name, its telemetry `service.name`, its
 /// metrics and PostgreSQL's `application_name` of every connection it opens.
@@ -229,13 +208,10 @@ pub async fn run(
     health
         .set_service_status("", tonic_health::ServingStatus::Serving)
         .await;
-    let reflection_files = genesis_proto::convert::descriptor_set_serving(SERVED_SERVICES);
-    let reflection = reflection_builder(&reflection_files)
-        .build_v1()
+    // Reflection lists only what this server answers (not the
+    // supervisor's AgentPod), in v1 and v1alpha.
+    let (reflection, reflection_v1alpha) = genesis_proto::reflection::services(SERVED_SERVICES)
         .map_err(|e| ControlError::Transport(format!("reflection: {e}")))?;
-    let reflection_v1alpha = reflection_builder(&reflection_files)
-        .build_v1alpha()
-        .map_err(|e| ControlError::Transport(format!("reflection v1alpha: {e}")))?;
 
     let mut builder = routes(&state);
     builder

@@ -157,86 +157,6 @@ async fn a_peer_out_of_failed_authentications_is_refused_before_any_lookup(
     h.stop().await
 }
 
-/// What one reflection request answers, through v1 or v1alpha.
-async fn reflect(
-    channel: tonic::transport::Channel,
-    v1alpha: bool,
-    symbol: Option<&str>,
-) -> anyhow::Result<Result<Vec<String>, String>> {
-    use tokio_stream::StreamExt as _;
-    if v1alpha {
-        use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
-        use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
-        use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
-        use tonic_reflection::pb::v1alpha::*;
-        let request = ServerReflectionRequest {
-            host: String::new(),
-            message_request: Some(match symbol {
-                Some(s) => MessageRequest::FileContainingSymbol(s.into()),
-                None => MessageRequest::ListServices(String::new()),
-            }),
-        };
-        let mut answers = ServerReflectionClient::new(channel)
-            .server_reflection_info(tokio_stream::iter([request]))
-            .await?
-            .into_inner();
-        // A symbol it does not know is answered with a NOT_FOUND status.
-        let answer = match answers
-            .next()
-            .await
-            .ok_or_else(|| anyhow::anyhow!("no answer"))?
-        {
-            Ok(answer) => answer,
-            Err(status) => return Ok(Err(format!("{:?}: {}", status.code(), status.message()))),
-        };
-        Ok(match answer.message_response {
-            Some(MessageResponse::ListServicesResponse(l)) => {
-                Ok(l.service.into_iter().map(|s| s.name).collect())
-            }
-            Some(MessageResponse::FileDescriptorResponse(f)) => {
-                Ok(vec![format!("{} files", f.file_descriptor_proto.len())])
-            }
-            Some(MessageResponse::ErrorResponse(e)) => Err(e.error_message),
-            other => anyhow::bail!("unexpected answer {other:?}"),
-        })
-    } else {
-        use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-        use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-        use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-        use tonic_reflection::pb::v1::*;
-        let request = ServerReflectionRequest {
-            host: String::new(),
-            message_request: Some(match symbol {
-                Some(s) => MessageRequest::FileContainingSymbol(s.into()),
-                None => MessageRequest::ListServices(String::new()),
-            }),
-        };
-        let mut answers = ServerReflectionClient::new(channel)
-            .server_reflection_info(tokio_stream::iter([request]))
-            .await?
-            .into_inner();
-        // A symbol it does not know is answered with a NOT_FOUND status.
-        let answer = match answers
-            .next()
-            .await
-            .ok_or_else(|| anyhow::anyhow!("no answer"))?
-        {
-            Ok(answer) => answer,
-            Err(status) => return Ok(Err(format!("{:?}: {}", status.code(), status.message()))),
-        };
-        Ok(match answer.message_response {
-            Some(MessageResponse::ListServicesResponse(l)) => {
-                Ok(l.service.into_iter().map(|s| s.name).collect())
-            }
-            Some(MessageResponse::FileDescriptorResponse(f)) => {
-                Ok(vec![format!("{} files", f.file_descriptor_proto.len())])
-            }
-            Some(MessageResponse::ErrorResponse(e)) => Err(e.error_message),
-            other => anyhow::bail!("unexpected answer {other:?}"),
-        })
-    }
-}
-
 /// Reflection answers without a token in both versions (v1alpha for older
 /// grpcurl, Postman and Evans), lists exactly what control serves (never
 /// the supervisor's AgentPod) and resolves no AgentPod symbol.
@@ -255,15 +175,21 @@ async fn reflection_v1_and_v1alpha_list_only_what_control_serves(
         .collect();
     want.sort();
     for v1alpha in [false, true] {
-        let mut listed = reflect(channel.clone(), v1alpha, None)
+        let mut listed = genesis_e2e::reflection::reflect(channel.clone(), v1alpha, None)
             .await?
             .map_err(|e| anyhow::anyhow!(e))?;
         listed.sort();
         assert_eq!(listed, want, "v1alpha: {v1alpha}");
-        let found = reflect(channel.clone(), v1alpha, Some("genesis.v1.TenantService")).await?;
+        let found = genesis_e2e::reflection::reflect(
+            channel.clone(),
+            v1alpha,
+            Some("genesis.v1.TenantService"),
+        )
+        .await?;
         assert!(found.is_ok(), "v1alpha: {v1alpha}: {found:?}");
         for hidden in ["genesis.v1.AgentPod", "genesis.v1.AgentPod.ClaimTick"] {
-            let refused = reflect(channel.clone(), v1alpha, Some(hidden)).await?;
+            let refused =
+                genesis_e2e::reflection::reflect(channel.clone(), v1alpha, Some(hidden)).await?;
             assert!(
                 matches!(&refused, Err(e) if e.starts_with("NotFound")),
                 "{hidden} resolved (v1alpha: {v1alpha}): {refused:?}"

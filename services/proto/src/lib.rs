@@ -3,7 +3,7 @@
 //! descriptor set, and the small edge helpers both gRPC servers share
 //! (bearer-token handling in [`auth`], id/timestamp conversion and RPC
 //! enumeration in [`convert`], the failed-authentication limit per peer in
-//! [`peer_limit`]).
+//! [`peer_limit`], the open reflection both serve in [`reflection`]).
 //!
 //! Used by genesis-supervisor (serves `AgentPod`), genesis-control (serves the
 //! admin services), genesis-agent-pod and genesisctl (clients). Domain logic
@@ -15,6 +15,7 @@ pub mod convert;
 pub mod limits;
 pub mod peer_limit;
 pub mod raw;
+pub mod reflection;
 
 /// Generated code of package `genesis.v1`.
 #[allow(

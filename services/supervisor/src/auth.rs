@@ -2,15 +2,16 @@
 //! 10): a tower layer requiring `authorization: Bearer <token>` whose SHA-256
 //! names a usable (unexpired, unrevoked) `agent-pod` token. Missing or
 //! unknown → UNAUTHENTICATED; an operator token → PERMISSION_DENIED;
-//! `grpc.health.v1` is open. Each request names its tenant and RLS confines
-//! the data; the token may also carry the set of tenants it serves
-//! (`api_tokens.pod_tenants`, empty: every tenant). The gate hands the
-//! admitted set to the service as an [`AdmittedPod`] request extension, and
-//! every AgentPod handler calls [`check_tenant`] before it touches anything
-//! of the tenant the request names: outside the set is PERMISSION_DENIED,
-//! naming the tenant. Rows are read through the [`TokenCache`] (a tick's
-//! three RPCs would otherwise look the same token up three times); a
-//! revocation or a changed set reaches it by NOTIFY as soon as it commits.
+//! `grpc.health.v1` and reflection are open. Each request names its tenant
+//! and RLS confines the data; the token may also carry the set of tenants it
+//! serves (`api_tokens.pod_tenants`, empty: every tenant). The gate hands
+//! the admitted set to the service as an [`AdmittedPod`] request extension,
+//! and every AgentPod handler calls [`check_tenant`] before it touches
+//! anything of the tenant the request names: outside the set is
+//! PERMISSION_DENIED, naming the tenant. Rows are read through the
+//! [`TokenCache`] (a tick's three RPCs would otherwise look the same token
+//! up three times); a revocation or a changed set reaches it by NOTIFY as
+//! soon as it commits.
 //! Must never log or echo a token.
 
 use std::future::Future;
@@ -27,8 +28,8 @@ use genesis_store::{Store, TokenCache};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-/// Path prefix of the open health service.
-pub const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
+/// Paths served without a token: health checks and reflection.
+pub use genesis_proto::reflection::is_open_path;
 
 /// What the gate admitted a request with: the tenants its token may act
 /// for. Put in the request's extensions; read by [`check_tenant`].
@@ -38,15 +39,15 @@ pub struct AdmittedPod {
     pub tenants: PodTenants,
 }
 
-/// Decide whether a request may proceed: `None` for the open health
-/// service, else what the token was admitted with.
+/// Decide whether a request may proceed: `None` for the open health and
+/// reflection services, else what the token was admitted with.
 pub async fn authorize(
     store: &Store,
     cache: &TokenCache,
     path: &str,
     headers: &http::HeaderMap,
 ) -> Result<Option<AdmittedPod>, Status> {
-    if path.starts_with(HEALTH_PREFIX) {
+    if is_open_path(path) {
         return Ok(None);
     }
     let metadata = MetadataMap::from_headers(headers.clone());

@@ -2,10 +2,11 @@
 //! `genesis.v1.AgentPod` (ClaimTick with its bundle, RenewLease, governed
 //! InvokeTool, RecordCallAttempt with server-side cost, CompleteTick as the
 //! single passivation write) behind the agent-pod token gate, plus
-//! `grpc.health.v1` and HTTP `/healthz` `/readyz` `/metrics`. Tick rules come
-//! from genesis-core and every write from genesis-store. Must never trust a
-//! cost, decision kind or toolset from a pod, and never serve an admin
-//! surface.
+//! `grpc.health.v1`, reflection (v1 and v1alpha, open, listing only what
+//! this server answers) and HTTP `/healthz` `/readyz` `/metrics`. Tick rules
+//! come from genesis-core and every write from genesis-store. Must never
+//! trust a cost, decision kind or toolset from a pod, and never serve an
+//! admin surface.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -49,6 +50,11 @@ const _: () = assert!(
     MAX_REQUEST_BYTES >= 2 * genesis_store::tick::MAX_COMPLETION_BYTES
         && MAX_REQUEST_BYTES > 4 * service::MAX_TOOL_ARGUMENTS_BYTES
 );
+
+/// The services this server answers besides the open ones
+/// (`genesis_proto::reflection::OPEN_SERVICES`), as reflection lists them.
+pub const SERVED_SERVICES: &[&str] =
+    &[<AgentPodServer<AgentPodService> as tonic::server::NamedService>::NAME];
 
 /// What [`serve`] runs with besides its listeners.
 pub struct Parts {
@@ -157,6 +163,8 @@ pub async fn serve(
     health_reporter
         .set_serving::<AgentPodServer<AgentPodService>>()
         .await;
+    let (reflection, reflection_v1alpha) =
+        genesis_proto::reflection::services(SERVED_SERVICES).context("reflection")?;
 
     let grpc_addr = grpc_listener.local_addr().ok();
     let http_addr = http_listener.local_addr().ok();
@@ -172,11 +180,21 @@ pub async fn serve(
         // layer looks its token up.
         .layer(genesis_proto::peer_limit::FailedAuthLayer::new(
             auth_failures,
-            |path| path.starts_with(auth::HEALTH_PREFIX),
+            auth::is_open_path,
         ))
         .layer(auth::AuthLayer::new(parts.store.clone(), token_cache))
         .add_service(
             health_service
+                .max_decoding_message_size(MAX_REQUEST_BYTES)
+                .max_encoding_message_size(MAX_RESPONSE_BYTES),
+        )
+        .add_service(
+            reflection
+                .max_decoding_message_size(MAX_REQUEST_BYTES)
+                .max_encoding_message_size(MAX_RESPONSE_BYTES),
+        )
+        .add_service(
+            reflection_v1alpha
                 .max_decoding_message_size(MAX_REQUEST_BYTES)
                 .max_encoding_message_size(MAX_RESPONSE_BYTES),
         )

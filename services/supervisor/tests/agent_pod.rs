@@ -1143,6 +1143,48 @@ async fn renew_lease_extends_the_holders_lease_and_refuses_any_other_session(poo
     assert_eq!(expires(h.pool.clone(), h.instance).await, after);
 }
 
+/// Reflection answers without a token in v1 and v1alpha (older grpcurl,
+/// Postman and Evans speak only v1alpha), lists exactly the AgentPod and the
+/// open services, and resolves no symbol of control's admin services.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn reflection_v1_and_v1alpha_list_only_what_the_supervisor_serves(pool: PgPool) {
+    use genesis_e2e::reflection::reflect;
+    let h = start(pool).await;
+    let mut want: Vec<String> = genesis_supervisor::SERVED_SERVICES
+        .iter()
+        .chain(genesis_proto::reflection::OPEN_SERVICES)
+        .map(|s| (*s).to_owned())
+        .collect();
+    want.sort();
+    assert!(want.iter().any(|s| s == "genesis.v1.AgentPod"), "{want:?}");
+    for v1alpha in [false, true] {
+        let mut listed = reflect(h.channel.clone(), v1alpha, None)
+            .await
+            .unwrap()
+            .unwrap();
+        listed.sort();
+        assert_eq!(listed, want, "v1alpha: {v1alpha}");
+        for known in ["genesis.v1.AgentPod", "genesis.v1.AgentPod.ClaimTick"] {
+            let found = reflect(h.channel.clone(), v1alpha, Some(known))
+                .await
+                .unwrap();
+            assert!(found.is_ok(), "{known} (v1alpha: {v1alpha}): {found:?}");
+        }
+        for hidden in [
+            "genesis.v1.TenantService",
+            "genesis.v1.TenantService.ListTenants",
+        ] {
+            let refused = reflect(h.channel.clone(), v1alpha, Some(hidden))
+                .await
+                .unwrap();
+            assert!(
+                matches!(&refused, Err(e) if e.starts_with("NotFound")),
+                "{hidden} resolved (v1alpha: {v1alpha}): {refused:?}"
+            );
+        }
+    }
+}
+
 /// The holder's own session renews a live lease; once that lease has
 /// expired (before anyone reclaimed it) RenewLease answers LEASE_LOST and
 /// writes nothing, as InvokeTool and RecordCallAttempt do: the expiry stays
