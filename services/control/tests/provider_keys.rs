@@ -4,7 +4,8 @@
 //! `<NAME>.tenants` bindings, the agent token sharing the Secret), and
 //! UpsertPreset / AttachPreset refuse, with FAILED_PRECONDITION naming the
 //! names the tenant may use, a platform variable, an unknown name and a key
-//! bound to another tenant — writing nothing.
+//! bound to another tenant — writing nothing; EditMode and CreateTask
+//! refuse a stored preset naming such a key the same way.
 
 mod common;
 
@@ -270,6 +271,131 @@ async fn a_preset_may_name_only_the_provider_keys_bound_to_its_tenant(
         e.message()
     );
     llm.upsert_preset(theirs(&["TEAM_OTHER"])).await?;
+    h.stop().await
+}
+
+/// A preset accepted before its key was rebound is refused wherever a
+/// tenant puts it to use besides a site: given to a mode (EditMode, by name
+/// or id) or to a coding task (CreateTask, which records its credential
+/// names), FAILED_PRECONDITION names the field and the names the tenant may
+/// use, and nothing is written; a preset naming only usable keys is
+/// accepted on both.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_preset_naming_a_key_the_tenant_may_not_use_serves_no_mode_or_task(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("mine").await?.id;
+    let other = store.tenants().create("other").await?.id;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let keys = KeyDir::new(t, other)?;
+    let mut config = config(&pool, NATS_URL);
+    config.auto_bootstrap = false;
+    config.llm_key_dir = Some(keys.0.clone());
+    let h = start(config).await?;
+    let ch = h.channel().await?;
+    let mut agents = v1::agent_service_client::AgentServiceClient::new(ch.clone());
+    let mut tasks = v1::coding_task_service_client::CodingTaskServiceClient::new(ch);
+    let preset = |name: &str, fallback: &str| NewPreset {
+        name: name.into(),
+        primary: PresetCouple {
+            model: "gpt-4o".into(),
+            provider: "openai".into(),
+            backend: "api".into(),
+            credentials: vec!["SHARED".into()],
+        },
+        fallback: vec![PresetCouple {
+            model: "gpt-4o".into(),
+            provider: "openai".into(),
+            backend: "api".into(),
+            credentials: vec![fallback.into()],
+        }],
+        overlays: serde_json::json!({}),
+    };
+    // Written straight to the store, as a preset accepted before its key
+    // was rebound to the other tenant.
+    let stale = store
+        .llm()
+        .create_preset(t, preset("stale", "TEAM_OTHER"))
+        .await?;
+    let usable = store
+        .llm()
+        .create_preset(t, preset("usable", "TEAM_MINE"))
+        .await?;
+    let edit = |preset: &str| {
+        req(
+            v1::EditModeRequest {
+                tenant_id: t.to_string(),
+                agent_type: "Soa".into(),
+                mode: "Strategic".into(),
+                preset: Some(preset.to_owned()),
+                ..Default::default()
+            },
+            &op,
+        )
+    };
+    let task = |preset: &str| {
+        req(
+            v1::CreateTaskRequest {
+                tenant_id: t.to_string(),
+                title: "fix the build".into(),
+                instructions: "make cargo test pass".into(),
+                preset_id: Some(preset.to_owned()),
+                ..Default::default()
+            },
+            &op,
+        )
+    };
+    let refusal = "preset.fallback_chain[0].credential_names[0]: \"TEAM_OTHER\" is not a \
+                   provider key this tenant may use";
+    for (what, e) in [
+        (
+            "mode by name",
+            agents.edit_mode(edit("stale")).await.expect_err("by name"),
+        ),
+        (
+            "mode by id",
+            agents
+                .edit_mode(edit(&stale.id.to_string()))
+                .await
+                .expect_err("by id"),
+        ),
+        (
+            "coding task",
+            tasks
+                .create_task(task(&stale.id.to_string()))
+                .await
+                .expect_err("task"),
+        ),
+    ] {
+        assert_eq!(e.code(), Code::FailedPrecondition, "{what}: {e:?}");
+        assert!(e.message().starts_with(refusal), "{what}: {}", e.message());
+        assert!(
+            e.message().contains(&format!(
+                "the provider keys this tenant may name: {ALLOWED} ("
+            )),
+            "{what}: {}",
+            e.message()
+        );
+    }
+    let (modes, tasks_written): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM agent_modes WHERE tenant_id IS NOT NULL),
+                (SELECT count(*) FROM coding_tasks)",
+    )
+    .fetch_one(&pool)
+    .await?;
+    assert_eq!((modes, tasks_written), (0, 0), "nothing was written");
+
+    let mode = agents.edit_mode(edit("usable")).await?.into_inner();
+    assert_eq!(mode.changed, ["preset"]);
+    let created = tasks
+        .create_task(task(&usable.id.to_string()))
+        .await?
+        .into_inner();
+    assert_eq!(
+        created.couple.map(|c| c.credential_names),
+        Some(vec!["SHARED".to_owned()])
+    );
     h.stop().await
 }
 

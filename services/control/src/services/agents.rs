@@ -2,11 +2,11 @@
 //! Reset, Compliance), operator chat, the UI mode switch (source `ui`, via
 //! the store's one chokepoint), the mode catalogue and the tenant's edits
 //! of it (EditMode: validated at the edge, a tenant-bound caller's budget
-//! override held within the platform's per-tick maxima, written and
-//! audited by the store), the ledger, the live turn stream (its credential
-//! checked again while it is open, open streams capped:
-//! [`crate::streams`]) and the redactor signal. Control owns every enqueue
-//! here.
+//! override held within the platform's per-tick maxima, a preset's
+//! credential names re-checked, written and audited by the store), the
+//! ledger, the live turn stream (its credential checked again while it is
+//! open, open streams capped: [`crate::streams`]) and the redactor signal.
+//! Control owns every enqueue here.
 //! Must never write `active_mode`, the ledger or the queue except through the
 //! store calls built for them.
 
@@ -24,6 +24,7 @@ use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
 use super::config::platform_options;
+use super::llm::require_preset_keys;
 use super::{observe, record_ids};
 use crate::auth::{Caller, caller};
 use crate::bootstrap::{ensure_compliance, ensure_signalled_redactor};
@@ -465,6 +466,24 @@ impl AgentService for Agents {
                 let platform = platform_options(&self.state, t).await?;
                 check_tenant_budget_override(budget, &platform)
                     .map_err(|e| Status::permission_denied(format!("budget_override: {e}")))?;
+            }
+            // A preset given to a mode answers to the keys the tenant may
+            // use today, as AttachPreset's does; an unknown one is the
+            // store's refusal.
+            if let Some(Some(named)) = &cmd.edit.preset {
+                let presets = self
+                    .state
+                    .store
+                    .llm()
+                    .list_presets(t)
+                    .await
+                    .map_err(store_status)?;
+                if let Some(p) = presets
+                    .iter()
+                    .find(|p| p.id.to_string() == *named || p.name == *named)
+                {
+                    require_preset_keys(&self.state.llm_keys, t, p)?;
+                }
             }
             let actor = caller.actor();
             let out = self

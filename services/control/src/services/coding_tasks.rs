@@ -1,11 +1,13 @@
 //! `genesis.v1.CodingTaskService` (spec §2.3): coding tasks, the unit of
 //! work a coder executes. CreateTask resolves the couple through
 //! `genesis_lanes::coders::resolve_couple` with the tenant's presets (a
-//! presetId overrides the model/provider/backend triple) and records the
-//! tenant's SOA as the steering instance; CompleteTask settles the task once,
-//! releases the coder's Windows session and enqueues `DependencyCompleted`
-//! to the steering instance (control owns every enqueue). Must never write a
-//! task or an event except through genesis-store.
+//! presetId overrides the model/provider/backend triple; the preset's
+//! credential names re-checked against the keys the tenant may use) and
+//! records the tenant's SOA as the steering instance; CompleteTask settles
+//! the task once, releases the coder's Windows session and enqueues
+//! `DependencyCompleted` to the steering instance (control owns every
+//! enqueue). Must never write a task or an event except through
+//! genesis-store.
 
 use genesis_core::{AgentEventKind, AgentType};
 use genesis_lanes::coders::{CodingTaskRequest, resolve_couple};
@@ -18,6 +20,7 @@ use tonic::{Request, Response, Status};
 
 use super::coders::{lane_presets, spawner};
 use super::lanes::lanes_status;
+use super::llm::require_preset_keys;
 use super::{observe, record_ids};
 use crate::auth::caller;
 use crate::state::AppState;
@@ -104,10 +107,14 @@ impl CodingTaskService for CodingTasks {
                 &lane_presets(&presets),
             )
             .map_err(lanes_status)?;
-            let credential_names = preset_id
-                .and_then(|id| presets.iter().find(|p| p.id == id))
-                .map(|p| p.credentials.clone())
-                .unwrap_or_default();
+            let preset = preset_id.and_then(|id| presets.iter().find(|p| p.id == id));
+            // The task records the preset's credential names: only names
+            // the tenant may use today (a key may have been removed or
+            // rebound since the preset was accepted).
+            if let Some(p) = preset {
+                require_preset_keys(&self.state.llm_keys, t, p)?;
+            }
+            let credential_names = preset.map(|p| p.credentials.clone()).unwrap_or_default();
             if let Some(c) = coder_id {
                 let known = spawner(&self.state)?
                     .list(t)

@@ -230,6 +230,26 @@ pub fn require_usable_keys<'a>(
     Ok(())
 }
 
+/// [`require_usable_keys`] over a stored preset (its primary couple, then
+/// its fallback chain), for every path that puts an accepted preset to use
+/// (a site, a mode, a coding task): a key may have been removed or rebound
+/// since the preset was accepted.
+pub fn require_preset_keys(keys: &KeySet, tenant: Uuid, preset: &PresetRow) -> Result<(), Status> {
+    let couples = preset.couples();
+    require_usable_keys(
+        keys,
+        tenant,
+        couples.iter().enumerate().map(|(i, c)| {
+            let field = if i == 0 {
+                "preset.primary".to_owned()
+            } else {
+                format!("preset.fallback_chain[{}]", i - 1)
+            };
+            (field, c.credentials.as_slice())
+        }),
+    )
+}
+
 /// The field path and credential names of each couple of a submitted preset.
 fn wire_credentials(p: &v1::Preset) -> Vec<(String, &[String])> {
     let primary = p
@@ -468,19 +488,8 @@ impl LlmService for Llms {
             };
             // A price may have been deleted, or a key removed or rebound,
             // since the preset was accepted.
+            require_preset_keys(&self.state.llm_keys, t, &known)?;
             let couples = known.couples();
-            require_usable_keys(
-                &self.state.llm_keys,
-                t,
-                couples.iter().enumerate().map(|(i, c)| {
-                    let field = if i == 0 {
-                        "preset.primary".to_owned()
-                    } else {
-                        format!("preset.fallback_chain[{}]", i - 1)
-                    };
-                    (field, c.credentials.as_slice())
-                }),
-            )?;
             require_priced(&self.state, &couples).await?;
             self.state.store.llm().bind_site(t, site, preset_id).await.map_err(store_status)?;
             tracing::info!(tenant = %t, site, preset = %preset_id, actor = %caller.actor(), "llm: preset attached to site");
