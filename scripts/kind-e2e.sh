@@ -81,7 +81,9 @@ log "NATS with JetStream and a password login"
 # One random password, known to the NATS server (Secret nats-genesis-login,
 # read by deploy/kind/nats-values.yaml) and to the release (the Secret
 # <release>-nats-credentials the chart's default values expect).
-NATS_PASSWORD="$(openssl rand -hex 24)"
+# A letter first: NATS parses a value read from its environment as config
+# text, and one starting with a digit could read as a number.
+NATS_PASSWORD="g$(openssl rand -hex 24)"
 "$KUBECTL" create namespace nats
 "$KUBECTL" -n nats create secret generic nats-genesis-login --from-literal=password="$NATS_PASSWORD"
 "$HELM" repo add nats https://nats-io.github.io/k8s/helm/charts/ --force-update >/dev/null
