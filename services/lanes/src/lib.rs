@@ -11,7 +11,8 @@
 //! - [`windows`] — the Windows lane, a client of the Windows pool's HTTP API.
 //!
 //! This crate must never touch PostgreSQL or decide tenant feature flags
-//! itself: callers pass the tenant and the flag provider in.
+//! itself: callers pass the tenant, the flag provider and the Windows hold
+//! table in.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

@@ -4,13 +4,29 @@
 //! `windows_task_status`) and the desktop shape (launch, windows, focus,
 //! close, snapshot, click, type, key, wait_for, computer, screenshot).
 //!
-//! It owns the per-(tenant, holder) session table, the clamps, the input
-//! validation, and the projection of pool errors onto the lane's error codes.
-//! It must never lease before the tenant's windows-pool feature and the
-//! call's input are checked, never pass a guest's free text back on a call
-//! that carried typed input, and never see a secret's value (the pool types
-//! it on the machine).
+//! It owns the protocol of the per-(tenant, holder) hold, the clamps, the
+//! input validation, and the projection of pool errors onto the lane's error
+//! codes. It must never lease before the tenant's windows-pool feature and
+//! the call's input are checked, never pass a guest's free text back on a
+//! call that carried typed input, never see a secret's value (the pool types
+//! it on the machine), and never keep a machine nobody holds.
 //!
+//! # Holds shared by every process
+//!
+//! The hold lives in a [`HoldTable`] (control's replicas share the
+//! database's), never in this process: any replica serves any verb on it,
+//! and a restart loses nothing. This keeps no cache of it; each verb reads
+//! the table once. On first use a call claims the key (a `leasing` row with
+//! a fresh revision); of concurrent claimers on any replica exactly one
+//! wins and leases, the others poll the table until its hold is filled. A
+//! claim lapses [`CLAIM_MARGIN`] after its lease call would have timed out,
+//! and the next claim takes it over; a claimer whose claim was taken over
+//! (or whose fill the table refused) hands its lease back to the pool at
+//! once. Release, task settlement and a lapsed lease remove the row; a
+//! sessionEvicted answer removes the revision it used and no newer one. A
+//! failure of the table itself answers POOL_UNAVAILABLE (retryable; the
+//! detail is logged, not shown to the coder).
+
 //! # The pool's REST contract
 //!
 //! Every request carries `authorization: Bearer <credential>`; bodies are JSON
@@ -56,6 +72,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -779,20 +796,198 @@ fn validate_keys(keys: &str) -> Result<(), WindowsError> {
     Ok(())
 }
 
-struct Held {
-    lease: Lease,
+/// A hold as the shared table keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedHold {
+    /// The fence: new with every claim, never repeated for the key.
+    pub revision: i64,
+    /// The pool's lease; `None` while the claimer is still leasing.
+    pub lease: Option<Lease>,
+    /// Lapsed by the table's clock: a claim past its TTL (its claimer died
+    /// mid-lease) or a lease past its expiry. The next claim takes it over.
+    pub lapsed: bool,
 }
 
-type Slot = Arc<tokio::sync::Mutex<Option<Held>>>;
+/// What [`HoldTable::claim`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldClaim {
+    /// The caller claimed the key: it leases, then fills the claim.
+    Claimed {
+        /// The claim's revision.
+        revision: i64,
+    },
+    /// A live claim or hold of someone else (or of an earlier call).
+    Existing(SharedHold),
+}
+
+/// The hold table could not be read or written; the detail is for the logs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the Windows hold table failed: {0}")]
+pub struct HoldTableError(pub String);
+
+/// Where the hold of each (tenant, holder) lives, shared by every process
+/// that serves the lane's verbs for the same pool (control's replicas use
+/// the database's). Every change names the revision it saw, so a caller
+/// acting on a stale read changes nothing of a newer hold.
+#[async_trait]
+pub trait HoldTable: Send + Sync {
+    /// The key's row as it stands, lapsed or not.
+    async fn get(&self, key: &LaneKey) -> Result<Option<SharedHold>, HoldTableError>;
+    /// Claim the key for leasing, or take over a lapsed row. Of concurrent
+    /// claimers exactly one gets [`HoldClaim::Claimed`]; the claim lapses
+    /// after `claim_ttl`.
+    async fn claim(&self, key: &LaneKey, claim_ttl: Duration) -> Result<HoldClaim, HoldTableError>;
+    /// Fill the claim `revision` with `lease`; `false` when the claim is no
+    /// longer that revision's (the lease is then nobody's).
+    async fn fill(
+        &self,
+        key: &LaneKey,
+        revision: i64,
+        lease: &Lease,
+    ) -> Result<bool, HoldTableError>;
+    /// Remove the row of `revision`; `false` when it is gone or newer.
+    async fn remove(&self, key: &LaneKey, revision: i64) -> Result<bool, HoldTableError>;
+    /// Put back the hold of `revision` after a failed release; `false` when
+    /// the key holds something else by now.
+    async fn restore(
+        &self,
+        key: &LaneKey,
+        revision: i64,
+        lease: &Lease,
+    ) -> Result<bool, HoldTableError>;
+}
+
+/// A [`HoldTable`] in this process's memory, with the shared table's
+/// semantics (claims, takeover, revisions). Correct only where one process
+/// serves every verb of the pool's holders; replicas need a shared table.
+#[derive(Debug, Default)]
+pub struct LocalHolds {
+    rows: Mutex<HashMap<LaneKey, LocalRow>>,
+    revisions: AtomicI64,
+}
+
+#[derive(Debug, Clone)]
+struct LocalRow {
+    revision: i64,
+    lease: Option<Lease>,
+    claim_expires_at: DateTime<Utc>,
+}
+
+impl LocalRow {
+    fn shared(&self) -> SharedHold {
+        let lapsed = match &self.lease {
+            None => self.claim_expires_at <= Utc::now(),
+            Some(l) => is_expired(l),
+        };
+        SharedHold {
+            revision: self.revision,
+            lease: self.lease.clone(),
+            lapsed,
+        }
+    }
+}
+
+impl LocalHolds {
+    fn rows(&self) -> std::sync::MutexGuard<'_, HashMap<LaneKey, LocalRow>> {
+        self.rows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl HoldTable for LocalHolds {
+    async fn get(&self, key: &LaneKey) -> Result<Option<SharedHold>, HoldTableError> {
+        Ok(self.rows().get(key).map(LocalRow::shared))
+    }
+
+    async fn claim(&self, key: &LaneKey, claim_ttl: Duration) -> Result<HoldClaim, HoldTableError> {
+        let ttl = chrono::Duration::from_std(claim_ttl)
+            .map_err(|e| HoldTableError(format!("claim TTL out of range: {e}")))?;
+        let mut rows = self.rows();
+        if let Some(row) = rows.get(key).map(LocalRow::shared)
+            && !row.lapsed
+        {
+            return Ok(HoldClaim::Existing(row));
+        }
+        let revision = self.revisions.fetch_add(1, Ordering::Relaxed) + 1;
+        rows.insert(
+            key.clone(),
+            LocalRow {
+                revision,
+                lease: None,
+                claim_expires_at: Utc::now() + ttl,
+            },
+        );
+        Ok(HoldClaim::Claimed { revision })
+    }
+
+    async fn fill(
+        &self,
+        key: &LaneKey,
+        revision: i64,
+        lease: &Lease,
+    ) -> Result<bool, HoldTableError> {
+        let mut rows = self.rows();
+        match rows.get_mut(key) {
+            Some(row) if row.revision == revision && row.lease.is_none() => {
+                row.lease = Some(lease.clone());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn remove(&self, key: &LaneKey, revision: i64) -> Result<bool, HoldTableError> {
+        let mut rows = self.rows();
+        if rows.get(key).is_some_and(|r| r.revision == revision) {
+            rows.remove(key);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    async fn restore(
+        &self,
+        key: &LaneKey,
+        revision: i64,
+        lease: &Lease,
+    ) -> Result<bool, HoldTableError> {
+        let mut rows = self.rows();
+        if rows.contains_key(key) {
+            return Ok(false);
+        }
+        rows.insert(
+            key.clone(),
+            LocalRow {
+                revision,
+                lease: Some(lease.clone()),
+                claim_expires_at: Utc::now(),
+            },
+        );
+        Ok(true)
+    }
+}
+
+/// A claim lapses this long after the claimer's lease call would have
+/// timed out, so a claimer that died mid-lease holds its waiters up for at
+/// most the lease timeout plus this.
+pub const CLAIM_MARGIN: Duration = Duration::from_secs(5);
+/// First pause of a call waiting for another process's claim to be filled;
+/// it doubles up to [`WAIT_POLL_MAX`].
+const WAIT_POLL_START: Duration = Duration::from_millis(25);
+const WAIT_POLL_MAX: Duration = Duration::from_millis(400);
 
 /// The Windows lane: one held pool session per (tenant, holder), leased on
 /// first use and kept across calls until `windows_release`, the task settles
 /// ([`WindowsLane::task_settled`]), the lease expires, or the pool evicts it.
+/// The hold lives in a [`HoldTable`]; this keeps no copy of it, so every
+/// verb reads the table once and nothing here can serve a stale hold.
 pub struct WindowsLane {
     http: reqwest::Client,
     config: WindowsPoolConfig,
     feature: Arc<dyn WindowsFeature>,
-    slots: Mutex<HashMap<LaneKey, Slot>>,
+    holds: Arc<dyn HoldTable>,
 }
 
 impl std::fmt::Debug for WindowsLane {
@@ -810,11 +1005,23 @@ struct CallOpts {
     timeout: Duration,
 }
 
+/// The coder's view of a hold-table failure (its detail goes to the logs:
+/// it may name database internals).
+fn table_error(key: &LaneKey, e: &HoldTableError) -> WindowsError {
+    tracing::warn!(tenant = %key.tenant, holder = %key.holder, error = %e, "windows lane: hold table failed");
+    WindowsError::local(
+        WindowsErrorCode::PoolUnavailable,
+        "the shared Windows hold could not be read or written; retry",
+    )
+}
+
 impl WindowsLane {
-    /// A lane over the pool at `config.base_url`, gated by `feature`.
+    /// A lane over the pool at `config.base_url`, gated by `feature`, its
+    /// holds kept in `holds`.
     pub fn new(
         config: WindowsPoolConfig,
         feature: Arc<dyn WindowsFeature>,
+        holds: Arc<dyn HoldTable>,
     ) -> Result<Self, WindowsError> {
         crate::install_crypto_provider();
         let http = reqwest::Client::builder().build().map_err(|e| {
@@ -827,26 +1034,33 @@ impl WindowsLane {
             http,
             config,
             feature,
-            slots: Mutex::new(HashMap::new()),
+            holds,
         })
     }
 
-    fn slot(&self, key: &LaneKey) -> Slot {
-        let mut slots = self
-            .slots
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        slots.entry(key.clone()).or_default().clone()
+    /// How long a claim stays another caller's before it may be taken over.
+    fn claim_ttl(&self) -> Duration {
+        self.config.http_timeout + CLAIM_MARGIN
     }
 
-    /// The lease currently held for `key`, if any (expired leases excluded).
+    /// How long a call waits for another caller's claim before giving up:
+    /// past the claim's TTL it takes the claim over, so this covers that
+    /// wait plus its own lease.
+    fn wait_bound(&self) -> Duration {
+        self.claim_ttl() * 2 + self.config.http_timeout
+    }
+
+    /// The lease currently held for `key`, if any (expired leases, claims
+    /// still being leased and an unreadable table all answer `None`).
     pub async fn held(&self, key: &LaneKey) -> Option<Lease> {
-        let slot = self.slot(key);
-        let guard = slot.lock().await;
-        guard
-            .as_ref()
-            .filter(|h| !is_expired(&h.lease))
-            .map(|h| h.lease.clone())
+        match self.holds.get(key).await {
+            Ok(Some(h)) if !h.lapsed => h.lease,
+            Ok(_) => None,
+            Err(e) => {
+                table_error(key, &e);
+                None
+            }
+        }
     }
 
     async fn gate(&self, key: &LaneKey) -> Result<(), WindowsError> {
@@ -921,12 +1135,135 @@ impl WindowsLane {
             )
             .await?;
         let lease: Lease = decode(v)?;
+        if lease.lease_id.is_empty() || lease.session_id.is_empty() {
+            let missing = if lease.lease_id.is_empty() {
+                "leaseId"
+            } else {
+                // It names its lease: hand the machine back, nobody can use it.
+                self.hand_back(&lease).await;
+                "sessionId"
+            };
+            return Err(bad_answer(&format!("a lease without a {missing}")));
+        }
         tracing::info!(tenant = %key.tenant, holder = %key.holder, host = %lease.host, "windows lane: leased");
         Ok(lease)
     }
 
+    /// Returns a lease nobody holds to the pool (a loser's, or one the
+    /// table refused), so no machine leaks; a failure is logged, and the
+    /// pool's own expiry reclaims the machine then.
+    async fn hand_back(&self, lease: &Lease) {
+        let path = format!("/leases/{}", path_segment(&lease.lease_id));
+        match self
+            .send(reqwest::Method::DELETE, &path, None, self.plain())
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(host = %lease.host, "windows lane: handed back an unheld lease")
+            }
+            Err(e) if e.code == WindowsErrorCode::NotFound => {}
+            Err(e) => {
+                tracing::warn!(host = %lease.host, error = %e, "windows lane: an unheld lease could not be handed back; the pool's expiry reclaims it");
+            }
+        }
+    }
+
+    /// The key's live session and its revision, leasing if nothing is
+    /// held. Concurrent first uses anywhere lease once: one claims and
+    /// leases, the others wait for its hold (or take the claim over once
+    /// it lapsed).
+    async fn session(&self, key: &LaneKey) -> Result<(i64, String), WindowsError> {
+        let deadline = tokio::time::Instant::now() + self.wait_bound();
+        let mut pause = WAIT_POLL_START;
+        let mut seen = self
+            .holds
+            .get(key)
+            .await
+            .map_err(|e| table_error(key, &e))?;
+        loop {
+            if let Some(SharedHold {
+                revision,
+                lease: Some(lease),
+                lapsed: false,
+            }) = seen
+            {
+                return Ok((revision, lease.session_id));
+            }
+            let claim_ttl = self.claim_ttl();
+            match self
+                .holds
+                .claim(key, claim_ttl)
+                .await
+                .map_err(|e| table_error(key, &e))?
+            {
+                HoldClaim::Claimed { revision } => {
+                    if let Some(sid) = self.lease_into(key, revision).await? {
+                        return Ok((revision, sid));
+                    }
+                    // Taken over while leasing: the table names the holder now.
+                    seen = None;
+                    continue;
+                }
+                HoldClaim::Existing(h) if h.lease.is_some() && !h.lapsed => {
+                    seen = Some(h);
+                    continue;
+                }
+                HoldClaim::Existing(_) => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(WindowsError::local(
+                    WindowsErrorCode::PoolUnavailable,
+                    "another call is still leasing this holder's machine; retry",
+                ));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(WAIT_POLL_MAX);
+            seen = self
+                .holds
+                .get(key)
+                .await
+                .map_err(|e| table_error(key, &e))?;
+        }
+    }
+
+    /// Leases for the claim `revision` and fills it. `None` when the claim
+    /// was taken over meanwhile (the lease went back to the pool).
+    async fn lease_into(
+        &self,
+        key: &LaneKey,
+        revision: i64,
+    ) -> Result<Option<String>, WindowsError> {
+        let lease = match self.lease(key).await {
+            Ok(l) => l,
+            Err(e) => {
+                // Free the claim at once rather than have waiters sit out its TTL.
+                if let Err(te) = self.holds.remove(key, revision).await {
+                    table_error(key, &te);
+                }
+                return Err(e);
+            }
+        };
+        match self.holds.fill(key, revision, &lease).await {
+            Ok(true) => Ok(Some(lease.session_id)),
+            Ok(false) => {
+                tracing::info!(tenant = %key.tenant, holder = %key.holder, "windows lane: claim taken over while leasing");
+                self.hand_back(&lease).await;
+                Ok(None)
+            }
+            Err(e) => {
+                self.hand_back(&lease).await;
+                let err = table_error(key, &e);
+                if let Err(te) = self.holds.remove(key, revision).await {
+                    table_error(key, &te);
+                }
+                Err(err)
+            }
+        }
+    }
+
     /// Runs one session-scoped call, leasing first if nothing is held. A
-    /// NOT_FOUND (evicted) answer forgets the session so the next call leases anew.
+    /// NOT_FOUND (evicted) answer drops the hold it used (that revision
+    /// only) so the next call leases anew.
     async fn call(
         &self,
         key: &LaneKey,
@@ -935,35 +1272,16 @@ impl WindowsLane {
         body: Option<Value>,
         opts: CallOpts,
     ) -> Result<Value, WindowsError> {
-        let slot = self.slot(key);
-        let session_id = {
-            let mut guard = slot.lock().await;
-            if guard.as_ref().is_some_and(|h| is_expired(&h.lease)) {
-                *guard = None;
-            }
-            match guard.as_ref() {
-                Some(h) => h.lease.session_id.clone(),
-                None => {
-                    let lease = self.lease(key).await?;
-                    let sid = lease.session_id.clone();
-                    *guard = Some(Held { lease });
-                    sid
-                }
-            }
-        };
+        let (revision, session_id) = self.session(key).await?;
         let path = format!("/sessions/{}{suffix}", path_segment(&session_id));
         let result = self.send(method, &path, body.as_ref(), opts).await;
         if let Err(e) = &result
             && e.session_evicted
         {
-            let mut guard = slot.lock().await;
-            if guard
-                .as_ref()
-                .is_some_and(|h| h.lease.session_id == session_id)
-            {
-                *guard = None;
-            }
             tracing::warn!(tenant = %key.tenant, holder = %key.holder, "windows lane: session evicted by the pool");
+            if let Err(te) = self.holds.remove(key, revision).await {
+                table_error(key, &te);
+            }
         }
         result
     }
@@ -1306,42 +1624,76 @@ impl WindowsLane {
         self.release_held(key).await
     }
 
+    /// Releases the key's hold wherever it was taken. A claim still being
+    /// leased is waited for (bounded), so a release racing a first use
+    /// releases what that use leased. The hold leaves the table before the
+    /// pool is asked, so of two concurrent releases one releases and the
+    /// other answers `not_held`; a pool failure puts it back for a retry.
     async fn release_held(&self, key: &LaneKey) -> Result<ReleaseResult, WindowsError> {
-        let slot = self.slot(key);
-        let mut guard = slot.lock().await;
-        let Some(held) = guard.take() else {
-            return Ok(ReleaseResult {
-                released: false,
-                outcome: "not_held".to_string(),
-            });
+        let outcome = |released: bool, outcome: &str| ReleaseResult {
+            released,
+            outcome: outcome.to_string(),
         };
-        if is_expired(&held.lease) {
-            return Ok(ReleaseResult {
-                released: false,
-                outcome: "expired".to_string(),
-            });
-        }
-        let path = format!("/leases/{}", path_segment(&held.lease.lease_id));
-        match self
-            .send(reqwest::Method::DELETE, &path, None, self.plain())
-            .await
-        {
-            Ok(_) => {
-                tracing::info!(tenant = %key.tenant, holder = %key.holder, "windows lane: released");
-                Ok(ReleaseResult {
-                    released: true,
-                    outcome: "released".to_string(),
-                })
+        let deadline = tokio::time::Instant::now() + self.wait_bound();
+        let mut pause = WAIT_POLL_START;
+        loop {
+            let Some(hold) = self
+                .holds
+                .get(key)
+                .await
+                .map_err(|e| table_error(key, &e))?
+            else {
+                return Ok(outcome(false, "not_held"));
+            };
+            let Some(lease) = hold.lease.clone() else {
+                if hold.lapsed {
+                    // Its claimer died mid-lease: nothing was ever held.
+                    self.holds
+                        .remove(key, hold.revision)
+                        .await
+                        .map_err(|e| table_error(key, &e))?;
+                    return Ok(outcome(false, "not_held"));
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(WindowsError::local(
+                        WindowsErrorCode::PoolUnavailable,
+                        "this holder's machine is still being leased; retry the release",
+                    ));
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(WAIT_POLL_MAX);
+                continue;
+            };
+            if !self
+                .holds
+                .remove(key, hold.revision)
+                .await
+                .map_err(|e| table_error(key, &e))?
+            {
+                // Changed under us (released or replaced elsewhere): look again.
+                continue;
             }
-            Err(e) if e.code == WindowsErrorCode::NotFound => Ok(ReleaseResult {
-                released: false,
-                outcome: "evicted".to_string(),
-            }),
-            Err(e) => {
-                // Still held as far as anyone knows: keep it so a retry can release it.
-                *guard = Some(held);
-                Err(e)
+            if hold.lapsed {
+                return Ok(outcome(false, "expired"));
             }
+            let path = format!("/leases/{}", path_segment(&lease.lease_id));
+            return match self
+                .send(reqwest::Method::DELETE, &path, None, self.plain())
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(tenant = %key.tenant, holder = %key.holder, "windows lane: released");
+                    Ok(outcome(true, "released"))
+                }
+                Err(e) if e.code == WindowsErrorCode::NotFound => Ok(outcome(false, "evicted")),
+                Err(e) => {
+                    // Still held as far as anyone knows: put it back so a retry can release it.
+                    if let Err(te) = self.holds.restore(key, hold.revision, &lease).await {
+                        table_error(key, &te);
+                    }
+                    Err(e)
+                }
+            };
         }
     }
 }

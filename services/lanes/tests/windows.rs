@@ -1,297 +1,32 @@
-//! The Windows lane against a pool simulator: a real HTTP server on
-//! 127.0.0.1:0 that implements the pool contract documented in
+//! The Windows lane against the pool stand-in (`pool/`): a real HTTP server
+//! on 127.0.0.1:0 that implements the pool contract documented in
 //! `genesis_lanes::windows` and behaves as spec §2.3 says (409 with a
 //! taskHandle, 429, 5xx naming holders, evicted sessions, a secret aimed at an
-//! unmasked control, a session_0 host, a launch with no window, ...).
+//! unmasked control, a session_0 host, a launch with no window, ...), with
+//! the holds in this process ([`LocalHolds`]); the holds shared by control's
+//! replicas are tested on the real database in the workspace's tests.
 
 #![allow(clippy::unwrap_used, clippy::result_large_err)]
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+mod pool;
+
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
-use axum::Router;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
 use genesis_lanes::windows::{
-    ComputerAction, LaneKey, LaunchRequest, MouseButton, Point, RunSpec, Target, TypeRequest,
-    WaitForRequest, WaitState, WindowsError, WindowsErrorCode, WindowsLane, WindowsPoolConfig,
+    ComputerAction, HoldTable, LaneKey, LaunchRequest, LocalHolds, MouseButton, Point, RunSpec,
+    Target, TypeRequest, WaitForRequest, WaitState, WindowsError, WindowsErrorCode, WindowsLane,
+    WindowsPoolConfig,
 };
-use serde_json::{Value, json};
+use pool::{GOOD, start};
+use serde_json::json;
 use uuid::Uuid;
 
-const GOOD: &str = "pool-secret";
-
-#[derive(Default)]
-struct Session {
-    host: String,
-    running_task: Option<String>,
-    windows: Vec<(i64, String)>,
-}
-
-#[derive(Default)]
-struct Pool {
-    sessions: HashMap<String, Session>,
-    /// lease id → session id
-    leases: HashMap<String, String>,
-    lease_requests: usize,
-    release_requests: usize,
-    /// Next lease's host: `win-1`, `session0-host`, `probe-failed-host`.
-    next_host: String,
-    at_capacity: bool,
-    rate_limited: bool,
-    /// Bodies received per verb.
-    bodies: Vec<(String, Value)>,
-    closed_on_release: usize,
-    fail_release: bool,
-}
-
-type Shared = Arc<Mutex<Pool>>;
-
-fn err(status: u16, body: Value) -> Response {
-    (StatusCode::from_u16(status).unwrap(), Json(body)).into_response()
-}
-
-fn auth(headers: &HeaderMap) -> Result<(), Response> {
-    match headers.get("authorization").and_then(|v| v.to_str().ok()) {
-        Some(v) if v == format!("Bearer {GOOD}") => Ok(()),
-        Some("Bearer readonly") => Err(err(403, json!({"error": "FORBIDDEN_CREDENTIAL"}))),
-        _ => Err(err(401, json!({"error": "UNAUTHENTICATED"}))),
-    }
-}
-
-async fn lease(State(p): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
-    if let Err(r) = auth(&headers) {
-        return r;
-    }
-    let mut p = p.lock().unwrap();
-    p.lease_requests += 1;
-    if p.at_capacity {
-        return err(
-            503,
-            json!({"error": "POOL_AT_CAPACITY", "holders": ["tenant-a/coder-7", "tenant-b/coder-2"]}),
-        );
-    }
-    let sid = format!("s-{}", Uuid::new_v4().simple());
-    let lid = format!("l-{}", Uuid::new_v4().simple());
-    let host = if p.next_host.is_empty() {
-        "win-1".to_string()
-    } else {
-        p.next_host.clone()
-    };
-    p.sessions.insert(
-        sid.clone(),
-        Session {
-            host: host.clone(),
-            ..Default::default()
-        },
-    );
-    p.leases.insert(lid.clone(), sid.clone());
-    p.bodies.push(("lease".to_string(), body));
-    (
-        StatusCode::CREATED,
-        Json(json!({"leaseId": lid, "sessionId": sid, "host": host,
-            "expiresAt": (chrono::Utc::now() + chrono::Duration::minutes(30)).to_rfc3339()})),
-    )
-        .into_response()
-}
-
-async fn release(State(p): State<Shared>, headers: HeaderMap, Path(lid): Path<String>) -> Response {
-    if let Err(r) = auth(&headers) {
-        return r;
-    }
-    let mut p = p.lock().unwrap();
-    p.release_requests += 1;
-    if p.fail_release {
-        return err(500, json!({"error": "INTERNAL"}));
-    }
-    match p.leases.remove(&lid) {
-        Some(sid) => {
-            if let Some(s) = p.sessions.remove(&sid) {
-                p.closed_on_release += s.windows.len();
-            }
-            Json(json!({"released": true})).into_response()
-        }
-        None => err(404, json!({"error": "LEASE_NOT_FOUND"})),
-    }
-}
-
-/// Every session verb: auth, rate limit, eviction, desktop availability, then the verb.
-async fn session_verb(
-    State(p): State<Shared>,
-    headers: HeaderMap,
-    Path((sid, rest)): Path<(String, String)>,
-    Query(q): Query<HashMap<String, String>>,
-    body: Option<Json<Value>>,
-) -> Response {
-    if let Err(r) = auth(&headers) {
-        return r;
-    }
-    let body = body.map(|Json(b)| b).unwrap_or(Value::Null);
-    let mut p = p.lock().unwrap();
-    if p.rate_limited {
-        return err(429, json!({"error": "RATE_LIMITED"}));
-    }
-    p.bodies.push((rest.clone(), body.clone()));
-    let Some(s) = p.sessions.get_mut(&sid) else {
-        return err(404, json!({"error": "SESSION_NOT_FOUND"}));
-    };
-    let host = s.host.clone();
-    let desktop = !rest.starts_with("run_spec") && !rest.starts_with("tasks/");
-    if desktop && host == "session0-host" {
-        return err(
-            503,
-            json!({"error": "DESKTOP_UNAVAILABLE", "reason": "session_0", "host": host}),
-        );
-    }
-    if desktop && host == "probe-failed-host" {
-        return err(
-            503,
-            json!({"error": "DESKTOP_UNAVAILABLE", "reason": "capture_probe_failed", "host": host}),
-        );
-    }
-    let parts: Vec<&str> = rest.split('/').collect();
-    match parts.as_slice() {
-        ["run_spec"] => {
-            if let Some(t) = &s.running_task {
-                return err(409, json!({"error": "TASK_RUNNING", "taskHandle": t}));
-            }
-            let t = "task-1".to_string();
-            s.running_task = Some(t.clone());
-            Json(json!({"taskHandle": t, "state": "running"})).into_response()
-        }
-        ["tasks", h] => {
-            if s.running_task.as_deref() == Some(*h) {
-                Json(json!({"taskHandle": h, "state": "running", "output": "Building..."}))
-                    .into_response()
-            } else {
-                err(
-                    400,
-                    json!({"error": "UNKNOWN_TASK", "message": "no such task"}),
-                )
-            }
-        }
-        ["launch"] => {
-            if body["program"] == "nowindow.exe" {
-                Json(json!({"pid": 4242, "hwnd": null, "title": null})).into_response()
-            } else {
-                let hwnd = 1000 + s.windows.len() as i64;
-                s.windows.push((hwnd, "Untitled - Notepad".to_string()));
-                Json(json!({"pid": 77, "hwnd": hwnd, "title": "Untitled - Notepad"}))
-                    .into_response()
-            }
-        }
-        ["windows"] => {
-            let ws: Vec<Value> = s
-                .windows
-                .iter()
-                .map(|(h, t)| {
-                    json!({"hwnd": h, "title": t, "pid": 77,
-                    "bounds": {"x": 0, "y": 0, "width": 800, "height": 600}})
-                })
-                .collect();
-            Json(json!({"windows": ws})).into_response()
-        }
-        ["windows", h, verb] => {
-            let hwnd: i64 = h.parse().unwrap_or(-1);
-            let Some(pos) = s.windows.iter().position(|(w, _)| *w == hwnd) else {
-                return err(404, json!({"error": "WINDOW_NOT_FOUND", "hwnd": hwnd}));
-            };
-            if *verb == "close" {
-                s.windows.remove(pos);
-            }
-            Json(json!({})).into_response()
-        }
-        ["snapshot"] => {
-            if body["hwnd"] == 666 {
-                return err(504, json!({"error": "UI_TIMEOUT", "host": host}));
-            }
-            Json(json!({"snapshot": "window \"Untitled - Notepad\" ref=e1\n  edit \"Text Editor\" ref=e2\n  edit \"Password\" ref=e3 masked"}))
-                .into_response()
-        }
-        ["click"] => {
-            let t = &body["target"];
-            if t["ref"] == "e99" {
-                return err(404, json!({"error": "ELEMENT_NOT_FOUND"}));
-            }
-            if t["name"] == "Covered" {
-                return err(409, json!({"error": "WINDOW_NOT_FOREGROUND"}));
-            }
-            if t["name"] == "Elevated" {
-                return err(403, json!({"error": "INPUT_BLOCKED"}));
-            }
-            let method = if t.get("point").is_some() {
-                "mouse"
-            } else {
-                "invoke_pattern"
-            };
-            Json(json!({"method": method})).into_response()
-        }
-        ["type"] => {
-            let secret = body["secretRef"].as_str();
-            let target = body["target"]["name"].as_str().unwrap_or("");
-            match secret {
-                Some("missing-secret") => err(
-                    404,
-                    json!({"error": "SECRET_NOT_FOUND", "secretRef": "missing-secret", "host": host}),
-                ),
-                Some(name) if target != "Password" => err(
-                    409,
-                    json!({"error": "SECRET_TARGET_NOT_MASKED", "reason": "target_not_password",
-                        "state": "refused", "secretRef": name, "host": host,
-                        "message": "guest: control 'Username' currently reads alice@example.com",
-                        "guestLog": "uia dump ..."}),
-                ),
-                Some(_) => Json(json!({"method": "value_pattern"})).into_response(),
-                None => Json(json!({"method": "keystrokes"})).into_response(),
-            }
-        }
-        ["key"] => {
-            if body["keys"] == "Hyper+Q" {
-                return err(
-                    400,
-                    json!({"error": "UNKNOWN_KEY", "message": "unknown key name Hyper"}),
-                );
-            }
-            Json(json!({})).into_response()
-        }
-        ["wait_for"] => {
-            let timeout = body["timeoutMs"].as_u64().unwrap_or(0);
-            if body["windowTitle"] == "Never Appears" {
-                return err(408, json!({"error": "WAIT_TIMEOUT", "elapsedMs": timeout}));
-            }
-            Json(json!({"state": body["state"], "elapsedMs": 12})).into_response()
-        }
-        ["computer"] => Json(json!({})).into_response(),
-        ["screenshot"] => Json(
-            json!({"pngBase64": "iVBORw0KGgo=", "width": 1920, "height": 1080,
-            "hwnd": q.get("hwnd")}),
-        )
-        .into_response(),
-        _ => err(400, json!({"error": "UNKNOWN_VERB"})),
-    }
-}
-
-async fn start() -> (Shared, String) {
-    let shared: Shared = Arc::default();
-    let app = Router::new()
-        .route("/leases", post(lease))
-        .route("/leases/{id}", delete(release))
-        .route(
-            "/sessions/{sid}/{*rest}",
-            get(session_verb).post(session_verb),
-        )
-        .with_state(shared.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (shared, format!("http://{addr}"))
-}
-
 fn lane(base: &str, credential: &str, enabled: bool) -> WindowsLane {
+    lane_on(base, credential, enabled, Arc::new(LocalHolds::default()))
+}
+
+fn lane_on(base: &str, credential: &str, enabled: bool, holds: Arc<dyn HoldTable>) -> WindowsLane {
     WindowsLane::new(
         WindowsPoolConfig {
             base_url: base.to_string(),
@@ -299,6 +34,7 @@ fn lane(base: &str, credential: &str, enabled: bool) -> WindowsLane {
             http_timeout: Duration::from_secs(5),
         },
         Arc::new(enabled),
+        holds,
     )
     .unwrap()
 }
@@ -937,4 +673,83 @@ async fn a_failed_release_keeps_the_hold_for_a_retry() {
     pool.lock().unwrap().fail_release = false;
     assert!(lane.windows_release(&k).await.unwrap().released);
     assert!(pool.lock().unwrap().sessions.is_empty());
+}
+
+#[tokio::test]
+async fn lanes_sharing_a_hold_table_lease_one_machine_for_concurrent_first_uses() {
+    let (pool, base) = start().await;
+    pool.lock().unwrap().lease_delay = Duration::from_millis(300);
+    let holds: Arc<dyn HoldTable> = Arc::new(LocalHolds::default());
+    let a = lane_on(&base, GOOD, true, holds.clone());
+    let b = lane_on(&base, GOOD, true, holds.clone());
+    let k = key();
+    let (ra, rb) = tokio::join!(a.windows_windows(&k), b.windows_windows(&k));
+    ra.unwrap();
+    rb.unwrap();
+    {
+        let p = pool.lock().unwrap();
+        assert_eq!(p.lease_requests, 1, "the waiter used the winner's lease");
+        assert_eq!(p.leases.len(), 1);
+    }
+    assert_eq!(a.held(&k).await, b.held(&k).await);
+    let r = b.windows_release(&k).await.unwrap();
+    assert!(r.released);
+    let again = a.windows_release(&k).await.unwrap();
+    assert_eq!(
+        (again.released, again.outcome.as_str()),
+        (false, "not_held")
+    );
+    assert!(pool.lock().unwrap().leases.is_empty());
+}
+
+#[tokio::test]
+async fn a_claim_taken_over_while_leasing_hands_its_lease_back() {
+    let (pool, base) = start().await;
+    pool.lock().unwrap().lease_delay = Duration::from_millis(300);
+    let holds: Arc<dyn HoldTable> = Arc::new(LocalHolds::default());
+    let lane = lane_on(&base, GOOD, true, holds.clone());
+    let k = key();
+    let call = tokio::spawn({
+        let k = k.clone();
+        async move { lane.windows_windows(&k).await.map(|_| lane) }
+    });
+    // The claim is in place while the pool is still answering the lease.
+    let claim = loop {
+        if let Some(h) = holds.get(&k).await.unwrap() {
+            break h;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert!(claim.lease.is_none(), "still leasing");
+    assert!(holds.remove(&k, claim.revision).await.unwrap());
+    let lane = call.await.unwrap().unwrap();
+    let held = {
+        let p = pool.lock().unwrap();
+        assert_eq!(
+            p.lease_requests, 2,
+            "the call leased again under a new claim"
+        );
+        assert_eq!(p.release_requests, 1, "the unheld lease went back");
+        assert_eq!(p.leases.len(), 1, "no machine leaked");
+        p.leases.keys().next().cloned().unwrap()
+    };
+    assert_eq!(lane.held(&k).await.unwrap().lease_id, held);
+}
+
+#[tokio::test]
+async fn an_eviction_seen_late_never_drops_a_newer_hold() {
+    let (pool, base) = start().await;
+    let holds: Arc<dyn HoldTable> = Arc::new(LocalHolds::default());
+    let lane = lane_on(&base, GOOD, true, holds.clone());
+    let k = key();
+    lane.windows_windows(&k).await.unwrap();
+    let old = holds.get(&k).await.unwrap().unwrap();
+    // Released and leased anew (another replica): the old revision is stale.
+    lane.windows_release(&k).await.unwrap();
+    lane.windows_windows(&k).await.unwrap();
+    let new = holds.get(&k).await.unwrap().unwrap();
+    assert_ne!(old.revision, new.revision);
+    assert!(!holds.remove(&k, old.revision).await.unwrap());
+    assert_eq!(holds.get(&k).await.unwrap(), Some(new));
+    assert_eq!(pool.lock().unwrap().leases.len(), 1);
 }

@@ -144,6 +144,7 @@ impl Lanes {
                         http_timeout: WINDOWS_HTTP_TIMEOUT,
                     },
                     feature,
+                    Arc::new(super::windows::StoreHolds::new(store.clone())),
                 ) {
                     Ok(lane) => Some(Arc::new(lane)),
                     Err(e) => {

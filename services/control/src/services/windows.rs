@@ -5,20 +5,26 @@
 //! answered in-band as the response's `WindowsLaneError`
 //! (code/httpStatus/retryable/poolDetail), never as gRPC errors; gRPC codes
 //! stay for the caller's own faults (auth, malformed ids). No pool URL
-//! configured → POOL_UNAVAILABLE. Must never lease before the flag is
-//! checked, and never see a secret's value (the pool types it).
+//! configured → POOL_UNAVAILABLE. It also owns [`StoreHolds`], the lane's
+//! hold table over the store, which every control replica shares. Must never
+//! lease before the flag is checked, and never see a secret's value (the pool
+//! types it).
 
 #![allow(clippy::result_large_err)]
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use base64::Engine as _;
 use genesis_lanes::windows::{
-    ComputerAction, LaneKey, LaunchRequest, MouseButton, Point, RunSpec, Target, TypeRequest,
-    WaitForRequest, WaitState, WindowsError, WindowsErrorCode, WindowsFeature, WindowsLane,
+    ComputerAction, HoldClaim, HoldTable, HoldTableError, LaneKey, LaunchRequest, Lease,
+    MouseButton, Point, RunSpec, SharedHold, Target, TypeRequest, WaitForRequest, WaitState,
+    WindowsError, WindowsErrorCode, WindowsFeature, WindowsLane,
 };
 use genesis_proto::convert::invalid_argument;
 use genesis_proto::v1::{self, windows_lane_service_server::WindowsLaneService};
+use genesis_store::Store;
+use genesis_store::windows_holds::{self, HoldLease, WindowsHoldRow};
 use tonic::{Request, Response, Status};
 
 use super::lanes::StoreWindowsFeature;
@@ -28,6 +34,116 @@ use crate::state::AppState;
 
 /// Longest coder id accepted as a session holder.
 const MAX_HOLDER_LEN: usize = 256;
+
+/// The Windows lane's holds in the store's `windows_holds` table, so every
+/// control replica serves every verb on one hold and a restart loses none.
+#[derive(Clone)]
+pub struct StoreHolds {
+    store: Store,
+}
+
+impl StoreHolds {
+    /// Holds kept through `store`.
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+}
+
+fn table(e: genesis_store::StoreError) -> HoldTableError {
+    HoldTableError(e.to_string())
+}
+
+fn hold_lease(lease: &Lease) -> HoldLease<'_> {
+    HoldLease {
+        lease_id: &lease.lease_id,
+        session_id: &lease.session_id,
+        host: &lease.host,
+        expires_at: lease.expires_at,
+    }
+}
+
+fn shared(row: WindowsHoldRow) -> SharedHold {
+    let lease = match (row.is_held(), row.lease_id, row.session_id) {
+        (true, Some(lease_id), Some(session_id)) => Some(Lease {
+            lease_id,
+            session_id,
+            host: row.host.unwrap_or_default(),
+            expires_at: row.lease_expires_at,
+        }),
+        _ => None,
+    };
+    SharedHold {
+        revision: row.revision,
+        lease,
+        lapsed: row.lapsed,
+    }
+}
+
+#[async_trait]
+impl HoldTable for StoreHolds {
+    async fn get(&self, key: &LaneKey) -> Result<Option<SharedHold>, HoldTableError> {
+        let row = self
+            .store
+            .windows_holds()
+            .get(key.tenant, &key.holder)
+            .await
+            .map_err(table)?;
+        Ok(row.map(shared))
+    }
+
+    async fn claim(
+        &self,
+        key: &LaneKey,
+        claim_ttl: std::time::Duration,
+    ) -> Result<HoldClaim, HoldTableError> {
+        match self
+            .store
+            .windows_holds()
+            .claim(key.tenant, &key.holder, claim_ttl)
+            .await
+            .map_err(table)?
+        {
+            windows_holds::HoldClaim::Claimed { revision } => Ok(HoldClaim::Claimed { revision }),
+            windows_holds::HoldClaim::Existing(row) => Ok(HoldClaim::Existing(shared(row))),
+        }
+    }
+
+    async fn fill(
+        &self,
+        key: &LaneKey,
+        revision: i64,
+        lease: &Lease,
+    ) -> Result<bool, HoldTableError> {
+        let row = self
+            .store
+            .windows_holds()
+            .fill(key.tenant, &key.holder, revision, &hold_lease(lease))
+            .await
+            .map_err(table)?;
+        Ok(row.is_some())
+    }
+
+    async fn remove(&self, key: &LaneKey, revision: i64) -> Result<bool, HoldTableError> {
+        self.store
+            .windows_holds()
+            .remove(key.tenant, &key.holder, revision)
+            .await
+            .map_err(table)
+    }
+
+    async fn restore(
+        &self,
+        key: &LaneKey,
+        revision: i64,
+        lease: &Lease,
+    ) -> Result<bool, HoldTableError> {
+        self.store
+            .windows_holds()
+            .restore(key.tenant, &key.holder, revision, &hold_lease(lease))
+            .await
+            .map_err(table)
+    }
+}
 
 /// The service.
 #[derive(Clone)]
