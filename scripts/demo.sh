@@ -78,9 +78,17 @@ DB=genesis_demo
 step "database $DB (recreated) and migrations"
 psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null
 psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $DB" >/dev/null
-export GENESIS_DATABASE_URL="postgres://postgres@127.0.0.1:5432/$DB"
-"$BIN/genesis-control" migrate >"$RUN_DIR/migrate.log" 2>&1 || die "migrations failed (see $RUN_DIR/migrate.log)"
-ok "schema migrated"
+# The owner (the local superuser) migrates; the services log in as a role of
+# their own, which owns nothing and which row-level security binds. Roles are
+# server-wide: the role is created once and kept.
+SERVICE_ROLE=genesis_demo_service
+psql -h 127.0.0.1 -U postgres -qc "DO \$\$ BEGIN CREATE ROLE $SERVICE_ROLE LOGIN;
+  EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END \$\$" >/dev/null
+GENESIS_DATABASE_URL="postgres://postgres@127.0.0.1:5432/$DB" \
+  "$BIN/genesis-control" migrate --service-role "$SERVICE_ROLE" >"$RUN_DIR/migrate.log" 2>&1 \
+  || die "migrations failed (see $RUN_DIR/migrate.log)"
+export GENESIS_DATABASE_URL="postgres://$SERVICE_ROLE@127.0.0.1:5432/$DB"
+ok "schema migrated; the services log in as $SERVICE_ROLE"
 
 # Ports and names of this demo: away from the defaults so a running fleet is not disturbed.
 export GENESIS_NATS_URL="nats://127.0.0.1:4222"

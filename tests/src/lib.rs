@@ -45,6 +45,41 @@ pub fn shared_nats_url() -> String {
         .unwrap_or_else(|| "nats://127.0.0.1:4222".to_owned())
 }
 
+/// The login role the fleets' services use: not the owner of the fleet
+/// database (the harness's own login, which migrates), and reaching no role
+/// that bypasses row-level security, so every e2e test exercises RLS as a
+/// deployment does. Roles are cluster-wide: one role serves every fleet on
+/// the server, and `genesis-control migrate --service-role` gives it
+/// `CONNECT` on each fleet's database.
+pub const SERVICE_ROLE: &str = "genesis_e2e_service";
+
+/// [`SERVICE_ROLE`]'s password, so the fleets also run against a server that
+/// does not trust 127.0.0.1.
+pub const SERVICE_ROLE_PASSWORD: &str = "genesis-e2e-service";
+
+/// Create [`SERVICE_ROLE`] (`LOGIN`, nothing else) on the server of `admin`
+/// unless it exists. Fleets start in parallel: one that loses the race to
+/// create it sees `duplicate_object` or `unique_violation`, which is fine.
+pub async fn ensure_service_role(admin: &PgPool) -> anyhow::Result<()> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DO $$ BEGIN CREATE ROLE {SERVICE_ROLE} LOGIN PASSWORD '{SERVICE_ROLE_PASSWORD}';
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+    )))
+    .execute(admin)
+    .await
+    .context("create the fleets' service login role")?;
+    Ok(())
+}
+
+/// `url` logging in as `user` with `password` instead of its own login.
+pub fn with_login(url: &str, user: &str, password: &str) -> anyhow::Result<String> {
+    let mut u = reqwest::Url::parse(url).with_context(|| "parse the database URL")?;
+    u.set_username(user)
+        .and_then(|()| u.set_password(Some(password)))
+        .map_err(|()| anyhow!("the database URL takes no login"))?;
+    Ok(u.into())
+}
+
 /// `url` with its database name replaced by `db`.
 pub fn with_database(url: &str, db: &str) -> String {
     let (head, query) = match url.split_once('?') {
@@ -584,8 +619,10 @@ pub struct Fleet {
     pub options: FleetOptions,
     /// Database name (`genesis_e2e_<hex>`).
     pub db_name: String,
-    /// URL of the fleet database.
+    /// URL of the fleet database as the harness's own login, its owner.
     pub db_url: String,
+    /// URL of the fleet database as [`SERVICE_ROLE`], the services' login.
+    pub service_db_url: String,
     /// A superuser pool on the fleet database, for assertions.
     pub db: PgPool,
     /// Platform-wide operator token.
@@ -746,12 +783,14 @@ impl Fleet {
                 .connect(&base)
                 .await
                 .context("connect to the PostgreSQL server")?;
+            ensure_service_role(&admin).await?;
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db_name}")))
                 .execute(&admin)
                 .await?;
             admin.close().await;
         }
         let db_url = with_database(&base, &db_name);
+        let service_db_url = with_login(&db_url, SERVICE_ROLE, SERVICE_ROLE_PASSWORD)?;
         let nats_url = options.nats_url.clone().unwrap_or_else(shared_nats_url);
         if options.chart_default_names && options.nats_url.is_none() {
             bail!("chart_default_names needs a private NATS server (nats_url)");
@@ -770,7 +809,7 @@ impl Fleet {
             )
         };
         let mut common: Vec<(String, String)> = vec![
-            ("GENESIS_DATABASE_URL".into(), db_url.clone()),
+            ("GENESIS_DATABASE_URL".into(), service_db_url.clone()),
             ("GENESIS_NATS_URL".into(), nats_url.clone()),
             ("GENESIS_STREAM".into(), stream.clone()),
             ("GENESIS_SUBJECT_PREFIX".into(), subject_prefix.clone()),
@@ -855,7 +894,8 @@ impl Fleet {
         let mut fleet = Fleet {
             options: options.clone(),
             db_name,
-            db_url,
+            db_url: db_url.clone(),
+            service_db_url,
             db,
             operator_token: String::new(),
             pod_token: String::new(),
@@ -873,7 +913,17 @@ impl Fleet {
             nats: tokio::sync::OnceCell::new(),
             dropped: false,
         };
-        control_command(&fleet.logs, "migrate", &common, &["migrate"])?;
+        // The owner migrates and prepares the services' login; everything
+        // after it (tokens, services) logs in as that role.
+        let mut as_owner = common.clone();
+        as_owner.retain(|(k, _)| k != "GENESIS_DATABASE_URL");
+        as_owner.push(("GENESIS_DATABASE_URL".into(), db_url));
+        control_command(
+            &fleet.logs,
+            "migrate",
+            &as_owner,
+            &["migrate", "--service-role", SERVICE_ROLE],
+        )?;
         fleet.operator_token = extract_token(&control_command(
             &fleet.logs,
             "token",

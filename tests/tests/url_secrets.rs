@@ -4,8 +4,9 @@
 //! Alertmanager URL and an OTLP endpoint that each carry a password and
 //! point at a closed port, so every connect fails and is logged (control's
 //! publisher, the pod's NATS retries, the supervisor's alert sampler, the
-//! exporters). Once each failure path has logged, the processes are stopped
-//! and every log line is searched for each password.
+//! exporters). The database URL of control and the supervisor carries the
+//! services' login password too. Once each failure path has logged, the
+//! processes are stopped and every log line is searched for each password.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -13,8 +14,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use genesis_e2e::{
-    base_database_url, binaries_missing, binary, bounded, free_port, log_dir, suffix, wait_for,
-    with_database,
+    SERVICE_ROLE, SERVICE_ROLE_PASSWORD, base_database_url, binaries_missing, binary, bounded,
+    ensure_service_role, free_port, log_dir, suffix, wait_for, with_database, with_login,
 };
 
 /// A child that is killed when dropped.
@@ -75,16 +76,19 @@ async fn no_url_password_appears_in_any_log() -> anyhow::Result<()> {
             .max_connections(1)
             .connect(&base)
             .await?;
+        ensure_service_role(&admin).await?;
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db_name}")))
             .execute(&admin)
             .await?;
         let db_url = with_database(&base, &db_name);
+        // The services log in as their own role, with a password in the URL.
+        let service_url = with_login(&db_url, SERVICE_ROLE, SERVICE_ROLE_PASSWORD)?;
         let checked = async {
             let migrated = Command::new(binary("genesis-control")?)
                 .env_clear()
                 .env("PATH", std::env::var("PATH").unwrap_or_default())
                 .env("GENESIS_DATABASE_URL", &db_url)
-                .arg("migrate")
+                .args(["migrate", "--service-role", SERVICE_ROLE])
                 .output()?;
             ensure!(migrated.status.success(), "migrate failed: {migrated:?}");
 
@@ -102,7 +106,7 @@ async fn no_url_password_appears_in_any_log() -> anyhow::Result<()> {
             let supervisor_grpc = free_port()?;
             let mut control_env = common(free_port()?);
             control_env.extend([
-                ("GENESIS_DATABASE_URL", db_url.clone()),
+                ("GENESIS_DATABASE_URL", service_url.clone()),
                 (
                     "GENESIS_NATS_URL",
                     format!("nats://genesis:{nats_password}@127.0.0.1:{closed}"),
@@ -116,7 +120,7 @@ async fn no_url_password_appears_in_any_log() -> anyhow::Result<()> {
             ]);
             let mut supervisor_env = common(free_port()?);
             supervisor_env.extend([
-                ("GENESIS_DATABASE_URL", db_url.clone()),
+                ("GENESIS_DATABASE_URL", service_url.clone()),
                 ("GENESIS_GRPC_ADDR", format!("127.0.0.1:{supervisor_grpc}")),
                 (
                     "GENESIS_ALERTMANAGER_URL",
@@ -171,6 +175,7 @@ async fn no_url_password_appears_in_any_log() -> anyhow::Result<()> {
                 ("the NATS token", &nats_token),
                 ("the Alertmanager password", &alertmanager_password),
                 ("the OTLP password", &otlp_password),
+                ("the database password", &SERVICE_ROLE_PASSWORD.to_owned()),
             ];
             let mut leaks = Vec::new();
             let mut bytes = 0;

@@ -203,6 +203,12 @@ pub struct ControlConfig {
     #[arg(long, env = "GENESIS_STREAMS_PER_TENANT", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub streams_per_tenant: u32,
+    /// Serve though the database login is a superuser, a BYPASSRLS role or
+    /// the schema owner (`genesis_store::roles`): local development against
+    /// a trust-auth server only. Off, `serve` refuses such a login, because
+    /// row-level security would not bind it.
+    #[arg(long, env = "GENESIS_ALLOW_OWNER_LOGIN", default_value_t = false, action = clap::ArgAction::Set)]
+    pub allow_owner_login: bool,
 }
 
 /// `GENESIS_POD_POOLS` as it is written.
@@ -262,6 +268,7 @@ impl ControlConfig {
             stream_recheck_secs: 30,
             streams_per_token: 8,
             streams_per_tenant: 64,
+            allow_owner_login: false,
         }
     }
 

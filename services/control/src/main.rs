@@ -33,8 +33,20 @@ struct Cli {
 enum Command {
     /// Serve the admin API and run the background loops (the default).
     Serve,
-    /// Apply the database migrations and exit.
-    Migrate,
+    /// Apply the database migrations and exit. Run it as the schema owner;
+    /// with `--service-role` it then prepares the services' own login.
+    Migrate {
+        /// The login role the services use (created beforehand by the
+        /// platform, with its own password): after migrating, it is granted
+        /// genesis_app and genesis_system, PUBLIC loses CONNECT on the
+        /// database (the owner and this role keep it), and the role is
+        /// checked: a superuser, a BYPASSRLS role, the owner, a member of
+        /// one of those, or a role that owns objects fails the migrate
+        /// naming each violation, with nothing granted. Unset: only the
+        /// migrations run.
+        #[arg(long, env = "GENESIS_SERVICE_ROLE")]
+        service_role: Option<String>,
+    },
     /// API tokens.
     Token {
         #[command(subcommand)]
@@ -84,9 +96,13 @@ async fn main() -> anyhow::Result<()> {
 
 async fn command(cli: Cli) -> anyhow::Result<()> {
     match cli.command.unwrap_or(Command::Serve) {
-        Command::Migrate => {
+        Command::Migrate { service_role } => {
             genesis_store::Store::migrate(&cli.config.database_url).await?;
             println!("migrations applied");
+            if let Some(role) = service_role {
+                genesis_store::roles::grant_service_role(&cli.config.database_url, &role).await?;
+                println!("service role {role} prepared");
+            }
             Ok(())
         }
         Command::Token {
@@ -142,6 +158,7 @@ async fn command(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Serve => {
             cli.config.validate()?;
+            check_database_login(&cli.config.database_url, cli.config.allow_owner_login).await?;
             let grpc = tokio::net::TcpListener::bind(cli.config.grpc_addr).await?;
             let http = tokio::net::TcpListener::bind(cli.config.http_addr).await?;
             let shutdown = genesis_telemetry::shutdown::cancel_on_signal();
@@ -149,4 +166,20 @@ async fn command(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Refuse to serve logged in to PostgreSQL as a role that row-level
+/// security does not bind (a superuser, a BYPASSRLS role, the schema owner,
+/// or one that can become one): every tenant's rows would be one statement
+/// away. `GENESIS_ALLOW_OWNER_LOGIN=true` skips the check, for local
+/// development against a trust-auth server only.
+async fn check_database_login(url: &str, allow_owner_login: bool) -> anyhow::Result<()> {
+    if allow_owner_login {
+        tracing::warn!(
+            "GENESIS_ALLOW_OWNER_LOGIN is set: the database login is not checked (local development only)"
+        );
+        return Ok(());
+    }
+    genesis_store::roles::check_login(url).await?;
+    Ok(())
 }

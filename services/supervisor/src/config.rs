@@ -133,6 +133,12 @@ pub struct SupervisorConfig {
     #[arg(long, env = "GENESIS_AUTH_FAILURE_PEERS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub auth_failure_peers: u32,
+    /// Serve though the database login is a superuser, a BYPASSRLS role or
+    /// the schema owner (`genesis_store::roles`): local development against
+    /// a trust-auth server only. Off, the supervisor refuses such a login,
+    /// because row-level security would not bind it.
+    #[arg(long, env = "GENESIS_ALLOW_OWNER_LOGIN", default_value_t = false, action = clap::ArgAction::Set)]
+    pub allow_owner_login: bool,
     /// Print the effective configuration (secrets redacted) and exit.
     #[arg(long)]
     #[serde(skip)]
