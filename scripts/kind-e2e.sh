@@ -3,8 +3,10 @@
 #   kind cluster (deploy/kind/cluster.yaml) → image built with docker and
 #   `kind load`ed → NATS with JetStream and a password login (nats chart,
 #   deploy/kind/nats-values.yaml), KEDA (kedacore chart), PostgreSQL
-#   (deploy/kind/postgres.yaml) → helm/genesis in ephemeral mode, logging in
-#   to NATS with the chart's default credentials Secret →
+#   (deploy/kind/postgres.yaml: the owner genesis and the service login
+#   genesis_service, each URL in its Secret) → helm/genesis in ephemeral
+#   mode, migrating as the owner, serving as genesis_service, logging in to
+#   NATS with the chart's default credentials Secret →
 #   cargo test -p genesis-e2e --test kind -- --include-ignored.
 # The cluster is deleted on exit, whatever happened. Where Docker (a running
 # engine) or kind is missing it prints one "skipped: no docker/kind" line and
@@ -109,7 +111,11 @@ log "helm/genesis (ephemeral)"
   --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" \
   --set image.pullPolicy=IfNotPresent \
   --set agentPod.mode=ephemeral \
-  --set postgres.url="postgres://genesis@postgres.$NS.svc.cluster.local:5432/genesis" \
+  --set postgres.existingSecret=genesis-db-service \
+  --set postgres.existingSecretKey=database-url \
+  --set postgres.migrations.existingSecret=genesis-db-owner \
+  --set postgres.migrations.existingSecretKey=database-url \
+  --set postgres.serviceRole=genesis_service \
   --set nats.url="nats://nats.nats.svc.cluster.local:4222" \
   --set keda.natsServerMonitoringEndpoint="nats.nats.svc.cluster.local:8222" \
   --set agentToken.existingSecret=genesis-agent-token \
