@@ -673,6 +673,7 @@ refuse_values "client certificates required but none given to the pods" "tls.age
 refuse_values "a client certificate without TLS" "need tls.enabled: true" --set tls.agentPod.clientSecretName=x
 refuse_values "a certificate re-check period of 0 s" "tls/reloadSecs" --set tls.reloadSecs=0
 refuse_values "an unknown NATS credential type" "nats/credentials/type" --set nats.credentials.type=token
+refuse_values "an owner URL that is no PostgreSQL URL" "postgres/migrations/url" --set postgres.migrations.url=mysql://db/genesis
 refuse_values "a service role that is no PostgreSQL name" "postgres/serviceRole" --set 'postgres.serviceRole=genesis;drop'
 refuse_values "a Secret name that is no Kubernetes name" "tls/control/secretName" --set tls.control.secretName=Bad_Name
 refuse_values "no CIDR for coder egress" "networkPolicy/coderEgressCidrs" --set-json 'networkPolicy.coderEgressCidrs=[]'
@@ -806,6 +807,35 @@ fi
 grep -q "binds a key the chart's Secret does not hold" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "a binding of an absent key refused without the reason"; }
 ok "llm.keyTenants binding a key the chart's Secret does not hold refused with the reason"
 
+step "two database logins from values, and the development escape"
+"$HELM" template genesis "$CHART" --namespace genesis --set postgres.url=postgres://genesis_service:s@db:5432/genesis \
+  --set postgres.migrations.url=postgres://genesis:o@db:5432/genesis --set postgres.serviceRole=genesis_service \
+  >"$WORK/db-values.yaml" 2>"$WORK/db-values.err" || { cat "$WORK/db-values.err" >&2; fail "helm template with postgres.migrations.url"; }
+"$HELM" template genesis "$CHART" --namespace genesis --set postgres.allowOwnerLogin=true \
+  >"$WORK/db-owner.yaml" 2>"$WORK/db-owner.err" || { cat "$WORK/db-owner.err" >&2; fail "helm template with postgres.allowOwnerLogin"; }
+PYTHONPATH="$PYDEPS" "$PYTHON" - "$WORK/db-values.yaml" "$WORK/db-owner.yaml" "$WORK/default.yaml" <<'PY' || fail "database logins from values: Secrets or env wrong"
+import base64, sys, yaml
+load = lambda p: [d for d in yaml.safe_load_all(open(p)) if d]
+two, owner, default = (load(p) for p in sys.argv[1:4])
+comp = lambda d: d["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+named = lambda docs, kind, name: next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
+url = lambda sec: base64.b64decode(sec["data"]["database-url"]).decode()
+assert url(named(two, "Secret", "genesis-migrations")) == "postgres://genesis:o@db:5432/genesis"
+assert url(named(two, "Secret", "genesis")) == "postgres://genesis_service:s@db:5432/genesis"
+env = lambda docs, kind, c: {e["name"]: e for e in next(d for d in docs if d["kind"] == kind and comp(d) == c)["spec"]["template"]["spec"]["containers"][0]["env"]}
+job = env(two, "Job", "migrations")
+assert job["GENESIS_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "genesis-migrations", "key": "database-url"}, job
+assert job["GENESIS_SERVICE_ROLE"]["value"] == "genesis_service", job
+for c in ("control", "supervisor"):
+    assert env(two, "Deployment", c)["GENESIS_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["name"] == "genesis"
+    assert env(owner, "Deployment", c)["GENESIS_ALLOW_OWNER_LOGIN"]["value"] == "true"
+    assert "GENESIS_ALLOW_OWNER_LOGIN" not in env(default, "Deployment", c)
+assert "GENESIS_ALLOW_OWNER_LOGIN" not in env(owner, "Deployment", "agent-pod")
+assert "GENESIS_ALLOW_OWNER_LOGIN" not in env(owner, "Job", "migrations")
+PY
+ok "postgres.migrations.url: the owner's URL only in the migrations hook Secret, the services' in the chart Secret"
+ok "postgres.allowOwnerLogin: GENESIS_ALLOW_OWNER_LOGIN on control and the supervisor only, never by default"
+
 step "a Windows pool"
 if grep -q 'GENESIS_WINDOWS_POOL' "$WORK/default.yaml"; then fail "default values: a Windows pool setting rendered without a pool"; fi
 ok "no Windows pool by default: no GENESIS_WINDOWS_POOL_* variable"
@@ -909,7 +939,7 @@ fi
 ok "otel.protocol=http/json refused"
 
 step "the feature renders against the Kubernetes schemas"
-for r in provider keys pool nodash am am-to otel pool-fixed; do
+for r in provider keys pool nodash am am-to otel pool-fixed db-values db-owner; do
   PYTHONPATH="$PYDEPS:$ROOT/scripts" "$PYTHON" - "$WORK/$r.yaml" "$K8S_VERSION" <<'PY' || fail "$r render: a manifest fails its schema"
 import sys, yaml
 from chart_schemas import invalid

@@ -102,15 +102,16 @@ app.kubernetes.io/component: coder
 
 {{/*
 Secret and key of the migrations Job's GENESIS_DATABASE_URL: the owner's
-(postgres.migrations.existingSecret), else the services' existing Secret,
-else the Job's own hook Secret (migrations-job.yaml).
+(postgres.migrations.existingSecret, else postgres.migrations.url in the
+Job's own hook Secret), else the services' existing Secret, else the hook
+Secret holding postgres.url (migrations-job.yaml).
 */}}
 {{- define "genesis.migrationsDatabaseRef" -}}
 {{- $p := .root.Values.postgres }}
 {{- if $p.migrations.existingSecret }}
 name: {{ $p.migrations.existingSecret }}
 key: {{ $p.migrations.existingSecretKey }}
-{{- else if $p.existingSecret }}
+{{- else if and $p.existingSecret (not $p.migrations.url) }}
 name: {{ $p.existingSecret }}
 key: {{ $p.existingSecretKey }}
 {{- else }}
@@ -229,6 +230,10 @@ imagePullSecrets:
     secretKeyRef:
       name: {{ include "genesis.databaseSecretName" . }}
       key: {{ include "genesis.databaseSecretKey" . }}
+{{- if .Values.postgres.allowOwnerLogin }}
+- name: GENESIS_ALLOW_OWNER_LOGIN
+  value: "true"
+{{- end }}
 {{- end }}
 
 {{/* GENESIS_NATS_URL, the credentials, TLS, the stream and the shared consumer. */}}
