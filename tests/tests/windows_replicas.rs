@@ -5,7 +5,9 @@
 //! verb on one replica uses the hold taken on the other; a killed and
 //! restarted replica still uses it; a release on either clears it
 //! everywhere (the other then answers not_held, and the next use leases
-//! anew); an eviction seen on one replica drops the hold for both.
+//! anew); an eviction seen on one replica drops the hold for both; the
+//! coder's task settling on one replica releases the hold taken on the
+//! other; and a lease past its expiry is held by neither.
 
 #[path = "../../services/lanes/tests/pool/mod.rs"]
 mod pool;
@@ -20,6 +22,7 @@ use genesis_e2e::{
     shared_nats_url, suffix, with_database,
 };
 use genesis_proto::v1;
+use genesis_proto::v1::coding_task_service_client::CodingTaskServiceClient;
 use genesis_proto::v1::windows_lane_service_client::WindowsLaneServiceClient;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -114,12 +117,17 @@ async fn start_replica(
     Ok(replica)
 }
 
+async fn channel(replica: &Replica) -> anyhow::Result<Channel> {
+    Ok(
+        Channel::from_shared(format!("http://127.0.0.1:{}", replica.grpc))?
+            .connect()
+            .await?,
+    )
+}
+
 async fn client(replica: &Replica, token: &str) -> anyhow::Result<Client> {
-    let channel = Channel::from_shared(format!("http://127.0.0.1:{}", replica.grpc))?
-        .connect()
-        .await?;
     Ok(WindowsLaneServiceClient::with_interceptor(
-        channel,
+        channel(replica).await?,
         Bearer::new(token)?,
     ))
 }
@@ -350,6 +358,60 @@ async fn control_replicas_share_one_windows_hold_per_coder() -> anyhow::Result<(
                 (true, "released".to_owned())
             );
             assert_eq!(leases(&pool).2, 0, "no machine left leased");
+
+            // The task settling on B releases the hold its coder took on A.
+            let task = store
+                .coding_tasks()
+                .create(
+                    tenant,
+                    genesis_store::coding_tasks::NewCodingTask {
+                        title: "build".into(),
+                        instructions: "build the installer".into(),
+                        coder_id: Some("coder-3".into()),
+                        model: "m".into(),
+                        provider: "scripted".into(),
+                        ..Default::default()
+                    },
+                )
+                .await?;
+            windows(&mut a, &t, "coder-3").await?;
+            let released_before = leases(&pool).1;
+            let mut tasks = CodingTaskServiceClient::with_interceptor(
+                channel(&replica_b).await?,
+                Bearer::new(&token)?,
+            );
+            tasks
+                .complete_task(v1::CompleteTaskRequest {
+                    tenant_id: t.clone(),
+                    task_id: task.id.to_string(),
+                    status: "completed".into(),
+                    ..Default::default()
+                })
+                .await?;
+            assert_eq!(leases(&pool).1, released_before + 1, "settled: released");
+            assert_eq!(leases(&pool).2, 0);
+            assert_eq!(
+                release(&mut a, &t, "coder-3").await?,
+                (false, "not_held".to_owned())
+            );
+
+            // A lease past its expiry is held nowhere: B leases afresh for
+            // the coder whose lease A took, and never uses the dead session.
+            pool.lock().unwrap_or_else(|e| e.into_inner()).lease_ttl = Some(Duration::from_secs(1));
+            windows(&mut a, &t, "coder-4").await?;
+            tokio::time::sleep(Duration::from_millis(1_300)).await;
+            let leased_before = leases(&pool).0;
+            windows(&mut b, &t, "coder-4").await?;
+            assert_eq!(leases(&pool).0, leased_before + 1, "leased anew");
+            tokio::time::sleep(Duration::from_millis(1_300)).await;
+            assert_eq!(
+                release(&mut a, &t, "coder-4").await?,
+                (false, "expired".to_owned())
+            );
+            let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM windows_holds")
+                .fetch_one(&admin_on(&db_url).await?)
+                .await?;
+            assert_eq!(rows, 0, "no hold left in the table");
 
             drop((replica_a, replica_b));
             store.close().await;

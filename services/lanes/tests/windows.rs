@@ -753,3 +753,24 @@ async fn an_eviction_seen_late_never_drops_a_newer_hold() {
     assert_eq!(holds.get(&k).await.unwrap(), Some(new));
     assert_eq!(pool.lock().unwrap().leases.len(), 1);
 }
+
+#[tokio::test]
+async fn an_expired_lease_is_held_no_more_and_the_next_call_leases_afresh() {
+    let (pool, base) = start().await;
+    pool.lock().unwrap().lease_ttl = Some(Duration::from_millis(300));
+    let lane = lane(&base, GOOD, true);
+    let (k, other) = (key(), key());
+    lane.windows_windows(&k).await.unwrap();
+    lane.windows_windows(&other).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(lane.held(&k).await.is_none(), "past its expiry");
+    // Released after expiry: nothing to hand back, and the hold is gone.
+    let r = lane.windows_release(&k).await.unwrap();
+    assert_eq!((r.released, r.outcome.as_str()), (false, "expired"));
+    assert_eq!(pool.lock().unwrap().release_requests, 0);
+    let again = lane.windows_release(&k).await.unwrap();
+    assert_eq!(again.outcome, "not_held");
+    // Used after expiry: a fresh lease, never the forgotten session.
+    lane.windows_windows(&other).await.unwrap();
+    assert_eq!(pool.lock().unwrap().lease_requests, 3);
+}

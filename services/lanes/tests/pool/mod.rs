@@ -4,7 +4,8 @@
 //! `genesis_lanes::windows` and refuses what the pool refuses, with its error
 //! shapes (401/403 on a bad credential, 404 for an unknown lease or session,
 //! 409 with a taskHandle, 429, 5xx naming holders, a secret aimed at an
-//! unmasked control, a session_0 host, a launch with no window, ...). It
+//! unmasked control, a session_0 host, a launch with no window, a lease past
+//! its expiry that the pool has forgotten with its session, ...). It
 //! counts every lease and release so a test can prove how many machines
 //! were taken. Must never accept a call the real pool would refuse.
 
@@ -32,6 +33,28 @@ pub struct Session {
     pub host: String,
     pub running_task: Option<String>,
     pub windows: Vec<(i64, String)>,
+    /// When the lease ends: the session is unknown from then on.
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Session {
+    fn expired(&self) -> bool {
+        self.expires_at.is_some_and(|t| t <= chrono::Utc::now())
+    }
+}
+
+/// Forget an expired lease and its session, as the pool does at expiry.
+fn expire(p: &mut Pool) {
+    let expired: Vec<String> = p
+        .sessions
+        .iter()
+        .filter(|(_, s)| s.expired())
+        .map(|(sid, _)| sid.clone())
+        .collect();
+    for sid in &expired {
+        p.sessions.remove(sid);
+    }
+    p.leases.retain(|_, sid| !expired.contains(sid));
 }
 
 #[derive(Default)]
@@ -52,6 +75,8 @@ pub struct Pool {
     pub fail_release: bool,
     /// How long a lease takes to answer (lets concurrent first uses overlap).
     pub lease_delay: Duration,
+    /// How long a lease lasts; 30 minutes when unset.
+    pub lease_ttl: Option<Duration>,
 }
 
 /// The pool as the handlers and the test share it.
@@ -85,6 +110,8 @@ async fn lease(State(p): State<Shared>, headers: HeaderMap, Json(body): Json<Val
             json!({"error": "POOL_AT_CAPACITY", "holders": ["tenant-a/coder-7", "tenant-b/coder-2"]}),
         );
     }
+    let ttl = p.lease_ttl.unwrap_or(Duration::from_secs(30 * 60));
+    let expires_at = chrono::Utc::now() + chrono::Duration::from_std(ttl).unwrap();
     let sid = format!("s-{}", Uuid::new_v4().simple());
     let lid = format!("l-{}", Uuid::new_v4().simple());
     let host = if p.next_host.is_empty() {
@@ -96,6 +123,7 @@ async fn lease(State(p): State<Shared>, headers: HeaderMap, Json(body): Json<Val
         sid.clone(),
         Session {
             host: host.clone(),
+            expires_at: Some(expires_at),
             ..Default::default()
         },
     );
@@ -104,7 +132,7 @@ async fn lease(State(p): State<Shared>, headers: HeaderMap, Json(body): Json<Val
     (
         StatusCode::CREATED,
         Json(json!({"leaseId": lid, "sessionId": sid, "host": host,
-            "expiresAt": (chrono::Utc::now() + chrono::Duration::minutes(30)).to_rfc3339()})),
+            "expiresAt": expires_at.to_rfc3339()})),
     )
         .into_response()
 }
@@ -118,6 +146,7 @@ async fn release(State(p): State<Shared>, headers: HeaderMap, Path(lid): Path<St
     if p.fail_release {
         return err(500, json!({"error": "INTERNAL"}));
     }
+    expire(&mut p);
     match p.leases.remove(&lid) {
         Some(sid) => {
             if let Some(s) = p.sessions.remove(&sid) {
@@ -146,6 +175,7 @@ async fn session_verb(
         return err(429, json!({"error": "RATE_LIMITED"}));
     }
     p.bodies.push((rest.clone(), body.clone()));
+    expire(&mut p);
     let Some(s) = p.sessions.get_mut(&sid) else {
         return err(404, json!({"error": "SESSION_NOT_FOUND"}));
     };
