@@ -7,7 +7,7 @@
 # image's config, its filesystem, each binary's --version run from the image's
 # root filesystem via chroot, and a short fleet smoke test from it: migrate,
 # control, supervisor, one agent pod, one greeting, against the local
-# PostgreSQL and NATS (a database and stream names of its own, removed at the
+# PostgreSQL and NATS (a database, login role and stream names of its own, removed at the
 # end with every container, mount, image and process the run made).
 #
 #   scripts/image-check.sh                   binaries from target/release
@@ -68,6 +68,7 @@ REVISION=$(git rev-parse HEAD)
 BASE_IMAGE=localhost/genesis-image-check-base:$RUN_ID
 IMAGE=localhost/genesis-image-check:$RUN_ID
 DB=genesis_imgchk_${RUN_ID//-/_}
+SVC_ROLE=genesis_imgchk_svc_${RUN_ID//-/_}
 STREAM=GENESIS_IMGCHK_${RUN_ID//-/_}
 NATS_URL=${GENESIS_TEST_NATS_URL:-nats://127.0.0.1:4222}
 
@@ -77,6 +78,7 @@ MOUNTS=()
 CONTAINERS=()
 IMAGES=()
 DB_CREATED=0
+ROLE_CREATED=0
 cleanup() {
   local code=$?
   set +e
@@ -91,6 +93,9 @@ cleanup() {
   for img in "${IMAGES[@]}"; do buildah rmi "$img" >/dev/null 2>&1; done
   if [ "$DB_CREATED" = 1 ]; then
     psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1
+  fi
+  if [ "$ROLE_CREATED" = 1 ]; then
+    psql -h 127.0.0.1 -U postgres -qc "DROP ROLE IF EXISTS $SVC_ROLE" >/dev/null 2>&1
   fi
   [ -n "${STREAM_USED:-}" ] && nats_delete_stream "$STREAM" >/dev/null 2>&1
   if grep -qF " $RUN_DIR/" /proc/mounts; then
@@ -345,18 +350,21 @@ for b in "${BINS[@]}"; do
 done
 
 # ---- 7. the fleet, from the image ----
-say "fleet smoke test: database $DB, stream $STREAM"
+say "fleet smoke test: database $DB, service login $SVC_ROLE, stream $STREAM"
 psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $DB" >/dev/null || die "cannot create database $DB on 127.0.0.1:5432"
 DB_CREATED=1
+# The services' own login, as a platform creates it (trust on loopback
+# here, so no password); migrate grants it what the services need.
+psql -h 127.0.0.1 -U postgres -qc "CREATE ROLE $SVC_ROLE LOGIN" >/dev/null || die "cannot create role $SVC_ROLE on 127.0.0.1:5432"
+ROLE_CREATED=1
+OWNER_URL="postgres://postgres@127.0.0.1:5432/$DB"
 read -r P_CTL_GRPC P_CTL_HTTP P_SUP_GRPC P_SUP_HTTP P_POD_HTTP < <(python3 -c '
 import socket
 socks = [socket.socket() for _ in range(5)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])')
 FLEET_ENV=(
-  "GENESIS_DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB"
-  # The migrations' owner logs in here, as on a developer's machine.
-  "GENESIS_ALLOW_OWNER_LOGIN=true"
+  "GENESIS_DATABASE_URL=postgres://$SVC_ROLE@127.0.0.1:5432/$DB"
   "GENESIS_NATS_URL=$NATS_URL"
   "GENESIS_STREAM=$STREAM"
   "GENESIS_SUBJECT_PREFIX=genesis.imgchk.${RUN_ID//-/_}.ticks"
@@ -364,11 +372,16 @@ FLEET_ENV=(
   "GENESIS_DEFAULT_PROVIDER=scripted"
   "RUST_LOG=info"
 )
-in_image "${FLEET_ENV[@]}" genesis-control migrate >"$RUN_DIR/migrate.log" 2>&1 || die "genesis-control migrate in the image failed (see $RUN_DIR/migrate.log)"
-grep -qx 'migrations applied' "$RUN_DIR/migrate.log" || die "genesis-control migrate did not print 'migrations applied' (see $RUN_DIR/migrate.log)"
-ok "genesis-control migrate: migrations applied"
+# The migrations and the tokens are the owner's work; the services log in
+# as $SVC_ROLE and would refuse to start as the owner.
+in_image "${FLEET_ENV[@]}" GENESIS_DATABASE_URL="$OWNER_URL" genesis-control migrate --service-role "$SVC_ROLE" \
+  >"$RUN_DIR/migrate.log" 2>&1 || die "genesis-control migrate --service-role $SVC_ROLE in the image failed (see $RUN_DIR/migrate.log)"
+for line in 'migrations applied' "service role $SVC_ROLE prepared"; do
+  grep -qxF "$line" "$RUN_DIR/migrate.log" || die "genesis-control migrate did not print '$line' (see $RUN_DIR/migrate.log)"
+done
+ok "genesis-control migrate --service-role: migrations applied, service role $SVC_ROLE prepared"
 mint() {
-  in_image "${FLEET_ENV[@]}" genesis-control token create --scope "$1" --label image-check 2>>"$RUN_DIR/token.log" \
+  in_image "${FLEET_ENV[@]}" GENESIS_DATABASE_URL="$OWNER_URL" genesis-control token create --scope "$1" --label image-check 2>>"$RUN_DIR/token.log" \
     | grep -o '^gen_[A-Za-z0-9_-]*$' | head -n1
 }
 OP_TOKEN=$(mint operator) || true
@@ -400,6 +413,10 @@ for i in 0 1 2; do
   [ "$got" = "$uid" ] || die "${names[$i]} runs as uid $got, expected $uid"
 done
 ok "control, supervisor and agent pod ready, each as uid $uid"
+logins=$(psql -h 127.0.0.1 -U postgres -Atc "SELECT usename || ' ' || count(*) FROM pg_stat_activity
+  WHERE datname = '$DB' AND backend_type = 'client backend' GROUP BY usename ORDER BY 1" | paste -sd, -)
+[[ "$logins" =~ ^$SVC_ROLE\ [0-9]+$ ]] || die "the services' sessions on $DB are by '${logins:-nobody}', expected only $SVC_ROLE"
+ok "every session of the services on $DB is $SVC_ROLE's ($logins)"
 
 ctl() { in_image GENESIS_ENDPOINT="http://127.0.0.1:$P_CTL_GRPC" GENESIS_TOKEN="$OP_TOKEN" genesisctl "$@"; }
 TENANT=$(ctl --output json tenant create "imgchk-$RUN_ID" 2>"$RUN_DIR/genesisctl.log" \
