@@ -97,6 +97,11 @@ async fn main() -> anyhow::Result<()> {
 async fn command(cli: Cli) -> anyhow::Result<()> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Migrate { service_role } => {
+            // A role that could never be accepted (a bad name, a missing
+            // role, a superuser, ...) is refused before anything runs.
+            if let Some(role) = &service_role {
+                genesis_store::roles::check_service_role(&cli.config.database_url, role).await?;
+            }
             genesis_store::Store::migrate(&cli.config.database_url).await?;
             println!("migrations applied");
             if let Some(role) = service_role {

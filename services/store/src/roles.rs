@@ -1,9 +1,11 @@
 //! The database roles that keep row-level security honest: what makes a
 //! login role unsafe for the services ([`RoleFacts::violations`], a pure
 //! rule over facts read from the catalog), the catalog read itself
-//! ([`role_facts`]), the migrate step that hands a service login its two
-//! roles and closes the database to everyone else ([`grant_service_role`]),
-//! and the start-up check of the services' own login ([`check_login`]).
+//! ([`role_facts`]), the migrate step that checks a service login before
+//! any migration runs ([`check_service_role`]) and afterwards hands it its
+//! two roles and closes the database to everyone else
+//! ([`grant_service_role`]), and the start-up check of the services' own
+//! login ([`check_login`]).
 //!
 //! Why it matters: the tenant path relies on RLS, and RLS does not bind a
 //! superuser, a BYPASSRLS role, a table's owner, or anyone who can become one
@@ -420,6 +422,42 @@ BEGIN
 END
 $$";
 
+/// Everything that can refuse `svc` before a grant: its name, that it is
+/// not the migrating login, that it exists, and every violation a grant
+/// would not cure.
+async fn precheck(conn: &mut PgConnection, svc: &str) -> Result<(), RoleError> {
+    check_role_name(svc)?;
+    let owner = current_user(conn).await?;
+    if owner == svc {
+        return Err(RoleError::Unsafe {
+            role: svc.to_owned(),
+            violations: vec![RoleViolation::IsSchemaOwner],
+        });
+    }
+    let before = role_facts(conn, svc)
+        .await?
+        .ok_or_else(|| RoleError::Missing(svc.to_owned()))?;
+    let violations = before.violations_before_grant();
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(RoleError::Unsafe {
+            role: svc.to_owned(),
+            violations,
+        })
+    }
+}
+
+/// The migrate step's first check, made before any migration runs so that
+/// a service role that could never be accepted changes nothing at all:
+/// [`grant_service_role`] without the grant. On a database not migrated
+/// yet the schema owner is not known, so only the migrating login itself
+/// counts as the owner; the grant step checks again once it is.
+pub async fn check_service_role(url: &str, svc: &str) -> Result<(), RoleError> {
+    let mut conn = connect(url).await?;
+    precheck(&mut conn, svc).await
+}
+
 /// The migrate step's second half: make `svc` (an existing login role,
 /// created by the platform with its own password) the services' login on
 /// the database of `url`, where the migrations have just run as the owner.
@@ -427,25 +465,8 @@ $$";
 /// an owner, a member of one, direct grants, ...) is refused before anything
 /// changes; after the grants the full rule is checked again.
 pub async fn grant_service_role(url: &str, svc: &str) -> Result<RoleFacts, RoleError> {
-    check_role_name(svc)?;
     let mut conn = connect(url).await?;
-    let owner = current_user(&mut conn).await?;
-    if owner == svc {
-        return Err(RoleError::Unsafe {
-            role: svc.to_owned(),
-            violations: vec![RoleViolation::IsSchemaOwner],
-        });
-    }
-    let before = role_facts(&mut conn, svc)
-        .await?
-        .ok_or_else(|| RoleError::Missing(svc.to_owned()))?;
-    let violations = before.violations_before_grant();
-    if !violations.is_empty() {
-        return Err(RoleError::Unsafe {
-            role: svc.to_owned(),
-            violations,
-        });
-    }
+    precheck(&mut conn, svc).await?;
     let mut tx = sqlx::Connection::begin(&mut conn)
         .await
         .map_err(StoreError::from)?;

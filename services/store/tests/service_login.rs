@@ -63,6 +63,7 @@ async fn service_store(pool: &PgPool) -> anyhow::Result<(Store, PgPool)> {
 
 async fn prepare(pool: &PgPool) -> anyhow::Result<()> {
     ensure_role(pool, SERVICE, "LOGIN").await?;
+    roles::check_service_role(&url_as(pool, &owner(pool)), SERVICE).await?;
     roles::grant_service_role(&url_as(pool, &owner(pool)), SERVICE).await?;
     Ok(())
 }
@@ -362,6 +363,11 @@ async fn an_unsafe_role_fails_the_migrate_step_naming_the_violation_and_gains_no
         "{err}"
     );
     assert!(err.to_string().contains("has BYPASSRLS"), "{err}");
+    // The check migrate makes before any migration runs refuses it too.
+    assert!(matches!(
+        roles::check_service_role(&owner_url, bypass).await,
+        Err(RoleError::Unsafe { .. })
+    ));
     // A role owning a table of this database.
     let owning = "genesis_store_test_owning";
     ensure_role(&pool, owning, "NOLOGIN").await?;
