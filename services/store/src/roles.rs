@@ -163,6 +163,9 @@ pub struct RoleFacts {
     pub public_may_connect: bool,
 }
 
+/// How [`RoleViolation::MayCreate`] names schema `public`.
+const PUBLIC_SCHEMA: &str = "schema public";
+
 /// How many objects a violation names before it only counts them.
 const NAMED: usize = 10;
 
@@ -236,7 +239,7 @@ impl RoleFacts {
             }
             if self.may_create_in_public_schema {
                 out.push(RoleViolation::MayCreate {
-                    place: "schema public".to_owned(),
+                    place: PUBLIC_SCHEMA.to_owned(),
                 });
             }
         }
@@ -254,16 +257,18 @@ impl RoleFacts {
     }
 
     /// The violations that granting the two roles and revoking `PUBLIC`'s
-    /// `CONNECT` cannot cure: checked before [`grant_service_role`] changes
-    /// anything, so an unsafe role is refused untouched.
+    /// `CONNECT` (and `CREATE` on schema `public`, which servers before
+    /// PostgreSQL 15 grant to `PUBLIC`) cannot cure: checked before
+    /// [`grant_service_role`] changes anything, so an unsafe role is refused
+    /// untouched. A `CREATE` granted to the role by name is still refused,
+    /// as a direct grant.
     fn violations_before_grant(&self) -> Vec<RoleViolation> {
         self.violations()
             .into_iter()
-            .filter(|v| {
-                !matches!(
-                    v,
-                    RoleViolation::NotMemberOf { .. } | RoleViolation::PublicMayConnect { .. }
-                )
+            .filter(|v| match v {
+                RoleViolation::NotMemberOf { .. } | RoleViolation::PublicMayConnect { .. } => false,
+                RoleViolation::MayCreate { place } => place != PUBLIC_SCHEMA,
+                _ => true,
             })
             .collect()
     }
@@ -677,6 +682,18 @@ mod tests {
             ]
         );
         assert_eq!(f.violations_before_grant(), vec![]);
+        // PUBLIC's CREATE on schema public (before PostgreSQL 15) is revoked
+        // by the grant step; CREATE on the database is not.
+        f.may_create_in_public_schema = true;
+        assert_eq!(f.violations_before_grant(), vec![]);
+        f.may_create_in_database = true;
+        assert_eq!(
+            f.violations_before_grant(),
+            vec![RoleViolation::MayCreate {
+                place: "database \"genesis\"".into()
+            }]
+        );
+        f.may_create_in_database = false;
         f.bypassrls = true;
         assert_eq!(f.violations_before_grant(), vec![RoleViolation::BypassRls]);
     }
