@@ -18,7 +18,7 @@ pub const MAX_BOOTSTRAP_RESCAN_SECS: u64 = 86_400;
 /// Everything [`crate::run`] needs.
 #[derive(Clone, clap::Args, serde::Serialize)]
 pub struct ControlConfig {
-    /// PostgreSQL URL.
+    /// PostgreSQL URL; TLS as libpq reads it (`sslmode`, `sslrootcert`).
     #[arg(
         long,
         env = "GENESIS_DATABASE_URL",
@@ -35,6 +35,17 @@ pub struct ControlConfig {
     )]
     #[serde(serialize_with = "genesis_telemetry::config_file::redacted_url")]
     pub nats_url: String,
+    /// NATS credentials and TLS (`GENESIS_NATS_CREDS_FILE`,
+    /// `GENESIS_NATS_USER`/`GENESIS_NATS_PASSWORD`, `GENESIS_NATS_CA_FILE`,
+    /// `GENESIS_NATS_TLS_REQUIRED`), for the publisher and the registry.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub nats: genesis_net::NatsArgs,
+    /// TLS of the gRPC listener and the dashboard (`GENESIS_TLS_CERT_FILE`,
+    /// `GENESIS_TLS_KEY_FILE`, `GENESIS_TLS_RELOAD_SECS`).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub tls: genesis_net::ServerTlsArgs,
     /// JetStream stream the ticks are published to (created or updated here).
     #[arg(long, env = "GENESIS_STREAM", default_value = "GENESIS_TICKS")]
     pub stream: String,
@@ -156,8 +167,9 @@ pub struct ControlConfig {
     /// operator token's own expiry).
     #[arg(long, env = "GENESIS_DASHBOARD_SESSION_HOURS", default_value_t = 12)]
     pub dashboard_session_hours: u64,
-    /// Mark the session cookie `Secure` (set it when the dashboard is served
-    /// over HTTPS, e.g. behind an ingress that terminates TLS).
+    /// Mark the session cookie `Secure` though control serves the dashboard
+    /// plaintext (set it behind an ingress that terminates TLS). With
+    /// `GENESIS_TLS_CERT_FILE` the cookie is `Secure` whatever this says.
     #[arg(long, env = "GENESIS_DASHBOARD_SECURE_COOKIE", default_value_t = false, action = clap::ArgAction::Set)]
     pub dashboard_secure_cookie: bool,
     /// Admin calls per second per tenant (a platform token is its own key);
@@ -231,6 +243,8 @@ impl ControlConfig {
         ControlConfig {
             database_url: database_url.into(),
             nats_url: nats_url.into(),
+            nats: genesis_net::NatsArgs::default(),
+            tls: genesis_net::ServerTlsArgs::plaintext(),
             stream: "GENESIS_TICKS".into(),
             subject_prefix: "genesis.ticks".into(),
             consumer: "agent-pods".into(),
@@ -283,6 +297,12 @@ impl ControlConfig {
                 ))
             }),
         }
+    }
+
+    /// Whether the dashboard's session cookie carries `Secure`: always when
+    /// control serves the dashboard over TLS, else as configured.
+    pub fn dashboard_cookie_secure(&self) -> bool {
+        self.dashboard_secure_cookie || self.tls.enabled()
     }
 
     /// The tick lease TTL.
@@ -358,6 +378,12 @@ impl ControlConfig {
             return bad("GENESIS_LOG_FORMAT must be text or json");
         }
         self.dashboard_listen()?;
+        self.tls
+            .validate()
+            .map_err(|e| ControlError::Config(e.to_string()))?;
+        self.nats
+            .validate(&self.nats_url)
+            .map_err(|e| ControlError::Config(e.to_string()))?;
         if !(1..=24 * 30).contains(&self.dashboard_session_hours) {
             return bad("GENESIS_DASHBOARD_SESSION_HOURS must be between 1 and 720");
         }

@@ -80,6 +80,9 @@ enum TokenCommand {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Before any TLS client exists: the graph enables two rustls providers,
+    // and a library that takes the process default would panic.
+    genesis_net::install_default_provider();
     let cli: Cli = genesis_telemetry::config_file::parse();
     if cli.dump_config {
         print!("{}", cli.config.dump());
@@ -163,6 +166,9 @@ async fn command(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Serve => {
             cli.config.validate()?;
+            // The certificate files are read before the database is reached,
+            // so a bad one is the error an operator sees.
+            cli.config.tls.load(None)?;
             check_database_login(&cli.config.database_url, cli.config.allow_owner_login).await?;
             let grpc = tokio::net::TcpListener::bind(cli.config.grpc_addr).await?;
             let http = tokio::net::TcpListener::bind(cli.config.http_addr).await?;

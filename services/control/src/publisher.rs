@@ -42,6 +42,8 @@ pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 #[derive(Debug, Clone)]
 pub struct PublisherSettings {
     pub nats_url: String,
+    /// Credentials and TLS of the NATS connection.
+    pub nats: genesis_net::NatsArgs,
     pub stream: String,
     pub subject_prefix: String,
     pub consumer: String,
@@ -80,6 +82,7 @@ impl From<&ControlConfig> for PublisherSettings {
     fn from(c: &ControlConfig) -> Self {
         PublisherSettings {
             nats_url: c.nats_url.clone(),
+            nats: c.nats.clone(),
             stream: c.stream.clone(),
             subject_prefix: c.subject_prefix.clone(),
             consumer: c.consumer.clone(),
@@ -176,18 +179,14 @@ fn pull_config(s: &PublisherSettings, name: String, filter: String) -> consumer:
 /// Connect to NATS (failing fast when unreachable) and return a JetStream
 /// context whose publish acks time out after `ack_timeout`.
 pub async fn connect(s: &PublisherSettings) -> Result<jetstream::Context, ControlError> {
-    let client = async_nats::ConnectOptions::new()
-        .connection_timeout(Duration::from_secs(2))
-        .connect(s.nats_url.as_str())
+    // The URL may carry a password: the error holds it redacted.
+    let client = s
+        .nats
+        .connect(&s.nats_url, crate::server::SERVICE_NAME, |o| {
+            o.connection_timeout(Duration::from_secs(2))
+        })
         .await
-        .map_err(|e| {
-            // The URL may carry a password: never in an error.
-            ControlError::Nats(format!(
-                "connect {}: {}",
-                genesis_telemetry::config_file::redact_url(&s.nats_url),
-                genesis_telemetry::config_file::redact_urls_in(&e.to_string())
-            ))
-        })?;
+        .map_err(|e| ControlError::Nats(format!("connect: {e}")))?;
     let mut js = jetstream::new(client);
     js.set_timeout(s.ack_timeout);
     Ok(js)

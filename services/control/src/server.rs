@@ -170,6 +170,12 @@ pub async fn run(
     http: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), ControlError> {
+    // The certificate files are read before anything starts: a missing or
+    // mismatched one stops the process with its setting named.
+    let tls = config
+        .tls
+        .load(None)
+        .map_err(|e| ControlError::Config(e.to_string()))?;
     let state = state(config, shutdown.clone()).await?;
     genesis_telemetry::export_metrics(SERVICE_NAME, {
         let metrics = state.metrics.clone();
@@ -218,8 +224,23 @@ pub async fn run(
         .add_service(health_service)
         .add_service(limited!(reflection))
         .add_service(limited!(reflection_v1alpha));
+    if let Some(tls) = &tls {
+        tracing::info!(?tls, "gRPC and dashboard serve TLS");
+        tracker.spawn(
+            tls.clone()
+                .watch(state.config.tls.reload_every(), loops.clone()),
+        );
+    }
+    let tls_config = |alpn| {
+        tls.as_ref()
+            .map(|t| t.server_config(alpn))
+            .transpose()
+            .map_err(|e| ControlError::Config(e.to_string()))
+    };
+    let grpc_tls = tls_config(genesis_net::ALPN_GRPC)?;
+    let dashboard_tls = tls_config(genesis_net::ALPN_HTTP)?;
     let grpc_shutdown = shutdown.clone();
-    let grpc_server = tonic::transport::Server::builder()
+    let grpc_router = tonic::transport::Server::builder()
         // A peer out of failed authentications is refused before the auth
         // layer looks its token up.
         .layer(genesis_proto::peer_limit::FailedAuthLayer::new(
@@ -227,28 +248,52 @@ pub async fn run(
             crate::auth::is_open_path,
         ))
         .layer(AuthLayer::new(state.clone()))
-        .add_routes(builder.routes())
-        .serve_with_incoming_shutdown(
+        .add_routes(builder.routes());
+    let grpc_server: std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>> + Send>,
+    > = match grpc_tls {
+        Some(config) => Box::pin(grpc_router.serve_with_incoming_shutdown(
+            genesis_net::TlsListener::new(grpc, config)?.into_incoming(),
+            grpc_shutdown.cancelled_owned(),
+        )),
+        None => Box::pin(grpc_router.serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
-            async move { grpc_shutdown.cancelled().await },
-        );
+            grpc_shutdown.cancelled_owned(),
+        )),
+    };
 
     let http_shutdown = shutdown.clone();
     let http_server = axum::serve(http, crate::http::router(state.clone()))
         .with_graceful_shutdown(async move { http_shutdown.cancelled().await });
     if let Some(addr) = state.config.dashboard_listen()? {
         let listener = TcpListener::bind(addr).await?;
-        tracing::info!(addr = %listener.local_addr()?, "dashboard serving");
+        tracing::info!(addr = %listener.local_addr()?, tls = dashboard_tls.is_some(), "dashboard serving");
         let dash_shutdown = shutdown.clone();
-        let dash_state = state.clone();
+        let app = crate::dashboard::router(state.clone())
+            .into_make_service_with_connect_info::<std::net::SocketAddr>();
+        let served: std::pin::Pin<
+            Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>,
+        > = match dashboard_tls {
+            // `tap_io` (a no-op) is how axum hands a custom listener's peer
+            // address to `ConnectInfo`.
+            Some(config) => {
+                use axum::serve::ListenerExt as _;
+                use std::future::IntoFuture as _;
+                let tls_listener = genesis_net::TlsListener::new(listener, config)?;
+                Box::pin(
+                    axum::serve(tls_listener.tap_io(|_| {}), app)
+                        .with_graceful_shutdown(dash_shutdown.cancelled_owned())
+                        .into_future(),
+                )
+            }
+            None => Box::pin(
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(dash_shutdown.cancelled_owned())
+                    .into_future(),
+            ),
+        };
         tracker.spawn(async move {
-            let served = axum::serve(
-                listener,
-                crate::dashboard::router(dash_state)
-                    .into_make_service_with_connect_info::<std::net::SocketAddr>(),
-            )
-            .with_graceful_shutdown(async move { dash_shutdown.cancelled().await })
-            .await;
+            let served = served.await;
             if let Err(e) = served {
                 tracing::error!(error = %e, "dashboard server failed");
             }

@@ -370,7 +370,7 @@ async fn login(
             let max_age = (row.expires_at - chrono::Utc::now()).num_seconds().max(1);
             let cookie = format!(
                 "{SESSION_COOKIE}={secret}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{}",
-                if state.config.dashboard_secure_cookie {
+                if state.config.dashboard_cookie_secure() {
                     "; Secure"
                 } else {
                     ""

@@ -105,7 +105,9 @@ impl Lanes {
         genesis_lanes::install_crypto_provider();
         let registry = match tokio::time::timeout(
             NATS_CONNECT_TIMEOUT,
-            async_nats::connect(config.nats_url.as_str()),
+            config
+                .nats
+                .connect(&config.nats_url, crate::server::SERVICE_NAME, |o| o),
         )
         .await
         {
@@ -118,10 +120,8 @@ impl Lanes {
             )
             .await
             .map_err(|e| e.to_string()),
-            Ok(Err(e)) => Err(format!(
-                "NATS unreachable: {}",
-                genesis_telemetry::config_file::redact_urls_in(&e.to_string())
-            )),
+            // Redacted by genesis-net: the URL may carry a password.
+            Ok(Err(e)) => Err(format!("NATS unreachable: {e}")),
             Err(_) => Err("NATS did not answer in time".to_owned()),
         };
         if let Err(e) = &registry {
