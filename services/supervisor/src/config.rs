@@ -28,7 +28,7 @@ pub enum LogFormat {
     about = "The tick supervisor agent pods talk to (genesis.v1.AgentPod)"
 )]
 pub struct SupervisorConfig {
-    /// PostgreSQL URL.
+    /// PostgreSQL URL; TLS as libpq reads it (`sslmode`, `sslrootcert`).
     #[arg(
         long,
         env = "GENESIS_DATABASE_URL",
@@ -39,6 +39,19 @@ pub struct SupervisorConfig {
     /// gRPC listen address.
     #[arg(long, env = "GENESIS_GRPC_ADDR", default_value = "0.0.0.0:50052")]
     pub grpc_addr: SocketAddr,
+    /// TLS of the gRPC listener (`GENESIS_TLS_CERT_FILE`,
+    /// `GENESIS_TLS_KEY_FILE`, `GENESIS_TLS_RELOAD_SECS`).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub tls: genesis_net::ServerTlsArgs,
+    /// PEM CA that agent pods' client certificates must be signed by: when
+    /// set, a pod that presents no certificate, or one this CA did not
+    /// sign, is refused at the TLS handshake (mutual TLS; needs
+    /// GENESIS_TLS_CERT_FILE). Unset: no client certificate is asked for.
+    /// Read at start-up (a new CA needs a restart).
+    #[arg(long, env = genesis_net::server::CLIENT_CA_ENV)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_client_ca_file: Option<std::path::PathBuf>,
     /// HTTP listen address (`/healthz`, `/readyz`, `/metrics`).
     #[arg(long, env = "GENESIS_HTTP_ADDR", default_value = "0.0.0.0:9091")]
     pub http_addr: SocketAddr,
@@ -191,6 +204,17 @@ impl SupervisorConfig {
     /// The catalogue cache's budget in bytes.
     pub fn catalogue_cache_bytes(&self) -> usize {
         mebibytes(self.catalogue_cache_mb)
+    }
+
+    /// The server TLS these settings describe, its files read now (`None`:
+    /// plaintext). A half-given pair, a client CA without a certificate or
+    /// an unusable file is an error naming the setting.
+    pub fn server_tls(&self) -> Result<Option<genesis_net::ServerTls>, genesis_net::TlsError> {
+        let ca = self
+            .tls_client_ca_file
+            .as_ref()
+            .map(|p| genesis_net::SettingPath::new(genesis_net::server::CLIENT_CA_ENV, p));
+        self.tls.load(ca.as_ref())
     }
 
     /// The lease TTL.

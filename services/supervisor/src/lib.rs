@@ -175,7 +175,19 @@ pub async fn serve(
         config.auth_failures_per_minute,
         usize::try_from(config.auth_failure_peers).unwrap_or(usize::MAX),
     ));
-    let grpc = tonic::transport::Server::builder()
+    let tls = config.server_tls()?;
+    if let Some(tls) = &tls {
+        tracing::info!(?tls, "gRPC serves TLS");
+        tokio::spawn(
+            tls.clone()
+                .watch(config.tls.reload_every(), shutdown.child_token()),
+        );
+    }
+    let grpc_tls = tls
+        .as_ref()
+        .map(|t| t.server_config(genesis_net::ALPN_GRPC))
+        .transpose()?;
+    let grpc_router = tonic::transport::Server::builder()
         // A peer out of failed authentications is refused before the auth
         // layer looks its token up.
         .layer(genesis_proto::peer_limit::FailedAuthLayer::new(
@@ -202,11 +214,19 @@ pub async fn serve(
             AgentPodServer::new(service)
                 .max_decoding_message_size(MAX_REQUEST_BYTES)
                 .max_encoding_message_size(MAX_RESPONSE_BYTES),
-        )
-        .serve_with_incoming_shutdown(
+        );
+    let grpc: std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>> + Send>,
+    > = match grpc_tls {
+        Some(tls) => Box::pin(grpc_router.serve_with_incoming_shutdown(
+            genesis_net::TlsListener::new(grpc_listener, tls)?.into_incoming(),
+            grpc_shutdown.cancelled_owned(),
+        )),
+        None => Box::pin(grpc_router.serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
             grpc_shutdown.cancelled_owned(),
-        );
+        )),
+    };
     let http_shutdown = shutdown.clone();
     let http = axum::serve(http_listener, http::router(parts.store.clone(), metrics))
         .with_graceful_shutdown(http_shutdown.cancelled_owned())

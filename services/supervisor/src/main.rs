@@ -10,6 +10,9 @@ genesis_telemetry::global_allocator!();
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Before any TLS client exists: the graph enables two rustls providers,
+    // and a library that takes the process default would panic.
+    genesis_net::install_default_provider();
     let config: SupervisorConfig = genesis_telemetry::config_file::parse();
     if config.dump_config {
         println!("{}", config.dump());
@@ -29,6 +32,9 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(config: SupervisorConfig) -> anyhow::Result<()> {
+    // The certificate files are read before the database is reached, so a
+    // bad one is the error an operator sees.
+    config.server_tls()?;
     check_database_login(&config).await?;
     let grpc = tokio::net::TcpListener::bind(config.grpc_addr).await?;
     let http = tokio::net::TcpListener::bind(config.http_addr).await?;
