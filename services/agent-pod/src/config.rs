@@ -8,6 +8,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Env name of [`PodConfig::llm_connect_timeout_secs`].
+/// The extra CA for the supervisor's certificate.
+pub const SUPERVISOR_CA_ENV: &str = "GENESIS_SUPERVISOR_CA_FILE";
+/// The pod's client certificate for mutual TLS with the supervisor.
+pub const CLIENT_CERT_ENV: &str = "GENESIS_TLS_CLIENT_CERT_FILE";
+/// The private key of the pod's client certificate.
+pub const CLIENT_KEY_ENV: &str = "GENESIS_TLS_CLIENT_KEY_FILE";
 pub const LLM_CONNECT_TIMEOUT_ENV: &str = "GENESIS_LLM_CONNECT_TIMEOUT_SECS";
 /// Env name of [`PodConfig::llm_request_timeout_secs`].
 pub const LLM_REQUEST_TIMEOUT_ENV: &str = "GENESIS_LLM_REQUEST_TIMEOUT_SECS";
@@ -202,6 +208,12 @@ pub struct PodConfig {
     )]
     #[serde(serialize_with = "genesis_telemetry::config_file::redacted_url")]
     pub nats_url: String,
+    /// NATS credentials and TLS of the tick consumer
+    /// (`GENESIS_NATS_CREDS_FILE`, `GENESIS_NATS_USER`/`GENESIS_NATS_PASSWORD`,
+    /// `GENESIS_NATS_CA_FILE`, `GENESIS_NATS_TLS_REQUIRED`).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub nats: genesis_net::NatsArgs,
     /// JetStream stream the ticks are published to (created by control).
     #[arg(long, env = "GENESIS_STREAM", default_value = "GENESIS_TICKS")]
     pub stream: String,
@@ -216,6 +228,21 @@ pub struct PodConfig {
     )]
     #[serde(serialize_with = "genesis_telemetry::config_file::redacted_url")]
     pub supervisor_url: String,
+    /// Extra CA (PEM) trusted for the supervisor's certificate when
+    /// GENESIS_SUPERVISOR_URL is `https://`, beside the system roots.
+    #[arg(long, env = SUPERVISOR_CA_ENV)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supervisor_ca_file: Option<std::path::PathBuf>,
+    /// PEM client certificate this pod presents to an `https://`
+    /// supervisor that verifies clients (GENESIS_TLS_CLIENT_CA_FILE there);
+    /// with GENESIS_TLS_CLIENT_KEY_FILE.
+    #[arg(long, env = CLIENT_CERT_ENV)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_client_cert_file: Option<std::path::PathBuf>,
+    /// PEM private key of GENESIS_TLS_CLIENT_CERT_FILE.
+    #[arg(long, env = CLIENT_KEY_ENV)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_client_key_file: Option<std::path::PathBuf>,
     /// The agent-pod token (secret).
     #[arg(long, env = "GENESIS_AGENT_TOKEN", hide_env_values = true)]
     #[serde(
@@ -358,9 +385,13 @@ impl PodConfig {
     pub fn new(nats_url: &str, supervisor_url: &str, agent_token: &str) -> Self {
         PodConfig {
             nats_url: nats_url.into(),
+            nats: genesis_net::NatsArgs::default(),
             stream: "GENESIS_TICKS".into(),
             consumer: "agent-pods".into(),
             supervisor_url: supervisor_url.into(),
+            supervisor_ca_file: None,
+            tls_client_cert_file: None,
+            tls_client_key_file: None,
             agent_token: Some(agent_token.into()),
             concurrency: genesis_core::DEFAULT_POD_CONCURRENCY,
             tenant_concurrency: 0,
@@ -448,9 +479,42 @@ impl PodConfig {
         }
     }
 
+    /// How this pod reaches an `https://` supervisor: the system roots
+    /// plus GENESIS_SUPERVISOR_CA_FILE, and its client certificate. A key
+    /// without its certificate (or the reverse) is an error naming both.
+    pub fn supervisor_tls(&self) -> Result<genesis_net::ClientTls, genesis_net::TlsError> {
+        use genesis_net::SettingPath;
+        Ok(genesis_net::ClientTls {
+            ca: self
+                .supervisor_ca_file
+                .as_ref()
+                .map(|p| SettingPath::new(SUPERVISOR_CA_ENV, p)),
+            identity: genesis_net::ClientIdentity::pair(
+                self.tls_client_cert_file
+                    .as_ref()
+                    .map(|p| SettingPath::new(CLIENT_CERT_ENV, p)),
+                self.tls_client_key_file
+                    .as_ref()
+                    .map(|p| SettingPath::new(CLIENT_KEY_ENV, p)),
+            )?,
+        })
+    }
+
     /// Reject values `run` cannot work with, naming the setting.
     pub fn validate(&self) -> Result<(), crate::error::PodError> {
         use crate::error::PodError::Config;
+        let tls = self.supervisor_tls().map_err(|e| Config(e.to_string()))?;
+        if !self.supervisor_url.starts_with("https://") && tls != genesis_net::ClientTls::default()
+        {
+            return Err(Config(format!(
+                "{SUPERVISOR_CA_ENV}, {CLIENT_CERT_ENV} and {CLIENT_KEY_ENV} apply to an \
+                 https:// GENESIS_SUPERVISOR_URL only; it is {}",
+                genesis_telemetry::config_file::redact_url(&self.supervisor_url)
+            )));
+        }
+        self.nats
+            .validate(&self.nats_url)
+            .map_err(|e| Config(e.to_string()))?;
         if !(1..=genesis_core::MAX_POD_CONCURRENCY).contains(&self.concurrency) {
             return Err(Config(format!(
                 "GENESIS_POD_CONCURRENCY must be 1 to {}",

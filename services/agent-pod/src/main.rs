@@ -14,6 +14,9 @@ genesis_telemetry::global_allocator!();
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Before any TLS client exists: the graph enables two rustls providers,
+    // and a library that takes the process default would panic.
+    genesis_net::install_default_provider();
     let config: PodConfig = genesis_telemetry::config_file::parse();
     if config.dump_config {
         print!("{}", config.dump());

@@ -54,14 +54,32 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 impl Supervisor {
     /// A client for `url` authenticating with `token`. The connection is made
     /// on first use, so a pod can start before the supervisor is up; a bad URL
-    /// or token is refused here.
+    /// or token is refused here. An `https://` URL trusts the system roots.
     pub fn connect_lazy(url: &str, token: &str) -> Result<Self, PodError> {
+        Self::connect_lazy_with(url, token, &genesis_net::ClientTls::default())
+    }
+
+    /// [`Self::connect_lazy`] with what an `https://` URL trusts and the
+    /// client certificate it presents (`tls` is unused over `http://`).
+    /// Unreadable or mismatched files are refused here, naming the setting.
+    pub fn connect_lazy_with(
+        url: &str,
+        token: &str,
+        tls: &genesis_net::ClientTls,
+    ) -> Result<Self, PodError> {
         let auth = genesis_proto::auth::bearer_value(token)
             .map_err(|e| PodError::Config(format!("GENESIS_AGENT_TOKEN: {e}")))?;
-        let endpoint = Endpoint::from_shared(url.to_string())
-            .map_err(|e| PodError::Config(format!("GENESIS_SUPERVISOR_URL {url:?}: {e}")))?
+        let shown = genesis_telemetry::config_file::redact_url(url);
+        let mut endpoint = Endpoint::from_shared(url.to_string())
+            .map_err(|e| PodError::Config(format!("GENESIS_SUPERVISOR_URL {shown:?}: {e}")))?
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(CALL_TIMEOUT);
+        if url.starts_with("https://") {
+            let config = tls.tonic().map_err(|e| PodError::Config(e.to_string()))?;
+            endpoint = endpoint
+                .tls_config(config)
+                .map_err(|e| PodError::Config(format!("GENESIS_SUPERVISOR_URL {shown:?}: {e}")))?;
+        }
         let channel = endpoint.connect_lazy();
         Ok(Supervisor {
             client: AgentPodClient::with_interceptor(channel, BearerAuth(auth)),

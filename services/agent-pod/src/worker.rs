@@ -344,22 +344,28 @@ async fn sleep_or_cancel(delay: Duration, shutdown: &CancellationToken) -> bool 
     }
 }
 
-async fn connect_nats(url: &str, shutdown: &CancellationToken) -> Option<async_nats::Client> {
+async fn connect_nats(
+    url: &str,
+    nats: &genesis_net::NatsArgs,
+    shutdown: &CancellationToken,
+) -> Result<Option<async_nats::Client>, genesis_net::NatsError> {
     let mut backoff = Backoff::reconnect();
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return None,
-            r = async_nats::connect(url) => match r {
-                Ok(c) => return Some(c),
-                Err(e) => tracing::warn!(
-                    error = %e,
-                    url = %genesis_telemetry::config_file::redact_url(url),
-                    "NATS connect failed; retrying"
-                ),
+            _ = shutdown.cancelled() => return Ok(None),
+            // The error names the URL redacted (it may carry a password).
+            r = nats.connect(url, crate::SERVICE_NAME, |o| o) => match r {
+                Ok(c) => return Ok(Some(c)),
+                // A refusal may pass (the server restarting); a bad setting
+                // or file never does.
+                Err(e @ genesis_net::NatsError::Connect { .. }) => {
+                    tracing::warn!(error = %e, "NATS connect failed; retrying");
+                }
+                Err(e) => return Err(e),
             }
         }
         if !sleep_or_cancel(backoff.next_delay(), shutdown).await {
-            return None;
+            return Ok(None);
         }
     }
 }
@@ -406,7 +412,10 @@ pub async fn run_with(
 ) -> anyhow::Result<()> {
     config.validate()?;
     let token = config.agent_token.clone().unwrap_or_default();
-    let supervisor = Supervisor::connect_lazy(&config.supervisor_url, &token)?;
+    let tls = config
+        .supervisor_tls()
+        .map_err(|e| PodError::Config(e.to_string()))?;
+    let supervisor = Supervisor::connect_lazy_with(&config.supervisor_url, &token, &tls)?;
     let invoker = Invoker::new(
         FallbackInvoker::new(deps.provider_factory.clone())
             .with_max_retry_wait(config.llm_max_retry_wait())
@@ -517,7 +526,7 @@ async fn pull_loop(
     nats_cell: &Arc<OnceLock<async_nats::Client>>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let Some(client) = connect_nats(&config.nats_url, shutdown).await else {
+    let Some(client) = connect_nats(&config.nats_url, &config.nats, shutdown).await? else {
         return Ok(());
     };
     let _ = nats_cell.set(client.clone());
