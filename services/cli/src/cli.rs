@@ -14,7 +14,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "genesisctl", version, about, propagate_version = true)]
 pub struct Cli {
-    /// The control service's gRPC endpoint.
+    /// The control service's gRPC endpoint: `http://HOST:PORT`, or
+    /// `https://HOST:PORT` for TLS (the system roots, plus --ca-file).
     #[arg(
         long,
         global = true,
@@ -22,6 +23,10 @@ pub struct Cli {
         default_value = "http://127.0.0.1:50051"
     )]
     pub endpoint: String,
+    /// Extra CA (PEM) trusted for control's certificate when --endpoint is
+    /// `https://`, beside the system roots (for a private CA).
+    #[arg(long, global = true, env = "GENESIS_CA_FILE", value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
     /// Operator token (`gen_...`), sent as `authorization: Bearer`.
     #[arg(long, global = true, env = "GENESIS_TOKEN", hide_env_values = true)]
     pub token: Option<String>,

@@ -6,6 +6,7 @@
 //! This module must never log, print or embed the token in an error, and
 //! never retry a call: an operator's command runs once.
 
+use std::path::Path;
 use std::time::Duration;
 
 use genesis_proto::auth::{AUTHORIZATION, bearer_value};
@@ -49,20 +50,40 @@ pub struct Connection {
     timeout: Duration,
 }
 
-/// Checks `--endpoint` and builds the tonic endpoint. Only `http://` is
-/// accepted: this build carries no TLS stack, and silently downgrading an
-/// `https://` endpoint would send the token in clear.
-pub fn endpoint(url: &str, timeout: Duration) -> Result<Endpoint, CliError> {
-    if !url.starts_with("http://") {
-        let hint = if url.starts_with("https://") {
-            "https is not supported by this build (terminate TLS in front of control or use http://)"
-        } else {
-            "expected http://HOST:PORT"
-        };
-        return Err(CliError::usage(format!("--endpoint {url:?}: {hint}")));
+/// Checks `--endpoint` and builds the tonic endpoint: `http://`, or
+/// `https://` trusting the system roots plus `ca_file` (`--ca-file`). A CA
+/// file with an `http://` endpoint is refused rather than ignored, so an
+/// operator who meant TLS never sends the token in clear.
+pub fn endpoint(
+    url: &str,
+    timeout: Duration,
+    ca_file: Option<&Path>,
+) -> Result<Endpoint, CliError> {
+    let tls = url.starts_with("https://");
+    if !tls && !url.starts_with("http://") {
+        return Err(CliError::usage(format!(
+            "--endpoint {url:?}: expected http://HOST:PORT or https://HOST:PORT"
+        )));
     }
-    Endpoint::from_shared(url.to_owned())
+    if !tls && ca_file.is_some() {
+        return Err(CliError::usage(format!(
+            "--ca-file applies to an https:// --endpoint; {url:?} is plaintext"
+        )));
+    }
+    let endpoint = Endpoint::from_shared(url.to_owned())
         .map(|e| e.connect_timeout(timeout).tcp_nodelay(true))
+        .map_err(|e| CliError::usage(format!("--endpoint {url:?}: {}", error_chain(&e))))?;
+    if !tls {
+        return Ok(endpoint);
+    }
+    let config = genesis_net::ClientTls {
+        ca: ca_file.map(|p| genesis_net::SettingPath::new("--ca-file", p)),
+        identity: None,
+    }
+    .tonic()
+    .map_err(CliError::usage)?;
+    endpoint
+        .tls_config(config)
         .map_err(|e| CliError::usage(format!("--endpoint {url:?}: {}", error_chain(&e))))
 }
 
@@ -82,16 +103,31 @@ impl Connection {
     /// Connects now, so an unreachable endpoint is reported as such (exit 1,
     /// `cannot reach control at <endpoint>: <cause>`) rather than as the
     /// first RPC's UNAVAILABLE.
-    pub async fn open(url: &str, token: Option<&str>, timeout: Duration) -> Result<Self, CliError> {
+    /// A TLS failure (an untrusted certificate, a plaintext server) is
+    /// reported as such.
+    pub async fn open(
+        url: &str,
+        token: Option<&str>,
+        timeout: Duration,
+        ca_file: Option<&Path>,
+    ) -> Result<Self, CliError> {
         let bearer = bearer(token)?;
-        let channel =
-            endpoint(url, timeout)?
-                .connect()
-                .await
-                .map_err(|e| CliError::Unreachable {
-                    endpoint: url.to_owned(),
-                    detail: error_chain(&e),
-                })?;
+        let channel = endpoint(url, timeout, ca_file)?
+            .connect()
+            .await
+            .map_err(|e| {
+                if genesis_net::is_tls_failure(&e) {
+                    CliError::Tls {
+                        endpoint: url.to_owned(),
+                        detail: error_chain(&e),
+                    }
+                } else {
+                    CliError::Unreachable {
+                        endpoint: url.to_owned(),
+                        detail: error_chain(&e),
+                    }
+                }
+            })?;
         Ok(Connection {
             channel,
             bearer,
@@ -150,15 +186,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn endpoints_must_be_plain_http() {
+    fn endpoints_are_http_or_https_and_a_ca_file_needs_https() {
         let d = Duration::from_secs(1);
-        assert!(endpoint("http://127.0.0.1:50051", d).is_ok());
-        let err = endpoint("https://control:443", d).expect_err("no TLS");
-        assert!(err.to_string().contains("https is not supported"), "{err}");
-        assert_eq!(err.exit_code(), crate::error::EXIT_USAGE);
-        let err = endpoint("127.0.0.1:50051", d).expect_err("no scheme");
+        assert!(endpoint("http://127.0.0.1:50051", d, None).is_ok());
+        assert!(endpoint("https://control:443", d, None).is_ok());
+        let err = endpoint("127.0.0.1:50051", d, None).expect_err("no scheme");
         assert!(
-            err.to_string().contains("expected http://HOST:PORT"),
+            err.to_string()
+                .contains("expected http://HOST:PORT or https://HOST:PORT"),
+            "{err}"
+        );
+        assert_eq!(err.exit_code(), crate::error::EXIT_USAGE);
+        let ca = Path::new("/nonexistent/ca.pem");
+        let err = endpoint("http://127.0.0.1:50051", d, Some(ca)).expect_err("CA over http");
+        assert!(
+            err.to_string()
+                .contains("--ca-file applies to an https:// --endpoint"),
+            "{err}"
+        );
+        let err = endpoint("https://control:443", d, Some(ca)).expect_err("unreadable CA");
+        assert_eq!(err.exit_code(), crate::error::EXIT_USAGE);
+        assert!(
+            err.to_string()
+                .starts_with("--ca-file /nonexistent/ca.pem: cannot read it:"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let not_pem = dir.path().join("ca.pem");
+        std::fs::write(&not_pem, "hello").expect("write");
+        let err = endpoint("https://control:443", d, Some(&not_pem)).expect_err("not PEM");
+        assert!(
+            err.to_string()
+                .ends_with("ca.pem: holds no PEM CERTIFICATE block"),
             "{err}"
         );
     }

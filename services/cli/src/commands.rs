@@ -53,6 +53,7 @@ impl<'a> Ctx<'a> {
                 &self.cli.endpoint,
                 self.cli.token.as_deref(),
                 self.cli.timeout,
+                self.cli.ca_file.as_deref(),
             )
             .await?;
             self.conn = Some(conn);

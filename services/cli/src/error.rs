@@ -33,6 +33,15 @@ pub enum CliError {
         /// The transport error chain, joined with `: `.
         detail: String,
     },
+    /// The TLS handshake with the endpoint failed: its certificate is not
+    /// trusted (see `--ca-file`) or it does not speak TLS.
+    #[error("TLS handshake with control at {endpoint} failed: {detail}")]
+    Tls {
+        /// The endpoint as given by `--endpoint`.
+        endpoint: String,
+        /// The transport error chain, joined with `: `.
+        detail: String,
+    },
     /// The Windows lane answered an in-band pool error (the RPC itself
     /// succeeded; the pool refused the verb).
     #[error("{code}: {message}")]
