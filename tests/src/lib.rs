@@ -9,6 +9,7 @@
 //! own database and its own stream, and kills only its own children. It
 //! must never fake a service: what a binary lacks, a test reports and skips.
 
+pub mod certs;
 pub mod reflection;
 
 use std::collections::BTreeMap;
@@ -517,6 +518,13 @@ pub struct FleetOptions {
     /// (`GENESIS_TICKS`, `genesis.ticks`, `agent-pods`) instead of per-run
     /// ones. Only with a private `nats_url`: the shared server is shared.
     pub chart_default_names: bool,
+    /// Env for one kind of child only: `(name prefix, key, value)`, the
+    /// prefix `control`, `supervisor` or `agent-pod`; applied after all
+    /// other env (the TLS tests give each service its own files).
+    pub process_env: Vec<(String, String, String)>,
+    /// Pods reach the supervisor at `https://` (its certificate given in
+    /// `process_env`).
+    pub supervisor_https: bool,
 }
 
 impl FleetOptions {
@@ -531,6 +539,26 @@ impl FleetOptions {
             nats_url: None,
             extra_env: Vec::new(),
             chart_default_names: false,
+            process_env: Vec::new(),
+            supervisor_https: false,
+        }
+    }
+
+    /// The `process_env` entries of the child named `name`.
+    fn env_of(&self, name: &str) -> impl Iterator<Item = (String, String)> + '_ {
+        let name = name.to_owned();
+        self.process_env
+            .iter()
+            .filter(move |(prefix, _, _)| name.starts_with(prefix.as_str()))
+            .map(|(_, k, v)| (k.clone(), v.clone()))
+    }
+
+    /// The scheme pods reach the supervisor with.
+    fn supervisor_scheme(&self) -> &'static str {
+        if self.supervisor_https {
+            "https"
+        } else {
+            "http"
         }
     }
 }
@@ -875,6 +903,7 @@ impl Fleet {
             }
             env.push(("GENESIS_HTTP_ADDR".into(), http.to_string()));
             env.extend(extra);
+            env.extend(options.env_of(name));
             Ok(Proc {
                 name: name.to_owned(),
                 args,
@@ -958,7 +987,7 @@ impl Fleet {
                 vec![
                     (
                         "GENESIS_SUPERVISOR_URL".into(),
-                        format!("http://{supervisor_grpc}"),
+                        format!("{}://{supervisor_grpc}", options.supervisor_scheme()),
                     ),
                     ("GENESIS_AGENT_TOKEN".into(), fleet.pod_token.clone()),
                 ],
@@ -1019,9 +1048,14 @@ impl Fleet {
         env.push(("GENESIS_HTTP_ADDR".into(), http.to_string()));
         env.push((
             "GENESIS_SUPERVISOR_URL".into(),
-            format!("http://{}", self.supervisor_grpc),
+            format!(
+                "{}://{}",
+                self.options.supervisor_scheme(),
+                self.supervisor_grpc
+            ),
         ));
         env.push(("GENESIS_AGENT_TOKEN".into(), self.pod_token.clone()));
+        env.extend(self.options.env_of("agent-pod"));
         self.pods.push(Proc {
             name: format!("agent-pod-{i}"),
             args: vec![],
