@@ -179,6 +179,42 @@ async fn genesisctl_and_the_dashboard_reach_control_over_tls_with_a_test_ca() ->
             "sign-in {}: cookie {cookie:?}",
             signed_in.status()
         );
+        // Signing out clears it with a Secure cookie too.
+        let session = cookie.split(';').next().unwrap_or_default().to_owned();
+        let agents = browser
+            .get(format!("{dash}/agents"))
+            .header(reqwest::header::COOKIE, &session)
+            .send()
+            .await?
+            .text()
+            .await?;
+        let csrf = agents
+            .split("name=\"csrf\" value=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .with_context(|| format!("no CSRF field on /agents: {agents}"))?
+            .to_owned();
+        let signed_out = browser
+            .post(format!("{dash}/logout"))
+            .header(reqwest::header::COOKIE, &session)
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(format!("csrf={csrf}"))
+            .send()
+            .await?;
+        let cleared = signed_out
+            .headers()
+            .get(reqwest::header::SET_COOKIE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        ensure!(
+            cleared.contains("Max-Age=0") && cleared.contains("; Secure"),
+            "sign-out {}: cookie {cleared:?}",
+            signed_out.status()
+        );
 
         // Renewal: replaced files reach new connections without a restart.
         let seen = presented_certificate(fleet.control_grpc, &ca_file, None, ALPN_H2).await?;

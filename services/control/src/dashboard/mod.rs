@@ -419,9 +419,15 @@ async fn logout(
         tracing::error!(error = %e, "dashboard sign-out failed");
     }
     let mut resp = Redirect::to("/login").into_response();
+    // The clearing cookie carries the same attributes as the one it
+    // replaces (a browser may ignore a non-Secure overwrite of a Secure one).
     resp.headers_mut().insert(
         header::SET_COOKIE,
-        HeaderValue::from_static("genesis_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+        HeaderValue::from_static(if state.config.dashboard_cookie_secure() {
+            "genesis_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0; Secure"
+        } else {
+            "genesis_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
+        }),
     );
     resp
 }
