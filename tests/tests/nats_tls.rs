@@ -3,7 +3,9 @@
 //! use): a private `nats-server` requiring TLS (a test CA's certificate) and
 //! a user and password. The right options connect; missing or wrong
 //! credentials, a missing CA, TLS required of a plaintext server and bad
-//! files fail with a precise error that never holds the password.
+//! files fail with a precise error that never holds the password. And a
+//! whole fleet (control's publisher and registry, the pods' consumer) on
+//! such a server, its password in no log line.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -29,7 +31,8 @@ impl Drop for Server {
 }
 
 /// A `nats-server` on a free port requiring TLS with `cert`/`key` and the
-/// user `genesis` with [`PASSWORD`]; `None` when the binary is absent.
+/// user `genesis` with [`PASSWORD`] (JetStream on, stored under `dir`);
+/// `None` when the binary is absent.
 async fn start(dir: &Path, cert: &Path, key: &Path) -> anyhow::Result<Option<Server>> {
     if Command::new("nats-server")
         .arg("--version")
@@ -43,8 +46,10 @@ async fn start(dir: &Path, cert: &Path, key: &Path) -> anyhow::Result<Option<Ser
     std::fs::write(
         &conf,
         format!(
-            "listen: {addr}\ntls {{\n  cert_file: {:?}\n  key_file: {:?}\n}}\n\
+            "listen: {addr}\njetstream {{\n  store_dir: {:?}\n}}\n\
+             tls {{\n  cert_file: {:?}\n  key_file: {:?}\n}}\n\
              authorization {{\n  user: genesis\n  password: {PASSWORD:?}\n}}\n",
+            dir.join("jetstream").display().to_string(),
             cert.display().to_string(),
             key.display().to_string(),
         ),
@@ -212,4 +217,52 @@ async fn tls_required_refuses_a_plaintext_server() -> anyhow::Result<()> {
     ensure!(err.contains("TLS"), "{err}");
     connect(&NatsArgs::default(), &url).await?;
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_runs_on_nats_with_tls_and_a_password_that_no_log_line_holds() -> anyhow::Result<()>
+{
+    if let Some(why) = genesis_e2e::binaries_missing() {
+        println!("skipped: {why}");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let ca = TestCa::new("nats test CA")?;
+    let ca_file = ca.write(dir.path(), "ca")?;
+    let (cert, key) = ca.server("nats")?.write(dir.path(), "nats")?;
+    let Some(server) = start(dir.path(), &cert, &key).await? else {
+        println!("skipped: nats-server is not installed");
+        return Ok(());
+    };
+    genesis_e2e::bounded(Duration::from_secs(120), async {
+        let mut opts = genesis_e2e::FleetOptions::new("nats-tls-fleet", 1);
+        opts.nats_url = Some(format!("tls://{}", server.addr));
+        opts.extra_env.extend([
+            ("GENESIS_NATS_USER".to_owned(), "genesis".to_owned()),
+            ("GENESIS_NATS_PASSWORD".to_owned(), PASSWORD.to_owned()),
+            (
+                "GENESIS_NATS_CA_FILE".to_owned(),
+                ca_file.display().to_string(),
+            ),
+            ("GENESIS_NATS_TLS_REQUIRED".to_owned(), "true".to_owned()),
+            ("RUST_LOG".to_owned(), "debug".to_owned()),
+        ]);
+        let fleet = genesis_e2e::Fleet::start(opts).await?;
+        // The greeting needs the outbox to publish and a pod to consume.
+        let tenant = fleet.create_tenant("nats-tls-acme").await?;
+        let soa = fleet.wait_soa(&tenant, Duration::from_secs(45)).await?;
+        fleet
+            .wait_decision(&soa, 0, "Initialized", Duration::from_secs(45))
+            .await?;
+        for process in ["control", "supervisor", "agent-pod-0"] {
+            let log = fleet.log_tail(process, 100_000);
+            ensure!(!log.is_empty(), "{process} logged nothing");
+            ensure!(
+                !log.contains(PASSWORD),
+                "{process} logged the NATS password"
+            );
+        }
+        Ok(())
+    })
+    .await
 }
