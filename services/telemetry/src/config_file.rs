@@ -4,7 +4,7 @@
 //! flag, the later winning. The file's keys are the flag names without the
 //! leading `--` (`lease-ttl-secs = 60`; `lease_ttl_secs` is read the same)
 //! or their environment variables (`GENESIS_LEASE_TTL_SECS = 60`), so the
-//! `--help` of each bin and the README's tables both list the keys.
+//! `--help` of each bin and docs/configuration.md's tables both list the keys.
 //!
 //! How: each value of the file becomes the default of its clap argument,
 //! which clap already ranks below env and flags, so there is one precedence
