@@ -104,7 +104,7 @@ async fn the_services_refuse_the_owner_login_and_migrate_refuses_an_unsafe_role(
             // A BYPASSRLS role: refused, named, nothing granted.
             let bypass = "genesis_e2e_bypassrls";
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DO $$ BEGIN CREATE ROLE {bypass} LOGIN BYPASSRLS;
+                "DO $$ BEGIN CREATE ROLE {bypass} NOLOGIN BYPASSRLS;
                  EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
             )))
             .execute(&admin)

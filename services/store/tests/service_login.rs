@@ -354,7 +354,7 @@ async fn an_unsafe_role_fails_the_migrate_step_naming_the_violation_and_gains_no
     }
     // A BYPASSRLS role.
     let bypass = "genesis_store_test_bypassrls";
-    ensure_role(&pool, bypass, "LOGIN BYPASSRLS").await?;
+    ensure_role(&pool, bypass, "NOLOGIN BYPASSRLS").await?;
     let err = roles::grant_service_role(&owner_url, bypass)
         .await
         .unwrap_err();
