@@ -4,13 +4,13 @@
 # with 10 SOA instances each, then pgbench running one tick per script
 # (enqueue an ExternalSignalReceived, claim it, the call attempt, the
 # completion) as genesis_app, so row-level security applies as in the fleet.
-# From migration 0085 on, the claim is genesis_claim_and_read, as the
+# Once the schema has it, the claim is genesis_claim_and_read, as the
 # supervisor sends it: the claim plus the bundle read (ledger tail after the
 # turn the supervisor already holds, missions, escalations, credit; the
 # catalogue left out as current), so the bundle read is timed as well.
 # Prints ticks/s and each function's own time per tick (track_functions), so
 # two schemas can be compared function by function without the noise of the
-# whole fleet (BENCHMARKS.md 0o, 0q). The script also remembers each
+# whole fleet. The script also remembers each
 # instance's last turn in its own table (one small UPDATE per tick), which
 # counts in ticks/s but in no function's time.
 #   scripts/bench-tick-sql.sh             every migration: the completion writes its attempt (0093)

@@ -10,7 +10,7 @@
 # pg_notify made a no-op (shadowed by a public function through search_path),
 # and with synchronous_commit off. The last is a bound only: ticks keep
 # synchronous commits.
-#   scripts/txn-shape.sh [SECONDS_PER_ROW]      (default 12; BENCHMARKS.md 0e)
+#   scripts/txn-shape.sh [SECONDS_PER_ROW]      (default 12)
 # It ends by checking that the counts add up (every enqueued event consumed by
 # exactly one ledger turn, no failed transaction) and exits 1 when they do not;
 # scripts/test.sh runs it with 1 second per row for that check alone.

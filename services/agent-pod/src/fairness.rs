@@ -100,7 +100,7 @@ pub const TENANT_BUSY_GROWTH: u32 = 16;
 ///
 /// A tenant with more due events than its share of the fleet keeps the rest
 /// at the consumer's ack-pending limit, each coming back every `base`: in a
-/// backlog of one tenant (BENCHMARKS.md 0u) four pods handed back about
+/// backlog of one tenant four pods handed back about
 /// 3,460 messages a second while 16 slots ran ticks, and letting the delay
 /// grow cut the broker's CPU by 41 % and the pods' by 28 %. A message that
 /// has come back many times has many ahead of it; it waits longer, while

@@ -36,7 +36,7 @@ async fn main() -> anyhow::Result<()> {
     // spawns and the NATS connection's task. Run by `block_on` on the main
     // thread it woke that thread for every message and handed each tick
     // across threads; with the one worker a cluster gives the pod, that is
-    // a context switch per hop (BENCHMARKS.md 0r).
+    // a context switch per hop.
     let result = match tokio::spawn(run_with(config, deps, shutdown)).await {
         Ok(result) => result,
         Err(e) => Err(anyhow::anyhow!("the pod's main task ended abnormally: {e}")),

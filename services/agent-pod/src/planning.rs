@@ -54,7 +54,7 @@ const MAX_HELD_SCHEMAS: usize = 256;
 /// The pod's parsed tool schemas, by tool name. Every bundle carries each
 /// advertised tool's schema as JSON text, the same text tick after tick, so
 /// each text is parsed once and the value shared by every later tick's
-/// request (BENCHMARKS.md 0q). A tool whose text changes (a new supervisor
+/// request. A tool whose text changes (a new supervisor
 /// release) is parsed again and replaces its entry.
 #[derive(Debug, Default)]
 pub struct ToolSchemas {

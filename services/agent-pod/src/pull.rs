@@ -5,9 +5,8 @@
 //!
 //! A fetch of the client library subscribes to a new inbox, sends its
 //! request and unsubscribes when its answer ends: a SUB and an UNSUB for
-//! every request, and under load a request goes out for about every tick
-//! (BENCHMARKS.md 0v). Here the inbox is subscribed once per pod; the
-//! requests are the same (`no_wait`, the expiry), one at a time.
+//! every request, and under load a request goes out for about every tick.
+//! Here the inbox is subscribed once per pod; the requests are the same (`no_wait`, the expiry), one at a time.
 //!
 //! This module must never have more than one request outstanding that it
 //! is still reading, never ack, NAK or otherwise settle a message (the

@@ -468,8 +468,8 @@ const FETCH_EXPIRES: Duration = Duration::from_secs(2);
 /// pending that other waiting fetches are owed (408 "Requests Pending"), for
 /// instance while the consumer's ack-pending limit holds them back. Fetching
 /// again at once every time spun a core for as long as that lasted
-/// (BENCHMARKS.md 0s: 43 s of CPU in a 60 s idle window, across four pods);
-/// pausing up to 50 ms still cost four pods 0.82 s in such a window (0t).
+/// (43 s of CPU in a 60 s idle window, across four pods); pausing up to
+/// 50 ms still cost four pods 0.82 s in such a window.
 /// A longer pause delays no message: such an answer means another fetch is
 /// waiting at the server, and what becomes deliverable goes to it first.
 const EMPTY_FETCH_PAUSE_MAX: Duration = Duration::from_secs(1);
@@ -478,8 +478,8 @@ const EMPTY_FETCH_PAUSE_MAX: Duration = Duration::from_secs(1);
 /// the loop pauses between them. Under load such answers come in short
 /// runs, and the next fetch soon finds messages for the pod's free slots:
 /// pausing from the second answer on left slots idle and cost 10 % of the
-/// ticks at two to four pods, and pausing after 50 ms of a run still 6 %
-/// (BENCHMARKS.md 0t). A run this long means the messages are held back,
+/// ticks at two to four pods, and pausing after 50 ms of a run still 6 %.
+/// A run this long means the messages are held back,
 /// not on their way; it is spent once per run, not once per pause.
 const EMPTY_FETCH_SPIN: Duration = Duration::from_millis(500);
 

@@ -4,7 +4,7 @@
 //! churn (PostgreSQL's default); a server configured with `autovacuum = off`
 //! (a CI machine's, say) lets every window run on the dead row versions and
 //! the stale statistics of the windows before it, which is not what a user
-//! of the fleet would see (BENCHMARKS.md 0v). A full run therefore turns
+//! of the fleet would see. A full run therefore turns
 //! the server's autovacuum on when it is off and puts the setting back as
 //! it found it; the workers' CPU is counted with the server's
 //! (`procs::sample`). `--autovacuum-as-is` and the quick mode leave the

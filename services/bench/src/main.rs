@@ -270,7 +270,7 @@ async fn start_fleet(quick: bool) -> anyhow::Result<Fleet> {
     // cluster gives them: the chart limits each container to one CPU and
     // the runtime sizes itself from the cgroup's quota. On this bare machine
     // each would start one per core and wake the others for work a single
-    // thread does (BENCHMARKS.md 0q).
+    // thread does.
     options
         .extra_env
         .push(("TOKIO_WORKER_THREADS".into(), threads.to_string()));

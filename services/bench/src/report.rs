@@ -275,8 +275,8 @@ pub fn parse_tps(out: &str) -> Option<f64> {
 }
 
 /// EXPLAIN (ANALYZE, BUFFERS) of claim's due-event stamp, the outbox
-/// select, complete's guarded instance update (migration 0095), complete's
-/// heartbeat check, complete's next turn number (migration 0091) and the
+/// select, complete's guarded instance update, complete's heartbeat check,
+/// complete's next turn number and the
 /// bootstrap re-scan's census
 /// (the one statement an idle control repeats per re-scan), each under the role and tenant
 /// the services use (so row-level security is in the plan), rolled back.
@@ -780,8 +780,8 @@ pub fn cost_markdown(c: &CostFigures) -> String {
 /// due events in batches of `GENESIS_OUTBOX_BATCH` and holds at
 /// `GENESIS_OUTBOX_MAX_PENDING` without reading further, and the pods fetch no
 /// more messages than their free slots, so nothing in any service grows with
-/// the backlog: the measured growth at 1,000,000 events is under 1 MiB
-/// (BENCHMARKS.md §9). Holding even a 64-byte record per due event would take
+/// the backlog: the measured growth at 1,000,000 events is under 1 MiB.
+/// Holding even a 64-byte record per due event would take
 /// 61 MiB at that size, so 64 MiB tells a bounded service from one that
 /// loads the backlog, with room for allocator noise on any machine.
 pub const BACKLOG_RSS_GROWTH_BOUND_KIB: u64 = 64 * 1024;

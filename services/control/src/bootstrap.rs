@@ -27,7 +27,7 @@ use crate::error::ControlError;
 use crate::notices::{Notice, NoticeStream};
 use crate::state::AppState;
 
-/// The channel migration 0040 notifies on tenant insert and gate changes.
+/// The channel a tenant insert or a gate change notifies.
 pub const TENANTS_CHANNEL: &str = "genesis_tenants";
 
 /// First key of every advisory lock control takes ("GENS").

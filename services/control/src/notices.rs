@@ -7,7 +7,7 @@
 //! whatever channel it names; the backend then reads the notice and drops
 //! it when its connection does not listen on that channel. Every enqueue
 //! and every turn notifies, so each LISTEN connection of the database costs
-//! every tick's commits a backend wake-up (BENCHMARKS.md 0r). Control held
+//! every tick's commits a backend wake-up. Control held
 //! three, one per loop; it now holds this one.
 //!
 //! This module owns that connection: it listens on every channel, listens

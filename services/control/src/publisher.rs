@@ -493,8 +493,7 @@ pub async fn run_publisher(
             }
             // The notices already received name events this round reads:
             // a transaction that enqueues n events sends n notices at once,
-            // and read one at a time they ran n rounds, n − 1 of them empty
-            // (BENCHMARKS.md 0n).
+            // and read one at a time they ran n rounds, n − 1 of them empty.
             notices.drain();
             state.metrics.add_round();
             match publish_batch(&state.store, &js, &s, &state.metrics).await {

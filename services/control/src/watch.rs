@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 /// The channel `CompleteTick` notifies when a turn commits.
 pub const TURNS_CHANNEL: &str = "genesis_turns";
-/// The channel a new `agent_messages` row notifies (migration 0040).
+/// The channel a new `agent_messages` row notifies.
 pub const MESSAGES_CHANNEL: &str = "genesis_messages";
 
 /// What happened.

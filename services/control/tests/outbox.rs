@@ -527,7 +527,7 @@ fn cut((port, server_port): (i32, i32)) -> bool {
 
 /// PostgreSQL wakes every listening backend of a database on every NOTIFY,
 /// whatever its channel, and every tick notifies twice: control follows all
-/// four of its channels on one connection (BENCHMARKS.md 0r).
+/// four of its channels on one connection.
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn control_follows_every_channel_on_one_listen_connection(
     pool: PgPool,

@@ -12,8 +12,7 @@ use crate::error::CoreError;
 /// Ticks one agent pod runs at once unless `GENESIS_POD_CONCURRENCY` says
 /// otherwise. Ticks wait on the LLM far longer than they compute, and the
 /// supervisor runs concurrent claims, call records and completions as one
-/// statement, so more in flight per pod is cheaper per tick (BENCHMARKS.md
-/// 0e, 0f). One tenant's default share of it stays the spec's
+/// statement, so more in flight per pod is cheaper per tick. One tenant's default share of it stays the spec's
 /// `MaxConcurrentInstancesPerTenant` default of 4.
 pub const DEFAULT_POD_CONCURRENCY: usize = 16;
 

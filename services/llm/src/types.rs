@@ -81,7 +81,7 @@ pub struct ToolSpec {
     /// What the tool does, shown to the model.
     pub description: String,
     /// JSON schema of the arguments object. Shared, not copied: the same
-    /// schema goes into every turn's request of every tick (BENCHMARKS.md 0q).
+    /// schema goes into every turn's request of every tick.
     pub parameters: Arc<serde_json::Value>,
 }
 

@@ -2,10 +2,10 @@
 //! server functions (the claim, the call-attempt record, the optimistic
 //! completion) that arrive while an earlier batch of their queue is in the
 //! database are run together as ONE statement, so they share one round
-//! trip, one snapshot and one commit (BENCHMARKS.md 0e: the per-transaction
-//! cost was about half of a tick's database work). By default the three
+//! trip, one snapshot and one commit (the per-transaction cost was about
+//! half of a tick's database work). By default the three
 //! functions share one queue, so one statement may carry claims, records
-//! and completions of different instances (BENCHMARKS.md 0f); each call
+//! and completions of different instances; each call
 //! runs its own function through a `CASE` on its name.
 //!
 //! Each call keeps its own answer: the functions answer refusals as JSON,

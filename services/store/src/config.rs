@@ -1,7 +1,7 @@
 //! `system_configs`: the DB-first configuration layer (spec §3.6). Reads
 //! resolve tenant-scoped over global over none. A tenant row also holds the
-//! platform's value for the tenant (migration 0122), which only a platform
-//! write sets: [`Config::set`] is the platform's write, [`Config::set_by_tenant`]
+//! platform's value for the tenant, which only a platform write sets:
+//! [`Config::set`] is the platform's write, [`Config::set_by_tenant`]
 //! a tenant operator's. Must never cache: a write takes effect on the very
 //! next read (the next tick).
 
@@ -18,7 +18,7 @@ use crate::store::Store;
 pub const MAX_CONFIG_VALUE_BYTES: usize = 16 * 1024;
 
 /// The prefix under which `genesis_effective_configs` returns the
-/// platform's value of a key beside its effective value (migration 0122).
+/// platform's value of a key beside its effective value.
 pub const PLATFORM_PREFIX: &str = "@platform:";
 
 /// A tenant's configuration as every reader gets it: each key's effective

@@ -31,7 +31,7 @@ pub struct EventRow {
     pub created_at: DateTime<Utc>,
     pub attention_request_id: Option<Uuid>,
     /// How many times the event was re-armed after its instance was
-    /// resumed (migration 0076); part of the outbox message id.
+    /// resumed; part of the outbox message id.
     #[serde(default)]
     pub publish_epoch: i32,
 }
@@ -286,8 +286,8 @@ impl OutboxBatch {
     /// The statement is planned afresh on every call (not kept prepared):
     /// a generic plan made while the queue was a few pages long is a
     /// sequential scan, and a kept statement would go on scanning the whole
-    /// queue after it grew, until the table's next ANALYZE (BENCHMARKS.md
-    /// 0f: 5.5 s of a 50 s run). A plan with the batch's ids is a primary
+    /// queue after it grew, until the table's next ANALYZE (it once took
+    /// 5.5 s of a 50 s run). A plan with the batch's ids is a primary
     /// key lookup at every size.
     pub async fn mark_published(mut self, event_ids: &[Uuid]) -> Result<u64, StoreError> {
         let done =

@@ -226,8 +226,8 @@ pub struct RecordContext {
     /// name: the candidates [`choose_pricing`] picks from.
     #[serde(default)]
     pub prices: Vec<PricingRow>,
-    /// The catalogue epoch the price was read at (migration 0084: a price
-    /// write raises it), so a price is held only while it is current.
+    /// The catalogue epoch the price was read at (a price write raises
+    /// it), so a price is held only while it is current.
     #[serde(default)]
     pub catalogue_epoch: i64,
 }
@@ -667,10 +667,10 @@ impl Llm<'_> {
         }
     }
 
-    /// What RecordCallAttempt prices an attempt with (migration 0078's
-    /// `genesis_record_context`, one round trip): the instance's type, the
+    /// What RecordCallAttempt prices an attempt with
+    /// (`genesis_record_context`, one round trip): the instance's type, the
     /// DB-first configuration and the price of the served model, else of
-    /// the requested one, with the catalogue epoch of that read (0084).
+    /// the requested one, with the catalogue epoch of that read.
     /// `NotFound` when the instance is not the tenant's.
     pub async fn record_context(
         &self,
@@ -774,15 +774,15 @@ pub(crate) async fn replace_prompt_overlay_in(
 }
 
 /// An attempt that is priced and ready to write: what CompleteTick carries
-/// for its episode's last call (migration 0093).
+/// for its episode's last call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PricedAttempt {
     pub attempt: NewCallAttempt,
     pub credit: CreditDraw,
 }
 
-/// An attempt checked and shaped as `genesis_write_call_attempt` reads it
-/// (migration 0093), for RecordCallAttempt and for the completion that
+/// An attempt checked and shaped as `genesis_write_call_attempt` reads it,
+/// for RecordCallAttempt and for the completion that
 /// writes its attempts itself. Refuses what the tables would (an unknown
 /// outcome, negative usage, a bad amount) before anything is sent, and
 /// keeps the first 4 KiB of an error message.
@@ -835,7 +835,7 @@ pub(crate) fn attempt_object(
     }))
 }
 
-/// RecordCallAttempt's server function (migration 0093's guarded write), batched
+/// RecordCallAttempt's guarded server function, batched
 /// ([`crate::batch`]): tenant, instance, session and [`attempt_object`].
 const RECORD_CALL_ATTEMPT: crate::batch::Call = crate::batch::Call {
     name: "record_call_attempt",

@@ -72,7 +72,7 @@ impl Store {
 /// invocation record or not at all). Refuses a blank body or one over
 /// [`MAX_MESSAGE_BYTES`] (`InvalidArgument`, nothing written); an unknown
 /// instance is refused by the database (`NotFound`). Never enqueues an
-/// event: the insert trigger of migration 0040 notifies `genesis_messages`.
+/// event: the table's insert trigger notifies `genesis_messages`.
 pub async fn append_in(
     conn: &mut sqlx::PgConnection,
     tenant_id: Uuid,
@@ -140,8 +140,7 @@ impl Messages<'_> {
     /// including the message `upto` when given (the one the tick answers,
     /// so a reply never runs ahead of its question; an id that is not this
     /// instance's message bounds nothing). One autocommit round trip
-    /// (migration 0099's `genesis_read_chat_tail`, which sets the tenant
-    /// itself).
+    /// (`genesis_read_chat_tail`, which sets the tenant itself).
     pub async fn chat_tail(
         &self,
         tenant_id: Uuid,

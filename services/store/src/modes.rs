@@ -1,5 +1,5 @@
 //! The mode catalogue (`agent_modes`: platform rows, and the tenant's
-//! overrides of them, migration 0100), the operator's edit of a catalogue
+//! overrides of them), the operator's edit of a catalogue
 //! mode, and THE one chokepoint that writes `agent_instances.active_mode`:
 //! [`Modes::set_active_mode`], which validates against the agent type's own
 //! catalogue and appends the `agent_mode_change_events` audit row in the
@@ -372,8 +372,8 @@ pub(crate) async fn set_active_mode_in(
         }
         .into());
     }
-    // The chokepoint's mark for this instance, which the guard trigger of
-    // migration 0089 requires of any service-role change to active_mode;
+    // The chokepoint's mark for this instance, which the `agent_instances`
+    // guard trigger requires of any service-role change to active_mode;
     // cleared right after the write, so nothing later in the caller's
     // transaction rides on it. The chokepoint is not on the tick path.
     sqlx::query("SELECT set_config('genesis.mode_chokepoint', $1::text, true)")

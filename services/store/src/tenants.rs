@@ -43,7 +43,7 @@ impl Tenant {
 
 /// The statement of [`Tenants::census`] (public so the benchmark can show
 /// its plan). `'Soa'` is `AgentType::Soa`'s stored name, the predicate of
-/// the partial index `agent_instances_soa` (migration 0090), which the
+/// the partial index `agent_instances_soa`, which the
 /// subquery reads.
 pub const CENSUS_SQL: &str = "SELECT t.id, t.status, t.standing_agents_enabled,
         (SELECT i.id FROM agent_instances i

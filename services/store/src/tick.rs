@@ -2,8 +2,8 @@
 //! lease, dequeue, dead-letter, heartbeat seed), lease renewal, the single
 //! passivation write of complete (session guard, idle detection, STUCK
 //! guard, ledger turn, consume, exactly-one heartbeat, release, notify) and
-//! Reset. Each runs as one transaction on the server-side functions of
-//! migration 0002; the rules applied are computed here in Rust from the
+//! Reset. Each runs as one transaction on the server-side `genesis_*` tick
+//! functions; the rules applied are computed here in Rust from the
 //! genesis-core options. Must never write anything when the session guard
 //! fails, and never let a second writer touch phase / next tick / counters.
 
@@ -106,7 +106,7 @@ pub struct TickCompletion {
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
     /// The episode's last call attempts, priced, written in the turn's own
-    /// transaction (migration 0093); the turn then links their snapshot in
+    /// transaction; the turn then links their snapshot in
     /// place of `llm_call_snapshot_id` and the usage fields above.
     pub call_attempts: Vec<crate::llm::PricedAttempt>,
 }
@@ -156,7 +156,7 @@ pub struct CompletedTurn {
     pub prior_read: PriorRead,
 }
 
-/// Where a completion's counters came from (migration 0082).
+/// Where a completion's counters came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PriorRead {
     /// The caller's unlocked read still held under the row lock: the turn
@@ -522,7 +522,7 @@ struct RawClaim {
     event: Option<EventRow>,
     heartbeat: Option<EventRow>,
     dead_lettered: Option<u32>,
-    /// Migration 0085: the bundle read made with the claim.
+    /// The bundle read made with the claim (`genesis_claim_and_read`).
     bundle: Option<serde_json::Value>,
 }
 
@@ -600,7 +600,7 @@ const CLAIM_TICK: Call = Call {
                              (a->>3)::bigint * interval '1 millisecond', (a->>4)::integer)",
 };
 
-/// The claim and its bundle read (migration 0085), batched: the claim's
+/// The claim and its bundle read, batched: the claim's
 /// arguments, then the read's in [`bind_ask`]'s order.
 const CLAIM_AND_READ: Call = Call {
     name: "claim_and_read",
@@ -610,7 +610,7 @@ const CLAIM_AND_READ: Call = Call {
                                  (a->>8)::timestamptz, (a->>9)::bigint, (a->>10)::uuid, (a->>11)::bigint)",
 };
 
-/// The optimistic completion (migrations 0082, 0093), batched: tenant,
+/// The optimistic completion with its attempts, batched: tenant,
 /// instance, session, the turn's parameters, the expected prior and the
 /// attempts to write (JSON null for none).
 const APPLY_COMPLETE: Call = Call {
@@ -708,7 +708,7 @@ impl Store {
     }
 
     /// [`Store::claim_tick`], and with `ask` the claim's bundle read in the
-    /// same round trip (migration 0085's `genesis_claim_and_read`): the raw
+    /// same round trip (`genesis_claim_and_read`): the raw
     /// JSON of [`Store::read_tick_bundle`], present only when an instance of
     /// `ask.agent_type` was claimed. The caller still checks that the
     /// claimed instance yields `ask.sites`. Never for a Compliance instance,
@@ -759,7 +759,7 @@ impl Store {
     }
 
     /// The claim's bundle read (DESIGN §4 claim step 4) as the raw JSON of
-    /// migration 0083's `genesis_read_bundle`: one autocommit round trip
+    /// `genesis_read_bundle`: one autocommit round trip
     /// (the function sets the tenant itself). `ask.known` names the newest
     /// ledger turn the caller already holds (number, id): when it still
     /// exists, `ledger` carries only the later turns and `ledger_after` is
@@ -804,8 +804,8 @@ impl Store {
         Ok((raw, Some(corpus)))
     }
 
-    /// What CompleteTick reads before the mapper runs (migration 0078's
-    /// `genesis_complete_context`, one autocommit round trip).
+    /// What CompleteTick reads before the mapper runs
+    /// (`genesis_complete_context`, one autocommit round trip).
     pub async fn complete_context(
         &self,
         tenant_id: Uuid,
@@ -875,16 +875,16 @@ impl Store {
             .await
     }
 
-    /// [`Store::complete_tick`] in one autocommit statement (migration
-    /// 0082) when `expect` is given: the turn is computed from it, read
-    /// earlier without a lock, and the database writes it only if the
-    /// locked instance and event still hold those values. If they do not
+    /// [`Store::complete_tick`] in one autocommit statement when `expect`
+    /// is given: the turn is computed from it, read earlier without a lock,
+    /// and the database writes it only if the locked instance and event
+    /// still hold those values. If they do not
     /// (`stale_prior`), nothing was written and the locked path runs
     /// instead, so a stale read costs a second attempt, never a wrong
     /// counter. `None` takes the locked path at once.
     ///
     /// The completion's `call_attempts` are written with the turn, after
-    /// its session guard (migration 0093). A completion refused while the
+    /// its session guard. A completion refused while the
     /// session still holds its lease (a bad completion, an event it did
     /// not claim) records them alone, as RecordCallAttempt would, so a call
     /// made under the lease is always paid for.

@@ -2,7 +2,7 @@
 //! path does not look its caller's token up in PostgreSQL on every RPC (an
 //! agent-pod tick makes three). Owns only positive answers: a token row the
 //! database returned, kept for at most the configured TTL and forgotten the
-//! moment any `api_tokens` row changes (migration 0079 notifies
+//! moment any `api_tokens` row changes (a trigger notifies
 //! `genesis_api_tokens` on every UPDATE, DELETE and TRUNCATE). Must never
 //! keep an answer while it is not listening: without a live LISTEN
 //! connection every lookup goes to the database, so a revocation is never
@@ -21,7 +21,7 @@ use crate::error::StoreError;
 use crate::store::Store;
 use crate::tokens::ApiToken;
 
-/// The channel migration 0079's trigger notifies.
+/// The channel the `api_tokens` change trigger notifies.
 pub const TOKENS_CHANNEL: &str = "genesis_api_tokens";
 
 /// Most tokens kept at once; past it the memory is emptied and refilled

@@ -20,7 +20,7 @@ pub struct ApiToken {
     pub tenant_id: Option<Uuid>,
     pub scope: TokenScope,
     /// The tenants an agent-pod token may act for (empty: every tenant);
-    /// always empty for an operator token (migration 0121).
+    /// always empty for an operator token.
     #[serde(deserialize_with = "pod_tenants")]
     pub pod_tenants: PodTenants,
     pub token_sha256: String,

@@ -47,7 +47,7 @@ pub struct NewToolInvocation {
 /// completed or taken over before the caller's transaction ends. An expired
 /// lease is not held even while no other session has claimed the instance
 /// yet: the claim's boundary (`lease_expires_at < now()` is free) and
-/// RecordCallAttempt's (migration 0120) are the same. An unknown instance is
+/// RecordCallAttempt's are the same. An unknown instance is
 /// `NotFound`.
 pub async fn lease_held_in(
     conn: &mut sqlx::PgConnection,

@@ -1,9 +1,9 @@
-//! Migration 0083 against the real PostgreSQL: every committed write to a
+//! The catalogue epoch on the real PostgreSQL: every committed write to a
 //! catalogue table (agent_modes, llm_presets, llm_site_bindings,
 //! system_configs) raises the catalogue epoch, a rolled-back one does not,
 //! the service roles cannot set it, and the bundle read leaves the
-//! catalogue out exactly when the caller names the current epoch. Migration
-//! 0084 adds llm_pricing to the tables that raise it.
+//! catalogue out exactly when the caller names the current epoch. A write
+//! to llm_pricing raises it too.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 
@@ -223,7 +223,7 @@ async fn a_held_catalogue_never_outlives_a_concurrent_committed_write(
     Ok(())
 }
 
-/// Migration 0084: a committed price write raises the epoch (a rolled-back
+/// A committed price write raises the epoch (a rolled-back
 /// one does not), and the attempt context read returns the price with the
 /// epoch it was read at, so a held price is never used past a write.
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
@@ -272,10 +272,10 @@ async fn a_price_write_raises_the_epoch_the_attempt_context_reports(
     Ok(())
 }
 
-/// Migration 0086: two transactions that each write two catalogue rows do
+/// Two transactions that each write two catalogue rows do
 /// not deadlock. The first raises the epoch with a preset, the second then
 /// binds a site, and the first binds the same site: with the epoch taken
-/// after a statement's rows (0083) the second held the binding while
+/// after a statement's rows the second held the binding while
 /// waiting for the epoch and the first waited for the binding, and
 /// PostgreSQL failed one of them. Taken before, the second waits for the
 /// epoch before it writes, and both commit in order.

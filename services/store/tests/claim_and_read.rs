@@ -1,8 +1,8 @@
-//! Migration 0085 against the real PostgreSQL: `genesis_claim_and_read`
-//! claims exactly as `genesis_claim_tick` does and adds the bundle read
-//! only when it claimed an instance of the asked type; the read it adds is
-//! the one `genesis_read_bundle` makes, and racing claimers still see
-//! exactly one winner, the only one with a bundle.
+//! `genesis_claim_and_read` against the real PostgreSQL: it claims exactly as
+//! `genesis_claim_tick` does and adds the bundle read only when it claimed an
+//! instance of the asked type; the read it adds is the one
+//! `genesis_read_bundle` makes, and racing claimers still see exactly one
+//! winner, the only one with a bundle.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 

@@ -1,13 +1,12 @@
-//! CompleteTick in one statement (migration 0082) against the real
-//! PostgreSQL: an unlocked read of the counters that still holds writes the
-//! turn at once; a stale one writes nothing itself and the locked read
-//! decides; every refusal writes nothing; racing completions of one claim
-//! write one turn and pay for its last attempt once; the previous
-//! release's four-argument write still works;
-//! the episode's last call attempts are written with the turn, exactly
-//! once, and a completion refused under a held lease still pays for them
-//! (migration 0093); a heartbeat enqueued while the completion waits for
-//! the instance row is the next tick it keeps (migration 0095).
+//! CompleteTick in one statement against the real PostgreSQL: an unlocked
+//! read of the counters that still holds writes the turn at once; a stale
+//! one writes nothing itself and the locked read decides; every refusal
+//! writes nothing; racing completions of one claim write one turn and pay
+//! for its last attempt once; the previous release's four-argument write
+//! still works; the episode's last call attempts are written with the turn,
+//! exactly once, and a completion refused under a held lease still pays for
+//! them; a heartbeat enqueued while the completion waits for the instance
+//! row is the next tick it keeps.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 
@@ -622,7 +621,7 @@ async fn the_previous_release_nineteen_argument_record_still_records(
 }
 
 /// The completion's instance update waits for the row lock while another
-/// transaction enqueues a heartbeat and commits (migration 0095): the
+/// transaction enqueues a heartbeat and commits: the
 /// heartbeat the completion keeps is that one, and next_tick_at names it,
 /// not the next tick the completion would have scheduled on its own.
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]

@@ -1,10 +1,9 @@
-//! Migration 0122 against the real PostgreSQL: a tenant row holds the
-//! tenant's value and the platform's value for the tenant apart. The
+//! Platform values in tenant rows on the real PostgreSQL: a tenant row holds
+//! the tenant's value and the platform's value for the tenant apart. The
 //! platform's write sets both, a tenant operator's write its own only, and
-//! every reader (`genesis_effective_configs`) returns the effective values
-//! with the platform's beside them; a stored key that imitates the
-//! platform's prefix is read as neither, and a global row can hold no
-//! platform value.
+//! every reader (`genesis_effective_configs`) returns the effective values with
+//! the platform's beside them; a stored key that imitates the platform's prefix
+//! is read as neither, and a global row can hold no platform value.
 
 #![allow(clippy::unwrap_used)]
 

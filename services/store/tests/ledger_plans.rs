@@ -1,5 +1,5 @@
 //! The ledger's reads of one instance stay one range of one index under
-//! row-level security (migration 0091). Every tenant read carries the
+//! row-level security. Every tenant read carries the
 //! policy's `tenant_id = …` beside its `instance_id = …`; with the old key
 //! on `(instance_id, turn_number)` PostgreSQL answered them with a BitmapAnd
 //! over the instance's and the whole tenant's entries, a cost that grew with

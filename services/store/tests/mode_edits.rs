@@ -1,4 +1,4 @@
-//! A tenant's edit of its mode catalogue (migration 0100) on the real
+//! A tenant's edit of its mode catalogue on the real
 //! PostgreSQL: the first edit copies the platform mode into the tenant's
 //! override and changes only that, with a `catalogue` audit row of what
 //! changed old→new and a raised catalogue epoch, so the bundle read of that

@@ -1,8 +1,8 @@
-//! Migration 0099 against the real PostgreSQL: the seeded `agent_modes`
-//! rows agree with genesis-core's in-code seed mode by mode (description,
-//! prompt fragment, budget override; the toolset left to the seed), and
-//! the chat tail a reply is planned with is the newest messages of the
-//! instance, both directions, in order, each bounded.
+//! Mode prompts and the chat tail on the real PostgreSQL: the seeded
+//! `agent_modes` rows agree with genesis-core's in-code seed mode by mode
+//! (description, prompt fragment, budget override; the toolset left to the
+//! seed), and the chat tail a reply is planned with is the newest messages of
+//! the instance, both directions, in order, each bounded.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 

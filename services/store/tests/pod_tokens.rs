@@ -1,4 +1,4 @@
-//! Agent-pod tokens scoped to tenants (migration 0121) against the real
+//! Agent-pod tokens scoped to tenants against the real
 //! PostgreSQL: the set is stored sorted and unique, read back by every
 //! lookup and listing, refused on an operator token and when it names an
 //! unknown tenant (which is named, and nothing is written), and a change to

@@ -33,7 +33,7 @@ fn decision(instance: Uuid) -> NewAttentionRequest {
 }
 
 /// DESIGN §5.7 held by the database: a service-role UPDATE that changes
-/// `active_mode` without the chokepoint is refused (migration 0089), so no
+/// `active_mode` without the chokepoint is refused, so no
 /// code path can change a mode and skip the audit row.
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_mode_write_past_the_chokepoint_is_refused_for_both_service_roles(
@@ -274,7 +274,7 @@ async fn concurrent_enqueues_to_one_instance_get_distinct_increasing_sequence_nu
     Ok(())
 }
 
-/// Migration 0094: an enqueue with nothing to deduplicate takes the row lock
+/// An enqueue with nothing to deduplicate takes the row lock
 /// with its sequence update, a heartbeat enqueue locks first to look for a
 /// pending one. Racing together on one instance they still get distinct,
 /// gap-free sequence numbers, and one heartbeat is pending at the end; an

@@ -1,4 +1,4 @@
-//! Migration 0087 against the real PostgreSQL: the direct tenant foreign
+//! Implied tenant keys on the real PostgreSQL: the direct tenant foreign
 //! keys that a composite key already implies are gone, and no tenant row is
 //! less guarded for it. Every `tenant_id` column still reaches `tenants(id)`
 //! through foreign keys whose other columns are NOT NULL. A row naming a tenant that does not exist,

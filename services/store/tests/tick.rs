@@ -999,7 +999,7 @@ async fn resuming_an_instance_re_arms_the_events_published_while_it_was_paused(
 /// A claim that runs late in a statement begun before an event was enqueued
 /// (a shared batch statement, or one that waited for the instance's row
 /// lock) still finds that event due: due is judged by the clock once the
-/// lease is held, not by the statement's start (migration 0088). Judged by
+/// lease is held, not by the statement's start. Judged by
 /// `now()`, the claim answered `nothing_due`, the pod acked the wake-up, and
 /// the event waited for the next heartbeat.
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]

@@ -1,11 +1,10 @@
-//! Migration 0092 against the real PostgreSQL: the value lists of the
-//! tick's hot rows (event kind, instance status and type, call outcome) are
-//! domains holding the lists genesis-core and the store check (the
-//! store's `ATTEMPT_OUTCOMES` for outcomes), no table CHECK re-reads them on
-//! every update, and a value outside a list is still refused as an invalid
-//! argument that writes nothing. Migration 0097 does the same for the
-//! range and shape checks of the call records, the credit window and the
-//! event's publish epoch.
+//! Value domains on the real PostgreSQL: the value lists of the tick's hot rows
+//! (event kind, instance status and type, call outcome) are domains holding the
+//! lists genesis-core and the store check (the store's `ATTEMPT_OUTCOMES` for
+//! outcomes), no table CHECK re-reads them on every update, and a value outside
+//! a list is still refused as an invalid argument that writes nothing. The same
+//! holds for the range and shape checks of the call records, the credit window
+//! and the event's publish epoch.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 
@@ -228,8 +227,8 @@ async fn a_value_outside_a_domain_is_an_invalid_argument_that_writes_nothing(
     Ok(())
 }
 
-/// Migration 0097: (table, column, domain, the domain's one check, added
-/// NOT VALID as the header of 0097 says).
+/// The range and shape domains: (table, column, domain, the domain's one
+/// check, added NOT VALID: the table checks it replaced checked the rows).
 const RANGE_DOMAINS: [(&str, &str, &str, &str); 13] = [
     (
         "llm_call_snapshots",

@@ -3,10 +3,10 @@
 //! open-items roster, the mode catalogue rows, the site bindings of the
 //! policy site's chain, the presets the type's modes name and the week's
 //! credit spend — read in ONE autocommit call of `genesis_read_bundle`
-//! (migrations 0081 and 0083: one round trip, only the ledger turns not
-//! already held by [`LedgerTailCache`], and the catalogue only when the one
-//! held by [`CatalogueCache`] is no longer current; for an instance claimed
-//! before, in the claim's own round trip, migration 0085, with the type and
+//! (one round trip, only the ledger turns not already held by
+//! [`LedgerTailCache`], and the catalogue only when the one held by
+//! [`CatalogueCache`] is no longer current; for an instance claimed before,
+//! in the claim's own round trip (`genesis_claim_and_read`), with the type and
 //! site chain [`ClaimKinds`] held from its last claim), plus, for a Compliance instance, the
 //! cold-sweep corpus discovery (spec §3.4 step 8) in one tenant transaction
 //! with it; for an event that answers the operator, the chat tail
@@ -83,7 +83,9 @@ pub struct BundleRead {
     pub missions: Vec<RosterMission>,
     pub escalations: Vec<RosterEscalation>,
     pub credit_spent: Option<f64>,
-    /// The catalogue epoch the database read at (migration 0083).
+    /// The catalogue epoch the database read at: every write to a catalogue
+    /// table raises it in its own transaction, so an equal epoch means the
+    /// held catalogue is current.
     #[serde(default)]
     pub catalogue_epoch: i64,
     /// The modes, bindings, presets and configuration in force: as sent,
@@ -117,8 +119,8 @@ pub struct ClaimKind {
 }
 
 /// The [`ClaimKind`] of each instance claimed before, so its next claim
-/// asks for the bundle in the same round trip (migration 0085). Never
-/// trusted: the claim compares it with what the claimed instance yields
+/// asks for the bundle in the same round trip (`genesis_claim_and_read`).
+/// Never trusted: the claim compares it with what the claimed instance yields
 /// and reads the bundle again when they differ. A budget of 0 holds
 /// nothing (every claim is two round trips).
 #[derive(Debug)]
@@ -305,8 +307,8 @@ pub fn settle_bundle(
 /// second, nearly all heartbeats and signals that never look at the
 /// chat), so joining `agent_messages` into them would cost every tick for
 /// the few that answer an operator, whose rate is an operator's typing
-/// rate. The read is one autocommit round trip (migration 0099's
-/// `genesis_read_chat_tail` sets the tenant itself) over the
+/// rate. The read is one autocommit round trip (`genesis_read_chat_tail`
+/// sets the tenant itself) over the
 /// `(instance_id, created_at)` index, and bounds each body in SQL so a long
 /// message never crosses the wire whole. Carrying the tail in the event
 /// payload at enqueue time was rejected: it would be stale (the agent's

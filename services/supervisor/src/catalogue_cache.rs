@@ -1,7 +1,7 @@
 //! The supervisor's memory of the bundle's catalogue (the type's mode rows,
 //! the site bindings with their presets, the presets the modes name, and
-//! the effective configuration), so a claim is sent it only when it changed
-//! (migration 0083). Owns the byte budget (`GENESIS_CATALOGUE_CACHE_MB`) and
+//! the effective configuration), so a claim is sent it only when it
+//! changed. Owns the byte budget (`GENESIS_CATALOGUE_CACHE_MB`) and
 //! the rule deciding which catalogue a claim uses. Must never be the source
 //! of truth: every claim names the epoch of the catalogue held, and the
 //! database, which raises the epoch in every transaction that writes a
@@ -45,8 +45,8 @@ pub type Held = (i64, Arc<Catalogue>);
 type Key = (Uuid, AgentType, Vec<String>);
 
 /// Why a bundle's catalogue could not be settled: a database answer that
-/// breaks migration 0083's contract; the claim fails rather than hand a pod
-/// a catalogue of unknown age.
+/// breaks `genesis_read_bundle`'s contract; the claim fails rather than
+/// hand a pod a catalogue of unknown age.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogueError {
     #[error("bundle left the catalogue out for epoch {epoch}, which this claim did not hold")]

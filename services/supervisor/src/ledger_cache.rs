@@ -1,5 +1,5 @@
 //! The supervisor's memory of each instance's last ledger tail, so a claim
-//! reads from the database only the turns written since (migration 0081).
+//! reads from the database only the turns written since the newest held.
 //! Owns the byte budget (`GENESIS_LEDGER_CACHE_MB`, least recently used
 //! out first) and the rule joining a held tail to the turns read after it.
 //! Must never be the source of truth: every claim still asks the database,
@@ -57,8 +57,8 @@ impl CacheOutcome {
 }
 
 /// Why a bundle's ledger could not be joined to what was held. Each is a
-/// database answer that breaks migration 0081's contract; the claim fails
-/// rather than hand a pod a wrong history.
+/// database answer that breaks `genesis_read_bundle`'s contract; the claim
+/// fails rather than hand a pod a wrong history.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MergeError {
     #[error("bundle ledger_after {after} names no turn this claim held")]

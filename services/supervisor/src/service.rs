@@ -1231,8 +1231,8 @@ impl AgentPodService {
             .memos
             .recall(session, tenant_id, instance_id, Some(event_id));
         // The episode's last attempts, priced here and written by the
-        // completion with its turn, after its session guard (migration
-        // 0093): a lost lease writes none of them.
+        // completion with its turn, after its session guard: a lost lease
+        // writes none of them.
         let mut call_attempts = Vec::with_capacity(pending.len());
         for attempt in pending {
             call_attempts.push(
@@ -1273,8 +1273,7 @@ impl AgentPodService {
         }
         let event_kind = known_kind.unwrap_or(AgentEventKind::AgentTick);
         // The counters as the claim or this read saw them: the store writes
-        // the turn in one statement while they still hold under the lock
-        // (migration 0082).
+        // the turn in one statement while they still hold under the lock.
         let expect = known_kind
             .zip(prior)
             .map(|(event_kind, counters)| ExpectedPrior {
@@ -1509,7 +1508,7 @@ impl TurnContext {
     /// served, the configuration of the claim's catalogue, the counters and
     /// event kind the turn write compares under the lock. It names no
     /// snapshot: a named one is read (`turn_context`), and pending attempts
-    /// are written, and linked, by the completion itself (migration 0093).
+    /// are written, and linked, by the completion itself.
     fn remembered(m: &TickMemo) -> Self {
         Self {
             known_kind: Some(m.event_kind),

@@ -4,14 +4,14 @@
 //! CompleteTick and the call attempts it carries need no context read
 //! (`genesis_complete_context`, `genesis_record_context`) when this same
 //! supervisor took the claim. Also holds model prices for one catalogue
-//! epoch (migration 0084), so an attempt of a tick claimed at that epoch is
+//! epoch (a price write raises it), so an attempt of a tick claimed at it is
 //! priced without a read.
 //!
 //! Owns the byte budget of ticks in flight and the rules saying when a
 //! memo or a held price applies. Must never be trusted for what a write
 //! decides: the session guard refuses a lost lease, and the turn write
-//! compares the counters and event kind under the row lock (migration
-//! 0082). A memo only spares reading again what the claim already read.
+//! compares the counters and event kind under the row lock. A memo only
+//! spares reading again what the claim already read.
 //! A tick runs under the configuration, mode and prices it was claimed
 //! with; a change committed meanwhile is in force from the next claim.
 

@@ -2090,7 +2090,7 @@ async fn ledger_cache_counter(h: &Harness, outcome: &str) -> u64 {
     outcome_counter(h, "ledger_cache", outcome).await
 }
 
-/// Migration 0083 with the supervisor's held catalogues: the first claim
+/// The catalogue epoch with the supervisor's held catalogues: the first claim
 /// reads the catalogue, later ones are not sent it, and an admin write to
 /// any catalogue table (a tenant's configuration, the global mode rows) is
 /// in force from the very next claim.
@@ -2159,7 +2159,7 @@ async fn with_the_catalogue_cache_off_every_claim_reads_the_catalogue(pool: PgPo
     assert_eq!(outcome_counter(&h, "catalogue_cache", "hit").await, 0);
 }
 
-/// Migration 0082 through the gRPC surface: the supervisor's completion
+/// Through the gRPC surface, the supervisor's completion
 /// reads the counters with its context read and every turn is written in
 /// one statement (none falls back to the lock), numbered without a gap.
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
@@ -2186,7 +2186,7 @@ async fn completions_write_their_turn_in_one_statement(pool: PgPool) {
     assert_eq!(lease, None, "every completion released the lease");
 }
 
-/// Migration 0081 with the supervisor's held tails: after the first claim
+/// The supervisor's held ledger tails: after the first claim
 /// only the new turns are read (hit), the tail the pod gets is always the
 /// database's newest 12 turns in order, and after a reset deletes the
 /// ledger the held tail is refused by the database (stale) and the pod gets
@@ -2286,8 +2286,8 @@ async fn a_zero_ledger_cache_reads_the_whole_tail_every_claim(pool: PgPool) {
     assert_eq!(ledger_cache_counter(&h, "miss").await, 4);
 }
 
-/// A supervisor of the previous release calls migration 0077's
-/// six-argument read during a rolling upgrade: it still gets the whole
+/// A supervisor of the previous release calls the six-argument
+/// `genesis_read_bundle` during a rolling upgrade: it still gets the whole
 /// tail, from the one definition of the bundle.
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn the_previous_releases_bundle_read_still_returns_the_whole_tail(pool: PgPool) {
@@ -2338,7 +2338,7 @@ async fn tick_with_attempt_of(h: &Harness, b: &pb::TickBundle, input_tokens: i64
         .unwrap()
 }
 
-/// Migration 0084 with the supervisor's tick memos: a completion of a tick
+/// The supervisor's tick memos and held prices: a completion of a tick
 /// this supervisor claimed, with its last call attempt, reads no context.
 /// The claim read the event, type, mode, counters and configuration, and
 /// the price was read once, at the epoch of the claims that use it. Every
@@ -2379,7 +2379,7 @@ async fn a_claimed_tick_completes_without_reading_its_context_again(pool: PgPool
     );
 }
 
-/// A price write raises the catalogue epoch (migration 0084): a tick
+/// A price write raises the catalogue epoch: a tick
 /// claimed before it is priced as of its claim, every tick claimed after it
 /// at the new price. This fails if a held price outlives the write.
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
@@ -2512,7 +2512,7 @@ async fn claim_reads(h: &Harness, outcome: &str) -> u64 {
     outcome_counter(h, "claim_reads", outcome).await
 }
 
-/// Migration 0085: an instance claimed before has its bundle read in the
+/// An instance claimed before has its bundle read in the
 /// claim's own round trip, and the bundle is the same as a separate read's
 /// (the tail the database holds, the held catalogue and tail still used).
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]

@@ -867,7 +867,7 @@ async fn a_tool_outside_the_active_mode_is_refused_and_no_tool_changes_the_mode(
     assert_eq!(count(&s.pool, "attention_requests").await, 1);
 }
 
-/// A tenant's edit of a mode (migration 0100) is the mode its ticks run:
+/// A tenant's edit of a mode is the mode its ticks run:
 /// the claim's bundle carries the edited fragment and toolset, and
 /// InvokeTool authorises exactly the edited toolset; another tenant's SOA
 /// in the same mode still runs the platform's.

@@ -363,7 +363,7 @@ pub type Allocator = tikv_jemallocator::Jemalloc;
 /// free many small buffers per tick (protobuf and JSON values, sqlx rows),
 /// and glibc's free-list consolidation was a measured share of their CPU.
 /// mimalloc saved as much CPU but kept about 11 MiB more resident per
-/// process; jemalloc keeps about 2 MiB more (BENCHMARKS 0d).
+/// process; jemalloc keeps about 2 MiB more.
 #[macro_export]
 macro_rules! global_allocator {
     () => {

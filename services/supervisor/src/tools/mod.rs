@@ -190,7 +190,7 @@ pub struct ToolRegistry {
 /// A registered tool with its schema as the bundle carries it, rendered
 /// once at registration: every claim sends the schemas of its mode's
 /// toolset, and building each schema's JSON and its text per claim was the
-/// supervisor's largest single cost in the tick (BENCHMARKS.md 0p).
+/// supervisor's largest single cost in the tick.
 #[derive(Clone)]
 struct Registered {
     tool: Arc<dyn Tool>,

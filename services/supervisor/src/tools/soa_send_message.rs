@@ -51,7 +51,7 @@ impl Tool for SoaSendMessage {
         )
         .await?;
         let (id, created_at) = (message.id, message.created_at);
-        // The insert trigger of migration 0040 notifies `genesis_messages`
+        // The `agent_messages` insert trigger notifies `genesis_messages`
         // for WatchTurns; a second notify here would show the message twice.
         Ok(json!({"messageId": id, "createdAt": created_at, "delivered": true}))
     }
