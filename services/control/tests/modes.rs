@@ -321,7 +321,9 @@ async fn a_refused_edit_names_its_field_and_changes_nothing(pool: PgPool) -> any
 /// per-tick maxima for its tenant, as the TickMax* keys are: an axis above
 /// one is PERMISSION_DENIED naming the axis and the ceiling, and nothing is
 /// written; at the maximum it is accepted; a platform token sets it higher,
-/// and the platform's own value for the tenant lifts the tenant's bound.
+/// and the platform's own value for the tenant lifts the tenant's bound. A
+/// mode whose catalogue seed is wider (Compliance Research) is bounded by
+/// its seed.
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_tenant_token_cannot_budget_a_mode_past_the_platforms_maxima(
     pool: PgPool,
@@ -425,6 +427,30 @@ async fn a_tenant_token_cannot_budget_a_mode_past_the_platforms_maxima(
     let err = c.edit_mode(req(turns(51), &op)).await.unwrap_err();
     assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
     assert!(err.message().contains("(50)"), "{}", err.message());
+
+    // Compliance Research's seeded budget is wider than the per-tick
+    // values (24 turns against 12): a tenant keeps it, and may not go past it.
+    let research = |n: i32| {
+        let mut e = edit(a, "Compliance", "Research");
+        e.budget_override = Some(v1::BudgetEnvelope {
+            max_turns: Some(n),
+            ..Default::default()
+        });
+        e
+    };
+    store.config().set(Some(a), TICK_MAX_TURNS, "12").await?;
+    let out = c.edit_mode(req(research(24), &op)).await?.into_inner();
+    assert_eq!(
+        out.mode.unwrap().budget_override.unwrap().max_turns,
+        Some(24)
+    );
+    let err = c.edit_mode(req(research(25), &op)).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert!(
+        err.message().contains("maxTurns 25 is above") && err.message().contains("(24)"),
+        "{}",
+        err.message()
+    );
     h.stop().await
 }
 

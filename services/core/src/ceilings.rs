@@ -7,7 +7,10 @@
 //! never raise anything). A mode's budget override is held to the same
 //! per-tick maxima: [`check_tenant_budget_override`] when a tenant operator
 //! writes one, [`BudgetOverride::within_platform`] whenever a tick's budget
-//! is assembled from one.
+//! is assembled from one. Both take the bound of the mode, [`mode_bound`]:
+//! the platform's per-tick values, raised on each axis where the mode's own
+//! catalogue seed is wider (Compliance Research's widened budget is the
+//! specification's, not a tenant's raise).
 //!
 //! The platform's value for a tenant is the platform's own row for that
 //! tenant, else the global row, else the code (or deploy) default. A
@@ -335,6 +338,38 @@ pub fn check_tenant_budget_override(
         }
     }
     Ok(())
+}
+
+/// The options a mode's budget override is held within: `platform` (the
+/// platform's options for the tenant) with each per-tick axis raised to
+/// the mode's catalogue seed (`seeded`, the override the in-code catalogue
+/// gives the mode, e.g. Compliance Research's widened budget) where the
+/// seed is wider. The seed is the platform's own choice for that mode, so a
+/// tenant keeping or lowering it is never refused or cut, while a tenant
+/// raising any axis above both is.
+pub fn mode_bound(
+    platform: &AgentDispatcherOptions,
+    seeded: Option<&BudgetOverride>,
+) -> AgentDispatcherOptions {
+    let mut out = platform.clone();
+    let Some(seed) = seeded else { return out };
+    fn wider<T: PartialOrd + Copy>(base: Limit<T>, seed: Option<T>) -> Limit<T> {
+        match (base, seed) {
+            (Limit::Limited(b), Some(s)) if s > b => Limit::Limited(s),
+            _ => base,
+        }
+    }
+    let b = &mut out.tick_budget;
+    b.max_tokens = wider(b.max_tokens, seed.max_tokens);
+    b.max_output_tokens_per_turn = wider(
+        b.max_output_tokens_per_turn,
+        seed.max_output_tokens_per_turn,
+    );
+    b.max_tool_calls = wider(b.max_tool_calls, seed.max_tool_calls);
+    b.max_wall_seconds = wider(b.max_wall_seconds, seed.max_wall_seconds);
+    b.max_dollars = wider(b.max_dollars, seed.max_dollars);
+    b.max_turns = wider(b.max_turns, seed.max_turns);
+    out
 }
 
 /// `env` with each per-tick axis brought back within the platform's
@@ -954,5 +989,46 @@ mod tests {
             })
             .collect();
         assert_eq!(keys, [keys::WEEKLY_CREDIT_USD, keys::TICK_MAX_TURNS]);
+    }
+    #[test]
+    fn a_modes_seeded_budget_widens_its_bound_and_nothing_else() {
+        use crate::modes::COMPLIANCE_RESEARCH_BUDGET;
+        let p = AgentDispatcherOptions::default();
+        let research = mode_bound(&p, Some(&COMPLIANCE_RESEARCH_BUDGET));
+        // The seed itself passes and is never cut, although it is above
+        // the standard per-tick values.
+        assert!(COMPLIANCE_RESEARCH_BUDGET.max_turns > p.tick_budget.max_turns.limited());
+        assert_eq!(
+            check_tenant_budget_override(&COMPLIANCE_RESEARCH_BUDGET, &research),
+            Ok(())
+        );
+        assert_eq!(
+            COMPLIANCE_RESEARCH_BUDGET.within_platform(&research),
+            COMPLIANCE_RESEARCH_BUDGET
+        );
+        // One turn above the seed is refused and cut back to it.
+        let above = BudgetOverride {
+            max_turns: COMPLIANCE_RESEARCH_BUDGET.max_turns.map(|t| t + 1),
+            ..COMPLIANCE_RESEARCH_BUDGET
+        };
+        let err = check_tenant_budget_override(&above, &research).unwrap_err();
+        assert_eq!(err.axis, BudgetAxis::Turns);
+        assert_eq!(
+            above.within_platform(&research).max_turns,
+            COMPLIANCE_RESEARCH_BUDGET.max_turns
+        );
+        // No seed: the platform's values stand; the same override is cut
+        // back to them.
+        assert_eq!(mode_bound(&p, None), p);
+        assert_eq!(
+            COMPLIANCE_RESEARCH_BUDGET.within_platform(&p).max_turns,
+            p.tick_budget.max_turns.limited()
+        );
+        // A seed narrower than the platform never lowers the bound.
+        let narrow = BudgetOverride {
+            max_turns: Some(1),
+            ..BudgetOverride::default()
+        };
+        assert_eq!(mode_bound(&p, Some(&narrow)), p);
     }
 }

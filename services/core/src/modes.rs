@@ -171,6 +171,17 @@ pub const COMPLIANCE_RESEARCH_BUDGET: BudgetOverride = BudgetOverride {
     max_turns: Some(24),
 };
 
+/// The budget override the in-code catalogue gives `name` of `agent_type`
+/// (`None` for a mode without one or not in the seed): the platform's own
+/// budget for that mode, which bounds what a tenant's edit of it may set
+/// (`ceilings::mode_bound`).
+pub fn seeded_budget(agent_type: AgentType, name: &str) -> Option<BudgetOverride> {
+    seed_catalogue(agent_type)
+        .into_iter()
+        .find(|m| m.name == name)
+        .and_then(|m| m.budget_override)
+}
+
 /// The in-code seed catalogue of a type (empty for missions, which have no
 /// operating modes). The first entry is the type's default mode.
 pub fn seed_catalogue(agent_type: AgentType) -> Vec<ModeDefinition> {

@@ -514,11 +514,13 @@ impl AgentPodService {
         };
         let status = genesis_core::credit_status(&window, opts.credit_enforcement_enabled);
         // A mode's override never lifts an axis above the platform's
-        // per-tick maximum, however long ago it was written.
+        // per-tick maximum, however long ago it was written, except where
+        // the catalogue's own seed of the mode is wider (Research).
         let mode_budget = mode.budget_override.map(|o| {
-            o.within_platform(&platform_options(
-                &self.settings.options,
-                &read.catalogue.configs,
+            let seeded = genesis_core::modes::seeded_budget(mode.agent_type, &mode.name);
+            o.within_platform(&genesis_core::ceilings::mode_bound(
+                &platform_options(&self.settings.options, &read.catalogue.configs),
+                seeded.as_ref(),
             ))
         });
         // The pod enforces only this envelope and never re-reads the window,

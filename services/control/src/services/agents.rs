@@ -13,7 +13,8 @@
 use std::pin::Pin;
 
 use futures::Stream;
-use genesis_core::ceilings::check_tenant_budget_override;
+use genesis_core::ceilings::{check_tenant_budget_override, mode_bound};
+use genesis_core::modes::seeded_budget;
 use genesis_core::validate::{MAX_MESSAGE_BYTES, validate_message, validate_mode_name};
 use genesis_core::{AgentEventKind, AgentSignalKind, AgentType, InstanceStatus, ModeChangeSource};
 use genesis_proto::convert::{invalid_argument, optional_chrono};
@@ -459,12 +460,14 @@ impl AgentService for Agents {
             let cmd = EditModeCommand::try_from(req)?;
             record_ids(t, None);
             // A tenant-bound caller's override answers to the platform's
-            // per-tick maxima, as the TickMax* keys themselves do.
+            // per-tick maxima, as the TickMax* keys themselves do, widened
+            // only where the catalogue's own seed of the mode is wider.
             if let Some(Some(budget)) = &cmd.edit.budget_override
                 && !caller.is_platform()
             {
                 let platform = platform_options(&self.state, t).await?;
-                check_tenant_budget_override(budget, &platform)
+                let seeded = seeded_budget(cmd.agent_type, &cmd.mode);
+                check_tenant_budget_override(budget, &mode_bound(&platform, seeded.as_ref()))
                     .map_err(|e| Status::permission_denied(format!("budget_override: {e}")))?;
             }
             // A preset given to a mode answers to the keys the tenant may
