@@ -32,6 +32,9 @@ pub const APP_ROLE: &str = "genesis_app";
 /// The role the platform loops switch to.
 pub const SYSTEM_ROLE: &str = "genesis_system";
 
+/// Why a membership breaks the rule when the role it reaches bypasses RLS.
+const BYPASSES_RLS: &str = "has BYPASSRLS";
+
 /// Why a login was refused, or the migrate step could not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum RoleError {
@@ -205,7 +208,7 @@ impl RoleFacts {
             let why = if m.superuser {
                 Some("is a superuser")
             } else if m.bypassrls {
-                Some("has BYPASSRLS")
+                Some(BYPASSES_RLS)
             } else if m.createrole {
                 Some("has CREATEROLE")
             } else if self.schema_owner.as_deref() == Some(m.name.as_str()) {
@@ -261,12 +264,19 @@ impl RoleFacts {
     /// PostgreSQL 15 grant to `PUBLIC`) cannot cure: checked before
     /// [`grant_service_role`] changes anything, so an unsafe role is refused
     /// untouched. A `CREATE` granted to the role by name is still refused,
-    /// as a direct grant.
+    /// as a direct grant. Nor is `genesis_system`'s (or `genesis_app`'s)
+    /// own BYPASSRLS: the migrations take it away from the role before the
+    /// grant step checks again, so a database whose role still carries it
+    /// (one migrated by an earlier release on the same server) can be
+    /// migrated rather than refused.
     fn violations_before_grant(&self) -> Vec<RoleViolation> {
         self.violations()
             .into_iter()
             .filter(|v| match v {
                 RoleViolation::NotMemberOf { .. } | RoleViolation::PublicMayConnect { .. } => false,
+                RoleViolation::MemberOf { role, why } => {
+                    !([APP_ROLE, SYSTEM_ROLE].contains(&role.as_str()) && *why == BYPASSES_RLS)
+                }
                 RoleViolation::MayCreate { place } => place != PUBLIC_SCHEMA,
                 _ => true,
             })
@@ -696,6 +706,39 @@ mod tests {
         f.may_create_in_database = false;
         f.bypassrls = true;
         assert_eq!(f.violations_before_grant(), vec![RoleViolation::BypassRls]);
+    }
+
+    #[test]
+    fn the_system_roles_own_bypassrls_waits_for_the_migration_that_removes_it() {
+        // A server where an earlier release left genesis_system bypassing
+        // RLS: the migrations remove it before the grant step, so only the
+        // full check (after them) may refuse it.
+        let mut f = safe();
+        f.memberships = vec![
+            member(APP_ROLE),
+            Membership {
+                bypassrls: true,
+                ..member(SYSTEM_ROLE)
+            },
+        ];
+        let bypassing = RoleViolation::MemberOf {
+            role: SYSTEM_ROLE.into(),
+            why: BYPASSES_RLS,
+        };
+        assert_eq!(f.violations(), vec![bypassing.clone()]);
+        assert_eq!(f.violations_before_grant(), vec![]);
+        // Any other role that bypasses RLS is refused before anything runs.
+        f.memberships.push(Membership {
+            bypassrls: true,
+            ..member("other_bypasser")
+        });
+        assert_eq!(
+            f.violations_before_grant(),
+            vec![RoleViolation::MemberOf {
+                role: "other_bypasser".into(),
+                why: BYPASSES_RLS,
+            }]
+        );
     }
 
     #[test]
