@@ -157,6 +157,19 @@ checkov() { PYTHONPATH="$CHECKOV_DIR" "$PYTHON" "$CHECKOV_DIR/bin/checkov" "$@";
 checkov --version >/dev/null 2>&1 || fail "checkov does not run"
 ok "checkov $(checkov --version)"
 
+# Every render below chooses the offline provider, as the chart requires a
+# choice; the refusal without one is checked on its own.
+CHOSEN=(--set llm.defaultProvider=scripted)
+step "llm.defaultProvider is required"
+if "$HELM" template genesis "$CHART" >/dev/null 2>"$WORK/noprovider.err"; then
+  fail "a render without llm.defaultProvider was accepted"
+elif grep -q "llm.defaultProvider must be set" "$WORK/noprovider.err"; then
+  ok "a render without llm.defaultProvider is refused, naming it"
+else
+  cat "$WORK/noprovider.err" >&2
+  fail "a render without llm.defaultProvider failed for another reason"
+fi
+
 # ---------------------------------------------------------------- lint
 VARIANTS=(default warm ephemeral keda-off pools tls two-db)
 values_args() {
@@ -169,7 +182,7 @@ values_args() {
 step "helm lint"
 for v in "${VARIANTS[@]}"; do
   mapfile -t args < <(values_args "$v")
-  if "$HELM" lint --strict "$CHART" "${args[@]}" >"$WORK/lint-$v.txt" 2>&1; then
+  if "$HELM" lint --strict "$CHART" "${CHOSEN[@]}" "${args[@]}" >"$WORK/lint-$v.txt" 2>&1; then
     ok "helm lint --strict ($v)"
   else
     cat "$WORK/lint-$v.txt" >&2
@@ -181,7 +194,7 @@ done
 step "helm template"
 for v in "${VARIANTS[@]}"; do
   mapfile -t args < <(values_args "$v")
-  if "$HELM" template genesis "$CHART" --namespace genesis "${args[@]}" >"$WORK/$v.yaml" 2>"$WORK/$v.err"; then
+  if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --namespace genesis "${args[@]}" >"$WORK/$v.yaml" 2>"$WORK/$v.err"; then
     ok "helm template ($v): $(grep -c '^kind:' "$WORK/$v.yaml") manifests"
   else
     cat "$WORK/$v.err" >&2
@@ -626,28 +639,28 @@ $py_ok || fail "schema validation and chart assertions"
 # ---------------------------------------------------------------- refusals
 step "values the schema must refuse"
 for bad in refused-unknown-key refused-wrong-type refused-pool-without-token; do
-  if "$HELM" template genesis "$CHART" --values "$CHART/ci/$bad.yaml" >"$WORK/$bad.out" 2>"$WORK/$bad.err"; then
+  if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --values "$CHART/ci/$bad.yaml" >"$WORK/$bad.out" 2>"$WORK/$bad.err"; then
     fail "$bad: helm template ACCEPTED values the schema forbids"
   fi
   grep -q "schema" "$WORK/$bad.err" || { cat "$WORK/$bad.err" >&2; fail "$bad: refused, but not by the values schema"; }
   ok "$bad refused: $(grep -m1 -E 'at |additional|want' "$WORK/$bad.err" | sed 's/^ *//')"
 done
-if "$HELM" template genesis "$CHART" --set agentPod.mode=lukewarm >/dev/null 2>"$WORK/mode.err"; then
+if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set agentPod.mode=lukewarm >/dev/null 2>"$WORK/mode.err"; then
   fail "agentPod.mode=lukewarm: helm template ACCEPTED an unknown mode"
 fi
 ok "agentPod.mode=lukewarm refused"
-if "$HELM" template genesis "$CHART" --set agentPod.mode=warm --set keda.warmMinReplicaCount=0 >/dev/null 2>"$WORK/warm0.err"; then
+if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set agentPod.mode=warm --set keda.warmMinReplicaCount=0 >/dev/null 2>"$WORK/warm0.err"; then
   fail "keda.warmMinReplicaCount=0: helm template ACCEPTED a warm fleet of zero"
 fi
 ok "keda.warmMinReplicaCount=0 refused"
-if "$HELM" template genesis "$CHART" --set control.dashboard.sessionHours=0 >/dev/null 2>"$WORK/dash0.err"; then
+if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set control.dashboard.sessionHours=0 >/dev/null 2>"$WORK/dash0.err"; then
   fail "control.dashboard.sessionHours=0: helm template ACCEPTED a session of zero hours"
 fi
 ok "control.dashboard.sessionHours=0 refused"
 
 for bad in llm.defaultProvider=gemini tick.maxAttempts=1001 tick.leaseTtlSecs=86401 control.outboxMaxPending=-1 \
            control.rateLimits.enqueueBurst=0 control.rateLimits.adminPerSec=-1 control.standingAgents.enabled=maybe; do
-  if "$HELM" template genesis "$CHART" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
+  if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
     fail "$bad: helm template ACCEPTED a value the services refuse at start"
   fi
   grep -q "schema" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "$bad: refused, but not by the values schema"; }
@@ -658,7 +671,7 @@ step "TLS and credential values the chart must refuse"
 refuse_values() { # <what> <expected text in the error> [helm args]
   local what=$1 want=$2
   shift 2
-  if "$HELM" template genesis "$CHART" "$@" >/dev/null 2>"$WORK/refuse.err"; then
+  if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" "$@" >/dev/null 2>"$WORK/refuse.err"; then
     fail "$what: helm template ACCEPTED it"
   fi
   grep -qF -- "$want" "$WORK/refuse.err" || { cat "$WORK/refuse.err" >&2; fail "$what: refused without saying $want"; }
@@ -684,7 +697,7 @@ T2=0b7e4c1a-9f3d-4a2e-8c5b-1d6f7a8e9b01
 refuse_pools() { # <what> <expected text in the error> <agentPod.pools JSON> [more helm args]
   local what=$1 want=$2 json=$3
   shift 3
-  if "$HELM" template genesis "$CHART" --set-json "agentPod.pools=$json" "$@" >/dev/null 2>"$WORK/pool-bad.err"; then
+  if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set-json "agentPod.pools=$json" "$@" >/dev/null 2>"$WORK/pool-bad.err"; then
     fail "$what: helm template ACCEPTED it"
   fi
   grep -qF -- "$want" "$WORK/pool-bad.err" || { cat "$WORK/pool-bad.err" >&2; fail "$what: refused without saying $want"; }
@@ -703,7 +716,7 @@ refuse_pools "a pool whose names pass 63 characters" "longer than 63 characters"
   "[{\"name\":\"abcdefghijklmnop\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\"}]" --set fullnameOverride=$(printf 'x%.0s' $(seq 48))
 refuse_pools "a pool's tenantConcurrency above its concurrency" "agentPod.pools[acme]: tenantConcurrency (3) must not exceed concurrency (2)" \
   "[{\"name\":\"acme\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\",\"concurrency\":2,\"tenantConcurrency\":3}]"
-"$HELM" template genesis "$CHART" --set keda.enabled=false --set-json "agentPod.pools=[{\"name\":\"acme\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\",\"replicaCount\":2,\"tenantConcurrency\":1,\"resources\":{\"requests\":{\"cpu\":\"250m\",\"memory\":\"256Mi\"},\"limits\":{\"cpu\":\"2\",\"memory\":\"1Gi\"}}}]" \
+"$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set keda.enabled=false --set-json "agentPod.pools=[{\"name\":\"acme\",\"tenants\":[\"$T1\"],\"tokenSecret\":\"s\",\"replicaCount\":2,\"tenantConcurrency\":1,\"resources\":{\"requests\":{\"cpu\":\"250m\",\"memory\":\"256Mi\"},\"limits\":{\"cpu\":\"2\",\"memory\":\"1Gi\"}}}]" \
   >"$WORK/pool-fixed.yaml" 2>"$WORK/pool-fixed.err" || { cat "$WORK/pool-fixed.err" >&2; fail "helm template with a fixed-size pool"; }
 PYTHONPATH="$PYDEPS" "$PYTHON" - "$WORK/pool-fixed.yaml" <<'PY' || fail "a pool's replicaCount, tenantConcurrency or resources not rendered"
 import sys, yaml
@@ -721,7 +734,7 @@ PY
 ok "KEDA off: a pool's own replicaCount, tenantConcurrency and resources, the shared pool's replicaCount untouched"
 
 step "a real LLM provider and a coder image"
-"$HELM" template genesis "$CHART" --set llm.defaultProvider=anthropic --set control.coderImage=registry.example/coder:1 \
+"$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set llm.defaultProvider=anthropic --set control.coderImage=registry.example/coder:1 \
   >"$WORK/provider.yaml" 2>"$WORK/provider.err" || { cat "$WORK/provider.err" >&2; fail "helm template with llm.defaultProvider=anthropic"; }
 n=$(grep -A1 'name: GENESIS_DEFAULT_PROVIDER' "$WORK/provider.yaml" | grep -c 'value: "anthropic"' || true)
 [ "$n" -eq 2 ] || fail "llm.defaultProvider=anthropic reached $n of control and the supervisor, want 2"
@@ -729,7 +742,7 @@ ok "llm.defaultProvider reaches control and the supervisor"
 grep -A1 'name: GENESIS_CODER_IMAGE' "$WORK/provider.yaml" | grep -q 'value: "registry.example/coder:1"' \
   || fail "control.coderImage: GENESIS_CODER_IMAGE is not rendered"
 ok "control.coderImage reaches GENESIS_CODER_IMAGE"
-"$HELM" template genesis "$CHART" --set llm.anthropicBaseUrl=https://gw.internal/anthropic \
+"$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set llm.anthropicBaseUrl=https://gw.internal/anthropic \
   --set llm.openaiBaseUrl=https://gw.internal/openai/v1 --set llm.maxRetries=4 \
   --set-json 'llm.backendUrls={"eu":"https://eu.gw.internal","us":"https://us.gw.internal"}' \
   --set llm.unpricedInputUsdPerMtok=20 >"$WORK/routes.yaml" 2>"$WORK/routes.err" \
@@ -751,7 +764,7 @@ assert sup["GENESIS_UNPRICED_OUTPUT_USD_PER_MTOK"] == "75", sup
 PY
 ok "LLM base URLs, backend routes, retries and the unpriced price reach the pods and the supervisor"
 for bad in llm.anthropicBaseUrl=ftp://x llm.maxRetries=11 llm.unpricedOutputUsdPerMtok=0; do
-  if "$HELM" template genesis "$CHART" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
+  if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
     fail "$bad: helm template ACCEPTED a value the services refuse at start"
   fi
   grep -q "schema" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "$bad: refused, but not by the values schema"; }
@@ -761,7 +774,7 @@ done
 step "provider keys a preset may name"
 T1=6f1c2e4a-1b2c-4d5e-8f90-0123456789ab
 T2=0e8a5a52-6f0d-4c1e-9d3b-5c7e9a1b2c3d
-"$HELM" template genesis "$CHART" --set llm.anthropicApiKey=sk-ant-test \
+"$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set llm.anthropicApiKey=sk-ant-test \
   --set-json 'llm.keys={"TEAM_A":"sk-team-a","SHARED":"sk-shared"}' \
   --set-json "llm.keyTenants={\"TEAM_A\":[\"$T1\",\"$T2\"]}" >"$WORK/keys.yaml" 2>"$WORK/keys.err" \
   || { cat "$WORK/keys.err" >&2; fail "helm template with provider keys and bindings"; }
@@ -790,28 +803,28 @@ PY
 ok "llm.keys and llm.keyTenants: the keys in their own Secret, <NAME>.tenants in a ConfigMap, projected for control and the pods"
 for bad in llm.keys.GENESIS_AGENT_TOKEN=x llm.keys.OTEL_EXPORTER_OTLP_HEADERS=x llm.keys.database_url=x \
            llm.keys.NATS_TOKEN=x llm.keys.team-a=x llm.keys.TEAM_TENANTS=x llm.keyDir=etc/keys; do
-  if "$HELM" template genesis "$CHART" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
+  if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
     fail "$bad: helm template ACCEPTED a name that can never be a provider key"
   fi
   grep -q "schema" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "$bad: refused, but not by the values schema"; }
   ok "$bad refused by the schema"
 done
-if "$HELM" template genesis "$CHART" --set-json 'llm.keyTenants={"TEAM_A":["acme"]}' >/dev/null 2>"$WORK/bad.err"; then
+if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set-json 'llm.keyTenants={"TEAM_A":["acme"]}' >/dev/null 2>"$WORK/bad.err"; then
   fail "llm.keyTenants with a tenant that is not a UUID: helm template ACCEPTED it"
 fi
 grep -q "schema" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "a binding to a non-UUID tenant refused, but not by the schema"; }
 ok "llm.keyTenants with a tenant that is not a UUID refused by the schema"
-if "$HELM" template genesis "$CHART" --set-json "llm.keyTenants={\"TEAM_A\":[\"$T1\"]}" >/dev/null 2>"$WORK/bad.err"; then
+if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set-json "llm.keyTenants={\"TEAM_A\":[\"$T1\"]}" >/dev/null 2>"$WORK/bad.err"; then
   fail "llm.keyTenants binding a key the chart's Secret does not hold: helm template ACCEPTED it"
 fi
 grep -q "binds a key the chart's Secret does not hold" "$WORK/bad.err" || { cat "$WORK/bad.err" >&2; fail "a binding of an absent key refused without the reason"; }
 ok "llm.keyTenants binding a key the chart's Secret does not hold refused with the reason"
 
 step "two database logins from values, and the development escape"
-"$HELM" template genesis "$CHART" --namespace genesis --set postgres.url=postgres://genesis_service:s@db:5432/genesis \
+"$HELM" template genesis "$CHART" "${CHOSEN[@]}" --namespace genesis --set postgres.url=postgres://genesis_service:s@db:5432/genesis \
   --set postgres.migrations.url=postgres://genesis:o@db:5432/genesis --set postgres.serviceRole=genesis_service \
   >"$WORK/db-values.yaml" 2>"$WORK/db-values.err" || { cat "$WORK/db-values.err" >&2; fail "helm template with postgres.migrations.url"; }
-"$HELM" template genesis "$CHART" --namespace genesis --set postgres.allowOwnerLogin=true \
+"$HELM" template genesis "$CHART" "${CHOSEN[@]}" --namespace genesis --set postgres.allowOwnerLogin=true \
   >"$WORK/db-owner.yaml" 2>"$WORK/db-owner.err" || { cat "$WORK/db-owner.err" >&2; fail "helm template with postgres.allowOwnerLogin"; }
 PYTHONPATH="$PYDEPS" "$PYTHON" - "$WORK/db-values.yaml" "$WORK/db-owner.yaml" "$WORK/default.yaml" <<'PY' || fail "database logins from values: Secrets or env wrong"
 import base64, sys, yaml
@@ -839,7 +852,7 @@ ok "postgres.allowOwnerLogin: GENESIS_ALLOW_OWNER_LOGIN on control and the super
 step "a Windows pool"
 if grep -q 'GENESIS_WINDOWS_POOL' "$WORK/default.yaml"; then fail "default values: a Windows pool setting rendered without a pool"; fi
 ok "no Windows pool by default: no GENESIS_WINDOWS_POOL_* variable"
-"$HELM" template genesis "$CHART" --set control.windowsPool.url=https://pool.lanes:8443 --set control.windowsPool.port=8443 \
+"$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set control.windowsPool.url=https://pool.lanes:8443 --set control.windowsPool.port=8443 \
   --set control.windowsPool.existingSecret=genesis-pool \
   --set-json 'networkPolicy.windowsPoolTo=[{"ipBlock":{"cidr":"10.20.0.0/16"}}]' >"$WORK/pool.yaml" 2>"$WORK/pool.err" \
   || { cat "$WORK/pool.err" >&2; fail "helm template with a Windows pool"; }
@@ -858,13 +871,13 @@ assert len(rules) == 1, np["spec"]["egress"]
 assert rules[0].get("to") == [{"ipBlock": {"cidr": "10.20.0.0/16"}}], rules[0]
 PY
 ok "control.windowsPool: URL, token from its Secret, NetworkPolicy egress to its port and windowsPoolTo"
-if "$HELM" template genesis "$CHART" --set control.windowsPool.url=pool.lanes:8443 >/dev/null 2>&1; then
+if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set control.windowsPool.url=pool.lanes:8443 >/dev/null 2>&1; then
   fail "control.windowsPool.url without a scheme accepted"
 fi
 ok "control.windowsPool.url without http(s):// refused"
 
 step "dashboard switched off"
-"$HELM" template genesis "$CHART" --set control.dashboard.enabled=false >"$WORK/nodash.yaml" 2>"$WORK/nodash.err" \
+"$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set control.dashboard.enabled=false >"$WORK/nodash.yaml" 2>"$WORK/nodash.err" \
   || { cat "$WORK/nodash.err" >&2; fail "helm template with the dashboard off"; }
 grep -q 'value: "off"' "$WORK/nodash.yaml" || fail "dashboard off: GENESIS_DASHBOARD_ADDR is not off"
 if grep -q 'name: dashboard' "$WORK/nodash.yaml"; then fail "dashboard off: a dashboard port is still rendered"; fi
@@ -874,16 +887,16 @@ step "per-tenant share of an agent pod"
 grep -A1 'name: GENESIS_POD_TENANT_CONCURRENCY' "$WORK/default.yaml" | grep -q 'value: "0"' \
   || fail "default render: GENESIS_POD_TENANT_CONCURRENCY is not rendered as 0"
 ok "GENESIS_POD_TENANT_CONCURRENCY rendered (0: half the pod)"
-if "$HELM" template genesis "$CHART" --set agentPod.concurrency=2 --set agentPod.tenantConcurrency=3 >/dev/null 2>"$WORK/share.err"; then
+if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set agentPod.concurrency=2 --set agentPod.tenantConcurrency=3 >/dev/null 2>"$WORK/share.err"; then
   fail "agentPod.tenantConcurrency=3 > concurrency=2: helm template ACCEPTED it"
 fi
 grep -q "must not exceed agentPod.concurrency" "$WORK/share.err" || { cat "$WORK/share.err" >&2; fail "tenantConcurrency > concurrency refused without the reason"; }
 ok "agentPod.tenantConcurrency above concurrency refused with the reason"
 
 step "ops digest sources"
-"$HELM" template genesis "$CHART" --set supervisor.ops.alertmanagerUrl=http://am.monitoring:9093 \
+"$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set supervisor.ops.alertmanagerUrl=http://am.monitoring:9093 \
   >"$WORK/am.yaml" 2>"$WORK/am.err" || { cat "$WORK/am.err" >&2; fail "helm template with an Alertmanager URL"; }
-"$HELM" template genesis "$CHART" --set supervisor.ops.alertmanagerUrl=http://am.monitoring:9093 \
+"$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set supervisor.ops.alertmanagerUrl=http://am.monitoring:9093 \
   --set-json 'networkPolicy.alertmanagerTo=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]' \
   >"$WORK/am-to.yaml" 2>"$WORK/am-to.err" || { cat "$WORK/am-to.err" >&2; fail "helm template with networkPolicy.alertmanagerTo"; }
 # The supervisor's one egress rule to port 9093: open to any peer (no `to`) by default,
@@ -912,7 +925,7 @@ if grep -q 'GENESIS_ALERTMANAGER_URL' "$WORK/default.yaml"; then
   fail "default values: GENESIS_ALERTMANAGER_URL rendered without a URL"
 fi
 ok "alertmanagerUrl: env and NetworkPolicy egress rendered; absent by default"
-if "$HELM" template genesis "$CHART" --set supervisor.ops.alertmanagerUrl=am:9093 >/dev/null 2>"$WORK/am-bad.err"; then
+if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set supervisor.ops.alertmanagerUrl=am:9093 >/dev/null 2>"$WORK/am-bad.err"; then
   fail "supervisor.ops.alertmanagerUrl=am:9093: helm template ACCEPTED a URL without a scheme"
 fi
 ok "supervisor.ops.alertmanagerUrl without http(s):// refused"
@@ -920,7 +933,7 @@ ok "supervisor.ops.alertmanagerUrl without http(s):// refused"
 step "OTLP export"
 if grep -q 'OTEL_' "$WORK/nodash.yaml"; then fail "otel off: an OTEL_* variable is rendered without otel.endpoint"; fi
 ok "otel off (default): no OTEL_* variable"
-"$HELM" template genesis "$CHART" --set otel.endpoint=http://otel-collector.observability:4318 \
+"$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set otel.endpoint=http://otel-collector.observability:4318 \
   --set otel.protocol=http/protobuf --set otel.port=4318 \
   --set otel.resourceAttributes=deployment.environment=test >"$WORK/otel.yaml" 2>"$WORK/otel.err" \
   || { cat "$WORK/otel.err" >&2; fail "helm template with otel.endpoint"; }
@@ -933,7 +946,7 @@ ok "otel on: the OTEL_* variables reach control, supervisor and agent-pod"
 n=$(grep -c 'port: 4318' "$WORK/otel.yaml" || true)
 [ "$n" -eq 3 ] || fail "otel on: NetworkPolicy egress to the collector port rendered $n times, want 3"
 ok "otel on: control, supervisor and agent-pod NetworkPolicies open egress to otel.port"
-if "$HELM" template genesis "$CHART" --set otel.protocol=http/json >/dev/null 2>&1; then
+if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set otel.protocol=http/json >/dev/null 2>&1; then
   fail "otel.protocol=http/json accepted"
 fi
 ok "otel.protocol=http/json refused"

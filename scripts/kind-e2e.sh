@@ -110,6 +110,7 @@ log "helm/genesis (ephemeral)"
 "$HELM" upgrade --install "$RELEASE" "$ROOT/helm/genesis" --namespace "$NS" \
   --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" \
   --set image.pullPolicy=IfNotPresent \
+  --set llm.defaultProvider=scripted \
   --set agentPod.mode=ephemeral \
   --set postgres.existingSecret=genesis-db-service \
   --set postgres.existingSecretKey=database-url \

@@ -643,3 +643,11 @@ agentPod.pools (empty without dedicated pools).
 {{- 0 }}
 {{- end }}
 {{- end }}
+
+{{/*
+GENESIS_DEFAULT_PROVIDER of control and the supervisor: required, so the
+offline scripted provider runs only where an operator chose it.
+*/}}
+{{- define "genesis.defaultProvider" -}}
+{{- required "llm.defaultProvider must be set: anthropic, openai, or scripted (the offline provider, for demos and tests only)" .Values.llm.defaultProvider -}}
+{{- end }}
