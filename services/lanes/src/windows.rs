@@ -978,6 +978,36 @@ pub const CLAIM_MARGIN: Duration = Duration::from_secs(5);
 const WAIT_POLL_START: Duration = Duration::from_millis(25);
 const WAIT_POLL_MAX: Duration = Duration::from_millis(400);
 
+/// The bounded wait of a call for another process's claim: pauses from
+/// [`WAIT_POLL_START`] doubling up to [`WAIT_POLL_MAX`], until a deadline.
+struct ClaimWait {
+    deadline: tokio::time::Instant,
+    interval: Duration,
+}
+
+impl ClaimWait {
+    fn new(bound: Duration) -> Self {
+        ClaimWait {
+            deadline: tokio::time::Instant::now() + bound,
+            interval: WAIT_POLL_START,
+        }
+    }
+
+    /// Pause before the next look; past the deadline, `PoolUnavailable`
+    /// with `retry` instead.
+    async fn pause(&mut self, retry: &'static str) -> Result<(), WindowsError> {
+        if tokio::time::Instant::now() >= self.deadline {
+            return Err(WindowsError::local(
+                WindowsErrorCode::PoolUnavailable,
+                retry,
+            ));
+        }
+        tokio::time::sleep(self.interval).await;
+        self.interval = (self.interval * 2).min(WAIT_POLL_MAX);
+        Ok(())
+    }
+}
+
 /// The Windows lane: one held pool session per (tenant, holder), leased on
 /// first use and kept across calls until `windows_release`, the task settles
 /// ([`WindowsLane::task_settled`]), the lease expires, or the pool evicts it.
@@ -1173,8 +1203,7 @@ impl WindowsLane {
     /// leases, the others wait for its hold (or take the claim over once
     /// it lapsed).
     async fn session(&self, key: &LaneKey) -> Result<(i64, String), WindowsError> {
-        let deadline = tokio::time::Instant::now() + self.wait_bound();
-        let mut pause = WAIT_POLL_START;
+        let mut wait = ClaimWait::new(self.wait_bound());
         let mut seen = self
             .holds
             .get(key)
@@ -1210,14 +1239,8 @@ impl WindowsLane {
                 }
                 HoldClaim::Existing(_) => {}
             }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(WindowsError::local(
-                    WindowsErrorCode::PoolUnavailable,
-                    "another call is still leasing this holder's machine; retry",
-                ));
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(WAIT_POLL_MAX);
+            wait.pause("another call is still leasing this holder's machine; retry")
+                .await?;
             seen = self
                 .holds
                 .get(key)
@@ -1634,8 +1657,7 @@ impl WindowsLane {
             released,
             outcome: outcome.to_string(),
         };
-        let deadline = tokio::time::Instant::now() + self.wait_bound();
-        let mut pause = WAIT_POLL_START;
+        let mut wait = ClaimWait::new(self.wait_bound());
         loop {
             let Some(hold) = self
                 .holds
@@ -1654,14 +1676,8 @@ impl WindowsLane {
                         .map_err(|e| table_error(key, &e))?;
                     return Ok(outcome(false, "not_held"));
                 }
-                if tokio::time::Instant::now() >= deadline {
-                    return Err(WindowsError::local(
-                        WindowsErrorCode::PoolUnavailable,
-                        "this holder's machine is still being leased; retry the release",
-                    ));
-                }
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(WAIT_POLL_MAX);
+                wait.pause("this holder's machine is still being leased; retry the release")
+                    .await?;
                 continue;
             };
             if !self
