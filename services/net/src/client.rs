@@ -84,15 +84,7 @@ impl ClientTls {
             None => Ok(builder.with_no_client_auth()),
             Some(id) => builder
                 .with_client_auth_cert(pem::certs(&id.cert)?, pem::key(&id.key)?)
-                .map_err(|e| {
-                    TlsError::Config(format!(
-                        "{} {} does not go with {} {}: {e}",
-                        id.key.setting,
-                        id.key.path.display(),
-                        id.cert.setting,
-                        id.cert.path.display()
-                    ))
-                }),
+                .map_err(|e| mismatched(id, e)),
         }
     }
 }
@@ -104,16 +96,21 @@ fn identity_pem(id: &ClientIdentity) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
     let key = pem::read(&id.key)?;
     let chain = pem::certs_in(&id.cert, &cert)?;
     let der = pem::key_in(&id.key, &key)?;
-    rustls::sign::CertifiedKey::from_der(chain, der, &crate::provider()).map_err(|e| {
-        TlsError::Config(format!(
-            "{} {} does not go with {} {}: {e}",
-            id.key.setting,
-            id.key.path.display(),
-            id.cert.setting,
-            id.cert.path.display()
-        ))
-    })?;
+    rustls::sign::CertifiedKey::from_der(chain, der, &crate::provider())
+        .map_err(|e| mismatched(id, e))?;
     Ok((cert, key))
+}
+
+/// The identity's key and certificate, by setting and path, do not make a
+/// pair (`e`: rustls's reason).
+fn mismatched(id: &ClientIdentity, e: impl std::fmt::Display) -> TlsError {
+    TlsError::Config(format!(
+        "{} {} does not go with {} {}: {e}",
+        id.key.setting,
+        id.key.path.display(),
+        id.cert.setting,
+        id.cert.path.display()
+    ))
 }
 
 /// Whether `err` (or an error in its `source()` chain) is a TLS failure: a
