@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use common::*;
 use genesis_core::TokenScope;
 use genesis_proto::v1;
+use genesis_store::Store;
 use genesis_store::llm::{NewPreset, PresetCouple};
 use sqlx::PgPool;
 use tonic::Code;
@@ -50,6 +51,71 @@ impl Drop for KeyDir {
     }
 }
 
+/// Control serving a [`KeyDir`] of tenant `t` (and `other`), with an
+/// operator token of `t`; the directory lives as long as this does.
+struct Keyed {
+    store: Store,
+    t: Uuid,
+    other: Uuid,
+    op: String,
+    h: Harness,
+    _keys: KeyDir,
+}
+
+async fn start_keyed(pool: &PgPool) -> anyhow::Result<Keyed> {
+    let store = store(pool);
+    let t = store.tenants().create("mine").await?.id;
+    let other = store.tenants().create("other").await?.id;
+    let op = token(&store, TokenScope::Operator, Some(t)).await?;
+    let keys = KeyDir::new(t, other)?;
+    let mut config = config(pool, NATS_URL);
+    config.auto_bootstrap = false;
+    config.llm_key_dir = Some(keys.0.clone());
+    let h = start(config).await?;
+    Ok(Keyed {
+        store,
+        t,
+        other,
+        op,
+        h,
+        _keys: keys,
+    })
+}
+
+/// A preset naming `SHARED` and, in its one fallback, `fallback`, as
+/// written straight to the store.
+fn preset_naming(name: &str, fallback: &str) -> NewPreset {
+    NewPreset {
+        name: name.into(),
+        primary: PresetCouple {
+            model: "gpt-4o".into(),
+            provider: "openai".into(),
+            backend: "api".into(),
+            credentials: vec!["SHARED".into()],
+        },
+        fallback: vec![PresetCouple {
+            model: "gpt-4o".into(),
+            provider: "openai".into(),
+            backend: "api".into(),
+            credentials: vec![fallback.into()],
+        }],
+        overlays: serde_json::json!({}),
+    }
+}
+
+/// A refusal whose message starts with `start` and lists the names this
+/// tenant may use.
+fn assert_names_allowed(what: &str, e: &tonic::Status, start: &str) {
+    assert!(e.message().starts_with(start), "{what}: {}", e.message());
+    assert!(
+        e.message().contains(&format!(
+            "the provider keys this tenant may name: {ALLOWED} ("
+        )),
+        "{what}: {}",
+        e.message()
+    );
+}
+
 fn couple(model: &str, provider: &str, creds: &[&str]) -> v1::PresetCouple {
     v1::PresetCouple {
         model: model.into(),
@@ -63,15 +129,14 @@ fn couple(model: &str, provider: &str, creds: &[&str]) -> v1::PresetCouple {
 async fn a_preset_may_name_only_the_provider_keys_bound_to_its_tenant(
     pool: PgPool,
 ) -> anyhow::Result<()> {
-    let store = store(&pool);
-    let t = store.tenants().create("mine").await?.id;
-    let other = store.tenants().create("other").await?.id;
-    let op = token(&store, TokenScope::Operator, Some(t)).await?;
-    let keys = KeyDir::new(t, other)?;
-    let mut config = config(&pool, NATS_URL);
-    config.auto_bootstrap = false;
-    config.llm_key_dir = Some(keys.0.clone());
-    let h = start(config).await?;
+    let Keyed {
+        store,
+        t,
+        other,
+        op,
+        h,
+        _keys,
+    } = start_keyed(&pool).await?;
     let mut llm = v1::llm_service_client::LlmServiceClient::new(h.channel().await?);
     let upsert = |name: &str, primary: v1::PresetCouple, fallback: Vec<v1::PresetCouple>| {
         req(
@@ -146,14 +211,7 @@ async fn a_preset_may_name_only_the_provider_keys_bound_to_its_tenant(
             "{what}: {}",
             e.message()
         );
-        assert!(e.message().starts_with(start), "{what}: {}", e.message());
-        assert!(
-            e.message().contains(&format!(
-                "the provider keys this tenant may name: {ALLOWED} ("
-            )),
-            "{what}: {}",
-            e.message()
-        );
+        assert_names_allowed(what, &e, start);
         assert!(!e.message().contains("TEAM_OTHER,"), "{}", e.message());
     }
     let written: Vec<String> = llm
@@ -188,25 +246,7 @@ async fn a_preset_may_name_only_the_provider_keys_bound_to_its_tenant(
     // A preset written before its key was rebound: attaching it is refused.
     let stale = store
         .llm()
-        .create_preset(
-            t,
-            NewPreset {
-                name: "stale".into(),
-                primary: PresetCouple {
-                    model: "gpt-4o".into(),
-                    provider: "openai".into(),
-                    backend: "api".into(),
-                    credentials: vec!["SHARED".into()],
-                },
-                fallback: vec![PresetCouple {
-                    model: "gpt-4o".into(),
-                    provider: "openai".into(),
-                    backend: "api".into(),
-                    credentials: vec!["TEAM_OTHER".into()],
-                }],
-                overlays: serde_json::json!({}),
-            },
-        )
+        .create_preset(t, preset_naming("stale", "TEAM_OTHER"))
         .await?;
     let attach = |preset: &str| {
         req(
@@ -284,43 +324,26 @@ async fn a_preset_may_name_only_the_provider_keys_bound_to_its_tenant(
 async fn a_preset_naming_a_key_the_tenant_may_not_use_serves_no_mode_or_task(
     pool: PgPool,
 ) -> anyhow::Result<()> {
-    let store = store(&pool);
-    let t = store.tenants().create("mine").await?.id;
-    let other = store.tenants().create("other").await?.id;
-    let op = token(&store, TokenScope::Operator, Some(t)).await?;
-    let keys = KeyDir::new(t, other)?;
-    let mut config = config(&pool, NATS_URL);
-    config.auto_bootstrap = false;
-    config.llm_key_dir = Some(keys.0.clone());
-    let h = start(config).await?;
+    let Keyed {
+        store,
+        t,
+        other: _,
+        op,
+        h,
+        _keys,
+    } = start_keyed(&pool).await?;
     let ch = h.channel().await?;
     let mut agents = v1::agent_service_client::AgentServiceClient::new(ch.clone());
     let mut tasks = v1::coding_task_service_client::CodingTaskServiceClient::new(ch);
-    let preset = |name: &str, fallback: &str| NewPreset {
-        name: name.into(),
-        primary: PresetCouple {
-            model: "gpt-4o".into(),
-            provider: "openai".into(),
-            backend: "api".into(),
-            credentials: vec!["SHARED".into()],
-        },
-        fallback: vec![PresetCouple {
-            model: "gpt-4o".into(),
-            provider: "openai".into(),
-            backend: "api".into(),
-            credentials: vec![fallback.into()],
-        }],
-        overlays: serde_json::json!({}),
-    };
     // Written straight to the store, as a preset accepted before its key
     // was rebound to the other tenant.
     let stale = store
         .llm()
-        .create_preset(t, preset("stale", "TEAM_OTHER"))
+        .create_preset(t, preset_naming("stale", "TEAM_OTHER"))
         .await?;
     let usable = store
         .llm()
-        .create_preset(t, preset("usable", "TEAM_MINE"))
+        .create_preset(t, preset_naming("usable", "TEAM_MINE"))
         .await?;
     let edit = |preset: &str| {
         req(
@@ -369,14 +392,7 @@ async fn a_preset_naming_a_key_the_tenant_may_not_use_serves_no_mode_or_task(
         ),
     ] {
         assert_eq!(e.code(), Code::FailedPrecondition, "{what}: {e:?}");
-        assert!(e.message().starts_with(refusal), "{what}: {}", e.message());
-        assert!(
-            e.message().contains(&format!(
-                "the provider keys this tenant may name: {ALLOWED} ("
-            )),
-            "{what}: {}",
-            e.message()
-        );
+        assert_names_allowed(what, &e, refusal);
     }
     let (modes, tasks_written): (i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM agent_modes WHERE tenant_id IS NOT NULL),
