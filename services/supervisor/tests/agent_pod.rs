@@ -117,6 +117,17 @@ impl Harness {
             .unwrap();
     }
 
+    /// Put the SOA's lease a second in the past, its session unchanged.
+    async fn expire_lease(&self) {
+        sqlx::query(
+            "UPDATE agent_instances SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+        )
+        .bind(self.instance)
+        .execute(&self.pool)
+        .await
+        .unwrap();
+    }
+
     async fn count(&self, table: &str) -> i64 {
         sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
             .fetch_one(&self.pool)
@@ -506,13 +517,7 @@ async fn invoke_tool_with_a_lost_lease_writes_nothing(pool: PgPool) {
 async fn an_expired_lease_is_lost_for_tools_and_attempts_before_any_reclaim(pool: PgPool) {
     let mut h = start(pool).await;
     let s = h.claim().await.session_id;
-    sqlx::query(
-        "UPDATE agent_instances SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
-    )
-    .bind(h.instance)
-    .execute(&h.pool)
-    .await
-    .unwrap();
+    h.expire_lease().await;
     let err = h
         .client
         .clone()
@@ -1205,13 +1210,7 @@ async fn an_expired_lease_cannot_be_renewed_by_its_own_session(pool: PgPool) {
         .renew_lease(renew(&h))
         .await
         .expect("a live lease renews");
-    sqlx::query(
-        "UPDATE agent_instances SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
-    )
-    .bind(h.instance)
-    .execute(&h.pool)
-    .await
-    .unwrap();
+    h.expire_lease().await;
     let lease = |pool: PgPool, instance: Uuid| async move {
         sqlx::query_as::<_, (Option<Uuid>, Option<chrono::DateTime<chrono::Utc>>)>(
             "SELECT lease_session, lease_expires_at FROM agent_instances WHERE id = $1",
