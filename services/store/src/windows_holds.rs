@@ -223,27 +223,20 @@ impl WindowsHolds<'_> {
         revision: i64,
         lease: &HoldLease<'_>,
     ) -> Result<Option<WindowsHoldRow>, StoreError> {
-        check_holder(holder)?;
-        lease.check()?;
-        let mut tx = self.store.tenant_tx(tenant_id).await?;
-        let row: Option<serde_json::Value> = sqlx::query_scalar(
-            "UPDATE windows_holds h
-                SET state = 'held', claim_expires_at = NULL, lease_id = $4, session_id = $5,
-                    host = $6, lease_expires_at = $7, updated_at = now()
-              WHERE tenant_id = $1 AND holder = $2 AND revision = $3 AND state = 'leasing'
-              RETURNING to_jsonb(h) || jsonb_build_object('lapsed',
-                        coalesce(h.lease_expires_at <= now(), false))",
-        )
-        .bind(tenant_id)
-        .bind(holder)
-        .bind(revision)
-        .bind(lease.lease_id)
-        .bind(lease.session_id)
-        .bind(lease.host)
-        .bind(lease.expires_at)
-        .fetch_optional(tx.conn())
-        .await?;
-        tx.commit().await?;
+        let row: Option<serde_json::Value> = self
+            .write_lease(
+                "UPDATE windows_holds h
+                    SET state = 'held', claim_expires_at = NULL, lease_id = $4, session_id = $5,
+                        host = $6, lease_expires_at = $7, updated_at = now()
+                  WHERE tenant_id = $1 AND holder = $2 AND revision = $3 AND state = 'leasing'
+                  RETURNING to_jsonb(h) || jsonb_build_object('lapsed',
+                            coalesce(h.lease_expires_at <= now(), false))",
+                tenant_id,
+                holder,
+                revision,
+                lease,
+            )
+            .await?;
         row.map(decode).transpose()
     }
 
@@ -281,27 +274,54 @@ impl WindowsHolds<'_> {
         revision: i64,
         lease: &HoldLease<'_>,
     ) -> Result<bool, StoreError> {
+        let put: Option<i64> = self
+            .write_lease(
+                "INSERT INTO windows_holds (tenant_id, holder, revision, state, lease_id, session_id,
+                                            host, lease_expires_at)
+                 VALUES ($1, $2, $3, 'held', $4, $5, $6, $7)
+                 ON CONFLICT (tenant_id, holder) DO NOTHING
+                 RETURNING revision",
+                tenant_id,
+                holder,
+                revision,
+                lease,
+            )
+            .await?;
+        Ok(put.is_some())
+    }
+
+    /// Write `lease` to the row of (tenant, holder) with `sql` (`$1`–`$3`:
+    /// tenant, holder, revision; `$4`–`$7`: the lease's id, session, host
+    /// and expiry) in a tenant transaction of its own, committed; the one
+    /// value its `RETURNING` gave, if any. A bad holder or bad lease fields
+    /// → `InvalidArgument` and nothing runs.
+    async fn write_lease<T>(
+        &self,
+        sql: &'static str,
+        tenant_id: Uuid,
+        holder: &str,
+        revision: i64,
+        lease: &HoldLease<'_>,
+    ) -> Result<Option<T>, StoreError>
+    where
+        T: Send + Unpin,
+        (T,): Send + Unpin + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+    {
         check_holder(holder)?;
         lease.check()?;
         let mut tx = self.store.tenant_tx(tenant_id).await?;
-        let put: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO windows_holds (tenant_id, holder, revision, state, lease_id, session_id,
-                                        host, lease_expires_at)
-             VALUES ($1, $2, $3, 'held', $4, $5, $6, $7)
-             ON CONFLICT (tenant_id, holder) DO NOTHING
-             RETURNING revision",
-        )
-        .bind(tenant_id)
-        .bind(holder)
-        .bind(revision)
-        .bind(lease.lease_id)
-        .bind(lease.session_id)
-        .bind(lease.host)
-        .bind(lease.expires_at)
-        .fetch_optional(tx.conn())
-        .await?;
+        let value = sqlx::query_scalar(sql)
+            .bind(tenant_id)
+            .bind(holder)
+            .bind(revision)
+            .bind(lease.lease_id)
+            .bind(lease.session_id)
+            .bind(lease.host)
+            .bind(lease.expires_at)
+            .fetch_optional(tx.conn())
+            .await?;
         tx.commit().await?;
-        Ok(put.is_some())
+        Ok(value)
     }
 }
 
