@@ -347,19 +347,13 @@ async fn a_transaction_of_tenant_a_reads_and_writes_nothing_of_tenant_b_in_any_t
             format!("UPDATE {table} SET tenant_id = tenant_id WHERE tenant_id = $1"),
             format!("DELETE FROM {table} WHERE tenant_id = $1"),
         ] {
-            let mut tx = store.tenant_tx(a).await?;
-            match sqlx::query(sqlx::AssertSqlSafe(stmt.clone()))
-                .bind(b)
-                .execute(tx.conn())
-                .await
-            {
-                Ok(r) => assert_eq!(r.rows_affected(), 0, "{table}: {stmt}"),
+            match in_tenant_tx(&store, a, &stmt, &[b]).await? {
+                Ok(rows) => assert_eq!(rows, 0, "{table}: {stmt}"),
                 Err(e) => assert!(
-                    matches!(StoreError::from(e), StoreError::PermissionDenied { .. }),
+                    matches!(e, StoreError::PermissionDenied { .. }),
                     "{table}: {stmt}"
                 ),
             }
-            tx.rollback().await?;
         }
         // Insert a copy of one of A's own rows re-labelled as B's: refused.
         // Generated columns (full-text `search`) cannot be inserted into, so
@@ -373,31 +367,17 @@ async fn a_transaction_of_tenant_a_reads_and_writes_nothing_of_tenant_b_in_any_t
         .fetch_all(&pool)
         .await?;
         let cols = cols.join(", ");
-        let mut tx = store.tenant_tx(a).await?;
         let insert = format!(
             "INSERT INTO {table} ({cols}) SELECT {cols} FROM (SELECT (jsonb_populate_record(NULL::{table},
                  to_jsonb(x) || jsonb_build_object('id', gen_random_uuid(), 'tenant_id', $1::uuid))).*
                FROM {table} x WHERE tenant_id = $2 LIMIT 1) y"
         );
-        let res = sqlx::query(sqlx::AssertSqlSafe(insert))
-            .bind(b)
-            .bind(a)
-            .execute(tx.conn())
-            .await;
-        tx.rollback().await?;
-        match res {
-            Ok(r) => assert_eq!(
-                r.rows_affected(),
-                0,
-                "{table}: cross-tenant insert went through"
+        match in_tenant_tx(&store, a, &insert, &[b, a]).await? {
+            Ok(rows) => assert_eq!(rows, 0, "{table}: cross-tenant insert went through"),
+            Err(err) => assert!(
+                matches!(err, StoreError::PermissionDenied { .. }),
+                "{table}: {err:?}"
             ),
-            Err(e) => {
-                let err = StoreError::from(e);
-                assert!(
-                    matches!(err, StoreError::PermissionDenied { .. }),
-                    "{table}: {err:?}"
-                );
-            }
         }
         let after_b: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT count(*) FROM {table} WHERE tenant_id = $1"
@@ -408,60 +388,29 @@ async fn a_transaction_of_tenant_a_reads_and_writes_nothing_of_tenant_b_in_any_t
         assert_eq!(after_b, total_b, "{table}: B's rows changed");
     }
     // Config: A reads its own layer, falls back to global; B is unaffected.
-    assert_eq!(
-        store
-            .config()
-            .get(Some(a), "AgentDispatcher:TickMaxTurns")
-            .await?
-            .as_deref(),
-        Some("3")
-    );
+    assert_eq!(tick_max_turns(&store, Some(a)).await?.as_deref(), Some("3"));
     store
         .config()
         .delete(Some(a), "AgentDispatcher:TickMaxTurns")
         .await?;
-    assert_eq!(
-        store
-            .config()
-            .get(Some(a), "AgentDispatcher:TickMaxTurns")
-            .await?
-            .as_deref(),
-        Some("9")
-    );
-    assert_eq!(
-        store
-            .config()
-            .get(Some(b), "AgentDispatcher:TickMaxTurns")
-            .await?
-            .as_deref(),
-        Some("3")
-    );
+    assert_eq!(tick_max_turns(&store, Some(a)).await?.as_deref(), Some("9"));
+    assert_eq!(tick_max_turns(&store, Some(b)).await?.as_deref(), Some("3"));
     // A tenant transaction cannot write the global layer.
-    let mut tx = store.tenant_tx(a).await?;
-    let err =
-        sqlx::query("INSERT INTO system_configs (tenant_id, key, value) VALUES (NULL, 'x', 'y')")
-            .execute(tx.conn())
-            .await
-            .map_err(StoreError::from)
-            .unwrap_err();
+    let err = in_tenant_tx(
+        &store,
+        a,
+        "INSERT INTO system_configs (tenant_id, key, value) VALUES (NULL, 'x', 'y')",
+        &[],
+    )
+    .await?
+    .unwrap_err();
     assert!(
         matches!(err, StoreError::PermissionDenied { .. }),
         "{err:?}"
     );
-    tx.rollback().await?;
     // The repositories refuse B's instance when scoped to A.
     let b_inst = store.instances().list(b, None).await?[0].id;
-    assert!(matches!(
-        store.instances().get(a, b_inst).await,
-        Err(StoreError::NotFound { .. })
-    ));
-    assert!(matches!(
-        store
-            .events()
-            .enqueue(a, b_inst, AgentEventKind::OperatorMessage, &json!({}), None)
-            .await,
-        Err(StoreError::NotFound { .. })
-    ));
+    assert_instance_hidden(&store, a, b_inst).await;
     assert!(matches!(
         store
             .modes()
@@ -493,21 +442,21 @@ async fn a_tenant_pool_transaction_without_a_tenant_sees_nothing(
     let a = tenant(&store, "a").await?;
     seed_tenant(&store, &pool, a, "a").await?;
     // A random tenant id stands in for "no tenant": the policy matches nothing.
-    let mut tx = store.tenant_tx(Uuid::new_v4()).await?;
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_instances")
-        .fetch_one(tx.conn())
-        .await?;
-    tx.rollback().await?;
+    let n = count_in_tenant_tx(
+        &store,
+        Uuid::new_v4(),
+        "SELECT count(*) FROM agent_instances",
+        &[],
+    )
+    .await?;
     assert_eq!(n, 0);
-    let mut conn = pool.acquire().await?;
-    sqlx::query("SET ROLE genesis_app")
-        .execute(&mut *conn)
-        .await?;
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
-        .fetch_one(&mut *conn)
-        .await?;
+    let n = count_as(
+        &pool,
+        "genesis_app",
+        "SELECT count(*) FROM agent_state_ledger",
+    )
+    .await?;
     assert_eq!(n, 0);
-    sqlx::query("RESET ROLE").execute(&mut *conn).await?;
     Ok(())
 }
 
@@ -523,17 +472,11 @@ async fn the_ledger_cannot_be_updated_or_deleted_by_either_service_role(
             format!("UPDATE {table} SET tenant_id = tenant_id"),
             format!("DELETE FROM {table}"),
         ] {
-            let mut tx = store.tenant_tx(a).await?;
-            let err = sqlx::query(sqlx::AssertSqlSafe(stmt.clone()))
-                .execute(tx.conn())
-                .await
-                .map_err(StoreError::from)
-                .unwrap_err();
+            let err = in_tenant_tx(&store, a, &stmt, &[]).await?.unwrap_err();
             assert!(
                 matches!(err, StoreError::PermissionDenied { .. }),
                 "genesis_app {stmt}: {err:?}"
             );
-            tx.rollback().await?;
             let err = as_system(&pool, &stmt, None).await?.unwrap_err();
             assert!(
                 matches!(err, StoreError::PermissionDenied { .. }),
@@ -543,19 +486,18 @@ async fn the_ledger_cannot_be_updated_or_deleted_by_either_service_role(
     }
     // The reset function refuses a tenant other than the transaction's own.
     let inst = store.instances().list(a, None).await?[0].id;
-    let mut tx = store.tenant_tx(Uuid::new_v4()).await?;
-    let err = sqlx::query("SELECT genesis_reset_instance($1, $2)")
-        .bind(a)
-        .bind(inst)
-        .execute(tx.conn())
-        .await
-        .map_err(StoreError::from)
-        .unwrap_err();
+    let err = in_tenant_tx(
+        &store,
+        Uuid::new_v4(),
+        "SELECT genesis_reset_instance($1, $2)",
+        &[a, inst],
+    )
+    .await?
+    .unwrap_err();
     assert!(
         matches!(err, StoreError::PermissionDenied { .. }),
         "{err:?}"
     );
-    tx.rollback().await?;
     assert_eq!(
         count(
             &pool,

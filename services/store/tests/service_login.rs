@@ -12,7 +12,7 @@
 mod common;
 
 use common::*;
-use genesis_core::{AgentEventKind, MessageDirection, TokenScope};
+use genesis_core::{MessageDirection, TokenScope};
 use genesis_store::roles::{self, RoleError, RoleViolation};
 use genesis_store::{Store, StoreError};
 use serde_json::json;
@@ -61,6 +61,16 @@ async fn service_store(pool: &PgPool) -> anyhow::Result<(Store, PgPool)> {
     Ok((store(&login), login))
 }
 
+/// Whether `PUBLIC` has `CONNECT` on the test database.
+async fn public_may_connect(pool: &PgPool) -> anyhow::Result<bool> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_database d, aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
+                         WHERE d.datname = current_database() AND a.grantee = 0 AND a.privilege_type = 'CONNECT')",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
 async fn prepare(pool: &PgPool) -> anyhow::Result<()> {
     ensure_role(pool, SERVICE, "LOGIN").await?;
     roles::check_service_role(&url_as(pool, &owner(pool)), SERVICE).await?;
@@ -84,16 +94,16 @@ async fn the_service_login_owns_nothing_reaches_no_bypass_and_cannot_become_the_
     assert!(!sup && !bypass && !createrole);
 
     // Owns nothing: no relation, function, type or schema of this database.
-    let owned: i64 = sqlx::query_scalar(
+    let owned = count(
+        &pool,
         "SELECT (SELECT count(*) FROM pg_class WHERE relowner = r.oid)
               + (SELECT count(*) FROM pg_proc WHERE proowner = r.oid)
               + (SELECT count(*) FROM pg_type WHERE typowner = r.oid)
               + (SELECT count(*) FROM pg_namespace WHERE nspowner = r.oid)
               + (SELECT count(*) FROM pg_database WHERE datdba = r.oid)
            FROM pg_roles r WHERE r.rolname = $1",
+        SERVICE,
     )
-    .bind(SERVICE)
-    .fetch_one(&pool)
     .await?;
     assert_eq!(owned, 0);
 
@@ -119,22 +129,17 @@ async fn the_service_login_owns_nothing_reaches_no_bypass_and_cannot_become_the_
     assert!(reach.iter().all(|(name, ..)| *name != owner));
 
     // No privilege granted to the login by name on any object of the schema.
-    let direct: i64 = sqlx::query_scalar(
+    let direct = count(
+        &pool,
         "SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a JOIN pg_roles r ON r.oid = a.grantee
           WHERE r.rolname = $1",
+        SERVICE,
     )
-    .bind(SERVICE)
-    .fetch_one(&pool)
     .await?;
     assert_eq!(direct, 0);
 
     // PUBLIC has no CONNECT; the login and the owner have it.
-    let public_connect: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM pg_database d, aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
-                         WHERE d.datname = current_database() AND a.grantee = 0 AND a.privilege_type = 'CONNECT')",
-    )
-    .fetch_one(&pool)
-    .await?;
+    let public_connect = public_may_connect(&pool).await?;
     assert!(!public_connect);
     let (svc_connect, owner_connect): (bool, bool) = sqlx::query_as(
         "SELECT has_database_privilege($1, current_database(), 'CONNECT'),
@@ -249,14 +254,7 @@ async fn through_the_service_login_rls_holds_and_the_system_path_still_runs(
         .config()
         .set(None, "AgentDispatcher:TickMaxTurns", "9")
         .await?;
-    assert_eq!(
-        store
-            .config()
-            .get(Some(b), "AgentDispatcher:TickMaxTurns")
-            .await?
-            .as_deref(),
-        Some("9")
-    );
+    assert_eq!(tick_max_turns(&store, Some(b)).await?.as_deref(), Some("9"));
 
     // Tenant path: A sees nothing of B and cannot write as B.
     let seen: Vec<Uuid> = store
@@ -267,75 +265,62 @@ async fn through_the_service_login_rls_holds_and_the_system_path_still_runs(
         .map(|i| i.id)
         .collect();
     assert_eq!(seen, vec![a_inst]);
-    assert!(matches!(
-        store.instances().get(a, b_inst).await,
-        Err(StoreError::NotFound { .. })
-    ));
-    assert!(matches!(
-        store
-            .events()
-            .enqueue(a, b_inst, AgentEventKind::OperatorMessage, &json!({}), None)
-            .await,
-        Err(StoreError::NotFound { .. })
-    ));
+    assert_instance_hidden(&store, a, b_inst).await;
     assert_eq!(store.events().list(a, b_inst).await?.len(), 0);
-    let mut tx = store.tenant_tx(a).await?;
-    let err = sqlx::query(
+    let err = in_tenant_tx(
+        &store,
+        a,
         "INSERT INTO agent_messages (tenant_id, instance_id, direction, body)
          VALUES ($1, $2, 'operator_to_agent', 'forged')",
+        &[b, b_inst],
     )
-    .bind(b)
-    .bind(b_inst)
-    .execute(tx.conn())
-    .await
-    .map_err(StoreError::from)
+    .await?
     .unwrap_err();
     assert!(
         matches!(err, StoreError::PermissionDenied { .. }),
         "{err:?}"
     );
-    tx.rollback().await?;
     // A tenant transaction of A cannot read B's events even by id.
-    let mut tx = store.tenant_tx(a).await?;
-    let b_events: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM agent_event_queue WHERE tenant_id = $1")
-            .bind(b)
-            .fetch_one(tx.conn())
-            .await?;
-    tx.rollback().await?;
+    let b_events = count_in_tenant_tx(
+        &store,
+        a,
+        "SELECT count(*) FROM agent_event_queue WHERE tenant_id = $1",
+        &[b],
+    )
+    .await?;
     assert_eq!(b_events, 0);
 
     // The system role no longer bypasses RLS: a table it has no policy for
     // shows it nothing, though both tenants have rows there.
-    let mut conn = login.acquire().await?;
-    sqlx::query("SET ROLE genesis_system")
-        .execute(&mut *conn)
-        .await?;
-    let events_seen: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_event_queue")
-        .fetch_one(&mut *conn)
-        .await?;
+    let events_seen = count_as(
+        &login,
+        "genesis_system",
+        "SELECT count(*) FROM agent_event_queue",
+    )
+    .await?;
     assert!(events_seen >= 2, "the outbox policy lets it read the queue");
-    let messages_seen: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_messages")
-        .fetch_one(&mut *conn)
-        .await?;
+    let messages_seen = count_as(
+        &login,
+        "genesis_system",
+        "SELECT count(*) FROM agent_messages",
+    )
+    .await?;
     assert_eq!(messages_seen, 0);
     let messages_there: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_messages")
         .fetch_one(&pool)
         .await?;
     assert_eq!(messages_there, 2);
-    let err = sqlx::query(
+    let err = as_system(
+        &login,
         "INSERT INTO system_configs (tenant_id, key, value) VALUES ($1, 'AgentDispatcher:TickMaxTurns', '1')",
+        Some(a),
     )
-    .bind(a)
-    .execute(&mut *conn)
-    .await
-    .map_err(StoreError::from)
+    .await?
     .unwrap_err();
     assert!(
         matches!(err, StoreError::PermissionDenied { .. }),
         "the system path writes the global layer only: {err:?}"
     );
-    sqlx::query("RESET ROLE").execute(&mut *conn).await?;
     Ok(())
 }
 
@@ -403,20 +388,15 @@ async fn an_unsafe_role_fails_the_migrate_step_naming_the_violation_and_gains_no
     );
 
     // None of them was given a service role, and PUBLIC's CONNECT stands.
-    let granted: i64 = sqlx::query_scalar(
+    let granted = count(
+        &pool,
         "SELECT count(*) FROM pg_auth_members m JOIN pg_roles s ON s.oid = m.member
           WHERE s.rolname = ANY($1) AND m.roleid IN ('genesis_app'::regrole, 'genesis_system'::regrole)",
+        vec![bypass, owning, member],
     )
-    .bind(vec![bypass, owning, member])
-    .fetch_one(&pool)
     .await?;
     assert_eq!(granted, 0);
-    let public_connect: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM pg_database d, aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
-                         WHERE d.datname = current_database() AND a.grantee = 0 AND a.privilege_type = 'CONNECT')",
-    )
-    .fetch_one(&pool)
-    .await?;
+    let public_connect = public_may_connect(&pool).await?;
     assert!(public_connect);
 
     // A role that does not exist, and names the platform may not use.

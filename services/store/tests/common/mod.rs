@@ -9,8 +9,8 @@ use genesis_core::{
     AgentDecisionKind, AgentDispatcherOptions, AgentEventKind, AgentType, InstanceStatus, Phase,
 };
 use genesis_store::{
-    ClaimOutcome, CompletedTurn, EnqueueOutcome, InstanceRow, NewInstance, Store, StoreOptions,
-    TickClaim, TickCompletion, TickDecision,
+    ClaimOutcome, CompletedTurn, EnqueueOutcome, InstanceRow, NewInstance, Store, StoreError,
+    StoreOptions, TickClaim, TickCompletion, TickDecision,
 };
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -122,8 +122,92 @@ pub async fn complete_planned(
 }
 
 /// Count rows as the superuser (bypasses RLS): the test's view of the truth.
-pub async fn count(pool: &PgPool, sql: &'static str, id: Uuid) -> anyhow::Result<i64> {
-    Ok(sqlx::query_scalar(sql).bind(id).fetch_one(pool).await?)
+/// `sql` takes one parameter, `bind`.
+pub async fn count<'q, B>(pool: &PgPool, sql: &'static str, bind: B) -> anyhow::Result<i64>
+where
+    B: 'q + Send + sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    Ok(sqlx::query_scalar(sql).bind(bind).fetch_one(pool).await?)
+}
+
+/// Run one statement (`binds`: its uuid parameters, in order) in a tenant
+/// transaction of `tenant`, rolled back after; the rows it touched, or the
+/// store's reading of its error.
+pub async fn in_tenant_tx(
+    store: &Store,
+    tenant: Uuid,
+    sql: &str,
+    binds: &[Uuid],
+) -> anyhow::Result<Result<u64, StoreError>> {
+    let mut tx = store.tenant_tx(tenant).await?;
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()));
+    for id in binds {
+        query = query.bind(*id);
+    }
+    let out = query
+        .execute(tx.conn())
+        .await
+        .map(|r| r.rows_affected())
+        .map_err(StoreError::from);
+    tx.rollback().await?;
+    Ok(out)
+}
+
+/// What a `count(*)` query (`binds`: its uuid parameters, in order) counts
+/// in a tenant transaction of `tenant`, rolled back after.
+pub async fn count_in_tenant_tx(
+    store: &Store,
+    tenant: Uuid,
+    sql: &str,
+    binds: &[Uuid],
+) -> anyhow::Result<i64> {
+    let mut tx = store.tenant_tx(tenant).await?;
+    let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()));
+    for id in binds {
+        query = query.bind(*id);
+    }
+    let n = query.fetch_one(tx.conn()).await?;
+    tx.rollback().await?;
+    Ok(n)
+}
+
+/// What a `count(*)` query counts on a connection of `pool` that has set
+/// its role to `role` (reset after).
+pub async fn count_as(pool: &PgPool, role: &str, sql: &str) -> anyhow::Result<i64> {
+    let mut conn = pool.acquire().await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("SET ROLE {role}")))
+        .execute(&mut *conn)
+        .await?;
+    let n = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(&mut *conn)
+        .await?;
+    sqlx::query("RESET ROLE").execute(&mut *conn).await?;
+    Ok(n)
+}
+
+/// `instance` is not `tenant`'s: scoped to `tenant`, the repositories find
+/// no such instance to read or to enqueue an event to.
+pub async fn assert_instance_hidden(store: &Store, tenant: Uuid, instance: Uuid) {
+    assert!(matches!(
+        store.instances().get(tenant, instance).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let enqueued = message(store, tenant, instance, serde_json::json!({})).await;
+    assert!(matches!(
+        enqueued
+            .as_ref()
+            .map_err(|e| e.downcast_ref::<StoreError>()),
+        Err(Some(StoreError::NotFound { .. }))
+    ));
+}
+
+/// The `AgentDispatcher:TickMaxTurns` setting as `tenant` reads it (its own
+/// layer, else the global one; `None`: the global layer alone).
+pub async fn tick_max_turns(store: &Store, tenant: Option<Uuid>) -> anyhow::Result<Option<String>> {
+    Ok(store
+        .config()
+        .get(tenant, "AgentDispatcher:TickMaxTurns")
+        .await?)
 }
 
 /// A bare provenance record (`llm_call_snapshots`) of `instance`, written
