@@ -98,6 +98,65 @@ pub fn with_database(url: &str, db: &str) -> String {
     }
 }
 
+/// A database of one test's own, `genesis_e2e_<suffix>`, created on the
+/// server of [`base_database_url`] by the harness's login, which owns it;
+/// [`SERVICE_ROLE`] exists on that server before it does.
+pub struct TestDatabase {
+    /// A one-connection pool on the server's default database, as the
+    /// harness's login.
+    pub admin: PgPool,
+    pub name: String,
+    /// The URL of the database, as the harness's login.
+    pub url: String,
+}
+
+impl TestDatabase {
+    /// Create `genesis_e2e_<sfx>` (`sfx`: this test's [`suffix`]).
+    pub async fn create(sfx: &str) -> anyhow::Result<Self> {
+        let name = format!("genesis_e2e_{sfx}");
+        let base = base_database_url();
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&base)
+            .await
+            .context("connect to the PostgreSQL server")?;
+        ensure_service_role(&admin).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&admin)
+            .await?;
+        Ok(TestDatabase {
+            admin,
+            url: with_database(&base, &name),
+            name,
+        })
+    }
+
+    /// Migrate the database as its owner and let [`SERVICE_ROLE`] log in
+    /// to it (`genesis-control migrate --service-role`), as a deployment's
+    /// migrate step does; the URL the services then log in with.
+    pub fn migrate_for_services(&self) -> anyhow::Result<String> {
+        let migrated = bin_command(
+            "genesis-control",
+            &["migrate", "--service-role", SERVICE_ROLE],
+            &[("GENESIS_DATABASE_URL", &self.url)],
+        )?
+        .output()?;
+        ensure!(migrated.status.success(), "migrate failed: {migrated:?}");
+        with_login(&self.url, SERVICE_ROLE, SERVICE_ROLE_PASSWORD)
+    }
+
+    /// Drop the database, closing whatever still connects to it.
+    pub async fn drop_database(&self) -> anyhow::Result<()> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&self.admin)
+        .await?;
+        Ok(())
+    }
+}
+
 /// Where cargo put the workspace's binaries: `GENESIS_E2E_BIN_DIR` when set;
 /// else the directory of the running executable when the service binaries sit
 /// beside it (a release-built tool such as the benchmark starts release
@@ -130,6 +189,26 @@ pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
             p.display()
         )
     }
+}
+
+/// A command running the workspace binary `bin` with `args`, no stdin and an
+/// environment of `PATH` and `env` alone, so nothing of the test's own
+/// environment reaches it.
+pub fn bin_command<A, K, V>(bin: &str, args: &[A], env: &[(K, V)]) -> anyhow::Result<Command>
+where
+    A: AsRef<std::ffi::OsStr>,
+    K: AsRef<std::ffi::OsStr>,
+    V: AsRef<std::ffi::OsStr>,
+{
+    let mut cmd = Command::new(binary(bin)?);
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(args)
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Ok(cmd)
 }
 
 /// Whether all four binaries exist. Tests call this first and skip with a
@@ -713,16 +792,8 @@ fn spawn(logs: &Path, p: &mut Proc) -> anyhow::Result<()> {
         }
     };
     let (out, err) = log_file(logs, &p.name)?;
-    let mut cmd = Command::new(binary(bin_name)?);
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .args(&p.args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out))
-        .stderr(Stdio::from(err));
-    for (k, v) in &p.env {
-        cmd.env(k, v);
-    }
+    let mut cmd = bin_command(bin_name, &p.args, &p.env)?;
+    cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
     p.child = Some(cmd.spawn().with_context(|| format!("spawn {bin_name}"))?);
     Ok(())
 }
@@ -762,15 +833,7 @@ fn control_command(
     env: &[(String, String)],
     args: &[&str],
 ) -> anyhow::Result<String> {
-    let mut cmd = Command::new(binary("genesis-control")?);
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .args(args)
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd
+    let out = bin_command("genesis-control", args, env)?
         .output()
         .with_context(|| format!("run genesis-control {args:?}"))?;
     let mut log = OpenOptions::new()
@@ -789,7 +852,8 @@ fn control_command(
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn extract_token(stdout: &str) -> anyhow::Result<String> {
+/// The `gen_` token that `genesis-control token create` printed.
+pub fn extract_token(stdout: &str) -> anyhow::Result<String> {
     stdout
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
         .find(|w| w.starts_with("gen_") && w.len() > 10)
@@ -803,21 +867,12 @@ impl Fleet {
     pub async fn start(options: FleetOptions) -> anyhow::Result<Fleet> {
         let logs = log_dir(&options.test)?;
         let sfx = suffix();
-        let db_name = format!("genesis_e2e_{sfx}");
-        let base = base_database_url();
-        {
-            let admin = PgPoolOptions::new()
-                .max_connections(1)
-                .connect(&base)
-                .await
-                .context("connect to the PostgreSQL server")?;
-            ensure_service_role(&admin).await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db_name}")))
-                .execute(&admin)
-                .await?;
-            admin.close().await;
-        }
-        let db_url = with_database(&base, &db_name);
+        let TestDatabase {
+            admin,
+            name: db_name,
+            url: db_url,
+        } = TestDatabase::create(&sfx).await?;
+        admin.close().await;
         let service_db_url = with_login(&db_url, SERVICE_ROLE, SERVICE_ROLE_PASSWORD)?;
         let nats_url = options.nats_url.clone().unwrap_or_else(shared_nats_url);
         if options.chart_default_names && options.nats_url.is_none() {
@@ -1734,14 +1789,15 @@ impl Drop for Fleet {
 /// Run `genesisctl` with the fleet's endpoint and token; returns (exit code,
 /// stdout, stderr).
 pub fn genesisctl(fleet: &Fleet, args: &[&str]) -> anyhow::Result<(i32, String, String)> {
-    let out = Command::new(binary("genesisctl")?)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("GENESIS_ENDPOINT", fleet.control_endpoint())
-        .env("GENESIS_TOKEN", &fleet.operator_token)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()?;
+    let out = bin_command(
+        "genesisctl",
+        args,
+        &[
+            ("GENESIS_ENDPOINT", fleet.control_endpoint()),
+            ("GENESIS_TOKEN", fleet.operator_token.clone()),
+        ],
+    )?
+    .output()?;
     Ok((
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -1767,6 +1823,20 @@ where
         Ok(r) => r,
         Err(_) => bail!("test exceeded its {limit:?} bound"),
     }
+}
+
+/// Run an end-to-end test body within `limit` (see [`bounded`]), or skip
+/// it, saying why, when the binaries it starts are not built (see
+/// [`binaries_missing`]).
+pub async fn bounded_e2e<F>(limit: Duration, fut: F) -> anyhow::Result<()>
+where
+    F: std::future::Future<Output = anyhow::Result<()>>,
+{
+    if let Some(why) = binaries_missing() {
+        println!("skipped: {why}");
+        return Ok(());
+    }
+    bounded(limit, fut).await
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! such a server, its password in no log line.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -30,10 +30,14 @@ impl Drop for Server {
     }
 }
 
-/// A `nats-server` on a free port requiring TLS with `cert`/`key` and the
-/// user `genesis` with [`PASSWORD`] (JetStream on, stored under `dir`);
-/// `None` when the binary is absent.
-async fn start(dir: &Path, cert: &Path, key: &Path) -> anyhow::Result<Option<Server>> {
+/// A `nats-server` on a free port requiring TLS with a certificate of a
+/// test CA and the user `genesis` with [`PASSWORD`] (JetStream on; the CA,
+/// the certificate and the store under `dir`), and the CA's file; `None`
+/// when the binary is absent.
+async fn start(dir: &Path) -> anyhow::Result<Option<(Server, PathBuf)>> {
+    let ca = TestCa::new("nats test CA")?;
+    let ca_file = ca.write(dir, "ca")?;
+    let (cert, key) = ca.server("nats")?.write(dir, "nats")?;
     if Command::new("nats-server")
         .arg("--version")
         .output()
@@ -68,7 +72,7 @@ async fn start(dir: &Path, cert: &Path, key: &Path) -> anyhow::Result<Option<Ser
         || async move { Ok(tokio::net::TcpStream::connect(addr).await.ok().map(drop)) },
     )
     .await?;
-    Ok(Some(server))
+    Ok(Some((server, ca_file)))
 }
 
 async fn connect(args: &NatsArgs, url: &str) -> Result<async_nats::Client, genesis_net::NatsError> {
@@ -93,10 +97,7 @@ fn refusal(r: Result<async_nats::Client, genesis_net::NatsError>) -> String {
 #[tokio::test]
 async fn nats_over_tls_with_credentials_connects_and_refuses_precisely() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let ca = TestCa::new("nats test CA")?;
-    let ca_file = ca.write(dir.path(), "ca")?;
-    let (cert, key) = ca.server("nats")?.write(dir.path(), "nats")?;
-    let Some(server) = start(dir.path(), &cert, &key).await? else {
+    let Some((server, ca_file)) = start(dir.path()).await? else {
         println!("skipped: nats-server is not installed");
         return Ok(());
     };
@@ -227,10 +228,7 @@ async fn a_fleet_runs_on_nats_with_tls_and_a_password_that_no_log_line_holds() -
         return Ok(());
     }
     let dir = tempfile::tempdir()?;
-    let ca = TestCa::new("nats test CA")?;
-    let ca_file = ca.write(dir.path(), "ca")?;
-    let (cert, key) = ca.server("nats")?.write(dir.path(), "nats")?;
-    let Some(server) = start(dir.path(), &cert, &key).await? else {
+    let Some((server, ca_file)) = start(dir.path()).await? else {
         println!("skipped: nats-server is not installed");
         return Ok(());
     };

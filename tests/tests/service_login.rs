@@ -7,13 +7,11 @@
 //! as the prepared service login ([`genesis_e2e::SERVICE_ROLE`]), so the
 //! accepted path is exercised everywhere.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use genesis_e2e::{
-    base_database_url, binaries_missing, binary, bounded, free_port, suffix, with_database,
-};
+use genesis_e2e::{TestDatabase, bin_command, bounded_e2e, free_port, suffix};
 
 /// Run a bin with exactly `env` (and PATH) and `args`, killed after `limit`.
 fn run(
@@ -22,18 +20,11 @@ fn run(
     args: &[&str],
     limit: Duration,
 ) -> anyhow::Result<Output> {
-    let mut cmd = Command::new(binary(bin)?);
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("RUST_BACKTRACE", "0")
+    let mut cmd = bin_command(bin, args, env)?;
+    cmd.env("RUST_BACKTRACE", "0")
         .env("RUST_LIB_BACKTRACE", "0")
-        .args(args)
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
     let mut child = cmd.spawn().with_context(|| format!("spawn {bin}"))?;
     let deadline = std::time::Instant::now() + limit;
     while child.try_wait()?.is_none() {
@@ -63,21 +54,10 @@ fn service_env(db_url: &str) -> Vec<(&'static str, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_services_refuse_the_owner_login_and_migrate_refuses_an_unsafe_role()
 -> anyhow::Result<()> {
-    if let Some(why) = binaries_missing() {
-        println!("skipped: {why}");
-        return Ok(());
-    }
-    bounded(Duration::from_secs(120), async {
-        let db_name = format!("genesis_e2e_{}", suffix());
-        let base = base_database_url();
-        let admin = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
-            .connect(&base)
-            .await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db_name}")))
-            .execute(&admin)
-            .await?;
-        let owner_url = with_database(&base, &db_name);
+    bounded_e2e(Duration::from_secs(120), async {
+        let database = TestDatabase::create(&suffix()).await?;
+        let admin = &database.admin;
+        let owner_url = database.url.clone();
         let checked = async {
             // A role that does not exist: refused before any migration.
             let out = run(
@@ -107,7 +87,7 @@ async fn the_services_refuse_the_owner_login_and_migrate_refuses_an_unsafe_role(
                 "DO $$ BEGIN CREATE ROLE {bypass} NOLOGIN BYPASSRLS;
                  EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
             )))
-            .execute(&admin)
+            .execute(admin)
             .await?;
             let out = run(
                 "genesis-control",
@@ -189,11 +169,7 @@ async fn the_services_refuse_the_owner_login_and_migrate_refuses_an_unsafe_role(
             anyhow::Ok(())
         };
         let outcome = checked.await;
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"
-        )))
-        .execute(&admin)
-        .await?;
+        database.drop_database().await?;
         outcome
     })
     .await

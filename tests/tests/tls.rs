@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use genesis_e2e::certs::{TestCa, presented_certificate};
-use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded, genesisctl, wait_for};
+use genesis_e2e::{Fleet, FleetOptions, bounded_e2e, genesisctl, wait_for};
 
 const ALPN_H2: &[&[u8]] = &[b"h2"];
 
@@ -44,6 +44,16 @@ async fn plaintext_is_refused(addr: SocketAddr) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The `Set-Cookie` header of `response`, empty when it sets none.
+fn set_cookie(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get(reqwest::header::SET_COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn tenant_id(stdout: &str) -> anyhow::Result<String> {
     stdout
         .lines()
@@ -55,11 +65,7 @@ fn tenant_id(stdout: &str) -> anyhow::Result<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn genesisctl_and_the_dashboard_reach_control_over_tls_with_a_test_ca() -> anyhow::Result<()>
 {
-    if let Some(why) = binaries_missing() {
-        println!("skipped: {why}");
-        return Ok(());
-    }
-    bounded(Duration::from_secs(150), async {
+    bounded_e2e(Duration::from_secs(150), async {
         let dir = tempfile::tempdir()?;
         let ca = TestCa::new("genesis test CA")?;
         let ca_file = ca.write(dir.path(), "ca")?;
@@ -168,12 +174,7 @@ async fn genesisctl_and_the_dashboard_reach_control_over_tls_with_a_test_ca() ->
             .body(format!("token={}&tenant_id={tenant}", fleet.operator_token))
             .send()
             .await?;
-        let cookie = signed_in
-            .headers()
-            .get(reqwest::header::SET_COOKIE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let cookie = set_cookie(&signed_in);
         ensure!(
             signed_in.status() == 303 && cookie.contains("; Secure"),
             "sign-in {}: cookie {cookie:?}",
@@ -204,12 +205,7 @@ async fn genesisctl_and_the_dashboard_reach_control_over_tls_with_a_test_ca() ->
             .body(format!("csrf={csrf}"))
             .send()
             .await?;
-        let cleared = signed_out
-            .headers()
-            .get(reqwest::header::SET_COOKIE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let cleared = set_cookie(&signed_out);
         ensure!(
             cleared.contains("Max-Age=0") && cleared.contains("; Secure"),
             "sign-out {}: cookie {cleared:?}",
@@ -276,11 +272,7 @@ async fn genesisctl_and_the_dashboard_reach_control_over_tls_with_a_test_ca() ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_reach_the_supervisor_with_client_certificates_and_clients_without_are_refused()
 -> anyhow::Result<()> {
-    if let Some(why) = binaries_missing() {
-        println!("skipped: {why}");
-        return Ok(());
-    }
-    bounded(Duration::from_secs(150), async {
+    bounded_e2e(Duration::from_secs(150), async {
         let dir = tempfile::tempdir()?;
         let ca = TestCa::new("genesis test CA")?;
         let ca_file = ca.write(dir.path(), "ca")?;

@@ -5,7 +5,6 @@
 //! served to new connections, a broken one never.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::ensure;
@@ -174,15 +173,7 @@ async fn replaced_files_reach_new_connections_and_broken_ones_keep_the_old_certi
 /// Run a service bin with only `env` (and PATH) until it exits; its exit
 /// code and stderr.
 fn run_bin(name: &str, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<(i32, String)> {
-    let mut cmd = Command::new(genesis_e2e::binary(name)?);
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .args(args)
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output()?;
+    let out = genesis_e2e::bin_command(name, args, env)?.output()?;
     Ok((
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),

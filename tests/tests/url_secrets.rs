@@ -9,13 +9,13 @@
 //! processes are stopped and every log line is searched for each password.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use genesis_e2e::{
-    SERVICE_ROLE, SERVICE_ROLE_PASSWORD, base_database_url, binaries_missing, binary, bounded,
-    ensure_service_role, free_port, log_dir, suffix, wait_for, with_database, with_login,
+    SERVICE_ROLE_PASSWORD, TestDatabase, bin_command, bounded_e2e, free_port, log_dir, suffix,
+    wait_for,
 };
 
 /// A child that is killed when dropped.
@@ -30,18 +30,14 @@ impl Drop for Running {
 
 fn spawn(bin: &str, logs: &Path, name: &str, env: &[(&str, String)]) -> anyhow::Result<Running> {
     let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
-    let mut cmd = Command::new(binary(bin)?);
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log.try_clone()?))
+    let args: &[&str] = if bin == "genesis-control" {
+        &["serve"]
+    } else {
+        &[]
+    };
+    let mut cmd = bin_command(bin, args, env)?;
+    cmd.stdout(Stdio::from(log.try_clone()?))
         .stderr(Stdio::from(log));
-    if bin == "genesis-control" {
-        cmd.arg("serve");
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
     Ok(Running(
         cmd.spawn().with_context(|| format!("spawn {bin}"))?,
     ))
@@ -55,11 +51,7 @@ fn log_of(logs: &Path, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_url_password_appears_in_any_log() -> anyhow::Result<()> {
-    if let Some(why) = binaries_missing() {
-        println!("skipped: {why}");
-        return Ok(());
-    }
-    bounded(Duration::from_secs(120), async {
+    bounded_e2e(Duration::from_secs(120), async {
         let logs = log_dir("url-secrets")?;
         let sfx = suffix();
         let nats_password = format!("natspw{sfx}");
@@ -70,27 +62,10 @@ async fn no_url_password_appears_in_any_log() -> anyhow::Result<()> {
         let closed = free_port()?;
         let closed_otlp = free_port()?;
 
-        let db_name = format!("genesis_e2e_{sfx}");
-        let base = base_database_url();
-        let admin = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
-            .connect(&base)
-            .await?;
-        ensure_service_role(&admin).await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db_name}")))
-            .execute(&admin)
-            .await?;
-        let db_url = with_database(&base, &db_name);
-        // The services log in as their own role, with a password in the URL.
-        let service_url = with_login(&db_url, SERVICE_ROLE, SERVICE_ROLE_PASSWORD)?;
+        let database = TestDatabase::create(&sfx).await?;
         let checked = async {
-            let migrated = Command::new(binary("genesis-control")?)
-                .env_clear()
-                .env("PATH", std::env::var("PATH").unwrap_or_default())
-                .env("GENESIS_DATABASE_URL", &db_url)
-                .args(["migrate", "--service-role", SERVICE_ROLE])
-                .output()?;
-            ensure!(migrated.status.success(), "migrate failed: {migrated:?}");
+            // The services log in as their own role, with a password in the URL.
+            let service_url = database.migrate_for_services()?;
 
             let otlp = format!("http://otel:{otlp_password}@127.0.0.1:{closed_otlp}");
             let common = |http: u16| -> Vec<(&str, String)> {
@@ -198,11 +173,7 @@ async fn no_url_password_appears_in_any_log() -> anyhow::Result<()> {
             anyhow::Ok(())
         };
         let outcome = checked.await;
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"
-        )))
-        .execute(&admin)
-        .await?;
+        database.drop_database().await?;
         outcome
     })
     .await
