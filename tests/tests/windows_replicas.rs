@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail, ensure};
 use genesis_e2e::{
-    Bearer, base_database_url, binaries_missing, binary, bounded, free_port, log_dir,
-    shared_nats_url, suffix, with_database,
+    Bearer, TestDatabase, bin_command, bounded_e2e, extract_token, free_port, log_dir,
+    shared_nats_url, suffix,
 };
 use genesis_proto::v1;
 use genesis_proto::v1::coding_task_service_client::CodingTaskServiceClient;
@@ -28,18 +28,6 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 type Client = WindowsLaneServiceClient<InterceptedService<Channel, Bearer>>;
-
-/// The replicas' database login (cluster-wide, shared by every run).
-const LOGIN: &str = "genesis_e2e_windows";
-
-/// `db_url` logging in as [`LOGIN`].
-fn login_url(db_url: &str) -> anyhow::Result<String> {
-    let mut u = reqwest::Url::parse(db_url)?;
-    u.set_username(LOGIN)
-        .and_then(|()| u.set_password(Some(LOGIN)))
-        .map_err(|()| anyhow!("the database URL takes no login"))?;
-    Ok(u.into())
-}
 
 /// A control process, killed (SIGKILL: no graceful hand-over) when dropped.
 struct Replica {
@@ -64,16 +52,9 @@ fn control(
         .create(true)
         .append(true)
         .open(logs.join(format!("{name}.log")))?;
-    let mut cmd = Command::new(binary("genesis-control")?);
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log.try_clone()?))
+    let mut cmd = bin_command("genesis-control", args, env)?;
+    cmd.stdout(Stdio::from(log.try_clone()?))
         .stderr(Stdio::from(log));
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
     Ok(cmd)
 }
 
@@ -174,23 +155,11 @@ fn leases(pool: &pool::Shared) -> (usize, usize, usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_replicas_share_one_windows_hold_per_coder() -> anyhow::Result<()> {
-    if let Some(why) = binaries_missing() {
-        println!("skipped: {why}");
-        return Ok(());
-    }
-    bounded(Duration::from_secs(240), async {
+    bounded_e2e(Duration::from_secs(240), async {
         let logs = log_dir("windows-replicas")?;
         let sfx = suffix();
-        let db_name = format!("genesis_e2e_{sfx}");
-        let base = base_database_url();
-        let admin = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
-            .connect(&base)
-            .await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db_name}")))
-            .execute(&admin)
-            .await?;
-        let db_url = with_database(&base, &db_name);
+        let database = TestDatabase::create(&sfx).await?;
+        let db_url = database.url.clone();
         let registry_bucket = format!("reg_windows_{sfx}");
         let stream = format!("WINDOWS_REPLICAS_{}", sfx.to_uppercase());
         let checked = async {
@@ -212,48 +181,26 @@ async fn control_replicas_share_one_windows_hold_per_coder() -> anyhow::Result<(
                 ("GENESIS_WINDOWS_POOL_TOKEN", pool::GOOD.to_owned()),
                 ("RUST_LOG", "info".to_owned()),
             ];
-            let migrated = control(&logs, "migrate", &common, &["migrate"])?.output()?;
-            ensure!(migrated.status.success(), "migrate failed: {migrated:?}");
             // The replicas log in as a role that owns nothing and may only
             // become the store's two roles, as a deployment's services do.
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DO $$ BEGIN CREATE ROLE {LOGIN} LOGIN PASSWORD '{LOGIN}';
-                 EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
-            )))
-            .execute(&admin)
-            .await?;
-            for grant in [
-                format!("GRANT genesis_app, genesis_system TO {LOGIN}"),
-                format!("REVOKE CONNECT ON DATABASE {db_name} FROM PUBLIC"),
-                format!("GRANT CONNECT ON DATABASE {db_name} TO {LOGIN}"),
-            ] {
-                sqlx::query(sqlx::AssertSqlSafe(grant))
-                    .execute(&admin)
-                    .await?;
-            }
             let mut served = common.clone();
             served.retain(|(k, _)| *k != "GENESIS_DATABASE_URL");
-            served.push(("GENESIS_DATABASE_URL", login_url(&db_url)?));
-            let minted = Command::new(binary("genesis-control")?)
-                .env_clear()
-                .env("PATH", std::env::var("PATH").unwrap_or_default())
-                .env("GENESIS_DATABASE_URL", &db_url)
-                .args([
+            served.push(("GENESIS_DATABASE_URL", database.migrate_for_services()?));
+            let minted = bin_command(
+                "genesis-control",
+                &[
                     "token",
                     "create",
                     "--scope",
                     "operator",
                     "--label",
                     "e2e-windows",
-                ])
-                .output()?;
+                ],
+                &[("GENESIS_DATABASE_URL", &db_url)],
+            )?
+            .output()?;
             ensure!(minted.status.success(), "token create failed: {minted:?}");
-            let stdout = String::from_utf8_lossy(&minted.stdout);
-            let token = stdout
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-                .find(|w| w.starts_with("gen_") && w.len() > 10)
-                .ok_or_else(|| anyhow!("no token in {stdout:?}"))?
-                .to_owned();
+            let token = extract_token(&String::from_utf8_lossy(&minted.stdout))?;
             let store =
                 genesis_store::Store::connect(&db_url, genesis_store::StoreOptions::default())
                     .await?;
@@ -423,11 +370,7 @@ async fn control_replicas_share_one_windows_hold_per_coder() -> anyhow::Result<(
             let _ = js.delete_stream(&stream).await;
             let _ = js.delete_key_value(&registry_bucket).await;
         }
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {db_name} WITH (FORCE)"
-        )))
-        .execute(&admin)
-        .await?;
+        database.drop_database().await?;
         outcome
     })
     .await
