@@ -4,22 +4,19 @@
 //! malformed, unknown, expired or revoked tokens are `UNAUTHENTICATED`; an
 //! agent-pod token is `PERMISSION_DENIED` (it reaches the AgentPod service
 //! and nothing else). Health and reflection are open, as probes need them.
+//! The layer is the shared [`genesis_proto::gate`]; this module supplies the
+//! admin server's lookup, scope, rate limit and refusal metrics.
 //!
 //! Must never log or echo a token, and never let a request through to a
 //! service without a `Caller` in its extensions.
 
-use std::sync::Arc;
-use std::task::{Context, Poll};
-
-use futures::future::BoxFuture;
 use genesis_core::TokenScope;
+use genesis_proto::gate::{Gate, GateLayer, unknown_token};
 use genesis_store::StoreError;
 use genesis_store::tokens::{Admission, hash_token};
 use tonic::Status;
-use tonic::metadata::MetadataMap;
 use uuid::Uuid;
 
-use crate::metrics::Metrics;
 use crate::state::AppState;
 
 /// Who is calling: the authenticated operator token.
@@ -88,23 +85,18 @@ pub fn caller<T>(req: &tonic::Request<T>) -> Result<Caller, Status> {
 /// Paths served without a token: health checks and reflection.
 pub use genesis_proto::reflection::is_open_path;
 
-/// Authenticate the bearer token in `metadata`.
-pub async fn authenticate(state: &AppState, metadata: &MetadataMap) -> Result<Caller, Status> {
-    let token = genesis_proto::auth::bearer_token(metadata)?;
-    authenticate_token(state, token).await
-}
-
 /// Authenticate a raw operator token (the bearer header's value, or the
 /// token an operator pastes into the dashboard's sign-in form).
 pub async fn authenticate_token(state: &AppState, token: &str) -> Result<Caller, Status> {
-    if !genesis_proto::auth::is_well_formed_token(token) {
-        return Err(Status::unauthenticated("unknown token"));
-    }
+    genesis_proto::gate::check_well_formed(token)?;
+    lookup(state, token).await
+}
+
+/// Look a well-formed token up and decide on the row found.
+async fn lookup(state: &AppState, token: &str) -> Result<Caller, Status> {
     let row = match state.store.tokens().authenticate(&hash_token(token)).await {
         Ok(row) => row,
-        Err(StoreError::NotFound { .. }) => {
-            return Err(Status::unauthenticated("unknown, expired or revoked token"));
-        }
+        Err(StoreError::NotFound { .. }) => return Err(unknown_token()),
         Err(other) => return Err(crate::status::store_status(other)),
     };
     admit(token, row)
@@ -126,89 +118,40 @@ fn admit(token: &str, row: genesis_store::tokens::ApiToken) -> Result<Caller, St
         Admission::OtherScope => Err(Status::permission_denied(
             "an agent-pod token may only call the AgentPod service",
         )),
-        Admission::Unknown => Err(Status::unauthenticated("unknown, expired or revoked token")),
+        Admission::Unknown => Err(unknown_token()),
+    }
+}
+
+/// The admin server's side of the shared bearer-token gate: operator
+/// tokens from the store, then the caller's request-rate limit; every
+/// refusal counted in the RPC metrics.
+#[derive(Clone)]
+pub struct OperatorGate {
+    state: AppState,
+}
+
+impl Gate for OperatorGate {
+    type Admitted = Caller;
+
+    async fn admit(&self, path: &str, token: &str) -> Result<Caller, Status> {
+        let caller = lookup(&self.state, token).await?;
+        self.state
+            .limits
+            .check(&caller, crate::limits::Class::of(path))?;
+        Ok(caller)
+    }
+
+    fn refused(&self, path: &str, status: &Status) {
+        self.state.metrics.record_rpc(path, status.code());
     }
 }
 
 /// The tower layer.
-#[derive(Clone)]
-pub struct AuthLayer {
-    state: AppState,
-}
+pub type AuthLayer = GateLayer<OperatorGate>;
 
-impl AuthLayer {
-    /// A layer authenticating against `state.store`.
-    pub fn new(state: AppState) -> Self {
-        Self { state }
-    }
-}
-
-impl<S> tower::Layer<S> for AuthLayer {
-    type Service = AuthService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        AuthService {
-            inner,
-            state: self.state.clone(),
-        }
-    }
-}
-
-/// The service the layer wraps around the router.
-#[derive(Clone)]
-pub struct AuthService<S> {
-    inner: S,
-    state: AppState,
-}
-
-fn refuse<B: Default>(metrics: &Arc<Metrics>, path: &str, status: Status) -> http::Response<B> {
-    metrics.record_rpc(path, status.code());
-    status.into_http()
-}
-
-impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for AuthService<S>
-where
-    S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    ReqBody: Send + 'static,
-    ResBody: Default + Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: http::Request<ReqBody>) -> Self::Future {
-        // The clone may not be ready; swap so the ready one serves this call.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let state = self.state.clone();
-        Box::pin(async move {
-            let path = req.uri().path().to_owned();
-            if is_open_path(&path) {
-                return inner.call(req).await;
-            }
-            let metadata = MetadataMap::from_headers(req.headers().clone());
-            match authenticate(&state, &metadata).await {
-                Ok(caller) => {
-                    if let Err(status) =
-                        state.limits.check(&caller, crate::limits::Class::of(&path))
-                    {
-                        return Ok(refuse(&state.metrics, &path, status));
-                    }
-                    req.extensions_mut().insert(caller);
-                    inner.call(req).await
-                }
-                Err(status) => Ok(refuse(&state.metrics, &path, status)),
-            }
-        })
-    }
+/// A layer authenticating against `state.store`.
+pub fn layer(state: AppState) -> AuthLayer {
+    GateLayer::new(OperatorGate { state })
 }
 
 #[cfg(test)]

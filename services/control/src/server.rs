@@ -15,7 +15,6 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::auth::AuthLayer;
 use crate::bootstrap::run_bootstrap;
 use crate::config::ControlConfig;
 use crate::error::ControlError;
@@ -247,7 +246,7 @@ pub async fn run(
             state.auth_failures.clone(),
             crate::auth::is_open_path,
         ))
-        .layer(AuthLayer::new(state.clone()))
+        .layer(crate::auth::layer(state.clone()))
         .add_routes(builder.routes());
     let grpc_server: std::pin::Pin<
         Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>> + Send>,

@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod convert;
+pub mod gate;
 pub mod limits;
 pub mod peer_limit;
 pub mod raw;

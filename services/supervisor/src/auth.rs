@@ -12,21 +12,20 @@
 //! [`TokenCache`] (a tick's three RPCs would otherwise look the same token
 //! up three times); a revocation or a changed set reaches it by NOTIFY as
 //! soon as it commits.
+//! The layer is the shared [`genesis_proto::gate`]; this module supplies the
+//! AgentPod server's lookup, scope and tenant set.
 //! Must never log or echo a token.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use chrono::{DateTime, Utc};
 use genesis_core::{PodTenants, TokenScope};
-use genesis_proto::auth::{bearer_token, is_well_formed_token, token_sha256};
+use genesis_proto::auth::token_sha256;
 use genesis_proto::convert::parse_uuid;
+use genesis_proto::gate::{Gate, GateLayer, unknown_token};
 use genesis_store::tokens::{Admission, ApiToken};
 use genesis_store::{Store, TokenCache};
 use tonic::Status;
-use tonic::metadata::MetadataMap;
 
 /// Paths served without a token: health checks and reflection.
 pub use genesis_proto::reflection::is_open_path;
@@ -37,32 +36,6 @@ pub use genesis_proto::reflection::is_open_path;
 pub struct AdmittedPod {
     /// The token's set (empty: every tenant).
     pub tenants: PodTenants,
-}
-
-/// Decide whether a request may proceed: `None` for the open health and
-/// reflection services, else what the token was admitted with.
-pub async fn authorize(
-    store: &Store,
-    cache: &TokenCache,
-    path: &str,
-    headers: &http::HeaderMap,
-) -> Result<Option<AdmittedPod>, Status> {
-    if is_open_path(path) {
-        return Ok(None);
-    }
-    let metadata = MetadataMap::from_headers(headers.clone());
-    let token = bearer_token(&metadata)?;
-    if !is_well_formed_token(token) {
-        return Err(Status::unauthenticated("unknown token"));
-    }
-    let found = cache
-        .find_by_hash(store, &token_sha256(token))
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "token lookup failed");
-            Status::unavailable("token lookup unavailable")
-        })?;
-    admit(token, found, Utc::now()).map(Some)
 }
 
 /// Whether the request's admitted token may act for the tenant it names
@@ -102,7 +75,7 @@ fn tenant_admitted(tenants: &PodTenants, tenant_id: &str) -> Result<(), Status> 
 /// is refused exactly like no row at all.
 fn admit(token: &str, found: Option<ApiToken>, now: DateTime<Utc>) -> Result<AdmittedPod, Status> {
     let Some(t) = found else {
-        return Err(Status::unauthenticated("unknown, expired or revoked token"));
+        return Err(unknown_token());
     };
     match t.admit(token, TokenScope::AgentPod, now) {
         Admission::Admitted => Ok(AdmittedPod {
@@ -112,83 +85,42 @@ fn admit(token: &str, found: Option<ApiToken>, now: DateTime<Utc>) -> Result<Adm
             "a token of scope {} cannot reach the AgentPod service",
             t.scope.as_str()
         ))),
-        Admission::Unknown => Err(Status::unauthenticated("unknown, expired or revoked token")),
+        Admission::Unknown => Err(unknown_token()),
+    }
+}
+
+/// The AgentPod server's side of the shared bearer-token gate: agent-pod
+/// tokens read through the [`TokenCache`], admitted with their tenant set.
+#[derive(Clone)]
+pub struct PodGate {
+    store: Store,
+    cache: Arc<TokenCache>,
+}
+
+impl Gate for PodGate {
+    type Admitted = AdmittedPod;
+
+    async fn admit(&self, _path: &str, token: &str) -> Result<AdmittedPod, Status> {
+        let found = self
+            .cache
+            .find_by_hash(&self.store, &token_sha256(token))
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "token lookup failed");
+                Status::unavailable("token lookup unavailable")
+            })?;
+        admit(token, found, Utc::now())
     }
 }
 
 /// The layer, applied to the whole gRPC server.
-#[derive(Clone)]
-pub struct AuthLayer {
-    store: Store,
-    cache: Arc<TokenCache>,
-}
+pub type AuthLayer = GateLayer<PodGate>;
 
-impl AuthLayer {
-    /// A gate checking tokens against `store` through `cache` (whose
-    /// [`TokenCache::listen`] the caller runs; until it does, every token is
-    /// looked up).
-    pub fn new(store: Store, cache: Arc<TokenCache>) -> Self {
-        Self { store, cache }
-    }
-}
-
-impl<S> tower::Layer<S> for AuthLayer {
-    type Service = AuthService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        AuthService {
-            inner,
-            store: self.store.clone(),
-            cache: self.cache.clone(),
-        }
-    }
-}
-
-/// The gate around one service.
-#[derive(Clone)]
-pub struct AuthService<S> {
-    inner: S,
-    store: Store,
-    cache: Arc<TokenCache>,
-}
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-impl<S, B> tower::Service<http::Request<B>> for AuthService<S>
-where
-    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
-        // The clone may not be ready; swap so the ready one serves this call.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let store = self.store.clone();
-        let cache = self.cache.clone();
-        Box::pin(async move {
-            match authorize(&store, &cache, req.uri().path(), req.headers()).await {
-                Ok(admitted) => {
-                    if let Some(admitted) = admitted {
-                        req.extensions_mut().insert(admitted);
-                    }
-                    inner.call(req).await
-                }
-                Err(status) => Ok(status.into_http()),
-            }
-        })
-    }
+/// A gate checking tokens against `store` through `cache` (whose
+/// [`TokenCache::listen`] the caller runs; until it does, every token is
+/// looked up).
+pub fn layer(store: Store, cache: Arc<TokenCache>) -> AuthLayer {
+    GateLayer::new(PodGate { store, cache })
 }
 
 #[cfg(test)]

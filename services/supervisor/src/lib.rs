@@ -194,7 +194,7 @@ pub async fn serve(
             auth_failures,
             auth::is_open_path,
         ))
-        .layer(auth::AuthLayer::new(parts.store.clone(), token_cache))
+        .layer(auth::layer(parts.store.clone(), token_cache))
         .add_service(
             health_service
                 .max_decoding_message_size(MAX_REQUEST_BYTES)
