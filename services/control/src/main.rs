@@ -169,7 +169,13 @@ async fn command(cli: Cli) -> anyhow::Result<()> {
             // The certificate files are read before the database is reached,
             // so a bad one is the error an operator sees.
             cli.config.tls.load(None)?;
-            check_database_login(&cli.config.database_url, cli.config.allow_owner_login).await?;
+            // A login row-level security does not bind (superuser, BYPASSRLS,
+            // the schema owner) is refused before anything is served.
+            genesis_store::roles::check_service_login(
+                &cli.config.database_url,
+                cli.config.allow_owner_login,
+            )
+            .await?;
             let grpc = tokio::net::TcpListener::bind(cli.config.grpc_addr).await?;
             let http = tokio::net::TcpListener::bind(cli.config.http_addr).await?;
             let shutdown = genesis_telemetry::shutdown::cancel_on_signal();
@@ -177,20 +183,4 @@ async fn command(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-/// Refuse to serve logged in to PostgreSQL as a role that row-level
-/// security does not bind (a superuser, a BYPASSRLS role, the schema owner,
-/// or one that can become one): every tenant's rows would be one statement
-/// away. `GENESIS_ALLOW_OWNER_LOGIN=true` skips the check, for local
-/// development against a trust-auth server only.
-async fn check_database_login(url: &str, allow_owner_login: bool) -> anyhow::Result<()> {
-    if allow_owner_login {
-        tracing::warn!(
-            "GENESIS_ALLOW_OWNER_LOGIN is set: the database login is not checked (local development only)"
-        );
-        return Ok(());
-    }
-    genesis_store::roles::check_login(url).await?;
-    Ok(())
 }

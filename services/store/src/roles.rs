@@ -508,6 +508,21 @@ pub async fn grant_service_role(url: &str, svc: &str) -> Result<RoleFacts, RoleE
     Ok(after)
 }
 
+/// A service's start-up gate: [`check_login`], unless the operator set
+/// `allow_owner_login` (`GENESIS_ALLOW_OWNER_LOGIN`, local development
+/// against a trust-auth server only), which is then logged as a warning.
+/// One home for control and the supervisor, so the escape reads the same
+/// in both.
+pub async fn check_service_login(url: &str, allow_owner_login: bool) -> Result<(), RoleError> {
+    if allow_owner_login {
+        tracing::warn!(
+            "GENESIS_ALLOW_OWNER_LOGIN is set: the database login is not checked (local development only)"
+        );
+        return Ok(());
+    }
+    check_login(url).await.map(drop)
+}
+
 /// The services' start-up check: the login of `url` (its `session_user`)
 /// must break no rule of [`RoleFacts::violations`]. A service logged in as
 /// a superuser, a BYPASSRLS role or the schema owner would see through

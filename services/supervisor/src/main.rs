@@ -35,24 +35,12 @@ async fn serve(config: SupervisorConfig) -> anyhow::Result<()> {
     // The certificate files are read before the database is reached, so a
     // bad one is the error an operator sees.
     config.server_tls()?;
-    check_database_login(&config).await?;
+    // A login row-level security does not bind (superuser, BYPASSRLS,
+    // the schema owner) is refused before anything is served.
+    genesis_store::roles::check_service_login(&config.database_url, config.allow_owner_login)
+        .await?;
     let grpc = tokio::net::TcpListener::bind(config.grpc_addr).await?;
     let http = tokio::net::TcpListener::bind(config.http_addr).await?;
     let shutdown = genesis_telemetry::shutdown::cancel_on_signal();
     genesis_supervisor::run(config, grpc, http, shutdown).await
-}
-
-/// Refuse to serve logged in to PostgreSQL as a role that row-level
-/// security does not bind (a superuser, a BYPASSRLS role, the schema owner,
-/// or one that can become one). `GENESIS_ALLOW_OWNER_LOGIN=true` skips the
-/// check, for local development against a trust-auth server only.
-async fn check_database_login(config: &SupervisorConfig) -> anyhow::Result<()> {
-    if config.allow_owner_login {
-        tracing::warn!(
-            "GENESIS_ALLOW_OWNER_LOGIN is set: the database login is not checked (local development only)"
-        );
-        return Ok(());
-    }
-    genesis_store::roles::check_login(&config.database_url).await?;
-    Ok(())
 }
