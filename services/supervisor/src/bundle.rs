@@ -4,10 +4,13 @@
 //! policy site's chain, the presets the type's modes name and the week's
 //! credit spend — read in ONE autocommit call of `genesis_read_bundle`
 //! (one round trip, only the ledger turns not already held by
-//! [`LedgerTailCache`], and the catalogue only when the one held by
-//! [`CatalogueCache`] is no longer current; for an instance claimed before,
-//! in the claim's own round trip (`genesis_claim_and_read`), with the type and
-//! site chain [`ClaimKinds`] held from its last claim), plus, for a Compliance instance, the
+//! [`LedgerTailCache`](crate::cache::ledger::LedgerTailCache), and the
+//! catalogue only when the one held by
+//! [`CatalogueCache`](crate::cache::catalogue::CatalogueCache) is no longer
+//! current; for an instance claimed before, in the claim's own round trip
+//! (`genesis_claim_and_read`), with the type and site chain
+//! [`ClaimKinds`](crate::cache::ClaimKinds) held from its last claim; see
+//! [`crate::cache`] for what each may hold), plus, for a Compliance instance, the
 //! cold-sweep corpus discovery (spec §3.4 step 8) in one tenant transaction
 //! with it; for an event that answers the operator, the chat tail
 //! ([`read_chat_tail`], its own round trip); and the conversions of store rows to
@@ -16,9 +19,9 @@
 
 use std::sync::Arc;
 
-use crate::budget_lru::BudgetLru;
-use crate::catalogue_cache::{CATALOGUE_KEYS, Catalogue, CatalogueCache, settle};
-use crate::ledger_cache::{CacheOutcome, HeldTail, LedgerTailCache, merge};
+use crate::cache::ClaimCaches;
+use crate::cache::catalogue::{CATALOGUE_KEYS, Catalogue, settle};
+use crate::cache::ledger::{CacheOutcome, HeldTail, merge};
 use chrono::{DateTime, Utc};
 use genesis_core::{AgentDispatcherOptions, AgentEventKind, AgentType};
 use genesis_proto::v1 as pb;
@@ -101,14 +104,6 @@ pub struct BundleRead {
     pub corpus: Option<ComplianceCorpus>,
 }
 
-/// The held ledger tails and catalogues a claim's read consults.
-#[derive(Debug)]
-pub struct ClaimCaches {
-    pub ledger: LedgerTailCache,
-    pub catalogue: CatalogueCache,
-    pub kinds: ClaimKinds,
-}
-
 /// What an instance's bundle is read for: its tenant, agent type and site
 /// chain, as its last claim found them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,36 +111,6 @@ pub struct ClaimKind {
     pub tenant_id: Uuid,
     pub agent_type: AgentType,
     pub sites: Vec<String>,
-}
-
-/// The [`ClaimKind`] of each instance claimed before, so its next claim
-/// asks for the bundle in the same round trip (`genesis_claim_and_read`).
-/// Never trusted: the claim compares it with what the claimed instance yields
-/// and reads the bundle again when they differ. A budget of 0 holds
-/// nothing (every claim is two round trips).
-#[derive(Debug)]
-pub struct ClaimKinds {
-    held: BudgetLru<Uuid, Arc<ClaimKind>>,
-}
-
-impl ClaimKinds {
-    pub fn new(budget_bytes: usize) -> Self {
-        Self {
-            held: BudgetLru::new(budget_bytes),
-        }
-    }
-
-    /// The kind held for `instance`, if it was found under `tenant`.
-    pub fn lookup(&self, tenant: Uuid, instance: Uuid) -> Option<Arc<ClaimKind>> {
-        self.held.get(&instance).filter(|k| k.tenant_id == tenant)
-    }
-
-    /// Hold `kind` for `instance` (replacing a different one).
-    pub fn remember(&self, instance: Uuid, kind: ClaimKind) {
-        let bytes = std::mem::size_of::<ClaimKind>()
-            + kind.sites.iter().map(|s| s.len() + 24).sum::<usize>();
-        self.held.put(instance, Arc::new(kind), bytes);
-    }
 }
 
 impl ClaimKind {
@@ -203,7 +168,7 @@ pub struct BundleFor<'a> {
 #[derive(Debug)]
 pub struct HeldForRead {
     ledger: Option<HeldTail>,
-    catalogue: Option<crate::catalogue_cache::Held>,
+    catalogue: Option<crate::cache::catalogue::Held>,
 }
 
 impl HeldForRead {

@@ -11,19 +11,16 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod auth;
-pub mod budget_lru;
 pub mod bundle;
-pub mod catalogue_cache;
+pub mod cache;
 pub mod config;
 pub mod error;
 pub mod http;
-pub mod ledger_cache;
 pub mod metrics;
 pub mod ops;
 pub mod presets;
 pub mod redaction;
 pub mod service;
-pub mod tick_memo;
 pub mod tools;
 
 use std::sync::Arc;

@@ -14,7 +14,7 @@ use genesis_telemetry::prometheus::{Exposition, Kind};
 
 use genesis_store::PriorRead;
 
-use crate::ledger_cache::CacheOutcome;
+use crate::cache::ledger::CacheOutcome;
 
 /// The supervisor's counters. Shared behind an `Arc`.
 #[derive(Debug, Default)]

@@ -36,18 +36,18 @@ use tracing::{Instrument as _, Span};
 use uuid::Uuid;
 
 use crate::auth::check_tenant;
-use crate::bundle::ClaimCaches;
 use crate::bundle::{
-    ClaimKind, ClaimKinds, HeldForRead, corpus_to_proto, effective_options, instance_to_proto,
+    ClaimKind, HeldForRead, corpus_to_proto, effective_options, instance_to_proto,
     platform_options, read_bundle, read_chat_tail, settle_bundle,
 };
-use crate::catalogue_cache::CatalogueCache;
+use crate::cache::catalogue::CatalogueCache;
+use crate::cache::ledger::LedgerTailCache;
+use crate::cache::tick_memo::{TickMemo, TickMemos};
+use crate::cache::{ClaimCaches, ClaimKinds};
 use crate::error::{SupervisorError, store_status};
-use crate::ledger_cache::LedgerTailCache;
 use crate::metrics::Metrics;
 use crate::ops::OpsProbe;
 use crate::presets::{DefaultProvider, ModePreset, resolve_chain};
-use crate::tick_memo::{TickMemo, TickMemos};
 use crate::tools::{Governance, ToolContext, ToolRegistry};
 
 /// Longest arguments JSON accepted for one tool call, in bytes.

@@ -1,5 +1,5 @@
-//! A least-recently-used map under a byte budget, shared by the caches the
-//! claim path keeps (held ledger tails, held catalogues). Owns only the
+//! A least-recently-used map under a byte budget, shared by every cache in
+//! this module (ledger tails, catalogues, claim kinds, tick memos). Owns only the
 //! eviction order and the byte accounting; what an entry may be trusted for
 //! is each cache's own rule. Must never block for long: one short mutex per
 //! call, never held across an await.

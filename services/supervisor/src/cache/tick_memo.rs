@@ -23,7 +23,7 @@ use genesis_store::PriorCounters;
 use genesis_store::llm::ChosenPrice;
 use uuid::Uuid;
 
-use crate::budget_lru::BudgetLru;
+use super::budget::BudgetLru;
 
 /// One claimed tick, as its claim read it.
 #[derive(Debug, Clone, PartialEq)]

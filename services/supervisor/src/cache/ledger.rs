@@ -13,7 +13,7 @@ use genesis_proto::v1 as pb;
 use prost::Message as _;
 use uuid::Uuid;
 
-use crate::budget_lru::BudgetLru;
+use super::budget::BudgetLru;
 
 /// The tail held for one instance: the turns oldest first, the newest
 /// one's (number, id) as the database is asked about it.

@@ -16,9 +16,9 @@ use genesis_store::llm::PresetRow;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::budget_lru::BudgetLru;
+use super::budget::BudgetLru;
+use super::ledger::CacheOutcome;
 use crate::bundle::Binding;
-use crate::ledger_cache::CacheOutcome;
 
 /// The catalogue part of a tick bundle, as read at one epoch.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
