@@ -20,7 +20,7 @@ pub mod metrics;
 pub mod ops;
 pub mod presets;
 pub mod redaction;
-pub mod service;
+pub mod rpc;
 pub mod tools;
 
 use std::sync::Arc;
@@ -34,18 +34,24 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{LogFormat, SupervisorConfig};
 pub use presets::DefaultProvider;
-pub use service::{AgentPodService, ServiceSettings};
+pub use rpc::{AgentPodService, ServiceSettings};
 pub use tools::{AllowAll, Governance, Tool, ToolRegistry};
+
+/// The AgentPod service's former module path, kept for the integration
+/// tests and the fuzz body that name `service::MAX_TOOL_ARGUMENTS_BYTES`.
+pub mod service {
+    pub use crate::rpc::{AgentPodService, MAX_TOOL_ARGUMENTS_BYTES, ServiceSettings};
+}
 
 /// The fleet's gRPC message size limits (`genesis_proto::limits`). The
 /// supervisor's largest legitimate request is a `CompleteTick` whose text the
 /// store caps at `genesis_store::tick::MAX_COMPLETION_BYTES` (1 MiB); one
-/// `InvokeTool` carries at most `service::MAX_TOOL_ARGUMENTS_BYTES`.
+/// `InvokeTool` carries at most `rpc::MAX_TOOL_ARGUMENTS_BYTES`.
 pub use genesis_proto::limits::{MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES};
 
 const _: () = assert!(
     MAX_REQUEST_BYTES >= 2 * genesis_store::tick::MAX_COMPLETION_BYTES
-        && MAX_REQUEST_BYTES > 4 * service::MAX_TOOL_ARGUMENTS_BYTES
+        && MAX_REQUEST_BYTES > 4 * rpc::MAX_TOOL_ARGUMENTS_BYTES
 );
 
 /// The services this server answers besides the open ones
