@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The tick's server functions alone, on one PostgreSQL client, no services:
-# a scratch database built from migrations/ up to a given number, 100 tenants
+# a scratch database built from services/store/migrations/ up to a given
+# number (psql follows each migration's includes of sql/), 100 tenants
 # with 10 SOA instances each, then pgbench running one tick per script
 # (enqueue an ExternalSignalReceived, claim it, the call attempt, the
 # completion) as genesis_app, so row-level security applies as in the fleet.
-# Once the schema has it, the claim is genesis_claim_and_read, as the
-# supervisor sends it: the claim plus the bundle read (ledger tail after the
+# The claim is genesis_claim_and_read, as the supervisor sends it: the claim plus the bundle read (ledger tail after the
 # turn the supervisor already holds, missions, escalations, credit; the
 # catalogue left out as current), so the bundle read is timed as well.
 # Prints ticks/s and each function's own time per tick (track_functions), so
@@ -13,8 +13,9 @@
 # whole fleet. The script also remembers each
 # instance's last turn in its own table (one small UPDATE per tick), which
 # counts in ticks/s but in no function's time.
-#   scripts/bench-tick-sql.sh             every migration: the completion writes its attempt (0093)
-#   scripts/bench-tick-sql.sh --upto 92   the schema before 0093: the attempt is its own call
+#   scripts/bench-tick-sql.sh             every migration
+#   scripts/bench-tick-sql.sh --upto N    the schema as migration N left it (compare two
+#                                         schemas by running it at each)
 #   --secs N     seconds per round (default 15)
 #   --rounds N   rounds (default 3)
 # The database is dropped at the end. Needs psql and pgbench (scripts/services.sh).
@@ -47,7 +48,7 @@ trap cleanup EXIT
 
 psql "$PG/postgres" -qc "CREATE DATABASE $db" >/dev/null
 last=0
-for f in migrations/*.sql; do
+for f in services/store/migrations/*.sql; do
   n=$((10#$(basename "$f" | cut -c1-4)))
   [ "$n" -gt "$upto" ] && continue
   psql "$PG/$db" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null
@@ -72,29 +73,15 @@ turn="'event_id', ':ev', 'decision_kind', 'Acted', 'phase', 'acting', 'consecuti
   echo '\set i random(1, 1000)'
   echo "SELECT id AS inst, tenant_id AS ten, gen_random_uuid() AS sess, turn AS kturn, ledger_id AS kid FROM bench_inst WHERE n = :i \gset"
   echo "SELECT genesis_enqueue_event(':ten', ':inst', 'ExternalSignalReceived', '{}', NULL, NULL)->'event'->>'id' AS enq \gset"
-  if [ "$last" -ge 85 ]; then
-    echo "SELECT genesis_claim_and_read(':ten', ':inst', ':sess', '60 s', 5, 12, 'Soa', '{Agent:Planning,Agent:Default}',
+  echo "SELECT genesis_claim_and_read(':ten', ':inst', ':sess', '60 s', 5, 12, 'Soa', '{Agent:Planning,Agent:Default}',
             date_trunc('week', now()), :kturn, ':kid', (SELECT epoch FROM catalogue_epoch))->'event'->>'id' AS ev \gset"
-  else
-    echo "SELECT genesis_claim_tick(':ten', ':inst', ':sess', '60 s', 5)->'event'->>'id' AS ev \gset"
-  fi
-  if [ "$last" -ge 93 ]; then
-    echo "SELECT coalesce(r->>'turn_number', '0') AS kt, coalesce(r->>'ledger_id', '00000000-0000-0000-0000-000000000000') AS kl
+  echo "SELECT coalesce(r->>'turn_number', '0') AS kt, coalesce(r->>'ledger_id', '00000000-0000-0000-0000-000000000000') AS kl
           FROM (SELECT genesis_apply_complete(':ten', ':inst', ':sess', jsonb_build_object($turn), NULL,
             jsonb_build_array(jsonb_build_object('invocation_id', 'inv-:ev', 'site_id', 'Agent:Default',
               'requested_model', 'scripted-1', 'served_model', 'scripted-1', 'provider', 'scripted',
               'credential_name', '', 'outcome', 'success', 'input_tokens', 1000, 'output_tokens', 1000,
               'usage', '{}'::jsonb, 'latency_ms', 5, 'cost_usd', 0.018, 'error_message', '',
               'prompt_overlay_sha256', NULL, 'week_start', date_trunc('week', now()), 'limit_usd', 50))) AS r) x \gset"
-  else
-    echo "SELECT genesis_record_call_attempt(':ten', ':inst', ':sess', 'inv-:ev', 'Agent:Default', 'scripted-1',
-            'scripted-1', 'scripted', '', 'success', 1000, 1000, '{}'::jsonb, 5, 0.018::float8, '', NULL,
-            date_trunc('week', now()), 50::float8)->'snapshot'->>'id' AS snap \gset"
-    echo "SELECT coalesce(r->>'turn_number', '0') AS kt, coalesce(r->>'ledger_id', '00000000-0000-0000-0000-000000000000') AS kl
-          FROM (SELECT genesis_apply_complete(':ten', ':inst', ':sess', jsonb_build_object($turn,
-            'llm_call_snapshot_id', ':snap', 'served_model', 'scripted-1', 'cost_usd', 0.018,
-            'input_tokens', 1000, 'output_tokens', 1000), NULL) AS r) x \gset"
-  fi
   echo "UPDATE bench_inst SET turn = :kt, ledger_id = ':kl' WHERE n = :i"
 } | tr '\n' ' ' | sed 's/\\gset /\\gset\n/g; s/\(random(1, 1000)\) /\1\n/' > "$work/tick.sql"
 

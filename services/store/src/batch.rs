@@ -495,7 +495,7 @@ mod tests {
         )
     }
 
-    #[sqlx::test]
+    #[sqlx::test(migrations = false)]
     async fn calls_queued_behind_a_busy_worker_share_one_statement_in_key_order(
         pool: PgPool,
     ) -> anyhow::Result<()> {
@@ -524,7 +524,7 @@ mod tests {
         sql: "batch_probe((a->>0)::float8, 10 * (a->>1)::integer)",
     };
 
-    #[sqlx::test]
+    #[sqlx::test(migrations = false)]
     async fn a_shared_queue_runs_calls_of_different_functions_in_one_statement(
         pool: PgPool,
     ) -> anyhow::Result<()> {
@@ -567,7 +567,7 @@ mod tests {
         Ok(())
     }
 
-    #[sqlx::test]
+    #[sqlx::test(migrations = false)]
     async fn a_failed_batch_runs_each_call_alone_and_only_the_failing_call_errs(
         pool: PgPool,
     ) -> anyhow::Result<()> {
@@ -598,7 +598,7 @@ mod tests {
         Ok(())
     }
 
-    #[sqlx::test]
+    #[sqlx::test(migrations = false)]
     async fn a_batch_whose_connection_is_lost_fails_every_call_and_runs_none_again(
         pool: PgPool,
     ) -> anyhow::Result<()> {
@@ -647,7 +647,7 @@ mod tests {
         Ok(())
     }
 
-    #[sqlx::test]
+    #[sqlx::test(migrations = false)]
     async fn a_lone_call_runs_at_once_and_its_error_is_its_own(pool: PgPool) -> anyhow::Result<()> {
         probe_schema(&pool).await?;
         let batches = Batches::new(BatchOptions::default());

@@ -25,6 +25,7 @@ pub mod ledger;
 pub mod llm;
 pub mod locks;
 pub mod messages;
+pub mod migrations;
 pub mod missions;
 pub mod modes;
 pub mod research;
@@ -63,7 +64,4 @@ pub use tick::{
 pub use token_cache::TokenCache;
 pub use tokens::ApiToken;
 
-/// The schema migrations under `migrations/`, embedded at compile time.
-/// `sqlx::test(migrator = "genesis_store::MIGRATOR")` and `Store::migrate`
-/// both run these.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+pub use migrations::MIGRATOR;

@@ -62,16 +62,6 @@ async fn the_bundle_leaves_the_catalogue_out_only_for_the_current_epoch(
     // An older or unknown epoch gets the whole catalogue.
     assert!(has_catalogue(&bundle(&pool, t, inst.id, e - 1).await));
     assert!(has_catalogue(&bundle(&pool, t, inst.id, e + 1).await));
-    // The previous release's eight-argument read always gets it.
-    let old: Value = sqlx::query_scalar(
-        "SELECT genesis_read_bundle($1, $2, 12, 'Soa', ARRAY['Agent:Planning'], now(), 0, NULL)",
-    )
-    .bind(t)
-    .bind(inst.id)
-    .fetch_one(&pool)
-    .await?;
-    assert!(has_catalogue(&old));
-    assert_eq!(old["modes"], full["modes"]);
     Ok(())
 }
 

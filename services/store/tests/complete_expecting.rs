@@ -374,45 +374,6 @@ async fn racing_completions_of_one_claim_write_one_turn(pool: PgPool) -> anyhow:
     Ok(())
 }
 
-#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
-async fn the_previous_release_four_argument_write_still_completes(
-    pool: PgPool,
-) -> anyhow::Result<()> {
-    let store = store(&pool);
-    let t = tenant(&store, "a").await?;
-    let c = four_idle_ticks_in(&store, &pool, t, &hash('e')).await?;
-    let mut tx = pool.begin().await?;
-    let lock: serde_json::Value =
-        sqlx::query_scalar("SELECT genesis_lock_for_complete($1, $2, $3, $4)")
-            .bind(t)
-            .bind(c.instance.id)
-            .bind(c.session)
-            .bind(c.event.id)
-            .fetch_one(&mut *tx)
-            .await?;
-    assert_eq!(lock["outcome"], "locked");
-    let params = json!({
-        "event_id": c.event.id, "decision_kind": "Heartbeat", "phase": "idle",
-        "consecutive_idle_ticks": 0, "idle_ticks_since_replan": 0,
-        "consecutive_blocked_turns": 0, "halt": false, "next_tick_delay_ms": 60000,
-    });
-    let applied: serde_json::Value =
-        sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4)")
-            .bind(t)
-            .bind(c.instance.id)
-            .bind(c.session)
-            .bind(&params)
-            .fetch_one(&mut *tx)
-            .await?;
-    tx.commit().await?;
-    assert_eq!(applied["outcome"], "completed", "{applied}");
-    assert_eq!(applied["turn_number"], 1);
-    assert_eq!(ledger_turns(&pool, c.instance.id).await?, 1);
-    let row = store.instances().get(t, c.instance.id).await?;
-    assert_eq!(row.lease_session, None);
-    Ok(())
-}
-
 /// The episode's last attempt of the claim `c`, priced at `cost`.
 fn priced(c: &TickClaim, cost: f64) -> PricedAttempt {
     PricedAttempt {
@@ -586,37 +547,6 @@ async fn a_completion_refused_under_a_held_lease_still_pays_for_its_attempts(
         .await?;
     assert_eq!(turn.turn_number, 1);
     assert_eq!(paid(&pool, t).await?, (3, 1, 1.5));
-    Ok(())
-}
-
-#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
-async fn the_previous_release_nineteen_argument_record_still_records(
-    pool: PgPool,
-) -> anyhow::Result<()> {
-    let store = store(&pool);
-    let t = tenant(&store, "a").await?;
-    let c = four_idle_ticks_in(&store, &pool, t, &hash('2')).await?;
-    let call = "SELECT genesis_record_call_attempt($1, $2, $3, 'inv-old', 'Agent:Planning',
-                    'scripted-1', 'scripted-1', 'scripted', '', 'success', 100, 10,
-                    '{}'::jsonb, 3, 0.5::float8, '', NULL, now(), 50::float8)";
-    let lost: serde_json::Value = sqlx::query_scalar(call)
-        .bind(t)
-        .bind(c.instance.id)
-        .bind(Uuid::new_v4())
-        .fetch_one(&pool)
-        .await?;
-    assert_eq!(lost["outcome"], "lease_lost", "{lost}");
-    assert_eq!(paid(&pool, t).await?, (0, 0, 0.0));
-    let recorded: serde_json::Value = sqlx::query_scalar(call)
-        .bind(t)
-        .bind(c.instance.id)
-        .bind(c.session)
-        .fetch_one(&pool)
-        .await?;
-    assert_eq!(recorded["outcome"], "recorded", "{recorded}");
-    assert_eq!(recorded["ordinal"], 0);
-    assert_eq!(recorded["snapshot"]["invocation_id"], "inv-old");
-    assert_eq!(paid(&pool, t).await?, (1, 1, 0.5));
     Ok(())
 }
 

@@ -157,18 +157,6 @@ async fn an_expired_lease_is_lost_before_anyone_reclaims_it(pool: PgPool) {
         .await
         .unwrap_err();
     assert_eq!(err, StoreError::LeaseLost);
-    let old: serde_json::Value = sqlx::query_scalar(
-        "SELECT genesis_record_call_attempt($1, $2, $3, 'inv-old', 'Agent:Planning',
-             'scripted-1', 'scripted-1', 'scripted', '', 'success', 100, 10,
-             '{}'::jsonb, 3, 0.5::float8, '', NULL, now(), 50::float8)",
-    )
-    .bind(tenant)
-    .bind(instance)
-    .bind(session)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!(old["outcome"], "lease_lost", "{old}");
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM llm_call_snapshots")
         .fetch_one(&pool)
         .await
