@@ -11,6 +11,7 @@
 
 pub mod attention;
 pub mod batch;
+pub mod bench;
 pub mod coding_tasks;
 pub mod config;
 pub mod constitution;
@@ -19,6 +20,7 @@ pub mod decisions;
 pub mod dossiers;
 pub mod error;
 pub mod events;
+pub mod inspect;
 pub mod instances;
 pub mod knowledge;
 pub mod ledger;
