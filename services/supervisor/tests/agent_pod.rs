@@ -14,7 +14,7 @@ use genesis_proto::auth::{bearer_value, generate_token, token_sha256};
 use genesis_proto::v1 as pb;
 use genesis_proto::v1::agent_pod_client::AgentPodClient;
 use genesis_proto::v1::claim_tick_response::Result as Claim;
-use genesis_store::{NewInstance, Store};
+use genesis_store::{NewInstance, Store, inspect};
 use genesis_supervisor::SupervisorConfig;
 use sqlx::PgPool;
 use tonic::transport::Channel;
@@ -119,20 +119,13 @@ impl Harness {
 
     /// Put the SOA's lease a second in the past, its session unchanged.
     async fn expire_lease(&self) {
-        sqlx::query(
-            "UPDATE agent_instances SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
-        )
-        .bind(self.instance)
-        .execute(&self.pool)
-        .await
-        .unwrap();
+        inspect::force_lease_expired(&self.pool, self.instance)
+            .await
+            .unwrap();
     }
 
     async fn count(&self, table: &str) -> i64 {
-        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-            .fetch_one(&self.pool)
-            .await
-            .unwrap()
+        inspect::count_rows(&self.pool, table).await.unwrap()
     }
 }
 
@@ -234,14 +227,14 @@ async fn the_weekly_ceiling_is_reported_exhausted_in_the_foundational_phase(pool
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
 async fn a_metered_window_reports_exhaustion_with_enforcement_off(pool: PgPool) {
     let mut h = start(pool).await;
-    sqlx::query(
-        "INSERT INTO system_configs (tenant_id, key, value, platform_value) VALUES ($1, $2, 'false', 'false')",
+    inspect::fixture_config_row(
+        &h.pool,
+        h.tenant,
+        genesis_core::options::keys::CREDIT_ENFORCEMENT_ENABLED,
+        "false",
     )
-        .bind(h.tenant)
-        .bind(genesis_core::options::keys::CREDIT_ENFORCEMENT_ENABLED)
-        .execute(&h.pool)
-        .await
-        .unwrap();
+    .await
+    .unwrap();
     let week = genesis_store::credit::week_start(chrono::Utc::now());
     h.store
         .credit()
@@ -556,12 +549,7 @@ async fn an_expired_lease_is_lost_for_tools_and_attempts_before_any_reclaim(pool
     assert_eq!(h.count("llm_call_snapshots").await, 0);
     assert_eq!(h.count("credit_windows").await, 0);
     // The session is still the recorded holder: nothing reclaimed it.
-    let holder: Option<Uuid> =
-        sqlx::query_scalar("SELECT lease_session FROM agent_instances WHERE id = $1")
-            .bind(h.instance)
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    let (holder, _) = inspect::instance_lease(&h.pool, h.instance).await.unwrap();
     assert_eq!(holder.map(|u| u.to_string()), Some(s));
 }
 
@@ -640,10 +628,7 @@ async fn the_same_call_id_twice_has_one_side_effect(pool: PgPool) {
     assert!(second.replayed);
     assert_eq!(second.result_json, first.result_json);
     assert_eq!(h.count("agent_messages").await, 1);
-    let direction: String = sqlx::query_scalar("SELECT direction FROM agent_messages")
-        .fetch_one(&h.pool)
-        .await
-        .unwrap();
+    let direction = inspect::one_message_direction(&h.pool).await.unwrap();
     assert_eq!(direction, "agent_to_operator");
 }
 
@@ -663,11 +648,11 @@ async fn a_proposed_decision_lands_on_the_queue_and_the_roster(pool: PgPool) {
         .unwrap()
         .into_inner();
     assert!(resp.error.is_none(), "{:?}", resp.error);
-    let (kind, meta): (String, serde_json::Value) =
-        sqlx::query_as("SELECT kind, metadata FROM attention_requests")
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    let inspect::AttentionFields {
+        kind,
+        metadata: meta,
+        ..
+    } = inspect::one_attention_request(&h.pool, None).await.unwrap();
     assert_eq!(kind, "decision");
     assert_eq!(meta["source"], "soa");
     assert_eq!(meta["soaInstanceId"], h.instance.to_string());
@@ -725,10 +710,7 @@ async fn record_call_attempt_prices_usage_server_side_and_draws_down_credit(pool
     );
     assert_eq!(unpriced.snapshot_id, r.snapshot_id);
     assert!((unpriced.snapshot_cost_usd - 0.108).abs() < 1e-9);
-    let spent: f64 = sqlx::query_scalar("SELECT spent_usd FROM credit_windows")
-        .fetch_one(&h.pool)
-        .await
-        .unwrap();
+    let spent = inspect::one_credit_window_spent(&h.pool).await.unwrap();
     assert!((spent - 0.108).abs() < 1e-9, "{spent}");
     // A dated served name is priced by the row it extends with a date.
     let mut dated = attempt("claude-sonnet-4-5");
@@ -753,18 +735,10 @@ async fn record_call_attempt_prices_usage_server_side_and_draws_down_credit(pool
         .unwrap()
         .into_inner();
     assert_eq!(free.cost_usd, 0.0);
-    let spent: f64 = sqlx::query_scalar("SELECT spent_usd FROM credit_windows")
-        .fetch_one(&h.pool)
-        .await
-        .unwrap();
+    let spent = inspect::one_credit_window_spent(&h.pool).await.unwrap();
     assert!((spent - 0.126).abs() < 1e-9, "{spent}");
     // Each attempt says which row priced it and how.
-    let priced: Vec<(String, Option<String>, Option<String>)> = sqlx::query_as(
-        "SELECT served_model, priced_as, pricing_source FROM llm_call_attempts ORDER BY ordinal",
-    )
-    .fetch_all(&h.pool)
-    .await
-    .unwrap();
+    let priced = inspect::attempt_pricing(&h.pool).await.unwrap();
     assert_eq!(
         priced,
         [
@@ -834,11 +808,7 @@ async fn complete_tick_with_a_stale_session_is_lease_lost_and_writes_nothing(poo
         .unwrap_err();
     assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
     assert_eq!(h.count("agent_state_ledger").await, 0);
-    let consumed: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM agent_event_queue WHERE consumed_at IS NOT NULL")
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    let consumed = inspect::count_consumed_events(&h.pool).await.unwrap();
     assert_eq!(consumed, 0);
     // The real session completes: the mapper's kind for AgentInitialized.
     let done = h
@@ -983,13 +953,9 @@ async fn a_token_revoked_while_in_use_is_refused_without_waiting_for_the_cache(p
     // The server's LISTEN is in place once its connection shows it.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let listening: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND query LIKE 'LISTEN%genesis_api_tokens%'",
-        )
-        .fetch_one(&h.pool)
-        .await
-        .unwrap();
+        let listening = inspect::count_listening_on(&h.pool, "genesis_api_tokens")
+            .await
+            .unwrap();
         if listening == 1 {
             break;
         }
@@ -1090,14 +1056,11 @@ async fn renew_lease_extends_the_holders_lease_and_refuses_any_other_session(poo
     let mut h = start(pool).await;
     let b = h.claim().await;
     let expires = |pool: PgPool, instance: Uuid| async move {
-        sqlx::query_scalar::<_, Option<chrono::DateTime<chrono::Utc>>>(
-            "SELECT lease_expires_at FROM agent_instances WHERE id = $1",
-        )
-        .bind(instance)
-        .fetch_one(&pool)
-        .await
-        .unwrap()
-        .unwrap()
+        inspect::instance_lease(&pool, instance)
+            .await
+            .unwrap()
+            .1
+            .unwrap()
     };
     let before = expires(h.pool.clone(), h.instance).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1212,13 +1175,7 @@ async fn an_expired_lease_cannot_be_renewed_by_its_own_session(pool: PgPool) {
         .expect("a live lease renews");
     h.expire_lease().await;
     let lease = |pool: PgPool, instance: Uuid| async move {
-        sqlx::query_as::<_, (Option<Uuid>, Option<chrono::DateTime<chrono::Utc>>)>(
-            "SELECT lease_session, lease_expires_at FROM agent_instances WHERE id = $1",
-        )
-        .bind(instance)
-        .fetch_one(&pool)
-        .await
-        .unwrap()
+        inspect::instance_lease(&pool, instance).await.unwrap()
     };
     let before = lease(h.pool.clone(), h.instance).await;
     let err = h.client.clone().renew_lease(renew(&h)).await.unwrap_err();
@@ -1255,11 +1212,7 @@ async fn malformed_agent_pod_requests_name_the_field_and_write_nothing(pool: PgP
             e.message()
         );
     }
-    let leased: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM agent_instances WHERE lease_session IS NOT NULL")
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    let leased = inspect::count_leased_instances(&h.pool).await.unwrap();
     assert_eq!(leased, 0, "no refused claim took a lease");
 
     let b = h.claim().await;
@@ -1332,15 +1285,8 @@ async fn a_budget_cut_is_recorded_on_the_turn_with_its_axis_and_consumption(pool
     let streaks = || {
         let pool = pool.clone();
         async move {
-            let row: (i32, i32) = sqlx::query_as(
-                "SELECT consecutive_blocked_turns, consecutive_exhausted_turns
-                   FROM agent_instances WHERE id = $1",
-            )
-            .bind(instance)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-            row
+            let c = inspect::instance_counters(&pool, instance).await.unwrap();
+            (c.consecutive_blocked_turns, c.consecutive_exhausted_turns)
         }
     };
     assert_eq!(streaks().await, (0, 1));
@@ -1351,11 +1297,7 @@ async fn a_budget_cut_is_recorded_on_the_turn_with_its_axis_and_consumption(pool
     h.complete(completion_with(&h, &next.session_id, &event, vec![]))
         .await;
     assert_eq!(streaks().await, (0, 0));
-    let payload: serde_json::Value =
-        sqlx::query_scalar("SELECT decision_payload FROM agent_state_ledger")
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    let payload = inspect::one_ledger_payload(&h.pool).await.unwrap();
     assert_eq!(payload["completion"], "budget_exhausted", "{payload}");
     assert_eq!(payload["budgetAxis"], "turns");
     assert_eq!(payload["endReason"], "turn budget of 3 spent");
@@ -1643,10 +1585,7 @@ async fn the_claim_carries_the_presets_overlay_and_the_snapshot_records_its_hash
         .unwrap();
     assert_eq!(snap.prompt_overlay_sha256.as_deref(), Some(hash.as_str()));
     // The overlay text itself is never stored on the snapshot.
-    let raw: String = sqlx::query_scalar("SELECT to_jsonb(s)::text FROM llm_call_snapshots s")
-        .fetch_one(&h.pool)
-        .await
-        .unwrap();
+    let raw = inspect::one_call_snapshot_text(&h.pool).await.unwrap();
     assert!(!raw.contains("Answer in one line."), "{raw}");
 }
 
@@ -1661,13 +1600,9 @@ async fn the_active_modes_preset_wins_over_the_site_binding(pool: PgPool) {
         .await
         .unwrap();
     // The shared catalogue names the preset by id on Incident only.
-    sqlx::query(
-        "UPDATE agent_modes SET preset_id = $1 WHERE agent_type = 'Soa' AND name = 'Incident'",
-    )
-    .bind(incident.id.to_string())
-    .execute(&h.pool)
-    .await
-    .unwrap();
+    inspect::force_mode_preset(&h.pool, "Soa", "Incident", &incident.id.to_string())
+        .await
+        .unwrap();
     // Strategic (the default mode) has no preset: the site binding decides.
     let chain = h.claim().await.preset_chain.unwrap();
     assert_eq!(chain.preset_id, site.id.to_string());
@@ -1684,9 +1619,7 @@ async fn the_active_modes_preset_wins_over_the_site_binding(pool: PgPool) {
         .bind_site(h2.tenant, "Agent:Planning", site2.id)
         .await
         .unwrap();
-    sqlx::query("UPDATE agent_instances SET active_mode = 'Incident' WHERE id = $1")
-        .bind(h2.instance)
-        .execute(&h2.pool)
+    inspect::force_active_mode(&h2.pool, h2.instance, "Incident")
         .await
         .unwrap();
     // The catalogue row names tenant 1's preset id: for tenant 2 it does not
@@ -1697,17 +1630,14 @@ async fn the_active_modes_preset_wins_over_the_site_binding(pool: PgPool) {
     h2.shutdown.cancel();
 
     // Named by preset name, the one catalogue row resolves in every tenant.
-    sqlx::query("UPDATE agent_modes SET preset_id = 'incident' WHERE agent_type = 'Soa' AND name = 'Incident'")
-        .execute(&h2.pool)
+    inspect::force_mode_preset(&h2.pool, "Soa", "Incident", "incident")
         .await
         .unwrap();
     let mut h3 = start(h2.pool.clone()).await;
     let _site3 = preset_with_overlay(&h3, "site", "site-model", "site overlay").await;
     let incident3 =
         preset_with_overlay(&h3, "incident", "incident-model", "incident overlay").await;
-    sqlx::query("UPDATE agent_instances SET active_mode = 'Incident' WHERE id = $1")
-        .bind(h3.instance)
-        .execute(&h3.pool)
+    inspect::force_active_mode(&h3.pool, h3.instance, "Incident")
         .await
         .unwrap();
     let chain = h3.claim().await.preset_chain.unwrap();
@@ -1806,18 +1736,11 @@ async fn complete_tick_records_the_pending_attempts_and_links_their_snapshot(poo
     let done = h.complete(req).await;
     assert_eq!(h.count("llm_call_attempts").await, 2);
     assert_eq!(h.count("llm_call_snapshots").await, 1);
-    let (snapshot, cost): (Option<Uuid>, Option<f64>) = sqlx::query_as(
-        "SELECT llm_call_snapshot_id, cost_usd::float8 FROM agent_state_ledger WHERE id = $1",
-    )
-    .bind(done.ledger_id.parse::<Uuid>().unwrap())
-    .fetch_one(&h.pool)
-    .await
-    .unwrap();
-    let (stored, snapshot_cost): (Uuid, f64) =
-        sqlx::query_as("SELECT id, cost_usd::float8 FROM llm_call_snapshots")
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    let turn = inspect::ledger_turn_cost(&h.pool, done.ledger_id.parse::<Uuid>().unwrap())
+        .await
+        .unwrap();
+    let (snapshot, cost) = (turn.llm_call_snapshot_id, turn.cost_usd);
+    let (stored, snapshot_cost) = inspect::one_call_snapshot_cost(&h.pool).await.unwrap();
     assert_eq!(
         snapshot,
         Some(stored),
@@ -1827,10 +1750,7 @@ async fn complete_tick_records_the_pending_attempts_and_links_their_snapshot(poo
     // 1000 output tokens on the failed attempt.
     assert!((snapshot_cost - 0.033).abs() < 1e-9, "{snapshot_cost}");
     assert!((cost.unwrap() - 0.033).abs() < 1e-9, "{cost:?}");
-    let spent: f64 = sqlx::query_scalar("SELECT spent_usd FROM credit_windows")
-        .fetch_one(&h.pool)
-        .await
-        .unwrap();
+    let spent = inspect::one_credit_window_spent(&h.pool).await.unwrap();
     assert!((spent - 0.033).abs() < 1e-9, "{spent}");
 }
 
@@ -1982,10 +1902,7 @@ async fn a_refused_completion_still_pays_for_the_calls_made_under_its_lease(pool
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
     assert_eq!(h.count("llm_call_attempts").await, 1);
     assert_eq!(h.count("agent_state_ledger").await, turns_before);
-    let spent: f64 = sqlx::query_scalar("SELECT spent_usd FROM credit_windows")
-        .fetch_one(&h.pool)
-        .await
-        .unwrap();
+    let spent = inspect::one_credit_window_spent(&h.pool).await.unwrap();
     assert!((spent - 0.018).abs() < 1e-9, "{spent}");
     h.complete(completion_with(
         &h,
@@ -2027,17 +1944,9 @@ fn tail_of(b: &pb::TickBundle) -> Vec<(i64, String)> {
 /// The tail as the database holds it: what every claim must hand the pod,
 /// whatever the supervisor held from earlier claims.
 async fn tail_in_db(h: &Harness, tail: i64) -> Vec<(i64, String)> {
-    let mut rows: Vec<(i64, String)> = sqlx::query_as(
-        "SELECT turn_number, coalesce(reasoning_summary, '') FROM agent_state_ledger
-          WHERE instance_id = $1 ORDER BY turn_number DESC LIMIT $2",
-    )
-    .bind(h.instance)
-    .bind(tail)
-    .fetch_all(&h.pool)
-    .await
-    .unwrap();
-    rows.reverse();
-    rows
+    inspect::ledger_tail(&h.pool, h.instance, tail)
+        .await
+        .unwrap()
 }
 
 /// `genesis_supervisor_{family}_total{{label}="{value}"}` (0 when absent).
@@ -2106,14 +2015,14 @@ async fn the_held_catalogue_is_read_again_only_after_an_admin_write(pool: PgPool
         (1, 2, 0)
     );
 
-    sqlx::query(
-        "INSERT INTO system_configs (tenant_id, key, value, platform_value) VALUES ($1, $2, '123.5', '123.5')",
+    inspect::fixture_config_row(
+        &h.pool,
+        h.tenant,
+        genesis_core::options::keys::WEEKLY_CREDIT_USD,
+        "123.5",
     )
-        .bind(h.tenant)
-        .bind(genesis_core::options::keys::WEEKLY_CREDIT_USD)
-        .execute(&h.pool)
-        .await
-        .unwrap();
+    .await
+    .unwrap();
     let b = h.claim().await;
     assert_eq!(
         b.credit.as_ref().unwrap().limit_usd,
@@ -2123,13 +2032,9 @@ async fn the_held_catalogue_is_read_again_only_after_an_admin_write(pool: PgPool
     assert_eq!(catalogue_counter(&h, "stale").await, 1);
     complete_and_wake(&h, &b, "after the config write").await;
 
-    sqlx::query(
-        "UPDATE agent_modes SET prompt_fragment = 'A fragment written just now.'
-          WHERE agent_type = 'Soa' AND is_default",
-    )
-    .execute(&h.pool)
-    .await
-    .unwrap();
+    inspect::force_default_mode_fragment(&h.pool, "Soa", "A fragment written just now.")
+        .await
+        .unwrap();
     let b = h.claim().await;
     assert_eq!(
         b.mode.as_ref().unwrap().prompt_fragment,
@@ -2168,20 +2073,11 @@ async fn completions_write_their_turn_in_one_statement(pool: PgPool) {
     assert_eq!(outcome_counter(&h, "complete_reads", "held").await, 6);
     assert_eq!(outcome_counter(&h, "complete_reads", "stale").await, 0);
     assert_eq!(outcome_counter(&h, "complete_reads", "locked").await, 0);
-    let numbers: Vec<i64> = sqlx::query_scalar(
-        "SELECT turn_number FROM agent_state_ledger WHERE instance_id = $1 ORDER BY turn_number",
-    )
-    .bind(h.instance)
-    .fetch_all(&h.pool)
-    .await
-    .unwrap();
+    let numbers = inspect::ledger_turn_numbers(&h.pool, h.instance)
+        .await
+        .unwrap();
     assert_eq!(numbers, (1..=6).collect::<Vec<_>>());
-    let lease: Option<Uuid> =
-        sqlx::query_scalar("SELECT lease_session FROM agent_instances WHERE id = $1")
-            .bind(h.instance)
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    let (lease, _) = inspect::instance_lease(&h.pool, h.instance).await.unwrap();
     assert_eq!(lease, None, "every completion released the lease");
 }
 
@@ -2212,13 +2108,9 @@ async fn the_held_ledger_tail_reads_only_new_turns_and_never_outlives_a_reset(po
 
     // Hand the lease back and reset: the whole ledger goes, numbering
     // starts again at 1, and the held tail names turn 15.
-    sqlx::query(
-        "UPDATE agent_instances SET lease_session = NULL, lease_expires_at = NULL WHERE id = $1",
-    )
-    .bind(h.instance)
-    .execute(&h.pool)
-    .await
-    .unwrap();
+    inspect::force_lease_released(&h.pool, h.instance)
+        .await
+        .unwrap();
     h.store.reset_instance(h.tenant, h.instance).await.unwrap();
     h.store
         .messages()
@@ -2249,14 +2141,9 @@ async fn a_held_turn_whose_id_changed_is_not_trusted(pool: PgPool) {
     run_turns(&mut h, 3).await;
     // The last claim held turns 1 and 2. Give turn 2 a new id and summary,
     // as a reset and two new turns would.
-    sqlx::query(
-        "UPDATE agent_state_ledger SET id = gen_random_uuid(), reasoning_summary = 'rewritten'
-          WHERE instance_id = $1 AND turn_number = 2",
-    )
-    .bind(h.instance)
-    .execute(&h.pool)
-    .await
-    .unwrap();
+    inspect::fixture_replace_ledger_turn(&h.pool, h.instance, 2, "rewritten")
+        .await
+        .unwrap();
     let b = h.claim().await;
     assert_eq!(
         tail_of(&b),
@@ -2292,12 +2179,14 @@ async fn a_zero_ledger_cache_reads_the_whole_tail_every_claim(pool: PgPool) {
 async fn the_previous_releases_bundle_read_still_returns_the_whole_tail(pool: PgPool) {
     let mut h = start(pool).await;
     run_turns(&mut h, 3).await;
-    let raw: serde_json::Value = sqlx::query_scalar(
-        "SELECT genesis_read_bundle($1, $2, 12, 'Soa', ARRAY['Agent:Planning'], now())",
+    let raw = inspect::previous_release_bundle(
+        &h.pool,
+        h.tenant,
+        h.instance,
+        12,
+        "Soa",
+        &["Agent:Planning"],
     )
-    .bind(h.tenant)
-    .bind(h.instance)
-    .fetch_one(&h.pool)
     .await
     .unwrap();
     let turns: Vec<i64> = raw["ledger"]
@@ -2330,10 +2219,10 @@ async fn tick_with_attempt_of(h: &Harness, b: &pb::TickBundle, input_tokens: i64
     let req = completion_with(h, &b.session_id, &event_id, vec![attempt]);
     let done = h.complete(req).await;
     h.wake(h.instance, "wake").await;
-    sqlx::query_scalar("SELECT cost_usd::float8 FROM agent_state_ledger WHERE id = $1")
-        .bind(done.ledger_id.parse::<Uuid>().unwrap())
-        .fetch_one(&h.pool)
+    inspect::ledger_turn_cost(&h.pool, done.ledger_id.parse::<Uuid>().unwrap())
         .await
+        .unwrap()
+        .cost_usd
         .unwrap()
 }
 
@@ -2359,18 +2248,14 @@ async fn a_claimed_tick_completes_without_reading_its_context_again(pool: PgPool
     );
     assert_eq!(context_counter(&h, "attempt_held").await, 3);
     assert_eq!(outcome_counter(&h, "complete_reads", "held").await, 4);
-    let spent: f64 = sqlx::query_scalar("SELECT spent_usd FROM credit_windows")
-        .fetch_one(&h.pool)
-        .await
-        .unwrap();
+    let spent = inspect::one_credit_window_spent(&h.pool).await.unwrap();
     assert!((spent - 0.084).abs() < 1e-9, "{spent}");
-    let modes: Vec<Option<String>> = sqlx::query_scalar(
-        "SELECT decision_payload->>'activeMode' FROM agent_state_ledger WHERE instance_id = $1",
-    )
-    .bind(h.instance)
-    .fetch_all(&h.pool)
-    .await
-    .unwrap();
+    let modes: Vec<Option<String>> = inspect::ledger_summaries_and_modes(&h.pool, h.instance)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, mode)| mode)
+        .collect();
     assert_eq!(
         modes,
         vec![Some("Strategic".to_owned()); 4],
@@ -2388,8 +2273,7 @@ async fn a_price_write_is_in_force_from_the_next_claim(pool: PgPool) {
     assert!((old - 0.018).abs() < 1e-9, "{old}");
 
     let b = h.claim().await;
-    sqlx::query("UPDATE llm_pricing SET input_usd_per_mtok = 30 WHERE model = 'claude-sonnet-4-5'")
-        .execute(&h.pool)
+    inspect::force_input_price(&h.pool, "claude-sonnet-4-5", 30.0)
         .await
         .unwrap();
     let during = tick_with_attempt_of(&h, &b, 1000).await;
@@ -2431,13 +2315,10 @@ async fn a_tick_claimed_through_another_supervisor_reads_its_context(pool: PgPoo
         .unwrap()
         .into_inner();
     assert_eq!(done.turn_number, 1);
-    let (cost, mode): (f64, Option<String>) = sqlx::query_as(
-        "SELECT cost_usd::float8, decision_payload->>'activeMode' FROM agent_state_ledger WHERE id = $1",
-    )
-    .bind(done.ledger_id.parse::<Uuid>().unwrap())
-    .fetch_one(&h.pool)
-    .await
-    .unwrap();
+    let turn = inspect::ledger_turn_cost(&h.pool, done.ledger_id.parse::<Uuid>().unwrap())
+        .await
+        .unwrap();
+    let (cost, mode) = (turn.cost_usd.unwrap(), turn.active_mode);
     assert!((cost - 0.018).abs() < 1e-9, "{cost}");
     assert_eq!(mode.as_deref(), Some("Strategic"));
     let (_, text) = reqwest_get(other.http, "/metrics").await;
@@ -2475,19 +2356,20 @@ async fn the_turn_records_the_mode_its_claim_served(pool: PgPool) {
     let b = h.claim().await;
     assert_eq!(b.mode.as_ref().unwrap().name, "Incident");
     complete_and_wake(&h, &b, "ran in Incident").await;
-    let modes: Vec<(String, Option<String>)> = sqlx::query_as(
-        "SELECT reasoning_summary, decision_payload->>'activeMode' FROM agent_state_ledger
-          WHERE instance_id = $1 ORDER BY turn_number",
-    )
-    .bind(h.instance)
-    .fetch_all(&h.pool)
-    .await
-    .unwrap();
+    let modes = inspect::ledger_summaries_and_modes(&h.pool, h.instance)
+        .await
+        .unwrap();
     assert_eq!(
         modes,
         vec![
-            ("ran in Strategic".to_owned(), Some("Strategic".to_owned())),
-            ("ran in Incident".to_owned(), Some("Incident".to_owned())),
+            (
+                Some("ran in Strategic".to_owned()),
+                Some("Strategic".to_owned())
+            ),
+            (
+                Some("ran in Incident".to_owned()),
+                Some("Incident".to_owned())
+            ),
         ]
     );
 }
@@ -2573,9 +2455,7 @@ async fn a_joined_read_for_another_site_chain_is_read_again(pool: PgPool) {
     let target = b.redaction_target.unwrap();
     assert_eq!(target.call_site_id, "Agent:Default");
     assert_ne!(target.resolved_site_id, "Agent:Planning");
-    sqlx::query("UPDATE agent_instances SET call_site_id = 'Agent:Planning' WHERE id = $1")
-        .bind(redactor)
-        .execute(&h.pool)
+    inspect::force_call_site(&h.pool, redactor, "Agent:Planning")
         .await
         .unwrap();
     let b = claim_redactor(&mut h).await;
@@ -2623,13 +2503,9 @@ async fn a_catalogue_row_granting_compliance_soa_propose_task_fails_the_claim_cl
         .toolset;
     let mut widened = seed.clone();
     widened.push("soa_propose_task".into());
-    sqlx::query(
-        "UPDATE agent_modes SET toolset = $1 WHERE agent_type = 'Compliance' AND name = 'Cadence'",
-    )
-    .bind(serde_json::json!(widened))
-    .execute(&h.pool)
-    .await
-    .unwrap();
+    inspect::force_mode_toolset(&h.pool, "Compliance", "Cadence", Some(widened.as_slice()))
+        .await
+        .unwrap();
     let claim = |h: &Harness| {
         h.req(pb::ClaimTickRequest {
             instance_id: compliance.to_string(),
@@ -2645,29 +2521,19 @@ async fn a_catalogue_row_granting_compliance_soa_propose_task_fails_the_claim_cl
         "{}",
         err.message()
     );
-    let turns: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger WHERE instance_id = $1")
-            .bind(compliance)
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    let turns = inspect::count_ledger_turns(&h.pool, compliance)
+        .await
+        .unwrap();
     assert_eq!(turns, 0);
 
     // The seed restored: the instance ticks again once any lease the
     // refused claim left has lapsed.
-    sqlx::query(
-        "UPDATE agent_modes SET toolset = NULL WHERE agent_type = 'Compliance' AND name = 'Cadence'",
-    )
-    .execute(&h.pool)
-    .await
-    .unwrap();
-    sqlx::query(
-        "UPDATE agent_instances SET lease_session = NULL, lease_expires_at = NULL WHERE id = $1",
-    )
-    .bind(compliance)
-    .execute(&h.pool)
-    .await
-    .unwrap();
+    inspect::force_mode_toolset(&h.pool, "Compliance", "Cadence", None)
+        .await
+        .unwrap();
+    inspect::force_lease_released(&h.pool, compliance)
+        .await
+        .unwrap();
     let bundle = h.claim_instance(compliance).await;
     let mode = bundle.mode.expect("a resolved mode");
     assert_eq!(mode.name, "Cadence");
@@ -2711,13 +2577,9 @@ async fn a_provider_failure_defers_the_event_and_never_counts_toward_stuck(pool:
     let mut message_event = String::new();
     for round in 1..=7 {
         // Make the deferred event due again without waiting for its delay.
-        sqlx::query(
-            "UPDATE agent_event_queue SET visible_at = now() WHERE consumed_at IS NULL \
-             AND event_kind = 'OperatorMessage'",
-        )
-        .execute(&h.pool)
-        .await
-        .unwrap();
+        inspect::force_pending_events_due(&h.pool, "OperatorMessage")
+            .await
+            .unwrap();
         let b = h.claim().await;
         let event = b.event.unwrap();
         assert_eq!(event.kind, "OperatorMessage", "round {round}");
@@ -2734,13 +2596,16 @@ async fn a_provider_failure_defers_the_event_and_never_counts_toward_stuck(pool:
             round == 5,
             "round {round}: the request is raised once, at the threshold"
         );
-        let (attempts, consumed, published, later): (i32, bool, bool, bool) = sqlx::query_as(
-            "SELECT attempts, consumed_at IS NOT NULL, published_at IS NOT NULL, \
-                    visible_at > now() + interval '20 seconds' \
-               FROM agent_event_queue WHERE id = $1::uuid",
+        let inspect::EventRedelivery {
+            attempts,
+            consumed,
+            published,
+            visible_later: later,
+        } = inspect::event_redelivery(
+            &h.pool,
+            event.id.parse::<Uuid>().unwrap(),
+            Duration::from_secs(20),
         )
-        .bind(&event.id)
-        .fetch_one(&h.pool)
         .await
         .unwrap();
         assert_eq!(
@@ -2750,39 +2615,34 @@ async fn a_provider_failure_defers_the_event_and_never_counts_toward_stuck(pool:
         );
     }
     assert_eq!(h.count("agent_state_ledger").await, turns_before, "no turn");
-    let (status, blocked, failures, leased): (String, i32, i32, bool) = sqlx::query_as(
-        "SELECT status, consecutive_blocked_turns, consecutive_provider_failures, \
-                lease_session IS NOT NULL FROM agent_instances WHERE id = $1",
-    )
-    .bind(h.instance)
-    .fetch_one(&h.pool)
-    .await
-    .unwrap();
+    let c = inspect::instance_counters(&h.pool, h.instance)
+        .await
+        .unwrap();
+    let (status, blocked, failures, leased) = (
+        c.status,
+        c.consecutive_blocked_turns,
+        c.consecutive_provider_failures,
+        c.leased,
+    );
     assert_eq!(
         (status.as_str(), blocked, failures, leased),
         ("active", 0, 7, false)
     );
-    let (requests, dead): (i64, i64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE kind = 'provider_failure'), \
-                count(*) FILTER (WHERE kind = 'dead_letter') FROM attention_requests",
-    )
-    .fetch_one(&h.pool)
-    .await
-    .unwrap();
+    let requests = inspect::count_attention_requests_of_kind(&h.pool, "provider_failure")
+        .await
+        .unwrap();
+    let dead = inspect::count_attention_requests_of_kind(&h.pool, "dead_letter")
+        .await
+        .unwrap();
     assert_eq!((requests, dead), (1, 0));
     // Each failed attempt was recorded and billed at its row's price.
-    let (n, cost): (i64, f64) = sqlx::query_as(
-        "SELECT count(*), sum(cost_usd)::float8 FROM llm_call_attempts WHERE outcome = 'server_error'",
-    )
-    .fetch_one(&h.pool)
-    .await
-    .unwrap();
+    let (n, cost) = inspect::attempts_with_outcome(&h.pool, "server_error")
+        .await
+        .unwrap();
     assert_eq!(n, 7);
     assert!((cost - 7.0 * 0.015).abs() < 1e-9, "{cost}");
     // The provider answers again: the message is handled once, the streak ends.
-    sqlx::query("UPDATE agent_event_queue SET visible_at = now() WHERE id = $1::uuid")
-        .bind(&message_event)
-        .execute(&h.pool)
+    inspect::force_event_due(&h.pool, message_event.parse::<Uuid>().unwrap())
         .await
         .unwrap();
     let b = h.claim().await;
@@ -2796,13 +2656,10 @@ async fn a_provider_failure_defers_the_event_and_never_counts_toward_stuck(pool:
         .await;
     assert!(!done.deferred);
     assert_eq!(done.decision_kind, "MessageAcknowledged");
-    let failures: i32 = sqlx::query_scalar(
-        "SELECT consecutive_provider_failures FROM agent_instances WHERE id = $1",
-    )
-    .bind(h.instance)
-    .fetch_one(&h.pool)
-    .await
-    .unwrap();
+    let failures = inspect::instance_counters(&h.pool, h.instance)
+        .await
+        .unwrap()
+        .consecutive_provider_failures;
     assert_eq!(failures, 0);
 }
 
@@ -2831,15 +2688,10 @@ async fn a_provider_failure_of_a_lost_lease_writes_nothing(pool: PgPool) {
         .expect_err("not the lease holder");
     assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
     assert_eq!(h.count("llm_call_attempts").await, 0);
-    let (failures, visible_now): (i32, bool) = sqlx::query_as(
-        "SELECT i.consecutive_provider_failures, e.visible_at <= now() \
-           FROM agent_instances i JOIN agent_event_queue e ON e.instance_id = i.id \
-          WHERE e.id = $1::uuid",
-    )
-    .bind(&event)
-    .fetch_one(&h.pool)
-    .await
-    .unwrap();
+    let (failures, visible_now) =
+        inspect::event_due_and_instance_failures(&h.pool, event.parse::<Uuid>().unwrap())
+            .await
+            .unwrap();
     assert_eq!((failures, visible_now), (0, true));
 }
 
@@ -2903,8 +2755,7 @@ async fn concurrent_reservations_never_cross_the_weekly_ceiling(pool: PgPool) {
             .unwrap()
             .into_inner();
         assert!(again.granted, "{again:?}");
-        sqlx::query("DELETE FROM credit_reservations")
-            .execute(&h.pool)
+        inspect::force_credit_reservations_cleared(&h.pool)
             .await
             .unwrap();
     }
@@ -2989,14 +2840,14 @@ async fn a_reservation_checks_its_input_its_lease_and_enforcement(pool: PgPool) 
     let event = a.event.unwrap().id;
     h.complete(completion_with(&h, &a.session_id, &event, vec![]))
         .await;
-    sqlx::query(
-        "INSERT INTO system_configs (tenant_id, key, value, platform_value) VALUES ($1, $2, 'false', 'false')",
+    inspect::fixture_config_row(
+        &h.pool,
+        h.tenant,
+        "AgentDispatcher:CreditEnforcementEnabled",
+        "false",
     )
-        .bind(h.tenant)
-        .bind("AgentDispatcher:CreditEnforcementEnabled")
-        .execute(&h.pool)
-        .await
-        .unwrap();
+    .await
+    .unwrap();
     h.wake(h.instance, "next").await;
     let c = h.claim().await;
     let free = h

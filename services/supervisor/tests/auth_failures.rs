@@ -62,11 +62,9 @@ async fn a_peer_out_of_failures_is_refused_before_any_token_lookup(pool: PgPool)
     // Probes are not held back.
     assert_serving(&h.channel).await;
     // Nothing was claimed by the refused valid token.
-    let leased: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM agent_instances WHERE lease_session IS NOT NULL")
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    let leased: i64 = genesis_store::inspect::count_leased_instances(&h.pool)
+        .await
+        .unwrap();
     assert_eq!(leased, 0);
 }
 

@@ -214,24 +214,19 @@ async fn another_tenants_ids_in_tool_arguments_reach_nothing_and_write_nothing(p
     );
 
     // The reads above changed nothing of B's and created nothing for A.
-    let b_rows: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM research_records WHERE tenant_id = $1 AND id = $2::uuid",
+    let b_rows: i64 = genesis_store::inspect::count_research_records(
+        &h.pool,
+        tenant_b,
+        Some(Uuid::parse_str(&b_record).unwrap()),
     )
-    .bind(tenant_b)
-    .bind(&b_record)
-    .fetch_one(&h.pool)
     .await
     .unwrap();
     assert_eq!(b_rows, 1);
-    let a_research: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM research_records WHERE tenant_id = $1")
-            .bind(tenant_a)
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    let a_research: i64 = genesis_store::inspect::count_research_records(&h.pool, tenant_a, None)
+        .await
+        .unwrap();
     assert_eq!(a_research, 0);
-    let messages: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_messages")
-        .fetch_one(&h.pool)
+    let messages: i64 = genesis_store::inspect::count_rows(&h.pool, "agent_messages")
         .await
         .unwrap();
     assert_eq!(messages, 0, "no message in anyone's name");

@@ -22,7 +22,7 @@ use genesis_proto::v1::agent_pod_client::AgentPodClient;
 use genesis_proto::v1::claim_tick_response::Result as Claim;
 use genesis_store::constitution::NewConstitutionRule;
 use genesis_store::knowledge;
-use genesis_store::{NewInstance, Store};
+use genesis_store::{NewInstance, Store, inspect};
 use genesis_supervisor::tools::constitution_gate::ConstitutionGovernance;
 use genesis_supervisor::tools::{ToolContext, ToolError, schema};
 use genesis_supervisor::{Parts, SupervisorConfig, ToolRegistry};
@@ -56,8 +56,7 @@ async fn instance(store: &Store, tenant: Uuid, t: AgentType, mode: Option<&str>)
 /// Events in the queue as `conn` sees them: the tenant's inside a tool's
 /// transaction, every tenant's on the test's own pool.
 async fn events_seen(conn: &mut sqlx::PgConnection) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM agent_event_queue")
-        .fetch_one(conn)
+    inspect::count_rows(conn, "agent_event_queue")
         .await
         .unwrap()
 }
@@ -111,10 +110,7 @@ fn invalid(r: Result<Value, ToolError>, needle: &str) {
 }
 
 async fn count(pool: &PgPool, table: &str) -> i64 {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    inspect::count_rows(pool, table).await.unwrap()
 }
 
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
@@ -147,10 +143,24 @@ async fn read_only_tools_answer_from_real_rows_and_refuse_bad_arguments(pool: Pg
     )
     .await
     .unwrap();
-    sqlx::query("INSERT INTO agent_state_ledger (tenant_id, instance_id, turn_number, event_kind, decision_kind, phase, reasoning_summary)
-                 VALUES ($1, $2, 1, 'AgentTick', 'Planned', 'idle', 'Investigated the billing outage'),
-                        ($1, $2, 2, 'AgentTick', 'Heartbeat', 'idle', 'nothing new')")
-        .bind(t).bind(soa).execute(tx.conn()).await.unwrap();
+    let turn = |turn_number, decision_kind, reasoning_summary| inspect::FixtureTurn {
+        turn_number,
+        event_kind: "AgentTick",
+        decision_kind,
+        phase: "idle",
+        reasoning_summary,
+    };
+    inspect::fixture_ledger_turns(
+        tx.conn(),
+        t,
+        soa,
+        &[
+            turn(1, "Planned", "Investigated the billing outage"),
+            turn(2, "Heartbeat", "nothing new"),
+        ],
+    )
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
 
     let r = call(
@@ -460,22 +470,17 @@ async fn control_tools_propose_without_applying(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(r["targetMode"], "Incident");
-    let (kind, meta): (String, Value) =
-        sqlx::query_as("SELECT kind, metadata FROM attention_requests")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let inspect::AttentionFields {
+        kind,
+        metadata: meta,
+        ..
+    } = inspect::one_attention_request(&pool, None).await.unwrap();
     assert_eq!(kind, "mode_change");
     assert_eq!(
         meta,
         json!({"source": "soa", "soaInstanceId": soa.to_string(), "targetMode": "Incident", "fromMode": "Strategic"})
     );
-    let active: Option<String> =
-        sqlx::query_scalar("SELECT active_mode FROM agent_instances WHERE id = $1")
-            .bind(soa)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let active = inspect::active_mode(&pool, soa).await.unwrap();
     assert_eq!(active, None, "proposing never writes active_mode");
     assert_eq!(count(&pool, "agent_mode_change_events").await, 0);
     // Validated against the agent's own catalogue: a Compliance mode is not a SOA mode.
@@ -515,11 +520,7 @@ async fn control_tools_propose_without_applying(pool: PgPool) {
 
     let m = call(&store, t, soa, "soa_propose_task", json!({"kind": "MissionDevelopment", "title": "Fix retries", "description": "Back off.", "target": "repo:acme/billing"})).await.unwrap();
     assert_eq!(m["status"], "proposed");
-    let (steer, status, meta): (Uuid, String, Value) =
-        sqlx::query_as("SELECT steering_instance_id, status, metadata FROM missions")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let (steer, status, meta) = inspect::one_mission(&pool).await.unwrap();
     assert_eq!((steer, status.as_str()), (soa, "proposed"));
     assert_eq!(meta["soaInstanceId"], soa.to_string());
     invalid(
@@ -554,12 +555,14 @@ async fn control_tools_propose_without_applying(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(q["status"], "open");
-    let (kind, options, meta): (String, Value, Value) = sqlx::query_as(
-        "SELECT kind, options, metadata FROM attention_requests WHERE kind = 'mission_question'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let inspect::AttentionFields {
+        kind,
+        options,
+        metadata: meta,
+        ..
+    } = inspect::one_attention_request(&pool, Some("mission_question"))
+        .await
+        .unwrap();
     assert_eq!(kind, "mission_question");
     assert_eq!(options, json!(["eu", "us"]));
     assert_eq!(meta["missionInstanceId"], mission.to_string());
@@ -856,12 +859,7 @@ async fn a_tool_outside_the_active_mode_is_refused_and_no_tool_changes_the_mode(
         )
         .await;
     assert_eq!(bad.error.unwrap().code, "INVALID_ARGUMENTS");
-    let active: Option<String> =
-        sqlx::query_scalar("SELECT active_mode FROM agent_instances WHERE id = $1")
-            .bind(s.soa)
-            .fetch_one(&s.pool)
-            .await
-            .unwrap();
+    let active = inspect::active_mode(&s.pool, s.soa).await.unwrap();
     assert_eq!(active, None);
     assert_eq!(count(&s.pool, "agent_mode_change_events").await, 0);
     assert_eq!(count(&s.pool, "attention_requests").await, 1);
@@ -968,31 +966,24 @@ async fn the_open_items_roster_is_served_by_the_soa_instance_index(pool: PgPool)
     let store = Store::from_pool(&pool);
     let t = store.tenants().create("acme").await.unwrap().id;
     let soa = instance(&store, t, AgentType::Soa, None).await;
-    sqlx::query("INSERT INTO missions (tenant_id, kind, title, metadata)
-                 SELECT $1, 'MissionResearch', 'm' || g, jsonb_build_object('soaInstanceId', gen_random_uuid()::text)
-                 FROM generate_series(1, 5000) g").bind(t).execute(&pool).await.unwrap();
-    sqlx::query("INSERT INTO attention_requests (tenant_id, kind, title, metadata)
-                 SELECT $1, 'decision', 'd' || g, jsonb_build_object('soaInstanceId', gen_random_uuid()::text)
-                 FROM generate_series(1, 5000) g").bind(t).execute(&pool).await.unwrap();
-    sqlx::query("ANALYZE missions")
-        .execute(&pool)
-        .await
-        .unwrap();
-    sqlx::query("ANALYZE attention_requests")
-        .execute(&pool)
-        .await
-        .unwrap();
-    for (table, index) in [
-        ("missions", "missions_soa_instance"),
-        ("attention_requests", "attention_requests_soa_instance"),
-    ] {
-        let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN SELECT * FROM {table} WHERE metadata->>'soaInstanceId' = '{soa}'"
-        )))
-        .fetch_all(&pool)
-        .await
-        .unwrap();
+    let linked = [
+        (inspect::SoaLinked::Missions, "missions_soa_instance"),
+        (
+            inspect::SoaLinked::AttentionRequests,
+            "attention_requests_soa_instance",
+        ),
+    ];
+    for (table, _) in linked {
+        inspect::fixture_soa_linked_rows(&pool, table, t, 5000)
+            .await
+            .unwrap();
+    }
+    for (table, index) in linked {
+        let plan = inspect::explain_rows_of_soa(&pool, table, soa)
+            .await
+            .unwrap();
         let plan = plan.join("\n");
+        let table = table.table();
         assert!(plan.contains(index), "{table}: {plan}");
     }
 }
@@ -1005,13 +996,9 @@ async fn agent_workset_complete_ends_the_foundational_phase_and_refuses_bad_argu
     let t = store.tenants().create("acme").await.unwrap().id;
     let soa = instance(&store, t, AgentType::Soa, None).await;
     let building = |pool: PgPool| async move {
-        sqlx::query_scalar::<_, bool>(
-            "SELECT is_building_starting_workset FROM agent_instances WHERE id = $1",
-        )
-        .bind(soa)
-        .fetch_one(&pool)
-        .await
-        .unwrap()
+        inspect::building_starting_workset(&pool, soa)
+            .await
+            .unwrap()
     };
     assert!(
         building(pool.clone()).await,
@@ -1402,11 +1389,12 @@ async fn redactor_propose_overlay_raises_one_masked_proposal_and_refuses_what_st
     .unwrap();
     assert!(!ok.to_string().contains(SECRET), "{ok}");
     assert_eq!(ok["findings"], "api_key×1, email×1");
-    let (kind, md, body): (String, Value, String) =
-        sqlx::query_as("SELECT kind, metadata, body FROM attention_requests")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let inspect::AttentionFields {
+        kind,
+        metadata: md,
+        body,
+        ..
+    } = inspect::one_attention_request(&pool, None).await.unwrap();
     assert_eq!(kind, "redaction");
     assert_eq!(md["source"], "redactor");
     assert_eq!(md["soaInstanceId"], r.to_string());

@@ -187,8 +187,7 @@ async fn the_largest_completion_the_store_accepts_is_within_the_limit(pool: PgPo
         .expect("a completion under the store's ceiling is accepted")
         .into_inner();
     assert_eq!(done.decision_kind, "Initialized");
-    let recorded: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
-        .fetch_one(&h.pool)
+    let recorded: i64 = genesis_store::inspect::count_rows(&h.pool, "agent_state_ledger")
         .await
         .unwrap();
     assert_eq!(recorded, 1);

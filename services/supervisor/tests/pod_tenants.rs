@@ -303,8 +303,7 @@ async fn a_scoped_token_runs_its_tenants_ticks_and_an_unscoped_one_runs_everyone
     let a_and_c = scoped_token(&h, &[h.tenant, c]).await;
     let mut a = Target::new(h.tenant, h.instance);
     run_tick(&mut client, &a_and_c, &mut a).await;
-    let turns: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
-        .fetch_one(&h.pool)
+    let turns: i64 = genesis_store::inspect::count_rows(&h.pool, "agent_state_ledger")
         .await
         .unwrap();
     assert_eq!(turns, 1, "A's tick completed");
@@ -319,12 +318,9 @@ async fn a_scoped_token_runs_its_tenants_ticks_and_an_unscoped_one_runs_everyone
         .unwrap();
     let mut a_again = Target::new(h.tenant, h.instance);
     run_tick(&mut client, &h.token, &mut a_again).await;
-    let per_tenant: Vec<(Uuid, i64)> = sqlx::query_as(
-        "SELECT tenant_id, count(*) FROM agent_state_ledger GROUP BY tenant_id ORDER BY tenant_id",
-    )
-    .fetch_all(&h.pool)
-    .await
-    .unwrap();
+    let per_tenant: Vec<(Uuid, i64)> = genesis_store::inspect::ledger_turns_per_tenant(&h.pool)
+        .await
+        .unwrap();
     let mut want = vec![(h.tenant, 2), (b, 1)];
     want.sort();
     assert_eq!(per_tenant, want);

@@ -13,7 +13,7 @@ use std::time::Duration;
 use genesis_core::{AgentType, InstanceStatus, TokenScope};
 use genesis_proto::auth::{bearer_value, generate_token, token_sha256};
 use genesis_proto::raw::RawCodec;
-use genesis_store::{NewInstance, Store};
+use genesis_store::{NewInstance, Store, inspect};
 use genesis_supervisor::{AllowAll, Parts, SupervisorConfig, ToolRegistry};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -158,26 +158,10 @@ pub type Snapshot = (
 pub async fn snapshot(pool: &PgPool) -> Snapshot {
     let mut counts = Vec::with_capacity(TABLES.len());
     for table in TABLES {
-        counts.push(
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-                .fetch_one(pool)
-                .await
-                .unwrap(),
-        );
+        counts.push(inspect::count_rows(pool, table).await.unwrap());
     }
-    let leases = sqlx::query_as(
-        "SELECT id, lease_session, lease_expires_at::text FROM agent_instances ORDER BY id",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    let events = sqlx::query_scalar(
-        "SELECT concat_ws('|', id, claimed_session, attempts, consumed_at, visible_at)
-           FROM agent_event_queue ORDER BY id",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
+    let leases = inspect::all_instance_leases(pool).await.unwrap();
+    let events = inspect::all_event_claim_lines(pool).await.unwrap();
     (counts, leases, events)
 }
 
