@@ -252,8 +252,10 @@ fn skip_or_fail(missing: Option<String>, ci: Option<&str>) -> Result<Option<Stri
 /// kernel's ephemeral range, because a port the kernel handed out for
 /// `bind(0)` is also a candidate source port of every outgoing connection
 /// (to PostgreSQL, to NATS) until the service binds it, and a service then
-/// failed to start with "Address already in use". No port is handed out
-/// twice in one process.
+/// failed to start with "Address already in use". The test runner starts
+/// each test in its own process, so a port is also reserved across
+/// processes: a marker file created exclusively under the temp folder, left
+/// in place for the test's life and recycled once it is an hour old.
 pub fn free_port() -> anyhow::Result<u16> {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     static EPHEMERAL_LOW: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
@@ -264,10 +266,12 @@ pub fn free_port() -> anyhow::Result<u16> {
             .unwrap_or(32768)
     });
     let (low, high) = (10_000u16, ephemeral_low.max(10_001));
+    let markers = std::env::temp_dir().join("genesis-e2e-ports");
+    std::fs::create_dir_all(&markers)?;
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
     for _ in 0..500 {
         let port = rand::random_range(low..high);
-        if given.contains(&port) {
+        if given.contains(&port) || !reserve_port(&markers.join(port.to_string())) {
             continue;
         }
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
@@ -275,8 +279,31 @@ pub fn free_port() -> anyhow::Result<u16> {
             return Ok(port);
         }
     }
-    let l = TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+    bail!(
+        "no free port in {low}..{high} after 500 tries (reservations in {})",
+        markers.display()
+    )
+}
+
+/// Reserve a port for this process by creating its marker file; a marker
+/// older than an hour belongs to a run that is over and is taken over.
+fn reserve_port(marker: &Path) -> bool {
+    let create = || {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(marker)
+            .is_ok()
+    };
+    if create() {
+        return true;
+    }
+    let stale = std::fs::metadata(marker)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > Duration::from_secs(3600));
+    stale && std::fs::remove_file(marker).is_ok() && create()
 }
 
 /// Send signal `name` (`TERM`, `STOP`, `CONT`, ...) to `pid`; a process
@@ -1917,5 +1944,32 @@ impl Findings {
                 self.0.join("\n  - ")
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod port_tests {
+    use super::*;
+
+    #[test]
+    fn a_port_marker_is_held_until_it_is_an_hour_old() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let marker = dir.path().join("12345");
+        assert!(reserve_port(&marker), "a fresh marker is reserved");
+        assert!(
+            !reserve_port(&marker),
+            "a held marker is refused to the next process"
+        );
+        let old = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+        File::options()
+            .write(true)
+            .open(&marker)?
+            .set_modified(old)?;
+        assert!(
+            reserve_port(&marker),
+            "a marker of a finished run is taken over"
+        );
+        assert!(!reserve_port(&marker), "and then held again");
+        Ok(())
     }
 }
