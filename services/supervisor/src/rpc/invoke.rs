@@ -1,0 +1,240 @@
+//! InvokeTool: one governed tool call of a claimed tick. Owns the call's
+//! steps in order: (a) the session still holds the lease, share-locked
+//! until commit; (c) a repeated `call_id` returns the stored result and
+//! runs nothing; (b) the tool is in the mode the instance's catalogue
+//! resolves; (d) the arguments match the tool's schema; (e) the governance
+//! gate; (f) the handler, in the same tenant transaction as the record of
+//! the call. Must never run a tool outside the resolved toolset, never let
+//! two calls with the same key both take effect (a concurrent loser rolls
+//! back and answers the winner's result), and never turn a governance
+//! violation or a tool's own error into an RPC error: both are answered in
+//! band.
+
+use genesis_proto::convert::parse_uuid;
+use genesis_proto::v1 as pb;
+use genesis_store::StoreError;
+use genesis_store::tool_invocations::{NewToolInvocation, find_in, insert_in, lease_held_in};
+use serde_json::Value;
+use tonic::Status;
+
+use super::mode::resolve;
+use super::{AgentPodService, status_of};
+use crate::tools::ToolContext;
+
+/// Longest arguments JSON accepted for one tool call, in bytes.
+pub const MAX_TOOL_ARGUMENTS_BYTES: usize = 256 * 1024;
+
+/// A tool call's result, run now or replayed from its record.
+fn tool_answer(
+    result: Value,
+    blocked: bool,
+    side_effecting: bool,
+    replayed: bool,
+) -> pb::InvokeToolResponse {
+    pb::InvokeToolResponse {
+        result_json: result.to_string(),
+        blocked,
+        error: None,
+        side_effecting,
+        replayed,
+    }
+}
+
+/// A call refused in band: the RPC succeeds and the pod's model reads why.
+fn tool_error(code: &str, message: impl Into<String>) -> pb::InvokeToolResponse {
+    pb::InvokeToolResponse {
+        result_json: "{}".into(),
+        blocked: false,
+        error: Some(pb::ToolError {
+            code: code.to_owned(),
+            message: message.into(),
+        }),
+        side_effecting: false,
+        replayed: false,
+    }
+}
+
+impl AgentPodService {
+    pub(super) async fn invoke(
+        &self,
+        req: pb::InvokeToolRequest,
+    ) -> Result<pb::InvokeToolResponse, Status> {
+        let session = parse_uuid("session_id", &req.session_id)?;
+        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
+        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
+        if req.call_id.trim().is_empty() || req.call_id.len() > 200 {
+            return Err(genesis_proto::convert::invalid_argument(
+                "call_id",
+                "must be 1 to 200 bytes",
+            ));
+        }
+        if req.tool_name.trim().is_empty() || req.tool_name.len() > 200 {
+            return Err(genesis_proto::convert::invalid_argument(
+                "tool_name",
+                "must be 1 to 200 bytes",
+            ));
+        }
+        if req.arguments_json.len() > MAX_TOOL_ARGUMENTS_BYTES {
+            return Err(genesis_proto::convert::invalid_argument(
+                "arguments_json",
+                format!("must be at most {MAX_TOOL_ARGUMENTS_BYTES} bytes"),
+            ));
+        }
+        let tool_label = if self.registry.get(&req.tool_name).is_some() {
+            req.tool_name.clone()
+        } else {
+            "unregistered".to_owned()
+        };
+        let metrics = &self.metrics;
+        let mut tx = self
+            .store
+            .tenant_tx(tenant_id)
+            .await
+            .map_err(|e| status_of(e, metrics))?;
+        // (a) the session still holds the lease; share-locked until commit.
+        if !lease_held_in(tx.conn(), instance_id, session)
+            .await
+            .map_err(|e| status_of(e, metrics))?
+        {
+            return Err(status_of(StoreError::LeaseLost, metrics));
+        }
+        // (c) idempotency: a repeat returns the stored result, runs nothing.
+        if let Some(prior) = find_in(tx.conn(), session, &req.call_id)
+            .await
+            .map_err(|e| status_of(e, metrics))?
+        {
+            metrics.tool_call(&tool_label, "replayed");
+            return Ok(tool_answer(
+                prior.result,
+                prior.blocked,
+                prior.side_effecting,
+                true,
+            ));
+        }
+        // (b) the tool is in the instance's resolved toolset (the
+        // tenant's catalogue: its edit of a mode over the platform's).
+        let catalogue = genesis_store::modes::instance_catalogue_in(tx.conn(), instance_id)
+            .await
+            .map_err(|e| status_of(e, metrics))?;
+        let mode = resolve(
+            catalogue.agent_type,
+            catalogue.active_mode.as_deref(),
+            &catalogue.modes,
+        )
+        .map_err(Status::from)?;
+        if !mode.toolset.iter().any(|t| t == &req.tool_name) {
+            metrics.tool_call(&tool_label, "TOOL_NOT_AUTHORIZED");
+            return Ok(tool_error(
+                "TOOL_NOT_AUTHORIZED",
+                format!(
+                    "{} is not in the toolset of mode {}",
+                    req.tool_name, mode.name
+                ),
+            ));
+        }
+        let Some(tool) = self.registry.get(&req.tool_name).cloned() else {
+            metrics.tool_call(&tool_label, "TOOL_NOT_IMPLEMENTED");
+            return Ok(tool_error(
+                "TOOL_NOT_IMPLEMENTED",
+                format!(
+                    "{} is authorised in mode {} but not served by this supervisor",
+                    req.tool_name, mode.name
+                ),
+            ));
+        };
+        // (d) arguments against the tool's schema: a precise in-band error.
+        let args: Value = match serde_json::from_str(if req.arguments_json.trim().is_empty() {
+            "{}"
+        } else {
+            &req.arguments_json
+        }) {
+            Ok(v) => v,
+            Err(e) => {
+                metrics.tool_call(&tool_label, "INVALID_ARGUMENTS");
+                return Ok(tool_error(
+                    "INVALID_ARGUMENTS",
+                    format!("arguments_json is not JSON: {e}"),
+                ));
+            }
+        };
+        if let Err(e) = crate::tools::schema::validate(&tool.schema(), &args) {
+            metrics.tool_call(&tool_label, "INVALID_ARGUMENTS");
+            return Ok(tool_error("INVALID_ARGUMENTS", e.to_string()));
+        }
+        // (e) governance: a violation is a blocked result, never an error.
+        // Action limits count this instance's earlier calls of the tool.
+        let calls = if crate::tools::constitution_gate::GOVERNED_TOOLS.contains(&tool.name()) {
+            let (this_tick, today) = genesis_store::constitution::call_counts(
+                tx.conn(),
+                instance_id,
+                session,
+                tool.name(),
+            )
+            .await
+            .map_err(|e| status_of(e, metrics))?;
+            crate::tools::CallCounts { this_tick, today }
+        } else {
+            crate::tools::CallCounts::default()
+        };
+        let (result, blocked, side_effecting) = match self
+            .governance
+            .check(tenant_id, tool.name(), &args, calls)
+            .await
+        {
+            Err(v) => (v.to_result(), true, false),
+            Ok(()) => {
+                // (f) the handler in the tenant transaction.
+                let mut ctx = ToolContext {
+                    conn: tx.conn(),
+                    tenant_id,
+                    instance_id,
+                    session,
+                };
+                match tool.run(&mut ctx, &args).await {
+                    Ok(result) => (result, false, tool.side_effecting()),
+                    Err(e) => {
+                        metrics.tool_call(&tool_label, e.code);
+                        return Ok(tool_error(e.code, e.message));
+                    }
+                }
+            }
+        };
+        let record = NewToolInvocation {
+            instance_id,
+            session,
+            call_id: req.call_id.clone(),
+            tool_name: req.tool_name.clone(),
+            arguments: args,
+            result: result.clone(),
+            blocked,
+            side_effecting,
+        };
+        let inserted = insert_in(tx.conn(), tenant_id, &record).await;
+        match inserted {
+            Ok(_) => {
+                tx.commit().await.map_err(|e| status_of(e, metrics))?;
+                metrics.tool_call(&tool_label, if blocked { "blocked" } else { "ok" });
+                Ok(tool_answer(result, blocked, side_effecting, false))
+            }
+            Err(StoreError::Conflict { .. }) => {
+                // A concurrent call with the same key won: ours rolls back.
+                drop(tx);
+                let prior = self
+                    .store
+                    .tool_invocations()
+                    .find(tenant_id, session, &req.call_id)
+                    .await
+                    .map_err(|e| status_of(e, metrics))?
+                    .ok_or_else(|| Status::aborted("concurrent tool call vanished; retry"))?;
+                metrics.tool_call(&tool_label, "replayed");
+                Ok(tool_answer(
+                    prior.result,
+                    prior.blocked,
+                    prior.side_effecting,
+                    true,
+                ))
+            }
+            Err(e) => Err(status_of(e, metrics)),
+        }
+    }
+}

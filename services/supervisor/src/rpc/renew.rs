@@ -1,0 +1,33 @@
+//! RenewLease: extends the lease a claimed session holds. Owns only the
+//! request's checks and the expiry answered (now plus the lease TTL, as
+//! this supervisor computes it, not read back). Must never renew a lease
+//! the session no longer holds or that has expired: the store refuses both
+//! with LEASE_LOST and writes nothing.
+
+use chrono::Utc;
+use genesis_proto::convert::{parse_uuid, timestamp_from_chrono};
+use genesis_proto::v1 as pb;
+use tonic::Status;
+
+use super::{AgentPodService, status_of};
+
+impl AgentPodService {
+    pub(super) async fn renew(
+        &self,
+        req: pb::RenewLeaseRequest,
+    ) -> Result<pb::RenewLeaseResponse, Status> {
+        let session = parse_uuid("session_id", &req.session_id)?;
+        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
+        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
+        self.store
+            .renew_lease(tenant_id, instance_id, session, self.settings.lease_ttl)
+            .await
+            .map_err(|e| status_of(e, &self.metrics))?;
+        let expires = chrono::Duration::from_std(self.settings.lease_ttl)
+            .ok()
+            .map(|d| Utc::now() + d);
+        Ok(pb::RenewLeaseResponse {
+            lease_expires_at: expires.map(timestamp_from_chrono),
+        })
+    }
+}
