@@ -917,11 +917,7 @@ async fn the_deploy_level_gate_off_bootstraps_nothing_and_refuses_starts(
 async fn row_counts(pool: &PgPool, tables: &[&str]) -> anyhow::Result<Vec<i64>> {
     let mut counts = Vec::with_capacity(tables.len());
     for table in tables {
-        counts.push(
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-                .fetch_one(pool)
-                .await?,
-        );
+        counts.push(genesis_store::inspect::count_rows(pool, table).await?);
     }
     Ok(counts)
 }
@@ -1361,11 +1357,7 @@ async fn thousands_of_malformed_requests_get_precise_refusals_and_write_nothing(
     // it finish so only the requests below could change a count.
     let mut seeded = false;
     for _ in 0..100 {
-        let n: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM llm_default_seeds WHERE tenant_id = $1")
-                .bind(t)
-                .fetch_one(&pool)
-                .await?;
+        let n: i64 = genesis_store::inspect::count_default_seeds(&pool, t).await?;
         if n > 0 {
             seeded = true;
             break;

@@ -50,12 +50,7 @@ fn set(tenant: Option<Uuid>, key: &str, value: &str) -> v1::SetConfigRequest {
 }
 
 async fn rows(pool: &PgPool) -> Vec<(Option<Uuid>, String, String, Option<String>)> {
-    sqlx::query_as(
-        "SELECT tenant_id, key, value, platform_value FROM system_configs ORDER BY tenant_id, key",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap()
+    genesis_store::inspect::config_rows(pool).await.unwrap()
 }
 
 struct Setup {
@@ -334,12 +329,9 @@ async fn a_platform_feature_is_the_platform_tokens_to_set(pool: PgPool) {
         let t = s.store.tenants().get(s.tenant).await.unwrap();
         assert_eq!(t, before, "{name}: nothing changed");
     }
-    let redactors: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM agent_instances WHERE agent_type = 'PromptRedactor'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let redactors = genesis_store::inspect::count_instances_of_type(&pool, "PromptRedactor")
+        .await
+        .unwrap();
     assert_eq!(redactors, 0, "a refused prompt-redactor aligns nothing");
 
     let t = s

@@ -198,9 +198,7 @@ async fn sign_in_sets_a_strict_http_only_session_and_refuses_bad_tokens(
         let body = r.text().await?;
         assert!(body.contains(expect), "{expect}: {body}");
     }
-    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM dashboard_sessions")
-        .fetch_one(&pool)
-        .await?;
+    let sessions = genesis_store::inspect::count_rows(&pool, "dashboard_sessions").await?;
     assert_eq!(sessions, 0, "refused sign-ins write nothing");
 
     let r = d.sign_in(&op, "").await?;
@@ -221,9 +219,7 @@ async fn sign_in_sets_a_strict_http_only_session_and_refuses_bad_tokens(
         .next()
         .unwrap_or_default()
         .to_owned();
-    let stored: String = sqlx::query_scalar("SELECT session_sha256 FROM dashboard_sessions")
-        .fetch_one(&pool)
-        .await?;
+    let stored = genesis_store::inspect::one_dashboard_session_sha256(&pool).await?;
     assert_eq!(stored, genesis_proto::auth::token_sha256(&secret));
     assert_ne!(stored, secret);
 
@@ -268,9 +264,7 @@ async fn failed_sign_ins_hold_the_peer_back_before_any_lookup(pool: PgPool) -> a
             .await?
             .contains("too many failed authentications from this address")
     );
-    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM dashboard_sessions")
-        .fetch_one(&pool)
-        .await?;
+    let sessions = genesis_store::inspect::count_rows(&pool, "dashboard_sessions").await?;
     assert_eq!(sessions, 0);
     h.stop().await
 }

@@ -46,9 +46,7 @@ fn remove(tenant: Uuid, rule: &str) -> v1::RemoveRuleRequest {
 /// Every constitution row of the tenant, enabled or not.
 async fn rule_rows(store: &genesis_store::Store, tenant: Uuid) -> anyhow::Result<i64> {
     let mut tx = store.tenant_tx(tenant).await?;
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM constitution_rules")
-        .fetch_one(tx.conn())
-        .await?;
+    let n = genesis_store::inspect::count_rows(tx.conn(), "constitution_rules").await?;
     tx.commit().await?;
     Ok(n)
 }

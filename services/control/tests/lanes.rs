@@ -315,9 +315,7 @@ async fn an_unpriced_model_or_a_chain_mixing_scripted_with_a_real_provider_is_re
     ))
     .await?;
     // A price deleted after the preset was accepted: attaching it is refused.
-    sqlx::query("DELETE FROM llm_pricing WHERE model = 'gpt-4o'")
-        .execute(&pool)
-        .await?;
+    genesis_store::inspect::force_pricing_removed(&pool, "gpt-4o").await?;
     let e = llm
         .attach_preset(req(
             v1::AttachPresetRequest {
@@ -744,12 +742,8 @@ async fn a_coding_task_resolves_through_its_preset_and_completing_it_enqueues_de
         .into_inner();
     assert_eq!(done.status, "completed");
     assert!(done.completed_at.is_some());
-    let events: Vec<(String, serde_json::Value)> = sqlx::query_as(
-        "SELECT event_kind, payload FROM agent_event_queue WHERE instance_id = $1 AND event_kind = 'DependencyCompleted'",
-    )
-    .bind(soa.id)
-    .fetch_all(&pool)
-    .await?;
+    let events =
+        genesis_store::inspect::events_of_kind(&pool, soa.id, "DependencyCompleted").await?;
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].1["codingTaskId"], created.id);
     assert_eq!(events[0].1["status"], "completed");
@@ -780,11 +774,7 @@ async fn a_coding_task_resolves_through_its_preset_and_completing_it_enqueues_de
         .await
         .expect_err("bad status");
     assert!(e.message().starts_with("status:"), "{}", e.message());
-    let n: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM agent_event_queue WHERE event_kind = 'DependencyCompleted'",
-    )
-    .fetch_one(&pool)
-    .await?;
+    let n = genesis_store::inspect::count_events_of_kind(&pool, "DependencyCompleted").await?;
     assert_eq!(n, 1, "a refused settle enqueues nothing");
     let listed = tasks
         .list_tasks(req(

@@ -22,10 +22,7 @@ const INGEST_SOURCE_FILE: &str = "/genesis.v1.KnowledgeService/IngestSourceFile"
 
 /// What an ingest could write to.
 async fn rows(pool: &PgPool) -> (i64, i64) {
-    let n = |table: &str| {
-        sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-            .fetch_one(pool)
-    };
+    let n = |table: &'static str| genesis_store::inspect::count_rows(pool, table);
     (
         n("source_files").await.unwrap(),
         n("knowledge_documents").await.unwrap(),

@@ -39,21 +39,19 @@ fn get(tenant: Uuid, agent_type: &str, mode: &str) -> v1::GetModeRequest {
 }
 
 async fn epoch(pool: &PgPool) -> i64 {
-    sqlx::query_scalar("SELECT epoch FROM catalogue_epoch")
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    genesis_store::inspect::catalogue_epoch(pool).await.unwrap()
 }
 
 /// (override rows, catalogue audit rows) across every tenant.
 async fn written(pool: &PgPool) -> (i64, i64) {
-    sqlx::query_as(
-        "SELECT (SELECT count(*) FROM agent_modes WHERE tenant_id IS NOT NULL),
-                (SELECT count(*) FROM agent_mode_change_events WHERE source = 'catalogue')",
+    (
+        genesis_store::inspect::count_mode_overrides(pool)
+            .await
+            .unwrap(),
+        genesis_store::inspect::count_catalogue_mode_changes(pool)
+            .await
+            .unwrap(),
     )
-    .fetch_one(pool)
-    .await
-    .unwrap()
 }
 
 async fn started(pool: &PgPool) -> anyhow::Result<(Harness, Client)> {

@@ -386,16 +386,7 @@ async fn enqueue_in_one_statement(
     instance: uuid::Uuid,
     n: i64,
 ) -> anyhow::Result<Vec<uuid::Uuid>> {
-    Ok(sqlx::query_scalar(
-        "SELECT (genesis_enqueue_event($1, $2, 'ExternalSignalReceived',
-                     jsonb_build_object('n', g), NULL, NULL)->'event'->>'id')::uuid
-           FROM generate_series(1, $3) g",
-    )
-    .bind(t)
-    .bind(instance)
-    .bind(n)
-    .fetch_all(conn)
-    .await?)
+    Ok(genesis_store::inspect::fixture_enqueue_signals_at_once(conn, t, instance, n).await?)
 }
 
 /// The rounds run once the publisher has settled: its first round (nothing
@@ -485,12 +476,7 @@ async fn notices_of_one_commit_run_one_round_that_publishes_every_event(
 /// Every LISTEN connection of the test's database: its LISTEN statement,
 /// its port and the server's port.
 async fn listen_connections(pool: &PgPool) -> anyhow::Result<Vec<(String, i32, i32)>> {
-    Ok(sqlx::query_as(
-        "SELECT query, client_port, inet_server_port() FROM pg_stat_activity
-          WHERE datname = current_database() AND query LIKE 'LISTEN %'",
-    )
-    .fetch_all(pool)
-    .await?)
+    Ok(genesis_store::inspect::listen_connections(pool).await?)
 }
 
 /// Control's one LISTEN connection, as (its port, the server's port), once
@@ -612,11 +598,7 @@ async fn a_tenant_created_while_the_listener_is_down_is_bootstrapped_without_the
     // The scan that follows the first LISTEN finds no tenant.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut tx = pool.begin().await?;
-    let t: uuid::Uuid = sqlx::query_scalar(
-        "INSERT INTO tenants (name, standing_agents_enabled) VALUES ('in-the-gap', true) RETURNING id",
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let t = genesis_store::inspect::fixture_tenant_in(&mut tx, "in-the-gap", true).await?;
     if !cut(conn) {
         tx.rollback().await?;
         return h.stop().await;

@@ -23,9 +23,7 @@ use tonic::Code;
 use uuid::Uuid;
 
 async fn token_rows(pool: &PgPool) -> anyhow::Result<i64> {
-    Ok(sqlx::query_scalar("SELECT count(*) FROM api_tokens")
-        .fetch_one(pool)
-        .await?)
+    Ok(genesis_store::inspect::count_rows(pool, "api_tokens").await?)
 }
 
 fn pod_request(scope: &str, tenants: &[String]) -> v1::CreateTokenRequest {

@@ -394,12 +394,8 @@ async fn a_preset_naming_a_key_the_tenant_may_not_use_serves_no_mode_or_task(
         assert_eq!(e.code(), Code::FailedPrecondition, "{what}: {e:?}");
         assert_names_allowed(what, &e, refusal);
     }
-    let (modes, tasks_written): (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM agent_modes WHERE tenant_id IS NOT NULL),
-                (SELECT count(*) FROM coding_tasks)",
-    )
-    .fetch_one(&pool)
-    .await?;
+    let modes = genesis_store::inspect::count_mode_overrides(&pool).await?;
+    let tasks_written = genesis_store::inspect::count_rows(&pool, "coding_tasks").await?;
     assert_eq!((modes, tasks_written), (0, 0), "nothing was written");
 
     let mode = agents.edit_mode(edit("usable")).await?.into_inner();
