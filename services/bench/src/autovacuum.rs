@@ -15,8 +15,8 @@
 
 use std::time::Duration;
 
+use genesis_store::bench::{self, AutovacuumChange};
 use sqlx::PgPool;
-use sqlx::Row as _;
 
 /// What the run did with the server's setting, and how to undo it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,16 +53,12 @@ impl Autovacuum {
 /// and wait until a new session sees it. A failure (no superuser, say)
 /// leaves the server as it was, and the run goes on as is.
 pub async fn prepare(db: &PgPool, turn_on: bool) -> anyhow::Result<Autovacuum> {
-    let row = sqlx::query("SELECT setting, coalesce(sourcefile, '') AS file FROM pg_settings WHERE name = 'autovacuum'")
-        .fetch_one(db)
-        .await?;
-    let setting: String = row.try_get("setting")?;
-    let file: String = row.try_get("file")?;
+    let (setting, file) = bench::autovacuum_setting(db).await?;
     if !turn_on || setting == "on" {
         return Ok(Autovacuum::AsIs { setting });
     }
     let restore = restore_for(&file);
-    if let Err(e) = set(db, "ALTER SYSTEM SET autovacuum = on", "on").await {
+    if let Err(e) = set(db, AutovacuumChange::On, "on").await {
         eprintln!("bench: could not turn the server's autovacuum on ({e}); running with it off");
         // A failure may have come after the ALTER SYSTEM: undo it.
         let _ = undo(db, restore).await;
@@ -90,24 +86,24 @@ pub async fn restore(db: &PgPool, autovacuum: &Autovacuum) -> anyhow::Result<()>
 }
 
 async fn undo(db: &PgPool, restore: Restore) -> anyhow::Result<()> {
-    let statement = match restore {
-        Restore::Reset => "ALTER SYSTEM RESET autovacuum",
-        Restore::SetOff => "ALTER SYSTEM SET autovacuum = off",
+    let change = match restore {
+        Restore::Reset => AutovacuumChange::Reset,
+        Restore::SetOff => AutovacuumChange::Off,
     };
-    set(db, statement, "off").await
+    set(db, change, "off").await
 }
 
-/// Run `statement`, reload the configuration and wait (up to 5 s) until a
+/// Apply `change`, reload the configuration and wait (up to 5 s) until a
 /// session reads `expect`: each backend reads the reloaded file when its
 /// signal arrives.
-async fn set(db: &PgPool, statement: &'static str, expect: &str) -> anyhow::Result<()> {
-    sqlx::query(statement).execute(db).await?;
-    sqlx::query("SELECT pg_reload_conf()").execute(db).await?;
+async fn set(db: &PgPool, change: AutovacuumChange, expect: &str) -> anyhow::Result<()> {
+    bench::alter_autovacuum(db, change).await?;
+    let statement = change.statement();
     genesis_e2e::wait_for(
         &format!("the server's autovacuum to be {expect} after `{statement}`"),
         Duration::from_secs(5),
         || async {
-            let now: String = sqlx::query_scalar("SHOW autovacuum").fetch_one(db).await?;
+            let now = bench::show_autovacuum(db).await?;
             Ok((now == expect).then_some(()))
         },
     )
@@ -154,14 +150,9 @@ mod tests {
     async fn a_role_that_may_not_alter_the_system_runs_with_the_server_as_it_is() {
         let url = genesis_e2e::base_database_url();
         let admin = PgPool::connect(&url).await.expect("the test server");
-        let show = "SHOW autovacuum";
-        let before: String = sqlx::query_scalar(show)
-            .fetch_one(&admin)
-            .await
-            .expect("show");
+        let before = bench::show_autovacuum(&admin).await.expect("show");
         let role = format!("genesis_bench_plain_{}", genesis_e2e::suffix());
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE ROLE {role} LOGIN")))
-            .execute(&admin)
+        bench::fixture_create_plain_role(&admin, &role)
             .await
             .expect("create role");
         let plain = PgPoolOptions::new()
@@ -180,12 +171,8 @@ mod tests {
             Err(e) => Err(e.to_string()),
         };
         plain.close().await;
-        let after: String = sqlx::query_scalar(show)
-            .fetch_one(&admin)
-            .await
-            .expect("show");
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP ROLE {role}")))
-            .execute(&admin)
+        let after = bench::show_autovacuum(&admin).await.expect("show");
+        bench::fixture_drop_role(&admin, &role)
             .await
             .expect("drop role");
 

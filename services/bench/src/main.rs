@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use genesis_e2e::{Fleet, FleetOptions};
-use sqlx::Row as _;
+use genesis_store::{bench, inspect};
 use sqlx::postgres::PgPool;
 use uuid::Uuid;
 
@@ -343,9 +343,7 @@ async fn run(fleet: &mut Fleet, plan: &Plan, quick: bool) -> anyhow::Result<Repo
     progress("cost per tick: prices from llm_pricing, prompt sizes of the first SOA");
     let (tenant, soa) = instances[0];
     let costs = cost::figures(&db, tenant, soa).await?;
-    let priced: i64 = sqlx::query_scalar("SELECT count(*) FROM llm_pricing")
-        .fetch_one(&db)
-        .await?;
+    let priced = inspect::count_rows(&db, "llm_pricing").await?;
     report.checks.push(Check::new(
         i64::try_from(costs.rows.len()).is_ok_and(|n| n == priced) && priced > 0,
         format!(
@@ -494,20 +492,8 @@ async fn enqueue_batch(
     let insts: Vec<Uuid> = sorted.iter().map(|(_, i)| *i).collect();
     let first = seq.fetch_add(sorted.len() as u64, Ordering::SeqCst);
     counted();
-    let outcomes: Vec<String> = sqlx::query_scalar(
-        "SELECT genesis_enqueue_event(x.t, x.i, $3,
-                    jsonb_build_object('signalKind', 'GuidanceUpdated', 'benchRun', $4::text, 'n', $5::bigint + x.o),
-                    NULL, NULL)->>'outcome'
-           FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS x(t, i, o)
-          ORDER BY x.i",
-    )
-    .bind(&tenants)
-    .bind(&insts)
-    .bind(BENCH_KIND)
-    .bind(run)
-    .bind(first as i64)
-    .fetch_all(db)
-    .await?;
+    let outcomes =
+        bench::enqueue_events(db, &tenants, &insts, BENCH_KIND, run, first as i64).await?;
     if let Some(bad) = outcomes.iter().find(|o| o.as_str() != "created") {
         bail!("enqueue answered {bad}");
     }
@@ -521,23 +507,10 @@ async fn backlog(
 ) -> anyhow::Result<std::collections::HashMap<Uuid, i64>> {
     let ids: Vec<Uuid> = targets.iter().map(|(_, i)| *i).collect();
     counted();
-    let rows = sqlx::query(
-        "SELECT instance_id, count(*) AS n FROM agent_event_queue
-          WHERE instance_id = ANY($1) AND consumed_at IS NULL AND dead_lettered_at IS NULL AND event_kind = $2
-          GROUP BY instance_id",
-    )
-    .bind(&ids)
-    .bind(BENCH_KIND)
-    .fetch_all(db)
-    .await?;
-    let mut m = std::collections::HashMap::new();
-    for r in rows {
-        m.insert(
-            r.try_get::<Uuid, _>("instance_id")?,
-            r.try_get::<i64, _>("n")?,
-        );
-    }
-    Ok(m)
+    Ok(bench::pending_per_instance(db, &ids, BENCH_KIND)
+        .await?
+        .into_iter()
+        .collect())
 }
 
 /// Keep every target instance's queue non-empty (topped up to `depth`).
@@ -583,22 +556,12 @@ struct DbCounters {
 async fn db_counters(db: &PgPool) -> anyhow::Result<DbCounters> {
     counted();
     counted();
-    sqlx::query("SELECT pg_stat_clear_snapshot()")
-        .execute(db)
-        .await?;
-    let r = sqlx::query(
-        "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted AS w,
-                (SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0)::bigint
-                   FROM pg_stat_user_tables) AS vac
-           FROM pg_stat_database WHERE datname = current_database()",
-    )
-    .fetch_one(db)
-    .await?;
+    let r = bench::server_counters(db).await?;
     let own = BENCH_STATEMENTS.load(Ordering::Relaxed) as i64;
     Ok(DbCounters {
-        commits: r.try_get::<i64, _>("xact_commit")? - own,
-        writes: r.try_get("w")?,
-        autovacuum_runs: r.try_get("vac")?,
+        commits: r.xact_commit - own,
+        writes: r.writes,
+        autovacuum_runs: r.autovacuum_runs,
     })
 }
 
@@ -652,12 +615,7 @@ impl Window {
 
 async fn bench_turns(db: &PgPool) -> anyhow::Result<i64> {
     counted();
-    Ok(
-        sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger WHERE event_kind = $1")
-            .bind(BENCH_KIND)
-            .fetch_one(db)
-            .await?,
-    )
+    Ok(bench::count_turns_of_kind(db, BENCH_KIND).await?)
 }
 
 async fn throughput(
@@ -727,21 +685,12 @@ async fn count_checks(
     phase: &str,
     sent: u64,
 ) -> anyhow::Result<()> {
-    let r = sqlx::query(
-        "SELECT count(*) AS events,
-                count(*) FILTER (WHERE consumed_at IS NOT NULL) AS consumed,
-                count(*) FILTER (WHERE dead_lettered_at IS NOT NULL) AS dead,
-                (SELECT count(*) FROM agent_state_ledger l JOIN agent_event_queue q ON q.id = l.event_id
-                  WHERE q.payload->>'benchRun' = $1) AS turns
-           FROM agent_event_queue WHERE payload->>'benchRun' = $1",
-    )
-    .bind(phase)
-    .fetch_one(db)
-    .await?;
-    let events: i64 = r.try_get("events")?;
-    let consumed: i64 = r.try_get("consumed")?;
-    let dead: i64 = r.try_get("dead")?;
-    let turns: i64 = r.try_get("turns")?;
+    let bench::RunCounts {
+        events,
+        consumed,
+        dead_lettered: dead,
+        turns,
+    } = bench::run_counts(db, phase).await?;
     let sent = sent as i64;
     report.checks.push(Check::new(
         sent > 0,
@@ -771,30 +720,7 @@ async fn count_checks(
 /// side tables (the stored rows' shapes stay as the services expect).
 /// Installed after the throughput runs so they do not pay for it.
 async fn install_stamps(db: &PgPool) -> anyhow::Result<()> {
-    for stmt in [
-        "CREATE TABLE bench_claims (event_id uuid PRIMARY KEY, claimed_at timestamptz NOT NULL)",
-        "CREATE TABLE bench_commits (event_id uuid PRIMARY KEY, committed_at timestamptz NOT NULL)",
-        "CREATE FUNCTION bench_stamp_claim() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
-         BEGIN
-           INSERT INTO bench_claims VALUES (NEW.id, clock_timestamp()) ON CONFLICT DO NOTHING;
-           RETURN NEW;
-         END $$",
-        "CREATE FUNCTION bench_stamp_commit() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
-         BEGIN
-           IF NEW.event_id IS NOT NULL THEN
-             INSERT INTO bench_commits VALUES (NEW.event_id, clock_timestamp()) ON CONFLICT DO NOTHING;
-           END IF;
-           RETURN NEW;
-         END $$",
-        "CREATE TRIGGER bench_stamp_claim AFTER UPDATE OF claimed_session ON agent_event_queue
-         FOR EACH ROW WHEN (NEW.claimed_session IS NOT NULL AND NEW.claimed_session IS DISTINCT FROM OLD.claimed_session)
-         EXECUTE FUNCTION bench_stamp_claim()",
-        "CREATE TRIGGER bench_stamp_commit AFTER INSERT ON agent_state_ledger
-         FOR EACH ROW EXECUTE FUNCTION bench_stamp_commit()",
-    ] {
-        sqlx::query(stmt).execute(db).await.with_context(|| format!("install: {stmt}"))?;
-    }
-    Ok(())
+    Ok(bench::install_stamps(db).await?)
 }
 
 /// Enqueue at `rate` events/s (open loop, round robin over `targets`) for
@@ -835,22 +761,11 @@ async fn latency(
     secs: f64,
     seen: WindowDelta,
 ) -> anyhow::Result<LatencyFigures> {
-    let r = sqlx::query(
-        "SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP
-                  (ORDER BY extract(epoch FROM c.claimed_at - e.visible_at) * 1000) AS claim,
-                percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP
-                  (ORDER BY extract(epoch FROM m.committed_at - e.created_at) * 1000) AS commit,
-                count(*) AS n
-           FROM agent_event_queue e
-           JOIN bench_claims c ON c.event_id = e.id
-           JOIN bench_commits m ON m.event_id = e.id
-          WHERE e.payload->>'benchRun' = 'latency'",
-    )
-    .fetch_one(db)
-    .await?;
-    let claim: Option<Vec<f64>> = r.try_get("claim")?;
-    let commit: Option<Vec<f64>> = r.try_get("commit")?;
-    let n: i64 = r.try_get("n")?;
+    let bench::StampedLatency {
+        claim_ms: claim,
+        commit_ms: commit,
+        measured: n,
+    } = bench::stamped_latency(db, "latency").await?;
     let three = |v: Option<Vec<f64>>| -> [f64; 3] {
         let v = v.unwrap_or_default();
         [
@@ -880,60 +795,11 @@ async fn idle_fleet(
     db: &PgPool,
     plan: &Plan,
 ) -> anyhow::Result<report::IdleFigures> {
-    let mut tx = db.begin().await?;
-    let tenant: Uuid = sqlx::query_scalar(
-        "INSERT INTO tenants (name, standing_agents_enabled) VALUES ('bench-idle-' || gen_random_uuid(), false)
-         RETURNING id",
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    sqlx::query(
-        "INSERT INTO agent_instances (tenant_id, agent_type, status, next_tick_at, event_sequence)
-         SELECT $1, 'MissionOperations', 'active', now() + interval '24 hours', 1 FROM generate_series(1, $2)",
-    )
-    .bind(tenant)
-    .bind(plan.idle_instances)
-    .execute(&mut *tx)
-    .await?;
-    // The foreign-key check of the next insert is a plan this connection
-    // cached while agent_instances was small (a sequential scan); ANALYZE
-    // invalidates it, so each of the 100,000 checks is an index lookup
-    // instead of a scan of the whole new table.
-    sqlx::query("ANALYZE agent_instances")
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query(
-        "INSERT INTO agent_event_queue (tenant_id, instance_id, sequence_number, event_kind, visible_at)
-         SELECT tenant_id, id, 1, 'AgentTick', next_tick_at FROM agent_instances WHERE tenant_id = $1",
-    )
-    .bind(tenant)
-    .execute(&mut *tx)
-    .await?;
-    // The benchmark's SOAs join the idle fleet: their heartbeats move a day out too.
-    sqlx::query(
-        "UPDATE agent_event_queue SET visible_at = now() + interval '24 hours'
-          WHERE event_kind = 'AgentTick' AND consumed_at IS NULL AND dead_lettered_at IS NULL
-            AND published_at IS NULL AND tenant_id <> $1",
-    )
-    .bind(tenant)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query("UPDATE agent_instances SET next_tick_at = now() + interval '24 hours' WHERE tenant_id <> $1")
-        .bind(tenant)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    sqlx::query("ANALYZE agent_event_queue").execute(db).await?;
-    sqlx::query("ANALYZE agent_instances").execute(db).await?;
-    let total: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM agent_instances WHERE status = 'active'")
-            .fetch_one(db)
-            .await?;
-    let pending: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM agent_event_queue WHERE consumed_at IS NULL AND dead_lettered_at IS NULL",
-    )
-    .fetch_one(db)
-    .await?;
+    // The benchmark's SOAs join the idle fleet: their heartbeats move a day
+    // out too.
+    bench::seed_idle_fleet(db, plan.idle_instances).await?;
+    let total = bench::count_active_instances(db).await?;
+    let pending = bench::count_pending_events(db).await?;
     // Let the publisher re-arm its timer on the new earliest visible_at.
     tokio::time::sleep(Duration::from_secs(2)).await;
     progress(&format!(
@@ -951,27 +817,16 @@ async fn idle_fleet(
     let cpu0 = services(fleet);
     let d0 = db_counters(db).await?;
     counted();
-    let turns0: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
-        .fetch_one(db)
-        .await?;
+    let turns0 = bench::count_turns(db).await?;
     let t0 = Instant::now();
     tokio::time::sleep(plan.idle_window).await;
     let secs = t0.elapsed().as_secs_f64();
     let d1 = db_counters(db).await?;
     let cpu1 = services(fleet);
     let llm1 = procs::llm_calls(fleet).await;
-    let turns1: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger")
-        .fetch_one(db)
-        .await?;
+    let turns1 = bench::count_turns(db).await?;
     counted();
-    let connections: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT coalesce(application_name, ''), count(*) FROM pg_stat_activity
-          WHERE datname = current_database() AND pid <> pg_backend_pid()
-            AND backend_type = 'client backend'
-          GROUP BY 1 ORDER BY 1",
-    )
-    .fetch_all(db)
-    .await?;
+    let connections = bench::client_connections(db).await?;
     let commits = (d1.commits - d0.commits).max(0);
     let commits_by_process = commits_by_process(fleet, db, plan).await?;
     let cpu = procs::cpu_delta(&cpu0, &cpu1);
@@ -1048,35 +903,8 @@ async fn backlog_window(
     // the supervisor claim them (locking instance rows in id order) while
     // the counter update still walked the same rows in another order, and
     // PostgreSQL broke the deadlock by failing one side.
-    let mut tx = db.begin().await?;
     counted();
-    let inserted = sqlx::query(
-        "WITH targets AS (
-            SELECT id, tenant_id, event_sequence FROM agent_instances
-             WHERE agent_type = 'MissionOperations' ORDER BY id LIMIT ($1 + $2 - 1) / $2)
-         INSERT INTO agent_event_queue (tenant_id, instance_id, sequence_number, event_kind, payload, visible_at)
-         SELECT t.tenant_id, t.id, t.event_sequence + d, $3, jsonb_build_object('benchRun', 'backlog'), now()
-           FROM targets t CROSS JOIN generate_series(1, $2) AS d
-          LIMIT $1",
-    )
-    .bind(plan.backlog_events)
-    .bind(DEPTH)
-    .bind(BENCH_KIND)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected() as i64;
-    sqlx::query(
-        "UPDATE agent_instances i SET event_sequence = m.s
-           FROM (SELECT instance_id, max(sequence_number) AS s FROM agent_event_queue
-                  WHERE payload->>'benchRun' = 'backlog' GROUP BY instance_id) m
-          WHERE i.id = m.instance_id",
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query("SELECT pg_notify('genesis_due', '')")
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
+    let inserted = bench::insert_backlog(db, plan.backlog_events, DEPTH, BENCH_KIND).await?;
     let insert_secs = t0.elapsed().as_secs_f64();
     progress(&format!(
         "  {inserted} events in {insert_secs:.1} s; sampling {:?}",
@@ -1095,12 +923,7 @@ async fn backlog_window(
         // fifth round still sees that plateau; memory is read every round.
         if round.is_multiple_of(BACKLOG_COUNT_EVERY) {
             counted();
-            let in_stream: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM agent_event_queue
-                  WHERE published_at IS NOT NULL AND consumed_at IS NULL AND dead_lettered_at IS NULL",
-            )
-            .fetch_one(db)
-            .await?;
+            let in_stream = bench::count_published_unconsumed(db).await?;
             max_in_stream = max_in_stream.max(in_stream);
             samples += 1;
         }
@@ -1114,11 +937,7 @@ async fn backlog_window(
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     counted();
-    let consumed: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM agent_event_queue WHERE payload->>'benchRun' = 'backlog' AND consumed_at IS NOT NULL",
-    )
-    .fetch_one(db)
-    .await?;
+    let consumed = bench::count_consumed_of_run(db, "backlog").await?;
     progress(&format!(
         "  most published-unconsumed {max_in_stream}, {consumed} consumed, {samples} samples"
     ));

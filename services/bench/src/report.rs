@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::process::Command;
 
 use anyhow::{Context as _, bail};
+use genesis_store::bench;
 use serde::Serialize;
 use sqlx::postgres::PgPool;
 use uuid::Uuid;
@@ -281,104 +282,23 @@ pub fn parse_tps(out: &str) -> Option<f64> {
 /// (the one statement an idle control repeats per re-scan), each under the role and tenant
 /// the services use (so row-level security is in the plan), rolled back.
 pub async fn explains(db: &PgPool) -> anyhow::Result<Vec<Explain>> {
-    let (tenant, instance): (Uuid, Uuid) = sqlx::query_as(
-        "SELECT tenant_id, id FROM agent_instances WHERE agent_type = 'MissionOperations' ORDER BY id LIMIT 1",
-    )
-    .fetch_optional(db)
-    .await?
-    .context("no idle-fleet instance to explain against")?;
-    // (name, role, statement, the index the plan must name, if one).
-    let queries: [(&str, &str, &str, Option<&str>); 6] = [
-        (
-            "claim: stamp the next due event of an instance (migration 0094)",
-            "genesis_app",
-            // The stamp must find its one row by the primary key, not by a
-            // whole scan of the partial due index that the subquery reads.
-            "UPDATE agent_event_queue e SET claimed_session = gen_random_uuid(), attempts = e.attempts + 1
-              WHERE e.id = (SELECT q.id FROM agent_event_queue q
-                             WHERE q.instance_id = $1 AND q.consumed_at IS NULL AND q.dead_lettered_at IS NULL
-                               AND q.visible_at <= clock_timestamp()
-                             ORDER BY q.sequence_number LIMIT 1)
-                AND e.attempts < 5
-              RETURNING e.id",
-            Some("agent_event_queue_pkey"),
-        ),
-        (
-            "outbox: due unpublished events",
-            "genesis_system",
-            "SELECT to_jsonb(e) FROM agent_event_queue e
-              WHERE published_at IS NULL AND consumed_at IS NULL AND dead_lettered_at IS NULL AND visible_at <= now()
-              ORDER BY visible_at LIMIT 256 FOR UPDATE SKIP LOCKED",
-            None,
-        ),
-        (
-            "complete: the guarded instance update (migration 0095)",
-            "genesis_app",
-            // The claimed event is checked by its primary key, and the
-            // pending heartbeat by its partial unique index. (The idle
-            // instance holds no lease, so nothing is updated.)
-            "UPDATE agent_instances i SET lease_session = NULL, lease_expires_at = NULL,
-                    next_tick_at = coalesce((SELECT h.visible_at FROM agent_event_queue h
-                                              WHERE h.instance_id = $1 AND h.event_kind = 'AgentTick'
-                                                AND h.consumed_at IS NULL AND h.dead_lettered_at IS NULL
-                                                AND h.id <> '00000000-0000-0000-0000-000000000000'), now())
-              WHERE i.id = $1 AND i.tenant_id = $2 AND i.lease_session = '00000000-0000-0000-0000-000000000000'
-                AND EXISTS (SELECT 1 FROM agent_event_queue e
-                             WHERE e.id = '00000000-0000-0000-0000-000000000000' AND e.instance_id = $1
-                               AND e.claimed_session = '00000000-0000-0000-0000-000000000000'
-                               AND e.consumed_at IS NULL AND e.dead_lettered_at IS NULL)",
-            Some("agent_event_queue_pkey"),
-        ),
-        (
-            "complete: pending heartbeat of an instance",
-            "genesis_app",
-            "SELECT * FROM agent_event_queue
-              WHERE instance_id = $1 AND event_kind = 'AgentTick' AND consumed_at IS NULL AND dead_lettered_at IS NULL",
-            None,
-        ),
-        (
-            "complete: next turn number of an instance",
-            "genesis_app",
-            "SELECT coalesce((SELECT l.turn_number FROM agent_state_ledger l
-                               WHERE l.tenant_id = $2 AND l.instance_id = $1
-                               ORDER BY l.turn_number DESC LIMIT 1), 0) + 1",
-            None,
-        ),
-        (
-            "bootstrap re-scan: every tenant and its SOA",
-            "genesis_system",
-            genesis_store::tenants::CENSUS_SQL,
-            None,
-        ),
-    ];
+    let (tenant, instance) = bench::idle_fleet_instance(db)
+        .await?
+        .context("no idle-fleet instance to explain against")?;
     let mut out = Vec::new();
-    for (name, role, sql, must_use) in queries {
-        let mut tx = db.begin().await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("SET LOCAL ROLE {role}")))
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("SELECT set_config('genesis.tenant_id', $1, true)")
-            .bind(tenant.to_string())
-            .execute(&mut *tx)
-            .await?;
-        let text = format!("EXPLAIN (ANALYZE, BUFFERS) {sql}");
-        let q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(text));
-        let q = if sql.contains("$2") {
-            q.bind(instance).bind(tenant)
-        } else if sql.contains("$1") {
-            q.bind(instance)
-        } else {
-            q
-        };
-        let lines: Vec<String> = q.fetch_all(&mut *tx).await?;
-        tx.rollback().await?;
+    for statement in &bench::HOT_STATEMENTS {
+        let lines = bench::explain(db, statement, tenant, instance).await?;
         let plan = lines.join("\n");
         let index_scan = plan.contains("Index")
             && !plan.contains("Seq Scan on agent_event_queue")
-            && must_use.is_none_or(|index| plan.contains(index));
+            && statement.must_use.is_none_or(|index| plan.contains(index));
         out.push(Explain {
-            name: name.into(),
-            sql: sql.split_whitespace().collect::<Vec<_>>().join(" "),
+            name: statement.name.into(),
+            sql: statement
+                .sql
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
             plan,
             index_scan,
         });
