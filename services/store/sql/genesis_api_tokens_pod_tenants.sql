@@ -1,3 +1,8 @@
+-- Keeps api_tokens.pod_tenants, the tenants an agent-pod token may serve,
+-- sorted, unique and naming only existing tenants; empty means every tenant.
+-- Only a platform-wide token may carry a set. A change is an UPDATE, which
+-- the api_tokens statement trigger notifies on genesis_api_tokens, so every
+-- token cache forgets the old set at once.
 CREATE OR REPLACE FUNCTION public.genesis_api_tokens_pod_tenants()
  RETURNS trigger
  LANGUAGE plpgsql

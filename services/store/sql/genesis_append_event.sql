@@ -1,3 +1,7 @@
+-- Appends one event to an instance's queue with the sequence number its
+-- caller drew under the instance's row lock (genesis_insert_event,
+-- genesis_enqueue_event), so concurrent enqueues get distinct, increasing
+-- numbers.
 CREATE OR REPLACE FUNCTION public.genesis_append_event(p_tenant uuid, p_instance uuid, p_sequence bigint, p_kind text, p_payload jsonb, p_visible_at timestamp with time zone, p_attention_request_id uuid)
  RETURNS agent_event_queue
  LANGUAGE plpgsql

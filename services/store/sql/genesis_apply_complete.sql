@@ -62,7 +62,9 @@ BEGIN
                 p_instance;
         END IF;
 
-        -- Refused: read why under the row lock, in 0093's order; nothing is written.
+        -- Refused: read why under the row lock, checking in the guard's order
+        -- (instance, lease, event), so the answer names the first that failed;
+        -- nothing is written.
         SELECT * INTO inst FROM agent_instances WHERE id = p_instance AND tenant_id = p_tenant FOR UPDATE;
         IF NOT FOUND THEN
             RETURN jsonb_build_object('outcome', 'not_found');
@@ -99,8 +101,8 @@ BEGIN
             v_event, p_instance;
     END IF;
 
-    -- The episode's last attempts, in order; the turn links the snapshot
-    -- the last one was written under (migration 0093).
+    -- The episode's last attempts, in order, in the turn's own transaction;
+    -- the turn links the snapshot the last one was written under.
     IF jsonb_typeof(p_attempts) = 'array' THEN
         FOR v_i IN 0 .. jsonb_array_length(p_attempts) - 1 LOOP
             v_snap := genesis_write_call_attempt(p_tenant, p_instance, p_attempts->v_i)->'snapshot';

@@ -26,7 +26,12 @@ BEGIN
         RETURN jsonb_build_object('outcome', 'lease_held');
     END IF;
 
-    -- Due by the clock when the lease is taken, not by now() (0088).
+    -- Due by the clock when the lease is taken, not by now(): now() is the
+    -- start of the transaction, and claims share batched statements. An
+    -- event enqueued while this claim waited (for the row lock, or behind
+    -- other calls) is in its snapshot with a visible_at later than now();
+    -- judged by now() it was answered nothing_due, its wake-up was spent,
+    -- and it waited for the next heartbeat (a day by default).
     v_due := clock_timestamp();
     -- The next due event, stamped in one statement. The held lease keeps
     -- every other consumer of this instance's events out (another claim,

@@ -1,3 +1,6 @@
+-- A chat message appended notifies genesis_messages with its ids (NOTIFY
+-- payloads are size-limited), so WatchTurns and the dashboard push it live;
+-- listeners load the row tenant-scoped.
 CREATE OR REPLACE FUNCTION public.genesis_notify_message()
  RETURNS trigger
  LANGUAGE plpgsql

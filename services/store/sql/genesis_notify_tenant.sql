@@ -1,3 +1,6 @@
+-- A tenant created or its standing-agents gate flipped notifies
+-- genesis_tenants, so control's bootstrap picks it up without a restart.
+-- The payload carries ids only; listeners load rows tenant-scoped.
 CREATE OR REPLACE FUNCTION public.genesis_notify_tenant()
  RETURNS trigger
  LANGUAGE plpgsql

@@ -1,5 +1,17 @@
--- The bundle read of migration 0096, unchanged but for where the modes and
--- the mode presets come from: the tenant's effective catalogue.
+-- The bundle a claim is planned from: the ledger tail after the turn the
+-- caller already holds, open missions, pending escalations, the week's
+-- credit and the catalogue epoch; and, only for a caller that does not hold
+-- the current epoch, the catalogue (effective configuration, modes, site
+-- bindings, mode presets).
+--
+-- Two statements, because PostgreSQL initialises every subquery of a
+-- statement when it starts it, whether or not a CASE then evaluates it: a
+-- single statement set up the catalogue's aggregates and joins on every
+-- claim to send nothing. The catalogue is read by the second statement, at
+-- a later snapshot than the epoch it is sent with, so a catalogue write
+-- committed between the two leaves the caller holding an epoch that is no
+-- longer current, and its next read is sent the catalogue again: a
+-- catalogue is never sent with an epoch newer than itself.
 CREATE OR REPLACE FUNCTION public.genesis_read_bundle(p_tenant uuid, p_instance uuid, p_tail bigint, p_agent_type text, p_sites text[], p_week_start timestamp with time zone, p_after_turn bigint, p_after_id uuid, p_catalogue_epoch bigint)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -36,7 +48,7 @@ BEGIN
     IF v_epoch = p_catalogue_epoch THEN
         RETURN v_read;
     END IF;
-    -- Read at or after the epoch's snapshot: see migration 0096's header.
+    -- Read at a later snapshot than the epoch: never newer than the epoch sent.
     RETURN v_read || (SELECT jsonb_build_object(
           'configs', genesis_effective_configs(p_tenant),
           'modes', (SELECT coalesce(jsonb_agg(to_jsonb(md) ORDER BY md.name), '[]'::jsonb)

@@ -1,3 +1,6 @@
+-- The last messages of an instance's conversation up to a given message,
+-- newest last, bounded in count and in total characters: the chat context a
+-- Dialogue tick is planned with.
 CREATE OR REPLACE FUNCTION public.genesis_read_chat_tail(p_tenant uuid, p_instance uuid, p_upto uuid, p_limit integer, p_max_chars integer)
  RETURNS jsonb
  LANGUAGE plpgsql
