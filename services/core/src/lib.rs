@@ -32,6 +32,7 @@ pub mod redact;
 pub mod retry;
 pub mod signals;
 pub mod sites;
+pub mod tick;
 pub mod validate;
 
 pub use budget::{
@@ -59,3 +60,4 @@ pub use plan_hash::{OpsDigest, PlanInputHash};
 pub use pod_tenancy::{PodPools, PodTenants};
 pub use retry::Backoff;
 pub use sites::{LlmCallSite, parent_site_id, policy_site_for, site_chain};
+pub use tick::{AgentTickSupervisor, PriorCounters, TickDecision, TurnCounters, TurnPlan};

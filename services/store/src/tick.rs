@@ -3,21 +3,17 @@
 //! passivation write of complete (session guard, idle detection, STUCK
 //! guard, ledger turn, consume, exactly-one heartbeat, release, notify) and
 //! Reset. Each runs as one transaction on the server-side `genesis_*` tick
-//! functions; the rules applied are computed here in Rust from the
-//! genesis-core options. Must never write anything when the session guard
-//! fails, and never let a second writer touch phase / next tick / counters.
+//! functions. What a completion writes (kind, phase, counters, halt, the
+//! heartbeat delay) is decided by genesis-core's `AgentTickSupervisor`; this
+//! module executes it under the row lock. Must never decide a tick rule
+//! itself, never write anything when the session guard fails, and never let
+//! a second writer touch phase / next tick / counters.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use genesis_core::plan_hash::{
-    IdleCounters, forced_replan_due, is_idle_tick, next_blocked_turns, next_exhausted_turns,
-    next_idle_counters, stuck_halt_due,
-};
-use genesis_core::{
-    AgentDecisionKind, AgentDecisionMapper, AgentDispatcherOptions, AgentEventKind, Completion,
-    Phase, PlanInputHash, TickOutcome, next_heartbeat_after,
-};
+use genesis_core::tick::{AgentTickSupervisor, TurnPlan};
+use genesis_core::{AgentDecisionKind, AgentDispatcherOptions, AgentEventKind, PlanInputHash};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -27,6 +23,11 @@ use crate::events::EventRow;
 use crate::instances::InstanceRow;
 use crate::rows::decode;
 use crate::store::Store;
+
+/// The decision and prior-counter types live with the rules that read them,
+/// in genesis-core's tick module; re-exported where the store's callers
+/// already find them.
+pub use genesis_core::tick::{PriorCounters, TickDecision};
 
 /// A claimed tick: the session that holds the lease, the pre-tick instance
 /// snapshot (counters, mode, prior hash, foundational flags) and the event.
@@ -66,24 +67,6 @@ pub struct LedgerAction {
     pub side_effecting: bool,
     /// Refused by governance (fed back, not thrown).
     pub blocked: bool,
-}
-
-/// The decision of a turn: the raw outcome (the pod path; the store derives
-/// kind and phase with the shared `AgentDecisionMapper`) or an already
-/// derived pair (the warm path; passed through byte-identical).
-#[derive(Debug, Clone, PartialEq)]
-pub enum TickDecision {
-    /// Map this raw outcome with `AgentDecisionMapper`. Its `event_kind`
-    /// must be the claimed event's kind.
-    Outcome(TickOutcome),
-    /// Kind and phase already decided; a genuine block has phase
-    /// `idle:blocked`. `planned`: a real LLM plan ran (not a short-circuit
-    /// or credit idle), which restarts the forced re-plan count.
-    Derived {
-        kind: AgentDecisionKind,
-        phase: String,
-        planned: bool,
-    },
 }
 
 /// What the pod reports at the end of a tick.
@@ -180,19 +163,6 @@ impl PriorRead {
     }
 }
 
-/// The four instance values the counter rules read (spec §3.3 steps 3-4),
-/// as `genesis_complete_context` returns them under `prior`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PriorCounters {
-    pub plan_input_hash: Option<String>,
-    pub consecutive_idle_ticks: i32,
-    pub idle_ticks_since_replan: i32,
-    pub consecutive_blocked_turns: i32,
-    /// Absent from a reader of the previous release: 0.
-    #[serde(default)]
-    pub consecutive_exhausted_turns: i32,
-}
-
 impl From<&InstanceRow> for PriorCounters {
     fn from(i: &InstanceRow) -> Self {
         Self {
@@ -236,59 +206,6 @@ fn interval_ms(field: &str, d: Duration) -> Result<i64, StoreError> {
     Ok(ms)
 }
 
-/// The counters after a turn (spec §3.3 steps 3-4, §3.4 step 4), all from
-/// the genesis-core rules.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Counters {
-    consecutive_idle_ticks: u32,
-    idle_ticks_since_replan: u32,
-    consecutive_blocked_turns: u32,
-    consecutive_exhausted_turns: u32,
-    halt: bool,
-    forced_replan_due: bool,
-}
-
-fn counter(v: i32) -> u32 {
-    u32::try_from(v).unwrap_or(0)
-}
-
-fn next_counters(
-    opts: &AgentDispatcherOptions,
-    prior: &PriorCounters,
-    event_kind: AgentEventKind,
-    new_hash: Option<&PlanInputHash>,
-    planned: bool,
-    blocked: bool,
-    exhausted: bool,
-) -> Counters {
-    let prior_hash: Option<PlanInputHash> = prior
-        .plan_input_hash
-        .as_deref()
-        .and_then(|h| h.parse().ok());
-    let idle = new_hash.is_some_and(|h| is_idle_tick(event_kind, h, prior_hash.as_ref()));
-    let (consecutive_idle_ticks, idle_ticks_since_replan) = next_idle_counters(
-        IdleCounters {
-            consecutive_idle_ticks: counter(prior.consecutive_idle_ticks),
-            idle_ticks_since_replan: counter(prior.idle_ticks_since_replan),
-        },
-        idle,
-        planned,
-    );
-    let consecutive_blocked_turns =
-        next_blocked_turns(counter(prior.consecutive_blocked_turns), blocked);
-    Counters {
-        consecutive_idle_ticks,
-        idle_ticks_since_replan,
-        consecutive_blocked_turns,
-        consecutive_exhausted_turns: next_exhausted_turns(
-            counter(prior.consecutive_exhausted_turns),
-            exhausted,
-        ),
-        halt: blocked && stuck_halt_due(consecutive_blocked_turns, opts),
-        forced_replan_due: forced_replan_due(idle_ticks_since_replan, opts),
-    }
-}
-
 /// A completion's own checks, before anything is read: phase, cost and
 /// token bounds, tool names and the size cap.
 fn check_completion(completion: &TickCompletion) -> Result<(), StoreError> {
@@ -327,13 +244,11 @@ fn check_completion(completion: &TickCompletion) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// A turn computed from the prior counters and the event's kind: what
-/// `genesis_apply_complete` writes and what the caller is told.
+/// A turn as [`AgentTickSupervisor`] decided it, with the parameters
+/// `genesis_apply_complete` writes it from.
 struct PlannedTurn {
     params: serde_json::Value,
-    kind: AgentDecisionKind,
-    phase: String,
-    counters: Counters,
+    plan: TurnPlan,
 }
 
 fn plan_turn(
@@ -342,63 +257,24 @@ fn plan_turn(
     prior: &PriorCounters,
     event_kind: AgentEventKind,
 ) -> Result<PlannedTurn, StoreError> {
-    let (kind, phase, planned) = match &completion.decision {
-        TickDecision::Outcome(outcome) => {
-            if outcome.event_kind != event_kind {
-                return Err(StoreError::invalid(
-                    "outcome.event_kind",
-                    format!(
-                        "is {} but the claimed event is {}",
-                        outcome.event_kind, event_kind
-                    ),
-                ));
-            }
-            let mapped = AgentDecisionMapper::map(outcome);
-            let planned = !matches!(
-                outcome.completion,
-                Completion::ShortCircuited | Completion::CreditExhausted
-            );
-            (mapped.kind, mapped.phase.to_owned(), planned)
-        }
-        TickDecision::Derived {
-            kind,
-            phase,
-            planned,
-        } => (kind.clone(), phase.clone(), *planned),
-    };
-    let blocked = phase == Phase::IDLE_BLOCKED;
-    let exhausted = phase == Phase::IDLE_EXHAUSTED;
-    let counters = next_counters(
-        opts,
+    let plan = AgentTickSupervisor::new(opts).plan_turn(
+        &completion.decision,
+        completion.plan_input_hash.as_ref(),
         prior,
         event_kind,
-        completion.plan_input_hash.as_ref(),
-        planned,
-        blocked,
-        exhausted,
-    );
-    let phase = if counters.halt {
-        Phase::HALTED_STUCK.to_owned()
-    } else {
-        phase
-    };
-    // The cadence keys on the idle streak as it stands after this tick.
-    let delay = next_heartbeat_after(
-        opts,
-        counters.consecutive_idle_ticks,
-        counters.consecutive_exhausted_turns,
-    );
-    let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+    )?;
+    let delay_ms = i64::try_from(plan.next_heartbeat_after.as_millis()).unwrap_or(i64::MAX);
+    let c = &plan.counters;
     let params = serde_json::json!({
         "event_id": completion.event_id,
-        "decision_kind": kind.as_str(),
-        "phase": phase,
+        "decision_kind": plan.kind.as_str(),
+        "phase": plan.phase,
         "plan_input_hash": completion.plan_input_hash.as_ref().map(PlanInputHash::as_str),
-        "consecutive_idle_ticks": counters.consecutive_idle_ticks,
-        "idle_ticks_since_replan": counters.idle_ticks_since_replan,
-        "consecutive_blocked_turns": counters.consecutive_blocked_turns,
-        "consecutive_exhausted_turns": counters.consecutive_exhausted_turns,
-        "halt": counters.halt,
+        "consecutive_idle_ticks": c.consecutive_idle_ticks,
+        "idle_ticks_since_replan": c.idle_ticks_since_replan,
+        "consecutive_blocked_turns": c.consecutive_blocked_turns,
+        "consecutive_exhausted_turns": c.consecutive_exhausted_turns,
+        "halt": plan.halt,
         "next_tick_delay_ms": delay_ms,
         "decision_payload": completion.decision_payload,
         "wait_condition": completion.wait_condition,
@@ -410,12 +286,7 @@ fn plan_turn(
         "output_tokens": completion.output_tokens,
         "actions": completion.actions,
     });
-    Ok(PlannedTurn {
-        params,
-        kind,
-        phase,
-        counters,
-    })
+    Ok(PlannedTurn { params, plan })
 }
 
 /// The completion's attempts as `genesis_apply_complete` takes them: JSON
@@ -497,16 +368,16 @@ fn applied(
         ("completed", Some(ledger_id), Some(turn_number)) => Ok(Some(CompletedTurn {
             ledger_id,
             turn_number,
-            decision_kind: turn.kind,
-            phase: turn.phase,
+            decision_kind: turn.plan.kind,
+            phase: turn.plan.phase,
             halted: applied.halted.unwrap_or(false),
             next_tick_at: applied.next_tick_at,
             heartbeat_event_id: applied.heartbeat_event_id,
             attention_request_id: applied.attention_request_id,
-            consecutive_idle_ticks: turn.counters.consecutive_idle_ticks,
-            idle_ticks_since_replan: turn.counters.idle_ticks_since_replan,
-            consecutive_blocked_turns: turn.counters.consecutive_blocked_turns,
-            forced_replan_due: turn.counters.forced_replan_due,
+            consecutive_idle_ticks: turn.plan.counters.consecutive_idle_ticks,
+            idle_ticks_since_replan: turn.plan.counters.idle_ticks_since_replan,
+            consecutive_blocked_turns: turn.plan.counters.consecutive_blocked_turns,
+            forced_replan_due: turn.plan.forced_replan_due,
             prior_read: read,
         })),
         ("stale_prior", _, _) => Ok(None),
