@@ -419,7 +419,7 @@ pub struct HotStatement {
 /// statement an idle control repeats per re-scan).
 pub const HOT_STATEMENTS: [HotStatement; 6] = [
     HotStatement {
-        name: "claim: stamp the next due event of an instance (migration 0094)",
+        name: "claim: stamp the next due event of an instance",
         role: ServiceRole::App,
         // The stamp must find its one row by the primary key, not by a
         // whole scan of the partial due index that the subquery reads.
@@ -441,7 +441,7 @@ pub const HOT_STATEMENTS: [HotStatement; 6] = [
         must_use: None,
     },
     HotStatement {
-        name: "complete: the guarded instance update (migration 0095)",
+        name: "complete: the guarded instance update",
         role: ServiceRole::App,
         // The claimed event is checked by its primary key, and the
         // pending heartbeat by its partial unique index. (The idle

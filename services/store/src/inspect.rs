@@ -495,29 +495,6 @@ pub async fn fixture_replace_ledger_turn(
     Ok(())
 }
 
-/// The bundle as a supervisor of the previous release reads it: the
-/// six-argument `genesis_read_bundle` (no held ledger tail, no catalogue
-/// epoch), for the week starting at the database's now.
-pub async fn previous_release_bundle(
-    pool: &PgPool,
-    tenant: Uuid,
-    instance: Uuid,
-    tail: i64,
-    agent_type: &str,
-    sites: &[&str],
-) -> Result<Value, StoreError> {
-    Ok(
-        sqlx::query_scalar("SELECT genesis_read_bundle($1, $2, $3, $4, $5, now())")
-            .bind(tenant)
-            .bind(instance)
-            .bind(tail)
-            .bind(agent_type)
-            .bind(sites)
-            .fetch_one(pool)
-            .await?,
-    )
-}
-
 // --- messages, attention, missions, research -------------------------------
 
 /// The direction of the first message the database returns (for a test

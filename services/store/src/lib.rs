@@ -6,8 +6,9 @@
 //! repositories, and the tick supervisor's transactions (claim, renew,
 //! complete, reset). Used by control and the supervisor. Must never decide a
 //! domain rule itself (mapping, cadence and counters come from genesis-core),
-//! never expose `sqlx::Error`, and never offer an UPDATE or DELETE path on
-//! the ledger.
+//! never expose `sqlx::Error`, and never offer the services an UPDATE or
+//! DELETE path on the ledger (the one test fixture that rewrites a turn is
+//! in [`inspect`], named as a fixture).
 
 pub mod attention;
 pub mod batch;

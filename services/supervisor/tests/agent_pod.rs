@@ -2172,34 +2172,6 @@ async fn a_zero_ledger_cache_reads_the_whole_tail_every_claim(pool: PgPool) {
     assert_eq!(ledger_cache_counter(&h, "miss").await, 4);
 }
 
-/// A supervisor of the previous release calls the six-argument
-/// `genesis_read_bundle` during a rolling upgrade: it still gets the whole
-/// tail, from the one definition of the bundle.
-#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
-async fn the_previous_releases_bundle_read_still_returns_the_whole_tail(pool: PgPool) {
-    let mut h = start(pool).await;
-    run_turns(&mut h, 3).await;
-    let raw = inspect::previous_release_bundle(
-        &h.pool,
-        h.tenant,
-        h.instance,
-        12,
-        "Soa",
-        &["Agent:Planning"],
-    )
-    .await
-    .unwrap();
-    let turns: Vec<i64> = raw["ledger"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["turn_number"].as_i64().unwrap())
-        .collect();
-    assert_eq!(turns, vec![1, 2, 3]);
-    assert_eq!(raw["ledger_after"], 0);
-    assert!(raw["modes"].as_array().is_some_and(|m| !m.is_empty()));
-}
-
 async fn context_counter(h: &Harness, outcome: &str) -> u64 {
     outcome_counter(h, "tick_context", outcome).await
 }
