@@ -1,8 +1,8 @@
-//! The single mapping from store and domain errors to `tonic::Status`, plus
-//! the edge's input checks that answer `INVALID_ARGUMENT` naming the field.
-//! Every service maps errors through here, so a code never differs between
-//! RPCs. Must never put database internals in a status message: database
-//! failures are logged here once and answered `UNAVAILABLE`.
+//! Control's entry to the one catalogue mapping (`genesis_proto::status`)
+//! for store and domain errors, plus the edge's input checks that answer
+//! `INVALID_ARGUMENT` naming the field. Must never build a status for a
+//! store or domain error any other way, so a code never differs between
+//! RPCs or servers.
 
 use std::str::FromStr;
 
@@ -14,32 +14,14 @@ use crate::error::ControlError;
 use tonic::Status;
 use uuid::Uuid;
 
-/// The one `StoreError` → `Status` mapping.
+/// A store error's status, through the one catalogue mapping.
 pub fn store_status(err: StoreError) -> Status {
-    match err {
-        StoreError::NotFound { what } => Status::not_found(format!("{what} not found")),
-        StoreError::InvalidArgument { field, reason } => invalid_argument(&field, reason),
-        StoreError::LeaseHeld => Status::failed_precondition("a tick is in flight (lease held)"),
-        StoreError::LeaseLost => genesis_proto::convert::lease_lost("the tick lease was lost"),
-        StoreError::Conflict { what } => Status::already_exists(format!("conflict: {what}")),
-        StoreError::FailedPrecondition { reason } => Status::failed_precondition(reason),
-        StoreError::PayloadTooLarge { size, limit } => {
-            invalid_argument("payload", format!("is {size} bytes; the limit is {limit}"))
-        }
-        StoreError::PermissionDenied { reason } => Status::permission_denied(reason),
-        StoreError::Database(detail) => {
-            tracing::error!(error = %detail, "database failure answered UNAVAILABLE");
-            Status::unavailable("the database is unavailable; nothing was written")
-        }
-    }
+    genesis_proto::status::status(&err)
 }
 
-/// The `CoreError` → `Status` mapping (input refused by a domain rule).
+/// A domain rule's refusal, through the one catalogue mapping.
 pub fn core_status(err: CoreError) -> Status {
-    match err {
-        CoreError::InvalidArgument { field, reason } => invalid_argument(&field, reason),
-        other => invalid_argument(other.code(), other.to_string()),
-    }
+    genesis_proto::status::status(&err)
 }
 
 /// A `CoreError` refusal re-attributed to the request field the caller named.

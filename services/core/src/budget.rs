@@ -599,7 +599,7 @@ mod tests {
             ),
         ] {
             let err = BudgetOverride::from_json_str(text).unwrap_err();
-            assert_eq!(err.code(), "INVALID_BUDGET_JSON");
+            assert_eq!(err.code(), crate::ErrorCode::InvalidBudgetJson);
             assert!(err.to_string().contains(needle), "{text}: {err}");
         }
     }

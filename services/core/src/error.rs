@@ -1,9 +1,11 @@
 //! The error vocabulary of the pure domain: every way a core rule can refuse
-//! its input. Owns `CoreError` and its stable `code()` strings, which the
-//! gRPC edge maps onto status codes. Must never carry I/O errors (there is no
+//! its input. Owns `CoreError` and which catalogue code ([`ErrorCode`]) each
+//! refusal carries; genesis-proto maps those onto status codes. Must never carry I/O errors (there is no
 //! I/O in this crate) nor depend on any transport type.
 
 use thiserror::Error;
+
+use crate::error_code::{Coded, ErrorCode};
 
 /// Every refusal the domain rules can produce. Each variant names exactly what
 /// was wrong so the edge can return a field-level `INVALID_ARGUMENT` without
@@ -87,18 +89,18 @@ fn expected_list(expected: &[&str]) -> String {
 }
 
 impl CoreError {
-    /// A stable, machine-readable code for this error. These strings are part
-    /// of the wire contract and never change once published.
-    pub fn code(&self) -> &'static str {
+    /// This error's code in the catalogue ([`ErrorCode`]). The codes are
+    /// part of the wire contract and never change once published.
+    pub fn code(&self) -> ErrorCode {
         match self {
-            CoreError::UnknownEnum { .. } => "UNKNOWN_ENUM",
-            CoreError::InvalidArgument { .. } => "INVALID_ARGUMENT",
-            CoreError::InvalidConfig { .. } => "INVALID_CONFIG",
-            CoreError::InvalidBudgetJson { .. } => "INVALID_BUDGET_JSON",
-            CoreError::UnknownMode { .. } => "UNKNOWN_MODE",
-            CoreError::ToolOutsideSuperset { .. } => "TOOL_OUTSIDE_SUPERSET",
-            CoreError::UnknownSite { .. } => "UNKNOWN_SITE",
-            CoreError::UnknownDefaultProvider { .. } => "UNKNOWN_DEFAULT_PROVIDER",
+            CoreError::UnknownEnum { .. } => ErrorCode::UnknownEnum,
+            CoreError::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            CoreError::InvalidConfig { .. } => ErrorCode::InvalidConfig,
+            CoreError::InvalidBudgetJson { .. } => ErrorCode::InvalidBudgetJson,
+            CoreError::UnknownMode { .. } => ErrorCode::UnknownMode,
+            CoreError::ToolOutsideSuperset { .. } => ErrorCode::ToolOutsideSuperset,
+            CoreError::UnknownSite { .. } => ErrorCode::UnknownSite,
+            CoreError::UnknownDefaultProvider { .. } => ErrorCode::UnknownDefaultProvider,
         }
     }
 
@@ -107,6 +109,21 @@ impl CoreError {
         CoreError::InvalidArgument {
             field: field.into(),
             reason: reason.into(),
+        }
+    }
+}
+
+impl Coded for CoreError {
+    fn code(&self) -> ErrorCode {
+        CoreError::code(self)
+    }
+
+    /// A field refusal reads `field: reason`; every other refusal is its
+    /// own text (the status mapping puts the code in front).
+    fn public_message(&self) -> String {
+        match self {
+            CoreError::InvalidArgument { field, reason } => format!("{field}: {reason}"),
+            other => other.to_string(),
         }
     }
 }
@@ -146,8 +163,8 @@ mod tests {
         ];
         let codes: std::collections::BTreeSet<_> = all.iter().map(CoreError::code).collect();
         assert_eq!(codes.len(), all.len());
-        assert_eq!(all[0].code(), "UNKNOWN_ENUM");
-        assert_eq!(all[5].code(), "TOOL_OUTSIDE_SUPERSET");
+        assert_eq!(all[0].code().as_str(), "UNKNOWN_ENUM");
+        assert_eq!(all[5].code().as_str(), "TOOL_OUTSIDE_SUPERSET");
     }
 
     #[test]

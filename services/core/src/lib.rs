@@ -16,6 +16,7 @@ pub mod ceilings;
 pub mod constitution;
 pub mod enums;
 pub mod error;
+pub mod error_code;
 pub mod lease;
 pub mod llm_keys;
 pub mod mapper;
@@ -47,6 +48,7 @@ pub use enums::{
     TokenScope,
 };
 pub use error::CoreError;
+pub use error_code::{Coded, ErrorCode, StatusClass};
 pub use mapper::{AgentDecisionMapper, Completion, MappedDecision, TickOutcome};
 pub use modes::{
     MISSION_MODE, ModeDefinition, ResolvedMode, SELF_APPLYING_TOOLS, TOOL_SUPERSET, ToolClass,

@@ -768,7 +768,7 @@ mod tests {
                 tool: "config_set".into()
             }
         );
-        assert_eq!(err.code(), "TOOL_OUTSIDE_SUPERSET");
+        assert_eq!(err.code(), crate::ErrorCode::ToolOutsideSuperset);
         // Terminators are authorised implicitly, never granted through a toolset.
         let row = ModeDefinition {
             toolset: vec!["phase_complete".into()],
@@ -825,7 +825,7 @@ mod tests {
             resolve_mode(AgentType::MissionResearch, Some("Strategic"), &[])
                 .unwrap_err()
                 .code(),
-            "UNKNOWN_MODE"
+            crate::ErrorCode::UnknownMode
         );
         assert!(is_catalogue_mode(AgentType::Soa, "Idle", &[]));
         assert!(!is_catalogue_mode(AgentType::PromptRedactor, "Idle", &[]));

@@ -555,7 +555,7 @@ mod tests {
         for key in keys::ALL {
             // A value that is not valid for any key: each must refuse, proving it is routed.
             let err = o.apply_system_config(key, "not-a-value").unwrap_err();
-            assert_eq!(err.code(), "INVALID_CONFIG", "{key}");
+            assert_eq!(err.code(), crate::ErrorCode::InvalidConfig, "{key}");
         }
         assert_eq!(
             o.apply_system_config("AgentDispatcher:Unknown", "x"),

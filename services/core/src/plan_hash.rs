@@ -319,7 +319,7 @@ mod tests {
         for bad in ["", "abc", &"A".repeat(64), &"g".repeat(64), &"0".repeat(65)] {
             assert_eq!(
                 bad.parse::<PlanInputHash>().unwrap_err().code(),
-                "INVALID_ARGUMENT"
+                crate::ErrorCode::InvalidArgument
             );
         }
     }

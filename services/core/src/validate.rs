@@ -239,7 +239,7 @@ mod tests {
         let id = Uuid::new_v4();
         assert_eq!(parse_uuid("instance_id", &id.to_string()).unwrap(), id);
         let err = parse_uuid("instance_id", "nope").unwrap_err();
-        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert_eq!(err.code(), crate::ErrorCode::InvalidArgument);
         assert!(err.to_string().contains("instance_id"));
         assert!(validate_limit("limit", 1, 100).is_ok());
         assert!(validate_limit("limit", 100, 100).is_ok());

@@ -2,10 +2,11 @@
 //! variants; must never let a `sqlx::Error` (or its message about internal
 //! rows) cross the crate boundary as anything but [`StoreError::Database`].
 
+use genesis_core::ErrorCode;
 use thiserror::Error;
 
-/// Every failure a store call can report. Callers map these to wire codes
-/// (`NOT_FOUND`, `INVALID_ARGUMENT`, `FAILED_PRECONDITION`, ...) without
+/// Every failure a store call can report. Each carries a catalogue code
+/// ([`genesis_core::Coded`]), which genesis-proto maps to the wire without
 /// inspecting database details.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum StoreError {
@@ -38,6 +39,41 @@ pub enum StoreError {
     /// Any other database or connection failure, as text.
     #[error("database error: {0}")]
     Database(String),
+}
+
+impl genesis_core::Coded for StoreError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            Self::NotFound { .. } => ErrorCode::NotFound,
+            Self::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            Self::LeaseHeld => ErrorCode::LeaseHeld,
+            Self::LeaseLost => ErrorCode::LeaseLost,
+            Self::Conflict { .. } => ErrorCode::Conflict,
+            Self::FailedPrecondition { .. } => ErrorCode::FailedPrecondition,
+            Self::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            Self::PermissionDenied { .. } => ErrorCode::PermissionDenied,
+            Self::Database(_) => ErrorCode::Unavailable,
+        }
+    }
+
+    /// What the caller is told. A database failure says only that nothing
+    /// was written: its text may name internal rows, and is logged instead.
+    fn public_message(&self) -> String {
+        match self {
+            Self::NotFound { what } => format!("{what} not found"),
+            Self::InvalidArgument { field, reason } => format!("{field}: {reason}"),
+            Self::LeaseHeld => "another session holds the tick lease".to_owned(),
+            Self::LeaseLost => "the session no longer holds the tick lease".to_owned(),
+            Self::Conflict { what } => format!("conflict: {what}"),
+            Self::FailedPrecondition { reason } | Self::PermissionDenied { reason } => {
+                reason.clone()
+            }
+            Self::PayloadTooLarge { size, limit } => {
+                format!("payload: is {size} bytes; the limit is {limit}")
+            }
+            Self::Database(_) => "the database is unavailable; nothing was written".to_owned(),
+        }
+    }
 }
 
 impl StoreError {
@@ -111,11 +147,29 @@ impl From<genesis_core::CoreError> for StoreError {
             C::InvalidArgument { field, .. } => field.clone(),
             C::InvalidConfig { key, .. } => key.clone(),
             C::UnknownMode { .. } => "mode".to_owned(),
-            _ => err.code().to_owned(),
+            _ => err.code().as_str().to_owned(),
         };
         Self::InvalidArgument {
             field,
             reason: err.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod coded_tests {
+    use super::*;
+    use genesis_core::Coded;
+
+    #[test]
+    fn a_database_failure_is_unavailable_and_never_tells_its_text() {
+        let err = StoreError::Database("relation agent_instances row 42: secret".into());
+        assert_eq!(err.code(), ErrorCode::Unavailable);
+        assert!(!err.public_message().contains("secret"), "{}", err.public_message());
+        assert_eq!(StoreError::LeaseLost.code(), ErrorCode::LeaseLost);
+        assert_eq!(
+            StoreError::PayloadTooLarge { size: 9, limit: 4 }.public_message(),
+            "payload: is 9 bytes; the limit is 4"
+        );
     }
 }

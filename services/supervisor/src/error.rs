@@ -1,9 +1,10 @@
-//! The supervisor's error vocabulary and its ONE mapping to `tonic::Status`
-//! with stable codes (DESIGN §6). Owns that mapping; must never let a
+//! The supervisor's error vocabulary and the catalogue code of each error
+//! (DESIGN §6); the status itself comes from genesis-proto's one mapping.
+//! Owns the vocabulary; must never let a
 //! database message about internal rows or a raw token reach the wire beyond
 //! the typed text of a store error.
 
-use genesis_core::CoreError;
+use genesis_core::{Coded, CoreError, ErrorCode};
 use genesis_store::StoreError;
 use tonic::Status;
 
@@ -35,46 +36,41 @@ impl SupervisorError {
     }
 }
 
-/// Maps a store error to its stable status code. `LeaseHeld` only reaches
-/// here from calls other than ClaimTick (which answers it as a response
-/// variant); `LeaseLost` is `ABORTED` with a message starting `LEASE_LOST`,
-/// as the AgentPod contract and `genesis_proto::convert::is_lease_lost` fix.
+/// A store error's status, through the one catalogue mapping. `LeaseHeld`
+/// only reaches here from calls other than ClaimTick (which answers it as a
+/// response variant); `LeaseLost` is `ABORTED` with a message starting
+/// `LEASE_LOST`, as the AgentPod contract and
+/// `genesis_proto::convert::is_lease_lost` fix.
 pub fn store_status(err: &StoreError) -> Status {
-    match err {
-        StoreError::NotFound { what } => Status::not_found(format!("{what} not found")),
-        StoreError::InvalidArgument { field, reason } => {
-            genesis_proto::convert::invalid_argument(field, reason)
+    genesis_proto::status::status(err)
+}
+
+impl Coded for SupervisorError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            SupervisorError::Store(e) => e.code(),
+            SupervisorError::Core(e) => Coded::code(e),
+            SupervisorError::ModeResolution(_) => ErrorCode::ModeResolutionFailed,
+            SupervisorError::Invalid { .. } => ErrorCode::InvalidArgument,
         }
-        StoreError::LeaseHeld => {
-            Status::failed_precondition("LEASE_HELD: another session holds the tick lease")
-        }
-        StoreError::LeaseLost => {
-            genesis_proto::convert::lease_lost("the session no longer holds the tick lease")
-        }
-        StoreError::Conflict { what } => Status::already_exists(format!("conflict: {what}")),
-        StoreError::FailedPrecondition { reason } => Status::failed_precondition(reason.clone()),
-        StoreError::PayloadTooLarge { .. } => Status::invalid_argument(err.to_string()),
-        StoreError::PermissionDenied { reason } => Status::permission_denied(reason.clone()),
-        StoreError::Database(text) => {
-            tracing::error!(error = %text, "database failure");
-            Status::unavailable("database unavailable; nothing was written")
+    }
+
+    fn public_message(&self) -> String {
+        match self {
+            SupervisorError::Store(e) => e.public_message(),
+            SupervisorError::Core(e) => e.public_message(),
+            SupervisorError::ModeResolution(e) => e.to_string(),
+            SupervisorError::Invalid { field, reason } => format!("{field}: {reason}"),
         }
     }
 }
 
 impl From<SupervisorError> for Status {
     fn from(err: SupervisorError) -> Self {
-        match err {
-            SupervisorError::Store(e) => store_status(&e),
-            SupervisorError::Core(e) => Status::invalid_argument(format!("{}: {e}", e.code())),
-            SupervisorError::ModeResolution(e) => {
-                tracing::error!(error = %e, "mode resolution failed closed; the tick does not run");
-                Status::failed_precondition(format!("MODE_RESOLUTION_FAILED: {e}"))
-            }
-            SupervisorError::Invalid { field, reason } => {
-                genesis_proto::convert::invalid_argument(&field, reason)
-            }
+        if let SupervisorError::ModeResolution(e) = &err {
+            tracing::error!(error = %e, "mode resolution failed closed; the tick does not run");
         }
+        genesis_proto::status::status(&err)
     }
 }
 

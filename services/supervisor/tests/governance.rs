@@ -77,7 +77,7 @@ async fn call(
     let reg = ToolRegistry::standard();
     let t = reg.get(tool).expect("registered").clone();
     schema::validate(&t.schema(), &args)
-        .map_err(|e| ToolError::new("INVALID_ARGUMENTS", e.to_string()))?;
+        .map_err(|e| ToolError::new(genesis_core::ErrorCode::InvalidArguments, e.to_string()))?;
     let mut tx = store.tenant_tx(tenant).await.unwrap();
     let before = events_seen(tx.conn()).await;
     let mut ctx = ToolContext {

@@ -3,6 +3,8 @@
 //! the next tick runs under the normal per-tick budget. Must never touch the
 //! tick counters, phase or lease: those belong to CompleteTick alone.
 
+use genesis_core::ErrorCode;
+
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolError};
@@ -35,7 +37,10 @@ impl Tool for AgentWorksetComplete {
         let was = genesis_store::instances::complete_workset_in(ctx.conn, ctx.instance_id).await?;
         match was {
             Some(was) => Ok(json!({"worksetComplete": true, "wasBuildingStartingWorkset": was})),
-            None => Err(ToolError::new("NOT_FOUND", "agent instance not found")),
+            None => Err(ToolError::new(
+                ErrorCode::NotFound,
+                "agent instance not found",
+            )),
         }
     }
 }

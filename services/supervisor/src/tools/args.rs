@@ -3,13 +3,15 @@
 //! `INVALID_ARGUMENTS` error that names the JSON path, so the model can fix
 //! the call. Must never default a required value or repair bad input.
 
+use genesis_core::ErrorCode;
+
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::ToolError;
 
 /// The in-band code for a call whose arguments cannot be used.
-pub const INVALID: &str = "INVALID_ARGUMENTS";
+pub const INVALID: ErrorCode = ErrorCode::InvalidArguments;
 
 fn bad(field: &str, reason: impl std::fmt::Display) -> ToolError {
     ToolError::new(INVALID, format!("$.{field}: {reason}"))
@@ -87,7 +89,7 @@ pub fn string_list(args: &Value, field: &str) -> Result<Vec<String>, ToolError> 
 /// A JSON value of a serialisable result (never fails for the store's row
 /// types; a failure is reported as a handler failure, not a panic).
 pub fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, ToolError> {
-    serde_json::to_value(value).map_err(|e| ToolError::new("HANDLER_FAILED", e.to_string()))
+    serde_json::to_value(value).map_err(|e| ToolError::new(ErrorCode::HandlerFailed, e.to_string()))
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@
 //! handler is looked up, and a handler must never commit or open its own
 //! transaction.
 
+use genesis_core::ErrorCode;
+
 pub mod agent_query_memory;
 pub mod agent_workset_complete;
 pub mod args;
@@ -54,16 +56,17 @@ pub struct ToolContext<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ToolError {
-    /// Stable code (`NOT_FOUND`, `HANDLER_FAILED`, ...).
+    /// Its catalogue code's text (`NOT_FOUND`, `HANDLER_FAILED`, ...), as
+    /// the InvokeTool answer and the metric label carry it.
     pub code: &'static str,
     pub message: String,
 }
 
 impl ToolError {
     /// A failure with `code`.
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            code,
+            code: code.as_str(),
             message: message.into(),
         }
     }
@@ -72,11 +75,13 @@ impl ToolError {
 impl From<genesis_store::StoreError> for ToolError {
     fn from(err: genesis_store::StoreError) -> Self {
         match err {
-            genesis_store::StoreError::NotFound { .. } => Self::new("NOT_FOUND", err.to_string()),
-            genesis_store::StoreError::InvalidArgument { .. } => {
-                Self::new("INVALID_ARGUMENTS", err.to_string())
+            genesis_store::StoreError::NotFound { .. } => {
+                Self::new(ErrorCode::NotFound, err.to_string())
             }
-            other => Self::new("HANDLER_FAILED", other.to_string()),
+            genesis_store::StoreError::InvalidArgument { .. } => {
+                Self::new(ErrorCode::InvalidArguments, err.to_string())
+            }
+            other => Self::new(ErrorCode::HandlerFailed, other.to_string()),
         }
     }
 }

@@ -10,6 +10,8 @@
 //! approval does, in control's decision transaction), and never put the raw
 //! overlay or a raw finding into its result, the request or an error.
 
+use genesis_core::ErrorCode;
+
 use genesis_core::redact::{
     MAX_PROPOSED_OVERLAY_BYTES, REDACTION_SOURCE, RedactionProposal, findings_summary, redact,
     stored_findings,
@@ -53,7 +55,7 @@ impl Tool for RedactorProposeOverlay {
         let instance = genesis_store::instances::get_in(ctx.conn, ctx.instance_id).await?;
         let Some(call_site) = instance.call_site_id else {
             return Err(ToolError::new(
-                "NOT_APPLICABLE",
+                ErrorCode::NotApplicable,
                 "only a call-site-bound Prompt Engineer proposes overlays",
             ));
         };
@@ -62,7 +64,7 @@ impl Tool for RedactorProposeOverlay {
         let (Some(preset), Some(base_sha)) = (review.preset.as_ref(), review.overlay_sha256())
         else {
             return Err(ToolError::new(
-                "NOTHING_TO_REDACT",
+                ErrorCode::NothingToRedact,
                 format!("call-site {call_site} resolves to no preset with a prompt overlay"),
             ));
         };
@@ -73,7 +75,7 @@ impl Tool for RedactorProposeOverlay {
         let left = redact(&proposed);
         if !left.is_clean() {
             return Err(ToolError::new(
-                "INVALID_ARGUMENTS",
+                ErrorCode::InvalidArguments,
                 format!(
                     "$.redactedOverlay still holds what the detectors find ({}); keep every \
                      [REDACTED:<kind>] placeholder of the REDACTION TARGET",
@@ -83,7 +85,7 @@ impl Tool for RedactorProposeOverlay {
         }
         if proposed == review.raw_overlay {
             return Err(ToolError::new(
-                "NOTHING_TO_REDACT",
+                ErrorCode::NothingToRedact,
                 format!(
                     "the overlay of preset {} holds nothing to redact; nothing was raised",
                     preset.name
@@ -102,7 +104,7 @@ impl Tool for RedactorProposeOverlay {
         };
         proposal
             .check()
-            .map_err(|e| ToolError::new("INVALID_ARGUMENTS", e.to_string()))?;
+            .map_err(|e| ToolError::new(ErrorCode::InvalidArguments, e.to_string()))?;
         // One open proposal per preset and base overlay: a repeat (a
         // re-delivered signal, a second signal before the operator answers)
         // points at the open one instead of queueing a duplicate.
@@ -137,7 +139,7 @@ impl Tool for RedactorProposeOverlay {
             rationale,
         );
         let metadata = serde_json::to_value(&proposal)
-            .map_err(|e| ToolError::new("HANDLER_FAILED", e.to_string()))?;
+            .map_err(|e| ToolError::new(ErrorCode::HandlerFailed, e.to_string()))?;
         let row = genesis_store::attention::insert_in(
             ctx.conn,
             ctx.tenant_id,

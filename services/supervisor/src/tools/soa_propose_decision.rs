@@ -9,6 +9,8 @@
 //! comes back as an `OperatorAnsweredEscalation` event (and, for a
 //! mission's decision, `DecisionResolved`) enqueued by control.
 
+use genesis_core::ErrorCode;
+
 use serde_json::{Value, json};
 
 use super::args::{INVALID, optional_uuid};
@@ -57,7 +59,7 @@ impl Tool for SoaProposeDecision {
             .unwrap_or_default();
         if title.trim().is_empty() {
             return Err(ToolError::new(
-                "INVALID_ARGUMENTS",
+                ErrorCode::InvalidArguments,
                 "$.title: must not be blank",
             ));
         }

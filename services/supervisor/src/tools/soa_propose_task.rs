@@ -6,6 +6,8 @@
 //! when this handler is reached. Must never run for a non-SOA instance
 //! (checked here too, beside the mode rail) and never start the mission.
 
+use genesis_core::ErrorCode;
+
 use genesis_core::AgentType;
 use serde_json::{Value, json};
 
@@ -49,7 +51,7 @@ impl Tool for SoaProposeTask {
         let kind = required_str(args, "kind")?;
         if !MISSION_KINDS.contains(&kind) {
             return Err(ToolError::new(
-                "INVALID_ARGUMENTS",
+                ErrorCode::InvalidArguments,
                 format!("$.kind: must be one of {}", MISSION_KINDS.join(", ")),
             ));
         }
@@ -61,7 +63,7 @@ impl Tool for SoaProposeTask {
             .agent_type;
         if agent_type != AgentType::Soa {
             return Err(ToolError::new(
-                "NOT_PERMITTED",
+                ErrorCode::NotPermitted,
                 format!("soa_propose_task is reserved to the SOA; this instance is {agent_type}"),
             ));
         }

@@ -4,6 +4,8 @@
 //! invocation record or not at all. Must never enqueue an event: the
 //! operator's reply is enqueued by control.
 
+use genesis_core::ErrorCode;
+
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolError};
@@ -41,7 +43,7 @@ impl Tool for SoaSendMessage {
     async fn run(&self, ctx: &mut ToolContext<'_>, args: &Value) -> Result<Value, ToolError> {
         let body = args.get("body").and_then(Value::as_str).unwrap_or_default();
         genesis_core::validate::validate_message("body", body)
-            .map_err(|e| ToolError::new("INVALID_ARGUMENTS", e.to_string()))?;
+            .map_err(|e| ToolError::new(ErrorCode::InvalidArguments, e.to_string()))?;
         let message = genesis_store::messages::append_in(
             ctx.conn,
             ctx.tenant_id,
