@@ -1832,6 +1832,32 @@ pub fn genesisctl(fleet: &Fleet, args: &[&str]) -> anyhow::Result<(i32, String, 
     ))
 }
 
+/// The JSON genesisctl prints for `args` (run with `-o json`), which must
+/// succeed.
+pub fn genesisctl_json(fleet: &Fleet, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let (code, out, err) = genesisctl(fleet, args)?;
+    ensure!(code == 0, "genesisctl {args:?} exited {code}: {err}");
+    serde_json::from_str(out.trim()).with_context(|| format!("genesisctl {args:?} printed {out:?}"))
+}
+
+/// A genesisctl command that must be refused: its exit code and its stderr,
+/// which must be exactly one `error: ` line, with nothing on stdout.
+pub fn genesisctl_refused(fleet: &Fleet, args: &[&str]) -> anyhow::Result<(i32, String)> {
+    let (code, out, err) = genesisctl(fleet, args)?;
+    ensure!(code != 0, "genesisctl {args:?} succeeded: {out}");
+    ensure!(out.is_empty(), "genesisctl {args:?} printed {out:?}");
+    ensure!(
+        err.starts_with("error: ") && err.trim_end().lines().count() == 1,
+        "genesisctl {args:?} stderr is not one error line: {err:?}"
+    );
+    Ok((code, err.trim_end().to_owned()))
+}
+
+/// `head` then `rest`, as one argument list.
+pub fn argv<'a>(head: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
+    head.iter().chain(rest).copied().collect()
+}
+
 /// Pending counts per key, for summaries.
 pub type Counts = BTreeMap<String, i64>;
 

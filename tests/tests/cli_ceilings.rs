@@ -7,34 +7,13 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, ensure};
-use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded, genesisctl};
+use anyhow::ensure;
+use genesis_e2e::{
+    Fleet, FleetOptions, argv, binaries_missing, bounded, genesisctl_json, genesisctl_refused,
+};
 use genesis_proto::v1 as pb;
-use serde_json::Value;
 
 const CREDIT: &str = "AgentDispatcher:WeeklyCreditUsd";
-
-fn run_ok(fleet: &Fleet, args: &[&str]) -> anyhow::Result<Value> {
-    let (code, out, err) = genesisctl(fleet, args)?;
-    ensure!(code == 0, "genesisctl {args:?} exited {code}: {err}");
-    serde_json::from_str(out.trim()).with_context(|| format!("genesisctl {args:?} printed {out:?}"))
-}
-
-/// A refused command: non-zero, nothing on stdout, one `error: ` line.
-fn run_refused(fleet: &Fleet, args: &[&str]) -> anyhow::Result<String> {
-    let (code, out, err) = genesisctl(fleet, args)?;
-    ensure!(code != 0, "genesisctl {args:?} succeeded: {out}");
-    ensure!(out.is_empty(), "genesisctl {args:?} printed {out:?}");
-    ensure!(
-        err.starts_with("error: ") && err.trim_end().lines().count() == 1,
-        "genesisctl {args:?} stderr is not one error line: {err:?}"
-    );
-    Ok(err.trim_end().to_owned())
-}
-
-fn args<'a>(head: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
-    head.iter().chain(rest).copied().collect()
-}
 
 async fn tenant_rows(fleet: &Fleet, tenant: &str) -> anyhow::Result<i64> {
     Ok(
@@ -76,9 +55,9 @@ async fn a_tenant_token_only_tightens_platform_ceilings_through_genesisctl() -> 
         ];
         let as_platform = ["-o", "json", "--tenant", tenant.as_str()];
 
-        let err = run_refused(
+        let (_, err) = genesisctl_refused(
             &fleet,
-            &args(&as_tenant, &["config", "set", CREDIT, "1000000"]),
+            &argv(&as_tenant, &["config", "set", CREDIT, "1000000"]),
         )?;
         ensure!(err.contains("PERMISSION_DENIED"), "{err}");
         ensure!(
@@ -87,9 +66,9 @@ async fn a_tenant_token_only_tightens_platform_ceilings_through_genesisctl() -> 
             )) && err.contains("only a platform token may raise it"),
             "{err}"
         );
-        let err = run_refused(
+        let (_, err) = genesisctl_refused(
             &fleet,
-            &args(
+            &argv(
                 &as_tenant,
                 &[
                     "config",
@@ -103,9 +82,9 @@ async fn a_tenant_token_only_tightens_platform_ceilings_through_genesisctl() -> 
             err.contains("PERMISSION_DENIED") && err.contains("turn it off"),
             "{err}"
         );
-        let err = run_refused(
+        let (_, err) = genesisctl_refused(
             &fleet,
-            &args(
+            &argv(
                 &as_tenant,
                 &["config", "set", "AgentDispatcher:WeeklyCreditUSD", "5"],
             ),
@@ -119,28 +98,28 @@ async fn a_tenant_token_only_tightens_platform_ceilings_through_genesisctl() -> 
             "a refusal wrote a row"
         );
 
-        let lowered = run_ok(&fleet, &args(&as_tenant, &["config", "set", CREDIT, "25"]))?;
+        let lowered = genesisctl_json(&fleet, &argv(&as_tenant, &["config", "set", CREDIT, "25"]))?;
         ensure!(
             lowered["value"] == "25" && lowered["scope"] == "tenant",
             "{lowered}"
         );
-        let raised = run_ok(
+        let raised = genesisctl_json(
             &fleet,
-            &args(&as_platform, &["config", "set", CREDIT, "1000000"]),
+            &argv(&as_platform, &["config", "set", CREDIT, "1000000"]),
         )?;
         ensure!(raised["value"] == "1000000", "{raised}");
 
-        let err = run_refused(
+        let (_, err) = genesisctl_refused(
             &fleet,
-            &args(&as_tenant, &["tenant", "feature", "windows-pool", "on"]),
+            &argv(&as_tenant, &["tenant", "feature", "windows-pool", "on"]),
         )?;
         ensure!(
             err.contains("PERMISSION_DENIED") && err.contains("windows-pool"),
             "{err}"
         );
-        let on = run_ok(
+        let on = genesisctl_json(
             &fleet,
-            &args(&as_platform, &["tenant", "feature", "windows-pool", "on"]),
+            &argv(&as_platform, &["tenant", "feature", "windows-pool", "on"]),
         )?;
         ensure!(on["features"]["windows-pool"] == true, "{on}");
         Ok(())

@@ -11,7 +11,10 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded, genesisctl, wait_for};
+use genesis_e2e::{
+    Fleet, FleetOptions, argv, binaries_missing, bounded, genesisctl, genesisctl_json,
+    genesisctl_refused, wait_for,
+};
 use serde_json::Value;
 
 /// The six agent call-sites of the registry (spec §3.7).
@@ -24,36 +27,12 @@ const AGENT_SITES: [&str; 6] = [
     "Agent:Pod",
 ];
 
-fn run_ok(fleet: &Fleet, args: &[&str]) -> anyhow::Result<Value> {
-    let (code, out, err) = genesisctl(fleet, args)?;
-    ensure!(code == 0, "genesisctl {args:?} exited {code}: {err}");
-    serde_json::from_str(out.trim()).with_context(|| format!("genesisctl {args:?} printed {out:?}"))
-}
-
-/// Run a command that must be refused: its exit code and its stderr, which
-/// must be exactly one `error: ` line (nothing on stdout).
-fn run_refused(fleet: &Fleet, args: &[&str]) -> anyhow::Result<(i32, String)> {
-    let (code, out, err) = genesisctl(fleet, args)?;
-    ensure!(code != 0, "genesisctl {args:?} succeeded: {out}");
-    ensure!(out.is_empty(), "genesisctl {args:?} printed {out:?}");
-    ensure!(
-        err.starts_with("error: ") && err.trim_end().lines().count() == 1,
-        "genesisctl {args:?} stderr is not one error line: {err:?}"
-    );
-    Ok((code, err.trim_end().to_owned()))
-}
-
 /// The items of a list response (`{"sites": [...]}`).
 fn items(v: &Value, field: &str) -> anyhow::Result<Vec<Value>> {
     v.get(field)
         .and_then(Value::as_array)
         .cloned()
         .with_context(|| format!("no {field:?} list in {v}"))
-}
-
-/// `head` then `rest`, as one argument list.
-fn args<'a>(head: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
-    head.iter().chain(rest).copied().collect()
 }
 
 fn site<'a>(sites: &'a [Value], id: &str) -> anyhow::Result<&'a Value> {
@@ -74,13 +53,13 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
         let tenant = fleet.create_tenant("cli-llm-acme").await?;
         let t = ["-o", "json", "--tenant", tenant.as_str()];
         let sites_now = || -> anyhow::Result<Vec<Value>> {
-            items(&run_ok(&fleet, &args(&t, &["llm", "sites"]))?, "sites")
+            items(&genesisctl_json(&fleet, &argv(&t, &["llm", "sites"]))?, "sites")
         };
         let presets_now = || -> anyhow::Result<Vec<Value>> {
-            items(&run_ok(&fleet, &args(&t, &["llm", "presets"]))?, "presets")
+            items(&genesisctl_json(&fleet, &argv(&t, &["llm", "presets"]))?, "presets")
         };
         let prices_now = || -> anyhow::Result<Vec<Value>> {
-            items(&run_ok(&fleet, &["-o", "json", "llm", "pricing"])?, "prices")
+            items(&genesisctl_json(&fleet, &["-o", "json", "llm", "pricing"])?, "prices")
         };
 
         // Control's bootstrap loop seeds the tenant's Default preset and
@@ -136,9 +115,9 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
                 "overlays_json": {"sampling": {"temperature": 0.2}}}"#,
         )?;
         let file_arg = file.to_str().context("temp path is UTF-8")?;
-        let created = run_ok(
+        let created = genesisctl_json(
             &fleet,
-            &args(&t, &["llm", "preset", "upsert", "--file", file_arg]),
+            &argv(&t, &["llm", "preset", "upsert", "--file", file_arg]),
         )?;
         let preset_id = created["id"]
             .as_str()
@@ -165,9 +144,9 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
         );
 
         // `llm attach`: Agent:Planning now resolves to the preset, its own.
-        let attached = run_ok(
+        let attached = genesisctl_json(
             &fleet,
-            &args(&t, &["llm", "attach", "Agent:Planning", preset_id.as_str()]),
+            &argv(&t, &["llm", "attach", "Agent:Planning", preset_id.as_str()]),
         )?;
         ensure!(attached["site_id"] == "Agent:Planning", "{attached}");
         ensure!(attached["attached_preset_id"] == preset_id.as_str(), "{attached}");
@@ -186,17 +165,17 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
         );
 
         // Refusals of attach/detach: nothing changes.
-        let (code, err) = run_refused(
+        let (code, err) = genesisctl_refused(
             &fleet,
-            &args(&t, &["llm", "attach", "Agent:Nowhere", preset_id.as_str()]),
+            &argv(&t, &["llm", "attach", "Agent:Nowhere", preset_id.as_str()]),
         )?;
         ensure!(
             code == 1 && err == "error: NOT_FOUND: call-site \"Agent:Nowhere\" not found",
             "attach to an unknown site: {code} {err}"
         );
-        let (code, err) = run_refused(
+        let (code, err) = genesisctl_refused(
             &fleet,
-            &args(&t, &["llm", "attach", "Planning", preset_id.as_str()]),
+            &argv(&t, &["llm", "attach", "Planning", preset_id.as_str()]),
         )?;
         ensure!(
             code == 2
@@ -205,17 +184,17 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
             "attach to a malformed site: {code} {err}"
         );
         let unknown_preset = "0195b5a0-0000-7000-8000-00000000dead";
-        let (code, err) = run_refused(
+        let (code, err) = genesisctl_refused(
             &fleet,
-            &args(&t, &["llm", "attach", "Agent:Compliance", unknown_preset]),
+            &argv(&t, &["llm", "attach", "Agent:Compliance", unknown_preset]),
         )?;
         ensure!(
             code == 1 && err == format!("error: NOT_FOUND: preset {unknown_preset} not found"),
             "attach of an unknown preset: {code} {err}"
         );
-        let (code, err) = run_refused(
+        let (code, err) = genesisctl_refused(
             &fleet,
-            &args(&t, &["llm", "detach", "Agent:Nowhere"]),
+            &argv(&t, &["llm", "detach", "Agent:Nowhere"]),
         )?;
         ensure!(
             code == 1 && err == "error: NOT_FOUND: call-site \"Agent:Nowhere\" not found",
@@ -227,7 +206,7 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
         );
 
         // `llm detach`: Agent:Planning inherits again, exactly as before.
-        let detached = run_ok(&fleet, &args(&t, &["llm", "detach", "Agent:Planning"]))?;
+        let detached = genesisctl_json(&fleet, &argv(&t, &["llm", "detach", "Agent:Planning"]))?;
         ensure!(detached["site_id"] == "Agent:Planning", "{detached}");
         ensure!(
             detached["attached_preset_id"].is_null(),
@@ -258,9 +237,9 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
         ];
         for (path, reason, names, expected_code) in cases {
             let path = path.to_str().context("temp path is UTF-8")?;
-            let (code, err) = run_refused(
+            let (code, err) = genesisctl_refused(
                 &fleet,
-                &args(&t, &["llm", "preset", "upsert", "--file", path]),
+                &argv(&t, &["llm", "preset", "upsert", "--file", path]),
             )?;
             ensure!(
                 code == expected_code
@@ -280,9 +259,9 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
             r#"{"name": "cli-acme", "primary": {"model": "m-1", "provider": "acme"}}"#,
         )?;
         let acme = acme.to_str().context("temp path is UTF-8")?;
-        let (code, err) = run_refused(
+        let (code, err) = genesisctl_refused(
             &fleet,
-            &args(&t, &["llm", "preset", "upsert", "--file", acme]),
+            &argv(&t, &["llm", "preset", "upsert", "--file", acme]),
         )?;
         ensure!(
             code == 1
@@ -303,9 +282,9 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
                 "credential_names": ["OPENAI_API_KEY"]}}"#,
         )?;
         let unpriced = unpriced.to_str().context("temp path is UTF-8")?;
-        let (code, err) = run_refused(
+        let (code, err) = genesisctl_refused(
             &fleet,
-            &args(&t, &["llm", "preset", "upsert", "--file", unpriced]),
+            &argv(&t, &["llm", "preset", "upsert", "--file", unpriced]),
         )?;
         ensure!(
             code == 1
@@ -319,7 +298,7 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
         );
 
         // `llm sites` needs a tenant; refused before anything is sent.
-        let (code, err) = run_refused(&fleet, &["-o", "json", "llm", "sites"])?;
+        let (code, err) = genesisctl_refused(&fleet, &["-o", "json", "llm", "sites"])?;
         ensure!(
             code == 2 && err == "error: --tenant (or GENESIS_TENANT) is required for `llm sites`",
             "sites without a tenant: {code} {err}"
@@ -327,7 +306,7 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
 
         // `llm pricing set` then `llm pricing` reads the row back.
         let model = "cli-e2e-model";
-        let set = run_ok(&fleet, &["-o", "json", "llm", "pricing", "set", model, "3.5", "12"])?;
+        let set = genesisctl_json(&fleet, &["-o", "json", "llm", "pricing", "set", model, "3.5", "12"])?;
         ensure!(
             set["model"] == model && set["input_per_mtok"] == 3.5 && set["output_per_mtok"] == 12.0,
             "{set}"
@@ -348,7 +327,7 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
             vec!["-o", "json", "llm", "pricing", "set", model, "-1", "12"],
             vec!["-o", "json", "llm", "pricing", "set", model, "--", "-1", "12"],
         ] {
-            let (code, err) = run_refused(&fleet, &args)?;
+            let (code, err) = genesisctl_refused(&fleet, &args)?;
             ensure!(
                 code == 2
                     && err
@@ -356,7 +335,7 @@ async fn operator_manages_presets_bindings_and_prices_through_genesisctl() -> an
                 "{args:?}: {code} {err}"
             );
         }
-        let (code, err) = run_refused(
+        let (code, err) = genesisctl_refused(
             &fleet,
             &["-o", "json", "llm", "pricing", "set", "cli-new-model", "1", "--", "-0.5"],
         )?;

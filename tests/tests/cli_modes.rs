@@ -12,34 +12,14 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded, genesisctl};
+use genesis_e2e::{
+    Fleet, FleetOptions, argv, binaries_missing, bounded, genesisctl_json, genesisctl_refused,
+};
 use genesis_proto::v1 as pb;
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(30);
 const FRAGMENT: &str = "MODE: Incident (acme) - contain first, then page the on-call.";
-
-fn run_ok(fleet: &Fleet, args: &[&str]) -> anyhow::Result<Value> {
-    let (code, out, err) = genesisctl(fleet, args)?;
-    ensure!(code == 0, "genesisctl {args:?} exited {code}: {err}");
-    serde_json::from_str(out.trim()).with_context(|| format!("genesisctl {args:?} printed {out:?}"))
-}
-
-/// A refused command: non-zero, nothing on stdout, one `error: ` line.
-fn run_refused(fleet: &Fleet, args: &[&str]) -> anyhow::Result<String> {
-    let (code, out, err) = genesisctl(fleet, args)?;
-    ensure!(code != 0, "genesisctl {args:?} succeeded: {out}");
-    ensure!(out.is_empty(), "genesisctl {args:?} printed {out:?}");
-    ensure!(
-        err.starts_with("error: ") && err.trim_end().lines().count() == 1,
-        "genesisctl {args:?} stderr is not one error line: {err:?}"
-    );
-    Ok(err.trim_end().to_owned())
-}
-
-fn args<'a>(head: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
-    head.iter().chain(rest).copied().collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Result<()> {
@@ -55,9 +35,9 @@ async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Re
         let soa = fleet.wait_soa(&tenant, T).await?;
         let t = ["-o", "json", "--tenant", tenant.as_str()];
 
-        let platform = run_ok(
+        let platform = genesisctl_json(
             &fleet,
-            &args(&t, &["agent", "mode", "get", "Soa", "Incident"]),
+            &argv(&t, &["agent", "mode", "get", "Soa", "Incident"]),
         )?;
         ensure!(platform["name"] == "Incident", "{platform}");
         ensure!(
@@ -66,13 +46,13 @@ async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Re
         );
 
         // A toolset outside the superset: refused naming the tool, nothing changes.
-        let cadence = run_ok(
+        let cadence = genesisctl_json(
             &fleet,
-            &args(&t, &["agent", "mode", "get", "Compliance", "Cadence"]),
+            &argv(&t, &["agent", "mode", "get", "Compliance", "Cadence"]),
         )?;
-        let err = run_refused(
+        let (_, err) = genesisctl_refused(
             &fleet,
-            &args(
+            &argv(
                 &t,
                 &[
                     "agent",
@@ -91,9 +71,9 @@ async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Re
                 && err.contains("soa_propose_task"),
             "{err}"
         );
-        let still = run_ok(
+        let still = genesisctl_json(
             &fleet,
-            &args(&t, &["agent", "mode", "get", "Compliance", "Cadence"]),
+            &argv(&t, &["agent", "mode", "get", "Compliance", "Cadence"]),
         )?;
         ensure!(still == cadence, "a refused edit changed Cadence: {still}");
 
@@ -102,9 +82,9 @@ async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Re
         let file = dir.path().join("incident.txt");
         std::fs::write(&file, FRAGMENT)?;
         let file = file.to_str().context("utf-8 path")?;
-        let edited = run_ok(
+        let edited = genesisctl_json(
             &fleet,
-            &args(
+            &argv(
                 &t,
                 &[
                     "agent",
@@ -131,7 +111,7 @@ async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Re
             .as_str()
             .context("no audit row id")?
             .to_owned();
-        let listed = run_ok(&fleet, &args(&t, &["agent", "mode", "list", "Soa"]))?;
+        let listed = genesisctl_json(&fleet, &argv(&t, &["agent", "mode", "list", "Soa"]))?;
         let incident = listed["modes"]
             .as_array()
             .and_then(|m| m.iter().find(|m| m["name"] == "Incident"))
@@ -220,9 +200,9 @@ async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Re
             .into_inner()
             .token;
         let as_other = ["-o", "json", "--token", other_token.as_str(), "--tenant"];
-        let err = run_refused(
+        let (_, err) = genesisctl_refused(
             &fleet,
-            &args(
+            &argv(
                 &as_other,
                 &[
                     tenant.as_str(),
@@ -237,17 +217,17 @@ async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Re
             ),
         )?;
         ensure!(err.contains("PERMISSION_DENIED"), "{err}");
-        let err = run_refused(
+        let (_, err) = genesisctl_refused(
             &fleet,
-            &args(
+            &argv(
                 &as_other,
                 &[tenant.as_str(), "agent", "mode", "get", "Soa", "Incident"],
             ),
         )?;
         ensure!(err.contains("PERMISSION_DENIED"), "{err}");
-        let theirs = run_ok(
+        let theirs = genesisctl_json(
             &fleet,
-            &args(
+            &argv(
                 &as_other,
                 &[other.as_str(), "agent", "mode", "get", "Soa", "Incident"],
             ),
@@ -256,9 +236,9 @@ async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Re
             theirs == platform,
             "the other tenant sees {theirs}, not the platform's {platform}"
         );
-        let mine = run_ok(
+        let mine = genesisctl_json(
             &fleet,
-            &args(&t, &["agent", "mode", "get", "Soa", "Incident"]),
+            &argv(&t, &["agent", "mode", "get", "Soa", "Incident"]),
         )?;
         ensure!(mine["prompt_fragment"] == FRAGMENT, "{mine}");
         let rows: i64 = sqlx::query_scalar(
