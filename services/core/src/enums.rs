@@ -272,6 +272,9 @@ stored_enum! {
         Operator => "operator",
         /// The AgentPod service and nothing else.
         AgentPod => "agent-pod",
+        /// One coder's credential: bound to one coding task of one tenant,
+        /// short-lived, revoked when the task settles.
+        Coder => "coder",
     }
 }
 
