@@ -1,6 +1,8 @@
 //! Coding tasks (spec §2.3): the unit of work an on-demand coder executes.
 //! Owns creating a task with its already-resolved (model, provider, backend)
-//! couple, reading and listing the tenant's tasks, and settling a task
+//! couple, reading and listing the tenant's tasks, recording which coder
+//! runs a task and the progress it reports, keeping the artifacts it
+//! attaches (bounded per artifact and per task), and settling a task
 //! exactly once. Must never resolve presets itself (the caller resolves the
 //! couple, a preset overriding the triple) and never enqueue an event: the
 //! control service enqueues `DependencyCompleted` after a settle.
@@ -50,6 +52,48 @@ pub struct CodingTaskRow {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
+    /// The latest progress its coder reported ('' before any).
+    #[serde(default)]
+    pub progress_message: String,
+    /// The latest percentage reported, when one was.
+    #[serde(default)]
+    pub progress_percent: Option<i16>,
+    /// When progress was last reported.
+    #[serde(default)]
+    pub progress_at: Option<DateTime<Utc>>,
+}
+
+/// Artifact kinds, as stored.
+pub const ARTIFACT_KINDS: &[&str] = &["patch", "log", "summary"];
+/// Longest artifact name accepted.
+pub const MAX_ARTIFACT_NAME_BYTES: usize = 256;
+/// Longest progress message accepted.
+pub const MAX_PROGRESS_BYTES: usize = 4 * 1024;
+
+/// What a task may hold in artifacts: the caller's configured caps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArtifactCaps {
+    /// Bytes of one artifact's content.
+    pub max_bytes: usize,
+    /// Artifacts of one task.
+    pub max_count: usize,
+    /// Bytes of all of one task's artifacts together.
+    pub max_total_bytes: usize,
+}
+
+/// A `coding_task_artifacts` row.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ArtifactRow {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub task_id: Uuid,
+    pub kind: String,
+    pub name: String,
+    /// Empty when listed without content.
+    #[serde(default)]
+    pub content: String,
+    pub size_bytes: i32,
+    pub created_at: DateTime<Utc>,
 }
 
 impl CodingTaskRow {
@@ -187,6 +231,202 @@ impl CodingTasks<'_> {
         )
         .bind(status)
         .bind(coder_id)
+        .fetch_all(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode_all(rows)
+    }
+
+    /// Record the coder (its Job name) that runs a pending or running task
+    /// and mark it running. A settled task → `FailedPrecondition`; unknown
+    /// (or another tenant's) → `NotFound`.
+    pub async fn assign_coder(
+        &self,
+        tenant_id: Uuid,
+        id: Uuid,
+        coder_id: &str,
+    ) -> Result<CodingTaskRow, StoreError> {
+        check_text("coder_id", coder_id, MAX_REF_BYTES)?;
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row: Option<serde_json::Value> = sqlx::query_scalar(
+            "UPDATE coding_tasks SET coder_id = $2, status = 'running', updated_at = now()
+              WHERE id = $1 AND status IN ('pending', 'running')
+              RETURNING to_jsonb(coding_tasks.*)",
+        )
+        .bind(id)
+        .bind(coder_id)
+        .fetch_optional(tx.conn())
+        .await?;
+        let Some(row) = row else {
+            let exists: Option<String> =
+                sqlx::query_scalar("SELECT status FROM coding_tasks WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(tx.conn())
+                    .await?;
+            tx.commit().await?;
+            return Err(match exists {
+                None => StoreError::not_found("coding task"),
+                Some(s) => {
+                    StoreError::precondition(format!("the coding task is already settled ({s})"))
+                }
+            });
+        };
+        tx.commit().await?;
+        decode(row)
+    }
+
+    /// Record the latest progress of an unsettled task (a pending task
+    /// becomes running). A settled task → `FailedPrecondition`; unknown →
+    /// `NotFound`; a percent outside 0..=100 → `InvalidArgument`.
+    pub async fn report_progress(
+        &self,
+        tenant_id: Uuid,
+        id: Uuid,
+        message: &str,
+        percent: Option<i16>,
+    ) -> Result<CodingTaskRow, StoreError> {
+        check_optional("message", message, MAX_PROGRESS_BYTES)?;
+        if let Some(p) = percent
+            && !(0..=100).contains(&p)
+        {
+            return Err(StoreError::invalid(
+                "percent",
+                format!("must be between 0 and 100, got {p}"),
+            ));
+        }
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row: Option<serde_json::Value> = sqlx::query_scalar(
+            "UPDATE coding_tasks SET progress_message = $2, progress_percent = $3,
+                    progress_at = now(), status = 'running', updated_at = now()
+              WHERE id = $1 AND status IN ('pending', 'running')
+              RETURNING to_jsonb(coding_tasks.*)",
+        )
+        .bind(id)
+        .bind(message)
+        .bind(percent)
+        .fetch_optional(tx.conn())
+        .await?;
+        let Some(row) = row else {
+            let exists: Option<String> =
+                sqlx::query_scalar("SELECT status FROM coding_tasks WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(tx.conn())
+                    .await?;
+            tx.commit().await?;
+            return Err(match exists {
+                None => StoreError::not_found("coding task"),
+                Some(s) => {
+                    StoreError::precondition(format!("the coding task is already settled ({s})"))
+                }
+            });
+        };
+        tx.commit().await?;
+        decode(row)
+    }
+
+    /// Attach an artifact to an unsettled task, within `caps`: content over
+    /// the per-artifact cap, an unknown kind or a bad name →
+    /// `InvalidArgument`; a task already at its count or total →
+    /// `FailedPrecondition`; settled → `FailedPrecondition`; unknown →
+    /// `NotFound`. Nothing is written on any refusal. The task row is locked
+    /// so two attaches cannot both pass the per-task caps.
+    pub async fn attach_artifact(
+        &self,
+        tenant_id: Uuid,
+        id: Uuid,
+        kind: &str,
+        name: &str,
+        content: &str,
+        caps: ArtifactCaps,
+    ) -> Result<ArtifactRow, StoreError> {
+        if !ARTIFACT_KINDS.contains(&kind) {
+            return Err(StoreError::invalid(
+                "kind",
+                format!(
+                    "unknown kind {kind:?}; known: {}",
+                    ARTIFACT_KINDS.join(", ")
+                ),
+            ));
+        }
+        check_text("name", name, MAX_ARTIFACT_NAME_BYTES)?;
+        if content.len() > caps.max_bytes {
+            return Err(StoreError::invalid(
+                "content",
+                format!(
+                    "is {} bytes; the limit is {} per artifact",
+                    content.len(),
+                    caps.max_bytes
+                ),
+            ));
+        }
+        check_optional("content", content, caps.max_bytes)?;
+        let size = i32::try_from(content.len())
+            .map_err(|_| StoreError::invalid("content", "too large"))?;
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM coding_tasks WHERE id = $1 FOR UPDATE")
+                .bind(id)
+                .fetch_optional(tx.conn())
+                .await?;
+        match status.as_deref() {
+            None => return Err(StoreError::not_found("coding task")),
+            Some(s) if SETTLED_STATUSES.contains(&s) => {
+                return Err(StoreError::precondition(format!(
+                    "the coding task is already settled ({s})"
+                )));
+            }
+            Some(_) => {}
+        }
+        let (count, total): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), COALESCE(sum(size_bytes), 0)::bigint
+               FROM coding_task_artifacts WHERE task_id = $1",
+        )
+        .bind(id)
+        .fetch_one(tx.conn())
+        .await?;
+        if usize::try_from(count).unwrap_or(usize::MAX) >= caps.max_count {
+            return Err(StoreError::precondition(format!(
+                "the coding task already holds {count} artifacts; the limit is {}",
+                caps.max_count
+            )));
+        }
+        let total = usize::try_from(total).unwrap_or(usize::MAX);
+        if total.saturating_add(content.len()) > caps.max_total_bytes {
+            return Err(StoreError::precondition(format!(
+                "the coding task's artifacts would total {} bytes; the limit is {}",
+                total.saturating_add(content.len()),
+                caps.max_total_bytes
+            )));
+        }
+        let row: serde_json::Value = sqlx::query_scalar(
+            "INSERT INTO coding_task_artifacts (tenant_id, task_id, kind, name, content, size_bytes)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             RETURNING to_jsonb(coding_task_artifacts.*) - 'content'",
+        )
+        .bind(tenant_id)
+        .bind(id)
+        .bind(kind)
+        .bind(name)
+        .bind(content)
+        .bind(size)
+        .fetch_one(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode(row)
+    }
+
+    /// A task's artifacts, oldest first, without their content.
+    pub async fn list_artifacts(
+        &self,
+        tenant_id: Uuid,
+        id: Uuid,
+    ) -> Result<Vec<ArtifactRow>, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(a) - 'content' FROM coding_task_artifacts a
+              WHERE task_id = $1 ORDER BY created_at, id",
+        )
+        .bind(id)
         .fetch_all(tx.conn())
         .await?;
         tx.commit().await?;

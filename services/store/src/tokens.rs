@@ -1,5 +1,6 @@
 //! `api_tokens`: SHA-256 hashes of bearer tokens with scope, tenant, the
-//! tenants an agent-pod token may serve, expiry and revocation. Lookups run
+//! tenants an agent-pod token may serve, the coding task a coder token is
+//! bound to, expiry and revocation. Lookups run
 //! on the system pool (the tenant is not known until the token is). Must
 //! never store or log a raw token.
 
@@ -52,7 +53,7 @@ impl ApiToken {
     /// does not match, or is revoked or expired, is [`Admission::Unknown`],
     /// exactly like no row.
     pub fn admit(&self, token: &str, scope: TokenScope, now: DateTime<Utc>) -> Admission {
-        if !genesis_proto::auth::token_matches_hash(token, &self.token_sha256)
+        if !genesis_core::token::token_matches_hash(token, &self.token_sha256)
             || !self.is_usable(now)
         {
             Admission::Unknown
@@ -76,8 +77,23 @@ pub enum Admission {
 }
 
 /// The stored form of a raw token: lower-case SHA-256 hex (the one
-/// definition is the wire crate's, which also generates tokens).
-pub use genesis_proto::auth::token_sha256 as hash_token;
+/// definition is genesis-core's token rules).
+pub use genesis_core::token::token_sha256 as hash_token;
+
+/// A stored hash is 64 lower-case hex digits.
+fn check_hash(token_sha256: &str) -> Result<(), StoreError> {
+    if token_sha256.len() != 64
+        || !token_sha256
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return Err(StoreError::invalid(
+            "token_sha256",
+            "must be 64 lower-case hex digits",
+        ));
+    }
+    Ok(())
+}
 
 /// Repository handle, from [`Store::tokens`].
 pub struct Tokens<'a> {
@@ -127,16 +143,7 @@ impl Tokens<'_> {
         label: &str,
         expires_at: Option<DateTime<Utc>>,
     ) -> Result<ApiToken, StoreError> {
-        if token_sha256.len() != 64
-            || !token_sha256
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
-            return Err(StoreError::invalid(
-                "token_sha256",
-                "must be 64 lower-case hex digits",
-            ));
-        }
+        check_hash(token_sha256)?;
         if label.len() > 200 {
             return Err(StoreError::invalid("label", "must be at most 200 bytes"));
         }
@@ -150,6 +157,12 @@ impl Tokens<'_> {
             return Err(StoreError::invalid(
                 "pod_tenants",
                 "only agent-pod tokens carry a tenant set",
+            ));
+        }
+        if scope == TokenScope::Coder {
+            return Err(StoreError::invalid(
+                "scope",
+                "coder tokens are minted by SpawnCoder for one coding task",
             ));
         }
         let row: serde_json::Value = sqlx::query_scalar(
@@ -185,6 +198,92 @@ impl Tokens<'_> {
             Some(t) if t.is_usable(Utc::now()) => Ok(t),
             _ => Err(StoreError::not_found("token")),
         }
+    }
+
+    /// Store the hash of a coder token: scope `coder`, bound to one coding
+    /// task of one tenant, expiring at `expires_at`. A task of another
+    /// tenant (or unknown) is [`StoreError::NotFound`]; nothing is written.
+    pub async fn insert_coder(
+        &self,
+        tenant_id: Uuid,
+        coding_task_id: Uuid,
+        token_sha256: &str,
+        label: &str,
+        expires_at: DateTime<Utc>,
+    ) -> Result<ApiToken, StoreError> {
+        check_hash(token_sha256)?;
+        if label.len() > 200 {
+            return Err(StoreError::invalid("label", "must be at most 200 bytes"));
+        }
+        // The task is read under its tenant's row-level security, so a task
+        // id of another tenant binds nothing.
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let known: Option<Uuid> = sqlx::query_scalar("SELECT id FROM coding_tasks WHERE id = $1")
+            .bind(coding_task_id)
+            .fetch_optional(tx.conn())
+            .await?;
+        tx.commit().await?;
+        if known.is_none() {
+            return Err(StoreError::not_found("coding task"));
+        }
+        let row: serde_json::Value = sqlx::query_scalar(
+            "INSERT INTO api_tokens (tenant_id, scope, token_sha256, label, expires_at, coding_task_id)
+             VALUES ($1, 'coder', $2, $3, $4, $5) RETURNING to_jsonb(api_tokens.*)",
+        )
+        .bind(tenant_id)
+        .bind(token_sha256)
+        .bind(label)
+        .bind(expires_at)
+        .bind(coding_task_id)
+        .fetch_one(self.store.system_pool())
+        .await?;
+        decode(row)
+    }
+
+    /// The usable token of this hash with the coding task a coder token is
+    /// bound to (`None` for every other scope), from one lookup; unknown,
+    /// revoked and expired tokens are [`StoreError::NotFound`].
+    pub async fn authenticate_bound(
+        &self,
+        token_sha256: &str,
+    ) -> Result<(ApiToken, Option<Uuid>), StoreError> {
+        let row: Option<serde_json::Value> =
+            sqlx::query_scalar("SELECT to_jsonb(t) FROM api_tokens t WHERE token_sha256 = $1")
+                .bind(token_sha256)
+                .fetch_optional(self.store.system_pool())
+                .await?;
+        let Some(row) = row else {
+            return Err(StoreError::not_found("token"));
+        };
+        let task: Option<Uuid> = match row.get("coding_task_id") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(decode(v.clone())?),
+        };
+        let token: ApiToken = decode(row)?;
+        if !token.is_usable(Utc::now()) {
+            return Err(StoreError::not_found("token"));
+        }
+        Ok((token, task))
+    }
+
+    /// Revoke every live token bound to a coding task of the tenant (the
+    /// task settled or its coder was stopped); returns how many this call
+    /// revoked.
+    pub async fn revoke_for_task(
+        &self,
+        tenant_id: Uuid,
+        coding_task_id: Uuid,
+    ) -> Result<u64, StoreError> {
+        let n = sqlx::query(
+            "UPDATE api_tokens SET revoked_at = now()
+              WHERE tenant_id = $1 AND coding_task_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(tenant_id)
+        .bind(coding_task_id)
+        .execute(self.store.system_pool())
+        .await?
+        .rows_affected();
+        Ok(n)
     }
 
     /// Revoke a token; returns whether this call revoked it.
@@ -244,7 +343,7 @@ mod tests {
     #[test]
     fn admit_matches_the_hash_then_usability_then_scope() {
         let now = Utc::now();
-        let token = genesis_proto::auth::generate_token();
+        let token = genesis_core::token::token_from_bytes([1; genesis_core::token::TOKEN_BYTES]);
         let pod = row(&token, TokenScope::AgentPod);
         assert_eq!(
             pod.admit(&token, TokenScope::AgentPod, now),
@@ -256,7 +355,7 @@ mod tests {
         );
         // A row whose hash is another token's is no row at all, whatever
         // its scope: the lookup that found it is not trusted.
-        let other = genesis_proto::auth::generate_token();
+        let other = genesis_core::token::token_from_bytes([2; genesis_core::token::TOKEN_BYTES]);
         assert_eq!(
             pod.admit(&other, TokenScope::AgentPod, now),
             Admission::Unknown
