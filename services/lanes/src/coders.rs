@@ -9,9 +9,18 @@
 //! Every Job carries the owner labels `app.kubernetes.io/managed-by=genesis`,
 //! `genesis.dev/tenant=<tenant id>` and `genesis.dev/task=<task id>`; listing
 //! and stopping are filtered by them, so a tenant can never see or stop
-//! another tenant's coder. This module must never create anything but Jobs,
-//! never run a coder as root, and never put a credential in a manifest
-//! (credentials reach coders through the preset machinery, not env literals).
+//! another tenant's coder.
+//!
+//! The coder contract: every Job's environment names its task
+//! (`GENESIS_TASK_ID`), its own coder id (`GENESIS_CODER_ID`, the Job name)
+//! and, when the caller gives a [`CoderContract`], control's gRPC endpoint
+//! (`GENESIS_CONTROL_URL`) and the coder's credential (`GENESIS_CODER_TOKEN`):
+//! a token that reaches only that one task's RPCs, expires, and is revoked
+//! when the task settles. That token is the one credential a manifest may
+//! carry. This module must never create anything but Jobs, never run a
+//! coder as root, never print the coder token (`Debug` redacts it), and
+//! never put any other credential in a manifest (LLM credentials reach
+//! coders through the preset machinery, not env literals).
 
 use std::collections::BTreeMap;
 
@@ -48,6 +57,12 @@ pub const ENV_BACKEND: &str = "GENESIS_CODER_BACKEND";
 pub const ENV_TASK_ID: &str = "GENESIS_TASK_ID";
 /// Env var carrying the tenant id.
 pub const ENV_TENANT_ID: &str = "GENESIS_TENANT_ID";
+/// Env var carrying the coder's own id (its Job name).
+pub const ENV_CODER_ID: &str = "GENESIS_CODER_ID";
+/// Env var carrying control's gRPC endpoint.
+pub const ENV_CONTROL_URL: &str = "GENESIS_CONTROL_URL";
+/// Env var carrying the coder's task-bound token.
+pub const ENV_CODER_TOKEN: &str = "GENESIS_CODER_TOKEN";
 /// Finished coder Jobs are garbage-collected after this long (one hour).
 pub const DEFAULT_TTL_SECONDS_AFTER_FINISHED: i32 = 3600;
 /// A coder that fails is not retried by Kubernetes: the coding task decides.
@@ -165,6 +180,28 @@ pub struct CoderSpec {
     pub env: BTreeMap<String, String>,
     /// The coding task id (label `genesis.dev/task`).
     pub task_id: Uuid,
+    /// Where the coder reports and the credential it reports with; never
+    /// serialized.
+    #[serde(skip)]
+    pub contract: Option<CoderContract>,
+}
+
+/// How a coder reaches control: the endpoint and its task-bound token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CoderContract {
+    /// Control's gRPC endpoint as the coder's pod reaches it.
+    pub control_url: String,
+    /// The raw coder token (scope `coder`, bound to the spec's task).
+    pub token: String,
+}
+
+impl std::fmt::Debug for CoderContract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoderContract")
+            .field("control_url", &self.control_url)
+            .field("token", &"<redacted>")
+            .finish()
+    }
 }
 
 /// Knobs of the Job shape.
@@ -262,6 +299,30 @@ fn validate_spec(spec: &CoderSpec) -> Result<(), LanesError> {
             return Err(LanesError::validation(name, "must be 1..=256 bytes"));
         }
     }
+    if let Some(c) = &spec.contract {
+        let url = c.control_url.as_str();
+        let host = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        if url.len() > 2048
+            || host.is_none_or(str::is_empty)
+            || url.chars().any(|ch| ch.is_whitespace() || ch.is_control())
+        {
+            return Err(LanesError::validation(
+                "control_url",
+                "must be an http:// or https:// URL of at most 2048 bytes without whitespace",
+            ));
+        }
+        if c.token.is_empty()
+            || c.token.len() > 512
+            || !c.token.bytes().all(|b| b.is_ascii_graphic())
+        {
+            return Err(LanesError::validation(
+                "token",
+                "must be 1..=512 printable ASCII bytes",
+            ));
+        }
+    }
     if spec.env.len() > 64 {
         return Err(LanesError::validation("env", "at most 64 variables"));
     }
@@ -318,10 +379,15 @@ pub fn build_job_manifest(
     let mut env = vec![
         env_var(ENV_TENANT_ID, &tenant.to_string()),
         env_var(ENV_TASK_ID, &spec.task_id.to_string()),
+        env_var(ENV_CODER_ID, name),
         env_var(ENV_MODEL, &spec.couple.model),
         env_var(ENV_PROVIDER, &spec.couple.provider),
         env_var(ENV_BACKEND, &spec.couple.backend),
     ];
+    if let Some(c) = &spec.contract {
+        env.push(env_var(ENV_CONTROL_URL, &c.control_url));
+        env.push(env_var(ENV_CODER_TOKEN, &c.token));
+    }
     env.extend(spec.env.iter().map(|(k, v)| env_var(k, v)));
     let resources = ResourceRequirements {
         requests: Some(BTreeMap::from([
@@ -494,6 +560,27 @@ impl CoderSpawner {
         Self::from_config(config, namespace)
     }
 
+    /// A spawner from a kubeconfig file (its current context), for a
+    /// deployment whose coders run in a cluster other than control's own.
+    pub async fn from_kubeconfig(
+        path: &std::path::Path,
+        namespace: impl Into<String>,
+    ) -> Result<Self, LanesError> {
+        crate::install_crypto_provider();
+        let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| {
+            LanesError::ClusterUnavailable(format!("cannot read {}: {e}", path.display()))
+        })?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| {
+            LanesError::ClusterUnavailable(format!("cannot use {}: {e}", path.display()))
+        })?;
+        Self::from_config(config, namespace)
+    }
+
     /// A spawner from an explicit kube configuration.
     pub fn from_config(
         config: kube::Config,
@@ -620,6 +707,7 @@ mod tests {
             couple: couple("claude-opus-4-8"),
             env: BTreeMap::from([("RUST_LOG".to_string(), "info".to_string())]),
             task_id: Uuid::new_v4(),
+            contract: None,
         }
     }
 

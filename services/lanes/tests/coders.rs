@@ -1,6 +1,8 @@
 //! The coder spawner against a local HTTP server that speaks the Kubernetes
 //! Job API paths the spawner uses (POST/GET/DELETE
 //! /apis/batch/v1/namespaces/{ns}/jobs), reached through a real kube::Client.
+//! The stand-in refuses what the API server's validation refuses of the
+//! fields a coder Job sets, so a manifest it accepts is one a cluster takes.
 
 #![allow(clippy::unwrap_used)]
 
@@ -15,7 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use genesis_lanes::LanesError;
 use genesis_lanes::coders::{
-    CoderPhase, CoderResources, CoderSpawner, CoderSpec, LABEL_MANAGED_BY, LABEL_TASK,
+    CoderContract, CoderPhase, CoderResources, CoderSpawner, CoderSpec, ENV_CODER_ID,
+    ENV_CODER_TOKEN, ENV_CONTROL_URL, ENV_TASK_ID, ENV_TENANT_ID, LABEL_MANAGED_BY, LABEL_TASK,
     LABEL_TENANT, ResolvedCouple,
 };
 use serde_json::{Value, json};
@@ -65,10 +68,72 @@ async fn create(
     if job["apiVersion"] != "batch/v1" || job["kind"] != "Job" {
         return status(400, "BadRequest", "not a batch/v1 Job");
     }
+    if let Err(why) = validate_job(&job) {
+        return status(422, "Invalid", &why);
+    }
     job["metadata"]["namespace"] = json!(ns);
     job["metadata"]["uid"] = json!(Uuid::new_v4().to_string());
     c.jobs.insert((ns, name), job.clone());
     (StatusCode::CREATED, Json(job)).into_response()
+}
+
+/// What the API server's validation refuses of the fields a coder Job
+/// sets: a name that is not a DNS-1123 label, a label value over 63
+/// characters or outside `[A-Za-z0-9._-]`, an env var name outside
+/// `[-._a-zA-Z][-._a-zA-Z0-9]*`, and an env var with both `value` and
+/// `valueFrom`.
+fn validate_job(job: &Value) -> Result<(), String> {
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    let dns_label = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if !dns_label {
+        return Err(format!("metadata.name: Invalid value: {name:?}"));
+    }
+    for labels in [
+        &job["metadata"]["labels"],
+        &job["spec"]["template"]["metadata"]["labels"],
+    ] {
+        for (k, v) in labels.as_object().into_iter().flatten() {
+            let v = v.as_str().unwrap_or_default();
+            if v.len() > 63
+                || !v
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+            {
+                return Err(format!("metadata.labels: Invalid value: {k}={v:?}"));
+            }
+        }
+    }
+    for c in job["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        for e in c["env"].as_array().into_iter().flatten() {
+            let n = e["name"].as_str().unwrap_or_default();
+            let mut chars = n.chars();
+            let ok = chars
+                .next()
+                .is_some_and(|ch| ch.is_ascii_alphabetic() || "-._".contains(ch))
+                && chars.all(|ch| ch.is_ascii_alphanumeric() || "-._".contains(ch));
+            if !ok {
+                return Err(format!("env[].name: Invalid value: {n:?}"));
+            }
+            if e.get("value").is_some_and(|v| !v.is_null())
+                && e.get("valueFrom").is_some_and(|v| !v.is_null())
+            {
+                return Err(format!(
+                    "env[{n}].valueFrom: Invalid value: may not be specified when `value` is not empty"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn list(
@@ -146,6 +211,7 @@ fn spec(task: Uuid) -> CoderSpec {
         },
         env: BTreeMap::new(),
         task_id: task,
+        contract: None,
     }
 }
 
@@ -189,6 +255,109 @@ async fn spawn_list_and_stop_a_coder_job() {
         spawner.stop(tenant, &handle.name).await,
         Err(LanesError::NotFound { kind: "coder", .. })
     ));
+}
+
+#[tokio::test]
+async fn the_coder_contract_reaches_the_job_environment() {
+    let (cluster, client) = start().await;
+    let spawner = CoderSpawner::new(client, "coders");
+    let tenant = Uuid::new_v4();
+    let task = Uuid::new_v4();
+    let mut s = spec(task);
+    s.contract = Some(CoderContract {
+        control_url: "http://genesis-control.genesis.svc:50051".to_string(),
+        token: "gen_secret-token".to_string(),
+    });
+    assert!(
+        !format!("{s:?}").contains("gen_secret-token"),
+        "Debug never prints the coder token"
+    );
+    let handle = spawner.spawn(tenant, s).await.unwrap();
+    let env: BTreeMap<String, String> = {
+        let c = cluster.lock().unwrap();
+        let job = &c.jobs[&("coders".to_string(), handle.name.clone())];
+        job["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_string(),
+                    e["value"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(env[ENV_TASK_ID], task.to_string());
+    assert_eq!(env[ENV_TENANT_ID], tenant.to_string());
+    assert_eq!(env[ENV_CODER_ID], handle.name);
+    assert_eq!(
+        env[ENV_CONTROL_URL],
+        "http://genesis-control.genesis.svc:50051"
+    );
+    assert_eq!(env[ENV_CODER_TOKEN], "gen_secret-token");
+
+    // A contract that could not work creates nothing.
+    let mut bad = spec(Uuid::new_v4());
+    bad.contract = Some(CoderContract {
+        control_url: "genesis-control:50051".to_string(),
+        token: "t".to_string(),
+    });
+    assert!(matches!(
+        spawner.spawn(tenant, bad).await,
+        Err(LanesError::Validation {
+            field: "control_url",
+            ..
+        })
+    ));
+    let mut bad = spec(Uuid::new_v4());
+    bad.contract = Some(CoderContract {
+        control_url: "http://c:1".to_string(),
+        token: "has space".to_string(),
+    });
+    assert!(matches!(
+        spawner.spawn(tenant, bad).await,
+        Err(LanesError::Validation { field: "token", .. })
+    ));
+    assert_eq!(cluster.lock().unwrap().jobs.len(), 1);
+}
+
+#[tokio::test]
+async fn the_stand_in_refuses_what_the_api_server_refuses() {
+    let (cluster, client) = start().await;
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> = kube::Api::namespaced(client, "coders");
+    let mut job = genesis_lanes::coders::build_job_manifest(
+        Uuid::new_v4(),
+        "Not_A_Label",
+        &spec(Uuid::new_v4()),
+        genesis_lanes::coders::JobPolicy::default(),
+    )
+    .unwrap();
+    let e = jobs
+        .create(&kube::api::PostParams::default(), &job)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, kube::Error::Api(s) if s.code == 422));
+    job.metadata.name = Some("coder-ok".to_string());
+    let env = job
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0]
+        .env
+        .as_mut()
+        .unwrap();
+    env[0].value_from = Some(Default::default());
+    let e = jobs
+        .create(&kube::api::PostParams::default(), &job)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, kube::Error::Api(s) if s.code == 422));
+    assert!(cluster.lock().unwrap().jobs.is_empty());
 }
 
 #[tokio::test]
