@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail, ensure};
 use genesis_proto::v1 as pb;
-use sqlx::Row as _;
+use genesis_store::inspect::fleet as inspect;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use tonic::metadata::AsciiMetadataValue;
 use tonic::service::Interceptor;
@@ -62,13 +62,9 @@ pub const SERVICE_ROLE_PASSWORD: &str = "genesis-e2e-service";
 /// unless it exists. Fleets start in parallel: one that loses the race to
 /// create it sees `duplicate_object` or `unique_violation`, which is fine.
 pub async fn ensure_service_role(admin: &PgPool) -> anyhow::Result<()> {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DO $$ BEGIN CREATE ROLE {SERVICE_ROLE} LOGIN PASSWORD '{SERVICE_ROLE_PASSWORD}';
-         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
-    )))
-    .execute(admin)
-    .await
-    .context("create the fleets' service login role")?;
+    inspect::fixture_login_role(admin, SERVICE_ROLE, SERVICE_ROLE_PASSWORD)
+        .await
+        .context("create the fleets' service login role")?;
     Ok(())
 }
 
@@ -121,9 +117,7 @@ impl TestDatabase {
             .await
             .context("connect to the PostgreSQL server")?;
         ensure_service_role(&admin).await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&admin)
-            .await?;
+        inspect::fixture_create_database(&admin, &name).await?;
         Ok(TestDatabase {
             admin,
             url: with_database(&base, &name),
@@ -147,12 +141,7 @@ impl TestDatabase {
 
     /// Drop the database, closing whatever still connects to it.
     pub async fn drop_database(&self) -> anyhow::Result<()> {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&self.admin)
-        .await?;
+        inspect::fixture_drop_database(&self.admin, &self.name).await?;
         Ok(())
     }
 }
@@ -788,23 +777,6 @@ pub struct Fleet {
     nats: tokio::sync::OnceCell<async_nats::Client>,
 }
 
-/// An event that keeps the fleet from quiescence: visible, unconsumed and
-/// not dead-lettered (alias `e` of `agent_event_queue`). A macro so that
-/// `concat!` keeps each query a static string.
-macro_rules! due_event {
-    () => {
-        "e.consumed_at IS NULL AND e.dead_lettered_at IS NULL AND e.visible_at <= now()"
-    };
-}
-
-/// A lease that keeps the fleet from quiescence: held and not yet expired
-/// (alias `i` of `agent_instances`).
-macro_rules! live_lease {
-    () => {
-        "i.lease_session IS NOT NULL AND i.lease_expires_at > now()"
-    };
-}
-
 fn spawn(logs: &Path, p: &mut Proc) -> anyhow::Result<()> {
     if p.child.is_some() {
         return Ok(());
@@ -1376,42 +1348,30 @@ impl Fleet {
 
     /// How many of `instance`'s operator messages have their ledger turn.
     pub async fn answered_messages(&self, instance: &str) -> anyhow::Result<i64> {
-        Ok(sqlx::query_scalar(
-            "SELECT count(*) FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
-              WHERE e.instance_id = $1::uuid AND e.event_kind = 'OperatorMessage'",
-        )
-        .bind(instance)
-        .fetch_one(&self.db)
-        .await?)
+        Ok(inspect::operator_message_turns(&self.db, instance.parse()?).await?)
     }
 
     /// Every ledger turn of `instance`, oldest first, straight from the
     /// database.
     pub async fn turns(&self, instance: &str) -> anyhow::Result<Vec<Turn>> {
         let id: Uuid = instance.parse()?;
-        let rows = sqlx::query(
-            "SELECT id, turn_number, event_id, event_kind, decision_kind, phase, llm_call_snapshot_id,
-                    served_model, cost_usd::float8 AS cost_usd, input_tokens, output_tokens, plan_input_hash
-             FROM agent_state_ledger WHERE instance_id = $1 ORDER BY turn_number",
-        )
-        .bind(id)
-        .fetch_all(&self.db)
-        .await?;
-        rows.into_iter()
-            .map(|r| {
+        inspect::ledger_turns(&self.db, id)
+            .await?
+            .into_iter()
+            .map(|t| {
                 Ok(Turn {
-                    id: r.try_get("id")?,
-                    turn_number: r.try_get("turn_number")?,
-                    event_id: r.try_get("event_id")?,
-                    event_kind: r.try_get("event_kind")?,
-                    decision_kind: r.try_get("decision_kind")?,
-                    phase: r.try_get("phase")?,
-                    snapshot_id: r.try_get("llm_call_snapshot_id")?,
-                    served_model: r.try_get("served_model")?,
-                    cost_usd: r.try_get("cost_usd")?,
-                    input_tokens: r.try_get("input_tokens")?,
-                    output_tokens: r.try_get("output_tokens")?,
-                    plan_input_hash: r.try_get("plan_input_hash")?,
+                    id: t.id,
+                    turn_number: t.turn_number,
+                    event_id: t.event_id,
+                    event_kind: t.event_kind,
+                    decision_kind: t.decision_kind,
+                    phase: t.phase.parse()?,
+                    snapshot_id: t.llm_call_snapshot_id,
+                    served_model: t.served_model,
+                    cost_usd: t.cost_usd,
+                    input_tokens: t.input_tokens,
+                    output_tokens: t.output_tokens,
+                    plan_input_hash: t.plan_input_hash,
                 })
             })
             .collect()
@@ -1480,29 +1440,17 @@ impl Fleet {
     /// Snapshot count of `instance`.
     pub async fn snapshots(&self, instance: &str) -> anyhow::Result<i64> {
         let id: Uuid = instance.parse()?;
-        Ok(
-            sqlx::query_scalar("SELECT count(*) FROM llm_call_snapshots WHERE instance_id = $1")
-                .bind(id)
-                .fetch_one(&self.db)
-                .await?,
-        )
+        Ok(inspect::count_call_snapshots(&self.db, id).await?)
     }
 
     /// Wait until nothing is due: no visible unconsumed, un-dead-lettered
     /// event and no lease held.
     pub async fn wait_quiescent(&self, timeout: Duration) -> anyhow::Result<()> {
-        let probe = concat!(
-            "SELECT NOT EXISTS (SELECT FROM agent_event_queue e WHERE ",
-            due_event!(),
-            ") AND NOT EXISTS (SELECT FROM agent_instances i WHERE ",
-            live_lease!(),
-            ")"
-        );
         let waited = wait_for(
             "the queue to drain (no due event, no lease)",
             timeout,
             || async {
-                let quiet: bool = sqlx::query_scalar(probe).fetch_one(&self.db).await?;
+                let quiet = inspect::fleet_quiescent(&self.db).await?;
                 Ok(quiet.then_some(()))
             },
         )
@@ -1558,30 +1506,10 @@ impl Fleet {
     /// The due events and live leases that keep the fleet from quiescence,
     /// at most ten of each, one per line.
     async fn unquiet(&self) -> anyhow::Result<String> {
-        let events: Vec<String> = sqlx::query_scalar(concat!(
-            "SELECT format('due event %s %s seq %s of %s: visible %s, published %s (epoch %s), \
-                            claimed by %s, %s attempts; instance %s, lease %s until %s',
-                           e.id, e.event_kind, e.sequence_number, e.instance_id, e.visible_at,
-                           coalesce(e.published_at::text, 'never'), e.publish_epoch,
-                           coalesce(e.claimed_session::text, 'nobody'), e.attempts, i.status,
-                           coalesce(i.lease_session::text, 'none'), i.lease_expires_at)
-               FROM agent_event_queue e JOIN agent_instances i ON i.id = e.instance_id
-              WHERE ",
-            due_event!(),
-            " ORDER BY e.visible_at LIMIT 10"
-        ))
-        .fetch_all(&self.db)
-        .await?;
-        let leases: Vec<String> = sqlx::query_scalar(concat!(
-            "SELECT format('lease on %s: session %s until %s, phase %s',
-                           i.id, i.lease_session, i.lease_expires_at, i.phase)
-               FROM agent_instances i
-              WHERE ",
-            live_lease!(),
-            " ORDER BY i.lease_expires_at LIMIT 10"
-        ))
-        .fetch_all(&self.db)
-        .await?;
+        let inspect::QuiescenceBlockers {
+            due_events: events,
+            live_leases: leases,
+        } = inspect::quiescence_blockers(&self.db).await?;
         Ok(events
             .into_iter()
             .chain(leases)
@@ -1591,79 +1519,19 @@ impl Fleet {
 
     /// Counts for the invariants after a fault.
     pub async fn stats(&self) -> anyhow::Result<QueueStats> {
-        let r = sqlx::query(
-            "SELECT
-               (SELECT count(*) FROM agent_event_queue) AS events,
-               (SELECT count(*) FROM agent_event_queue WHERE consumed_at IS NOT NULL) AS consumed,
-               (SELECT count(*) FROM agent_event_queue WHERE dead_lettered_at IS NOT NULL) AS dead,
-               (SELECT count(*) FROM agent_state_ledger) AS turns,
-               (SELECT count(*) FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
-                 WHERE e.consumed_at IS NOT NULL) AS turns_of_consumed,
-               (SELECT count(*) FROM attention_requests WHERE kind = 'dead_letter') AS dl_requests,
-               (SELECT count(*) FROM agent_instances
-                 WHERE lease_session IS NOT NULL AND lease_expires_at < now()) AS stale",
-        )
-        .fetch_one(&self.db)
-        .await?;
-        // Each dead letter joined to its own request, not only counted: a
-        // request for one event must not stand in for another's.
-        let unmatched: Vec<(Uuid, i64)> = sqlx::query_as(
-            "SELECT e.id, (SELECT count(*) FROM attention_requests a
-                            WHERE a.kind = 'dead_letter' AND a.tenant_id = e.tenant_id
-                              AND a.instance_id = e.instance_id
-                              AND a.metadata->>'eventId' = e.id::text)
-               FROM agent_event_queue e WHERE e.dead_lettered_at IS NOT NULL",
-        )
-        .fetch_all(&self.db)
-        .await?
-        .into_iter()
-        .filter(|(_, n)| *n != 1)
-        .collect();
-        let orphan_requests: Vec<Uuid> = sqlx::query_scalar(
-            "SELECT a.id FROM attention_requests a
-              WHERE a.kind = 'dead_letter'
-                AND NOT EXISTS (SELECT 1 FROM agent_event_queue e
-                                 WHERE e.dead_lettered_at IS NOT NULL
-                                   AND e.id::text = a.metadata->>'eventId')",
-        )
-        .fetch_all(&self.db)
-        .await?;
-        let hb = sqlx::query(
-            "SELECT i.id, (SELECT count(*) FROM agent_event_queue e
-                           WHERE e.instance_id = i.id AND e.event_kind = 'AgentTick'
-                             AND e.consumed_at IS NULL AND e.dead_lettered_at IS NULL) AS n
-             FROM agent_instances i WHERE i.status = 'active'",
-        )
-        .fetch_all(&self.db)
-        .await?;
-        let mut bad = Vec::new();
-        for row in hb {
-            let n: i64 = row.try_get("n")?;
-            if n != 1 {
-                bad.push((row.try_get("id")?, n));
-            }
-        }
-        let stray: Vec<(Uuid, String)> = sqlx::query_as(
-            "SELECT e.instance_id, e.event_kind FROM agent_event_queue e
-               JOIN agent_instances i ON i.id = e.instance_id
-              WHERE i.status = 'active' AND e.event_kind <> 'AgentTick'
-                AND e.consumed_at IS NULL AND e.dead_lettered_at IS NULL
-              ORDER BY e.instance_id, e.sequence_number",
-        )
-        .fetch_all(&self.db)
-        .await?;
+        let s = inspect::invariant_sweep(&self.db).await?;
         Ok(QueueStats {
-            events: r.try_get("events")?,
-            consumed: r.try_get("consumed")?,
-            dead_lettered: r.try_get("dead")?,
-            turns: r.try_get("turns")?,
-            turns_of_consumed: r.try_get("turns_of_consumed")?,
-            dead_letter_requests: r.try_get("dl_requests")?,
-            unmatched_dead_letters: unmatched,
-            orphan_dead_letter_requests: orphan_requests,
-            bad_heartbeats: bad,
-            stray_pending: stray,
-            stale_leases: r.try_get("stale")?,
+            events: s.events,
+            consumed: s.consumed,
+            dead_lettered: s.dead_lettered,
+            turns: s.turns,
+            turns_of_consumed: s.turns_of_consumed,
+            dead_letter_requests: s.dead_letter_requests,
+            unmatched_dead_letters: s.unmatched_dead_letters,
+            orphan_dead_letter_requests: s.orphan_dead_letter_requests,
+            bad_heartbeats: s.bad_heartbeats,
+            stray_pending: s.stray_pending,
+            stale_leases: s.stale_leases,
         })
     }
 
@@ -1772,11 +1640,7 @@ pub fn drop_database(name: &str) {
         };
         rt.block_on(async move {
             if let Ok(pool) = PgPoolOptions::new().max_connections(1).connect(&base).await {
-                let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                )))
-                .execute(&pool)
-                .await;
+                let _ = inspect::fixture_drop_database(&pool, &name).await;
                 pool.close().await;
             }
         });

@@ -20,6 +20,8 @@ use uuid::Uuid;
 
 use crate::error::StoreError;
 
+pub mod fleet;
+
 /// `table` as a quoted identifier, when it is a plain lower-case table
 /// name (letters, digits, underscores); anything else is refused before it
 /// reaches the database.

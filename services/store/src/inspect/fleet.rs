@@ -1,0 +1,435 @@
+//! The statements the end-to-end harness and its suites use to check a
+//! whole running fleet's database: the invariant sweep the fault suite
+//! runs after every fault, the quiescence probe and the report of what
+//! keeps a fleet from it, the counts and columns each scenario asserts, the
+//! fixtures that break one invariant at a time so the checker can be seen
+//! to refuse it, and the server administration the harness needs around a
+//! fleet (its own database, the test login, a role the migrate step must
+//! refuse).
+//!
+//! Like the rest of [`crate::inspect`], everything here runs on the pool it
+//! is handed (a fleet's database as its owner, or the server's default
+//! database for the administration), outside the store's role switching and
+//! tenant transactions, so it reads across every tenant. It must never run
+//! on a service path, and it never takes SQL text from its caller: each
+//! function is the one statement it is named for, and the few names it
+//! writes into a statement (a database, a role) are refused unless they are
+//! plain lower-case identifiers.
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::error::StoreError;
+
+/// `name` when it is a plain lower-case identifier (letters, digits,
+/// underscores, not starting with a digit, at most the 63 bytes PostgreSQL
+/// keeps), quoted; anything else is refused before it reaches the server.
+/// Quoting a plain lower-case name names the same object as leaving it
+/// bare.
+fn identifier(what: &str, name: &str) -> Result<String, StoreError> {
+    let plain = !name.is_empty()
+        && name.len() <= 63
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        Ok(format!("\"{name}\""))
+    } else {
+        Err(StoreError::invalid(
+            what,
+            "must be a plain lower-case identifier",
+        ))
+    }
+}
+
+/// `password` as a quoted literal, when it holds only letters, digits,
+/// `-` and `_`: `CREATE ROLE` takes no parameters, and such a value can
+/// close neither the literal nor the `DO` body it sits in.
+fn password_literal(password: &str) -> Result<String, StoreError> {
+    let plain = !password.is_empty()
+        && password
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if plain {
+        Ok(format!("'{password}'"))
+    } else {
+        Err(StoreError::invalid(
+            "password",
+            "must hold only letters, digits, '-' and '_'",
+        ))
+    }
+}
+
+// --- the server: databases, roles, backends ---------------------------------
+
+/// Fixture: create database `name`, owned by the pool's login.
+pub async fn fixture_create_database(admin: &PgPool, name: &str) -> Result<(), StoreError> {
+    let name = identifier("database", name)?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(admin)
+        .await?;
+    Ok(())
+}
+
+/// Fixture: drop database `name` if it exists, closing whatever still
+/// connects to it.
+pub async fn fixture_drop_database(admin: &PgPool, name: &str) -> Result<(), StoreError> {
+    let name = identifier("database", name)?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(admin)
+    .await?;
+    Ok(())
+}
+
+/// Create `role` with `attributes` unless it exists. Roles are cluster-wide
+/// and tests start in parallel: one that loses the race to create it sees
+/// `duplicate_object` or `unique_violation`, which is fine.
+async fn ensure_role(admin: &PgPool, role: &str, attributes: &str) -> Result<(), StoreError> {
+    let role = identifier("role", role)?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DO $$ BEGIN CREATE ROLE {role} {attributes};
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+    )))
+    .execute(admin)
+    .await?;
+    Ok(())
+}
+
+/// Fixture: a login role `role` with `password` and no other attribute
+/// (the services' login of a test fleet), unless it exists.
+pub async fn fixture_login_role(
+    admin: &PgPool,
+    role: &str,
+    password: &str,
+) -> Result<(), StoreError> {
+    let password = password_literal(password)?;
+    ensure_role(admin, role, &format!("LOGIN PASSWORD {password}")).await
+}
+
+// --- the invariant sweep and quiescence ------------------------------------
+
+/// What the fault suite's invariants are checked on: counts over the queue,
+/// the ledger and the attention requests, and the rows that break a rule
+/// outright.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FleetInvariants {
+    /// Every event row.
+    pub events: i64,
+    /// Consumed events.
+    pub consumed: i64,
+    /// Dead-lettered events.
+    pub dead_lettered: i64,
+    /// Ledger turns.
+    pub turns: i64,
+    /// Ledger turns whose event is consumed.
+    pub turns_of_consumed: i64,
+    /// Attention requests of kind `dead_letter`.
+    pub dead_letter_requests: i64,
+    /// Dead-lettered events with a number of `dead_letter` attention
+    /// requests naming them (`metadata.eventId`, same tenant and instance)
+    /// other than one: (event, requests).
+    pub unmatched_dead_letters: Vec<(Uuid, i64)>,
+    /// `dead_letter` attention requests naming no dead-lettered event.
+    pub orphan_dead_letter_requests: Vec<Uuid>,
+    /// Active instances with a pending-heartbeat count other than one:
+    /// (instance, pending heartbeats).
+    pub bad_heartbeats: Vec<(Uuid, i64)>,
+    /// Unconsumed, un-dead-lettered events of active instances that are not
+    /// their heartbeat: (instance, event kind), by instance and sequence.
+    pub stray_pending: Vec<(Uuid, String)>,
+    /// Leases still held (a session set) whose expiry has passed.
+    pub stale_leases: i64,
+}
+
+/// Read every count and offending row [`FleetInvariants`] holds.
+pub async fn invariant_sweep(pool: &PgPool) -> Result<FleetInvariants, StoreError> {
+    let (
+        events,
+        consumed,
+        dead_lettered,
+        turns,
+        turns_of_consumed,
+        dead_letter_requests,
+        stale_leases,
+    ): (i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT
+           (SELECT count(*) FROM agent_event_queue),
+           (SELECT count(*) FROM agent_event_queue WHERE consumed_at IS NOT NULL),
+           (SELECT count(*) FROM agent_event_queue WHERE dead_lettered_at IS NOT NULL),
+           (SELECT count(*) FROM agent_state_ledger),
+           (SELECT count(*) FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
+             WHERE e.consumed_at IS NOT NULL),
+           (SELECT count(*) FROM attention_requests WHERE kind = 'dead_letter'),
+           (SELECT count(*) FROM agent_instances
+             WHERE lease_session IS NOT NULL AND lease_expires_at < now())",
+    )
+    .fetch_one(pool)
+    .await?;
+    // Each dead letter joined to its own request, not only counted: a
+    // request for one event must not stand in for another's.
+    let unmatched_dead_letters: Vec<(Uuid, i64)> = sqlx::query_as(
+        "SELECT e.id, (SELECT count(*) FROM attention_requests a
+                        WHERE a.kind = 'dead_letter' AND a.tenant_id = e.tenant_id
+                          AND a.instance_id = e.instance_id
+                          AND a.metadata->>'eventId' = e.id::text)
+           FROM agent_event_queue e WHERE e.dead_lettered_at IS NOT NULL",
+    )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .filter(|(_, n)| *n != 1)
+    .collect();
+    let orphan_dead_letter_requests: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT a.id FROM attention_requests a
+          WHERE a.kind = 'dead_letter'
+            AND NOT EXISTS (SELECT 1 FROM agent_event_queue e
+                             WHERE e.dead_lettered_at IS NOT NULL
+                               AND e.id::text = a.metadata->>'eventId')",
+    )
+    .fetch_all(pool)
+    .await?;
+    let bad_heartbeats: Vec<(Uuid, i64)> = sqlx::query_as(
+        "SELECT i.id, (SELECT count(*) FROM agent_event_queue e
+                       WHERE e.instance_id = i.id AND e.event_kind = 'AgentTick'
+                         AND e.consumed_at IS NULL AND e.dead_lettered_at IS NULL)
+         FROM agent_instances i WHERE i.status = 'active'",
+    )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .filter(|(_, n)| *n != 1)
+    .collect();
+    let stray_pending: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT e.instance_id, e.event_kind FROM agent_event_queue e
+           JOIN agent_instances i ON i.id = e.instance_id
+          WHERE i.status = 'active' AND e.event_kind <> 'AgentTick'
+            AND e.consumed_at IS NULL AND e.dead_lettered_at IS NULL
+          ORDER BY e.instance_id, e.sequence_number",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(FleetInvariants {
+        events,
+        consumed,
+        dead_lettered,
+        turns,
+        turns_of_consumed,
+        dead_letter_requests,
+        unmatched_dead_letters,
+        orphan_dead_letter_requests,
+        bad_heartbeats,
+        stray_pending,
+        stale_leases,
+    })
+}
+
+/// An event that keeps the fleet from quiescence: visible, unconsumed and
+/// not dead-lettered (alias `e` of `agent_event_queue`). A macro so that
+/// `concat!` keeps each statement a static string.
+macro_rules! due_event {
+    () => {
+        "e.consumed_at IS NULL AND e.dead_lettered_at IS NULL AND e.visible_at <= now()"
+    };
+}
+
+/// A lease that keeps the fleet from quiescence: held and not yet expired
+/// (alias `i` of `agent_instances`).
+macro_rules! live_lease {
+    () => {
+        "i.lease_session IS NOT NULL AND i.lease_expires_at > now()"
+    };
+}
+
+/// Whether nothing is due: no visible unconsumed, un-dead-lettered event
+/// and no live lease.
+pub async fn fleet_quiescent(pool: &PgPool) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar(concat!(
+        "SELECT NOT EXISTS (SELECT FROM agent_event_queue e WHERE ",
+        due_event!(),
+        ") AND NOT EXISTS (SELECT FROM agent_instances i WHERE ",
+        live_lease!(),
+        ")"
+    ))
+    .fetch_one(pool)
+    .await?)
+}
+
+/// What keeps a fleet from quiescence, one line per row, at most ten of
+/// each, so a stalled wait explains itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuiescenceBlockers {
+    /// Each due event with its delivery state and its instance's lease, by
+    /// visibility.
+    pub due_events: Vec<String>,
+    /// Each live lease with its session, expiry and phase, by expiry.
+    pub live_leases: Vec<String>,
+}
+
+/// The due events and live leases [`fleet_quiescent`] waits on.
+pub async fn quiescence_blockers(pool: &PgPool) -> Result<QuiescenceBlockers, StoreError> {
+    let due_events: Vec<String> = sqlx::query_scalar(concat!(
+        "SELECT format('due event %s %s seq %s of %s: visible %s, published %s (epoch %s), \
+                        claimed by %s, %s attempts; instance %s, lease %s until %s',
+                       e.id, e.event_kind, e.sequence_number, e.instance_id, e.visible_at,
+                       coalesce(e.published_at::text, 'never'), e.publish_epoch,
+                       coalesce(e.claimed_session::text, 'nobody'), e.attempts, i.status,
+                       coalesce(i.lease_session::text, 'none'), i.lease_expires_at)
+           FROM agent_event_queue e JOIN agent_instances i ON i.id = e.instance_id
+          WHERE ",
+        due_event!(),
+        " ORDER BY e.visible_at LIMIT 10"
+    ))
+    .fetch_all(pool)
+    .await?;
+    let live_leases: Vec<String> = sqlx::query_scalar(concat!(
+        "SELECT format('lease on %s: session %s until %s, phase %s',
+                       i.id, i.lease_session, i.lease_expires_at, i.phase)
+           FROM agent_instances i
+          WHERE ",
+        live_lease!(),
+        " ORDER BY i.lease_expires_at LIMIT 10"
+    ))
+    .fetch_all(pool)
+    .await?;
+    Ok(QuiescenceBlockers {
+        due_events,
+        live_leases,
+    })
+}
+
+// --- the ledger ------------------------------------------------------------
+
+/// One ledger turn as stored, with the columns the suites compare.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerTurn {
+    pub id: Uuid,
+    pub turn_number: i64,
+    pub event_id: Option<Uuid>,
+    pub event_kind: String,
+    pub decision_kind: String,
+    pub phase: String,
+    pub llm_call_snapshot_id: Option<Uuid>,
+    pub served_model: Option<String>,
+    pub cost_usd: Option<f64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub plan_input_hash: Option<String>,
+}
+
+/// Every ledger turn of `instance`, oldest first.
+pub async fn ledger_turns(pool: &PgPool, instance: Uuid) -> Result<Vec<LedgerTurn>, StoreError> {
+    type Row = (
+        Uuid,
+        i64,
+        Option<Uuid>,
+        String,
+        String,
+        String,
+        Option<Uuid>,
+        Option<String>,
+        Option<f64>,
+        Option<i64>,
+        Option<i64>,
+        Option<String>,
+    );
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT id, turn_number, event_id, event_kind, decision_kind, phase, llm_call_snapshot_id,
+                served_model, cost_usd::float8 AS cost_usd, input_tokens, output_tokens, plan_input_hash
+         FROM agent_state_ledger WHERE instance_id = $1 ORDER BY turn_number",
+    )
+    .bind(instance)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(
+                id,
+                turn_number,
+                event_id,
+                event_kind,
+                decision_kind,
+                phase,
+                llm_call_snapshot_id,
+                served_model,
+                cost_usd,
+                input_tokens,
+                output_tokens,
+                plan_input_hash,
+            )| LedgerTurn {
+                id,
+                turn_number,
+                event_id,
+                event_kind,
+                decision_kind,
+                phase,
+                llm_call_snapshot_id,
+                served_model,
+                cost_usd,
+                input_tokens,
+                output_tokens,
+                plan_input_hash,
+            },
+        )
+        .collect())
+}
+
+/// How many of `instance`'s operator messages have their ledger turn.
+pub async fn operator_message_turns(pool: &PgPool, instance: Uuid) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
+          WHERE e.instance_id = $1 AND e.event_kind = 'OperatorMessage'",
+    )
+    .bind(instance)
+    .fetch_one(pool)
+    .await?)
+}
+
+// --- LLM calls and credit --------------------------------------------------
+
+/// LLM call snapshots of `instance`.
+pub async fn count_call_snapshots(pool: &PgPool, instance: Uuid) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT count(*) FROM llm_call_snapshots WHERE instance_id = $1")
+            .bind(instance)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+// --- Windows holds ---------------------------------------------------------
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_names_reach_a_statement() {
+        assert_eq!(
+            identifier("database", "genesis_e2e_0a1b2c3d").as_deref(),
+            Ok("\"genesis_e2e_0a1b2c3d\"")
+        );
+        for bad in [
+            "",
+            "1x",
+            "a;b",
+            "Db",
+            "a b",
+            "a\"b",
+            "x$$y",
+            &"a".repeat(64),
+        ] {
+            assert!(identifier("database", bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            password_literal("genesis-e2e-service").as_deref(),
+            Ok("'genesis-e2e-service'")
+        );
+        for bad in ["", "a'b", "a$$b", "a\\b", "a b"] {
+            assert!(password_literal(bad).is_err(), "{bad}");
+        }
+    }
+}
