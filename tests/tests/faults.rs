@@ -14,6 +14,7 @@ use anyhow::{Context as _, ensure};
 use genesis_e2e::{
     Fleet, FleetOptions, NatsServer, QueueStats, binaries_missing, bounded, log_dir, wait_for,
 };
+use genesis_store::inspect::{self, fleet as checks};
 use rand::Rng as _;
 
 const SETTLE: Duration = Duration::from_secs(60);
@@ -97,17 +98,8 @@ async fn settle(
         .check_invariants()
         .await
         .with_context(|| format!("{name}: after the fault"))?;
-    let messages: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM agent_event_queue WHERE event_kind = 'OperatorMessage'",
-    )
-    .fetch_one(&fleet.db)
-    .await?;
-    let settled: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM agent_event_queue WHERE event_kind = 'OperatorMessage'
-           AND (consumed_at IS NOT NULL OR dead_lettered_at IS NOT NULL)",
-    )
-    .fetch_one(&fleet.db)
-    .await?;
+    let messages = inspect::count_events_of_kind(&fleet.db, "OperatorMessage").await?;
+    let settled = checks::count_settled_events_of_kind(&fleet.db, "OperatorMessage").await?;
     ensure!(
         messages == sent as i64,
         "{name}: {messages} OperatorMessage events for {sent} sends"
@@ -126,11 +118,7 @@ async fn settle(
 /// Events claimed more than once: each is a tick a kill interrupted between
 /// its claim and its completion, taken over by a later claim.
 async fn reclaimed_events(fleet: &Fleet) -> anyhow::Result<i64> {
-    Ok(
-        sqlx::query_scalar("SELECT count(*) FROM agent_event_queue WHERE attempts > 1")
-            .fetch_one(&fleet.db)
-            .await?,
-    )
+    Ok(checks::count_reclaimed_events(&fleet.db).await?)
 }
 
 /// Send a burst, wait until a tick holds a live lease, and SIGKILL every pod
@@ -146,11 +134,7 @@ async fn kill_mid_tick(
     // Poll tightly: a scripted tick lasts only tens of milliseconds.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while tokio::time::Instant::now() < deadline {
-        let live: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM agent_instances WHERE lease_session IS NOT NULL AND lease_expires_at > now()",
-        )
-        .fetch_one(&fleet.db)
-        .await?;
+        let live = checks::count_live_leases(&fleet.db).await?;
         if live > 0 {
             break;
         }
@@ -161,10 +145,7 @@ async fn kill_mid_tick(
     }
     // A ClaimTick already at the supervisor still commits: let it land.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let orphaned: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM agent_instances WHERE lease_session IS NOT NULL")
-            .fetch_one(&fleet.db)
-            .await?;
+    let orphaned = inspect::count_leased_instances(&fleet.db).await?;
     for i in 0..fleet.pod_count() {
         fleet.start_pod(i).await?;
     }
@@ -297,13 +278,12 @@ async fn postgres_backends_terminated_under_load_recover() -> anyhow::Result<()>
         for round in 0..rounds {
             sent += burst(&fleet, &agents, round).await?;
             tokio::time::sleep(Duration::from_millis(rand::rng().random_range(0..200))).await;
-            let killed: Vec<bool> = sqlx::query_scalar(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-            )
-            .bind(&fleet.db_name)
-            .fetch_all(&admin_pool)
-            .await?;
-            ensure!(!killed.is_empty(), "no backend of {} to terminate", fleet.db_name);
+            let killed = checks::force_backends_terminated(&admin_pool, &fleet.db_name).await?;
+            ensure!(
+                !killed.is_empty(),
+                "no backend of {} to terminate",
+                fleet.db_name
+            );
         }
         admin_pool.close().await;
         settle(&mut fleet, "pg-terminate", rounds, sent).await?;
@@ -388,13 +368,7 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
     let sent = burst(&fleet, &[(tenant.clone(), soa.clone())], 0).await?;
     // One round per fleet: the reliability script sums `rounds=` over lines.
     let s = settle(&mut fleet, &name, 1, sent).await?;
-    let turns: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM agent_state_ledger l
-           JOIN agent_event_queue e ON e.id = l.event_id
-          WHERE e.event_kind = 'AgentInitialized'",
-    )
-    .fetch_one(&fleet.db)
-    .await?;
+    let turns = checks::count_turns_of_event_kind(&fleet.db, "AgentInitialized").await?;
     ensure!(turns == 1, "{name}: {turns} turns for the one opener");
     // The crash happened where it was named: only a crash between a claim
     // and its completion leaves an event to be claimed a second time.
@@ -412,12 +386,8 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
     }
     // Tool side effects are at-least-once across a crash: a greeting
     // sent before the abort is sent again by the reclaimed tick.
-    let greetings: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM agent_messages WHERE direction = 'agent_to_operator'
-           AND body LIKE 'Hello, I am your%'",
-    )
-    .fetch_one(&fleet.db)
-    .await?;
+    let greetings =
+        checks::count_messages_to_operator_starting(&fleet.db, "Hello, I am your").await?;
     println!(
         "FAULT {name}: round={round} reclaimed_events={reclaimed} greetings_for_the_opener={greetings}"
     );
@@ -497,12 +467,7 @@ async fn poison_case(poison: Poison) -> anyhow::Result<()> {
                 fleet.send(&tenant, &comp, &format!("status {healthy_sent}")).await?;
                 healthy_sent += 1;
             }
-            let n: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM agent_event_queue
-                  WHERE payload->>'body' = 'POISON-PILL' AND dead_lettered_at IS NOT NULL",
-            )
-            .fetch_one(&fleet.db)
-            .await?;
+            let n = checks::count_dead_lettered_with_body(&fleet.db, "POISON-PILL").await?;
             if n == 1 {
                 break true;
             }
@@ -517,17 +482,9 @@ async fn poison_case(poison: Poison) -> anyhow::Result<()> {
             Poison::Crashes => ensure!(restarts > 0, "the poison never crashed a pod"),
             Poison::Fails => ensure!(restarts == 0, "{restarts} pods died on a failing tick"),
         }
-        let attempts: i32 = sqlx::query_scalar(
-            "SELECT attempts FROM agent_event_queue WHERE payload->>'body' = 'POISON-PILL'",
-        )
-        .fetch_one(&fleet.db)
-        .await?;
+        let attempts = checks::attempts_of_event_with_body(&fleet.db, "POISON-PILL").await?;
         ensure!(attempts == 3, "dead-lettered after {attempts} attempts, expected the configured 3");
-        let attention: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM attention_requests WHERE kind = 'dead_letter'",
-        )
-        .fetch_one(&fleet.db)
-        .await?;
+        let attention = inspect::count_attention_requests_of_kind(&fleet.db, "dead_letter").await?;
         ensure!(attention == 1, "{attention} dead-letter attention requests");
         // The other agent acknowledged every one of its messages.
         wait_for("the healthy agent's messages", Duration::from_secs(60), || async {
@@ -585,125 +542,87 @@ async fn the_invariant_checker_refuses_each_broken_invariant() -> anyhow::Result
             .await?;
         fleet.wait_quiescent(SETTLE).await?;
         fleet.kill_pod(0);
-        fleet.check_invariants().await.context("the untouched fleet")?;
+        fleet
+            .check_invariants()
+            .await
+            .context("the untouched fleet")?;
         let soa_id: uuid::Uuid = soa.parse()?;
         let tenant_id: uuid::Uuid = tenant.parse()?;
         let db = &fleet.db;
 
         // A dead letter whose only dead_letter request names another event:
         // the counts agree (one and one), the join does not.
-        let insert_event = "INSERT INTO agent_event_queue
-              (tenant_id, instance_id, sequence_number, event_kind, payload, visible_at, published_at, dead_lettered_at)
-            SELECT $1, $2, max(sequence_number) + 1000, $3, '{}', $4, now(), $5
-              FROM agent_event_queue WHERE instance_id = $2
-            RETURNING id";
-        let dead: uuid::Uuid = sqlx::query_scalar(insert_event)
-            .bind(tenant_id)
-            .bind(soa_id)
-            .bind("OperatorMessage")
-            .bind(chrono::Utc::now())
-            .bind(Some(chrono::Utc::now()))
-            .fetch_one(db)
-            .await?;
-        let insert_request = "INSERT INTO attention_requests (tenant_id, instance_id, kind, title, body, metadata)
-            VALUES ($1, $2, 'dead_letter', 'dead letter', '', jsonb_build_object('eventId', $3::text))
-            RETURNING id";
-        let elsewhere: uuid::Uuid = sqlx::query_scalar(insert_request)
-            .bind(tenant_id)
-            .bind(soa_id)
-            .bind(uuid::Uuid::new_v4().to_string())
-            .fetch_one(db)
-            .await?;
-        refused(&fleet, "a dead letter with another event's request", "without exactly one dead_letter attention request").await?;
-        sqlx::query("DELETE FROM attention_requests WHERE id = $1")
-            .bind(elsewhere)
-            .execute(db)
-            .await?;
-        let own: uuid::Uuid = sqlx::query_scalar(insert_request)
-            .bind(tenant_id)
-            .bind(soa_id)
-            .bind(dead.to_string())
-            .fetch_one(db)
-            .await?;
+        let now = chrono::Utc::now;
+        let dead =
+            checks::fixture_event(db, tenant_id, soa_id, "OperatorMessage", now(), Some(now()))
+                .await?;
+        let elsewhere =
+            checks::fixture_dead_letter_request(db, tenant_id, soa_id, uuid::Uuid::new_v4())
+                .await?;
+        refused(
+            &fleet,
+            "a dead letter with another event's request",
+            "without exactly one dead_letter attention request",
+        )
+        .await?;
+        checks::fixture_delete_attention_request(db, elsewhere).await?;
+        let own = checks::fixture_dead_letter_request(db, tenant_id, soa_id, dead).await?;
         fleet
             .check_invariants()
             .await
             .context("a dead letter with its own request")?;
-        sqlx::query("DELETE FROM attention_requests WHERE id = $1")
-            .bind(own)
-            .execute(db)
-            .await?;
-        sqlx::query("DELETE FROM agent_event_queue WHERE id = $1")
-            .bind(dead)
-            .execute(db)
-            .await?;
+        checks::fixture_delete_attention_request(db, own).await?;
+        checks::fixture_delete_event(db, dead).await?;
 
         // An operator message pending beside the heartbeat (not yet due, so
         // quiescence alone would not notice it).
-        let stray: uuid::Uuid = sqlx::query_scalar(insert_event)
-            .bind(tenant_id)
-            .bind(soa_id)
-            .bind("OperatorMessage")
-            .bind(chrono::Utc::now() + chrono::Duration::hours(1))
-            .bind(None::<chrono::DateTime<chrono::Utc>>)
-            .fetch_one(db)
-            .await?;
-        refused(&fleet, "a pending operator message", "other than their heartbeat").await?;
-        sqlx::query("DELETE FROM agent_event_queue WHERE id = $1")
-            .bind(stray)
-            .execute(db)
-            .await?;
+        let stray = checks::fixture_event(
+            db,
+            tenant_id,
+            soa_id,
+            "OperatorMessage",
+            now() + chrono::Duration::hours(1),
+            None,
+        )
+        .await?;
+        refused(
+            &fleet,
+            "a pending operator message",
+            "other than their heartbeat",
+        )
+        .await?;
+        checks::fixture_delete_event(db, stray).await?;
 
         // An event consumed without its ledger turn (invariant 3).
-        let orphan: uuid::Uuid = sqlx::query_scalar(
-            "INSERT INTO agent_event_queue
-               (tenant_id, instance_id, sequence_number, event_kind, payload, visible_at, published_at, consumed_at)
-             SELECT $1, $2, max(sequence_number) + 1000, 'OperatorMessage', '{}', now(), now(), now()
-               FROM agent_event_queue WHERE instance_id = $2
-             RETURNING id",
+        let orphan = checks::fixture_consumed_event_without_turn(db, tenant_id, soa_id).await?;
+        refused(
+            &fleet,
+            "a consumed event without its turn",
+            "!= consumed events",
         )
-        .bind(tenant_id)
-        .bind(soa_id)
-        .fetch_one(db)
         .await?;
-        refused(&fleet, "a consumed event without its turn", "!= consumed events").await?;
-        sqlx::query("DELETE FROM agent_event_queue WHERE id = $1")
-            .bind(orphan)
-            .execute(db)
-            .await?;
+        checks::fixture_delete_event(db, orphan).await?;
 
         // An active instance left without its pending heartbeat (invariant 2's
         // other half: exactly one, not at most one).
-        let heartbeat: uuid::Uuid = sqlx::query_scalar(
-            "UPDATE agent_event_queue SET dead_lettered_at = now()
-              WHERE instance_id = $1 AND event_kind = 'AgentTick'
-                AND consumed_at IS NULL AND dead_lettered_at IS NULL
-              RETURNING id",
+        let heartbeat = checks::force_pending_heartbeat_dead_lettered(db, soa_id).await?;
+        refused(
+            &fleet,
+            "no pending heartbeat",
+            "without exactly one pending heartbeat",
         )
-        .bind(soa_id)
-        .fetch_one(db)
         .await?;
-        refused(&fleet, "no pending heartbeat", "without exactly one pending heartbeat").await?;
-        sqlx::query("UPDATE agent_event_queue SET dead_lettered_at = NULL WHERE id = $1")
-            .bind(heartbeat)
-            .execute(db)
-            .await?;
+        checks::force_dead_letter_undone(db, heartbeat).await?;
 
         // A lease one second past its expiry, within the old TTL grace.
-        sqlx::query(
-            "UPDATE agent_instances SET lease_session = gen_random_uuid(),
-                    lease_expires_at = now() - interval '1 second' WHERE id = $1",
-        )
-        .bind(soa_id)
-        .execute(db)
-        .await?;
+        checks::force_stale_lease(db, soa_id).await?;
         refused(&fleet, "an expired lease", "leases held past their expiry").await?;
-        sqlx::query("UPDATE agent_instances SET lease_session = NULL, lease_expires_at = NULL WHERE id = $1")
-            .bind(soa_id)
-            .execute(db)
-            .await?;
+        inspect::force_lease_released(db, soa_id).await?;
 
-        fleet.check_invariants().await.context("every breakage undone")?;
+        fleet
+            .check_invariants()
+            .await
+            .context("every breakage undone")?;
         println!("FAULT checker: 5 breakages refused, the repaired fleet accepted ok");
         Ok(())
     })

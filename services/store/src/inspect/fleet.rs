@@ -16,6 +16,7 @@
 //! writes into a statement (a database, a role) are refused unless they are
 //! plain lower-case identifiers.
 
+use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -107,6 +108,21 @@ pub async fn fixture_login_role(
 ) -> Result<(), StoreError> {
     let password = password_literal(password)?;
     ensure_role(admin, role, &format!("LOGIN PASSWORD {password}")).await
+}
+
+/// Fixture: terminate every backend connected to `database` but the
+/// pool's own; one outcome per backend signalled.
+pub async fn force_backends_terminated(
+    admin: &PgPool,
+    database: &str,
+) -> Result<Vec<bool>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(database)
+    .fetch_all(admin)
+    .await?)
 }
 
 // --- the invariant sweep and quiescence ------------------------------------
@@ -300,6 +316,15 @@ pub async fn quiescence_blockers(pool: &PgPool) -> Result<QuiescenceBlockers, St
     })
 }
 
+/// Instances holding a lease that has not expired yet (a tick in flight).
+pub async fn count_live_leases(pool: &PgPool) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM agent_instances WHERE lease_session IS NOT NULL AND lease_expires_at > now()",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
 // --- the ledger ------------------------------------------------------------
 
 /// One ledger turn as stored, with the columns the suites compare.
@@ -384,6 +409,209 @@ pub async fn operator_message_turns(pool: &PgPool, instance: Uuid) -> Result<i64
           WHERE e.instance_id = $1 AND e.event_kind = 'OperatorMessage'",
     )
     .bind(instance)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Ledger turns of events of `kind`, across every tenant.
+pub async fn count_turns_of_event_kind(pool: &PgPool, kind: &str) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM agent_state_ledger l
+           JOIN agent_event_queue e ON e.id = l.event_id
+          WHERE e.event_kind = $1",
+    )
+    .bind(kind)
+    .fetch_one(pool)
+    .await?)
+}
+
+// --- the event queue -------------------------------------------------------
+
+/// Events of `kind` that were consumed or dead-lettered, across every
+/// tenant.
+pub async fn count_settled_events_of_kind(pool: &PgPool, kind: &str) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM agent_event_queue WHERE event_kind = $1
+           AND (consumed_at IS NOT NULL OR dead_lettered_at IS NOT NULL)",
+    )
+    .bind(kind)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Events claimed more than once: a pod died between its claim and its
+/// completion and a later claim took the event over.
+pub async fn count_reclaimed_events(pool: &PgPool) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT count(*) FROM agent_event_queue WHERE attempts > 1")
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// Dead-lettered events whose payload `body` is `body`.
+pub async fn count_dead_lettered_with_body(pool: &PgPool, body: &str) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM agent_event_queue
+          WHERE payload->>'body' = $1 AND dead_lettered_at IS NOT NULL",
+    )
+    .bind(body)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// The claim attempts of the one event whose payload `body` is `body`.
+pub async fn attempts_of_event_with_body(pool: &PgPool, body: &str) -> Result<i32, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT attempts FROM agent_event_queue WHERE payload->>'body' = $1")
+            .bind(body)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// Fixture: an event of `kind` for `instance`, published now, visible at
+/// `visible_at` and dead-lettered at `dead_lettered_at`, numbered after
+/// every event of the instance so it collides with none; its id.
+pub async fn fixture_event(
+    pool: &PgPool,
+    tenant: Uuid,
+    instance: Uuid,
+    kind: &str,
+    visible_at: DateTime<Utc>,
+    dead_lettered_at: Option<DateTime<Utc>>,
+) -> Result<Uuid, StoreError> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO agent_event_queue
+              (tenant_id, instance_id, sequence_number, event_kind, payload, visible_at, published_at, dead_lettered_at)
+            SELECT $1, $2, max(sequence_number) + 1000, $3, '{}', $4, now(), $5
+              FROM agent_event_queue WHERE instance_id = $2
+            RETURNING id",
+    )
+    .bind(tenant)
+    .bind(instance)
+    .bind(kind)
+    .bind(visible_at)
+    .bind(dead_lettered_at)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Fixture: an operator message of `instance` consumed now without a
+/// ledger turn, numbered after every event of the instance; its id.
+pub async fn fixture_consumed_event_without_turn(
+    pool: &PgPool,
+    tenant: Uuid,
+    instance: Uuid,
+) -> Result<Uuid, StoreError> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO agent_event_queue
+           (tenant_id, instance_id, sequence_number, event_kind, payload, visible_at, published_at, consumed_at)
+         SELECT $1, $2, max(sequence_number) + 1000, 'OperatorMessage', '{}', now(), now(), now()
+           FROM agent_event_queue WHERE instance_id = $2
+         RETURNING id",
+    )
+    .bind(tenant)
+    .bind(instance)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Fixture: remove event `id`.
+pub async fn fixture_delete_event(pool: &PgPool, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM agent_event_queue WHERE id = $1")
+        .bind(id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Fixture: dead-letter `instance`'s pending heartbeat (its one unconsumed,
+/// live `AgentTick`); its id.
+pub async fn force_pending_heartbeat_dead_lettered(
+    pool: &PgPool,
+    instance: Uuid,
+) -> Result<Uuid, StoreError> {
+    Ok(sqlx::query_scalar(
+        "UPDATE agent_event_queue SET dead_lettered_at = now()
+          WHERE instance_id = $1 AND event_kind = 'AgentTick'
+            AND consumed_at IS NULL AND dead_lettered_at IS NULL
+          RETURNING id",
+    )
+    .bind(instance)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Fixture: undo a dead letter of event `id`.
+pub async fn force_dead_letter_undone(pool: &PgPool, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query("UPDATE agent_event_queue SET dead_lettered_at = NULL WHERE id = $1")
+        .bind(id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+// --- instances -------------------------------------------------------------
+
+/// Fixture: give `instance` a lease of a session nobody holds, expired a
+/// second ago (a lease nothing will ever clean up).
+pub async fn force_stale_lease(pool: &PgPool, instance: Uuid) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE agent_instances SET lease_session = gen_random_uuid(),
+                lease_expires_at = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(instance)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+// --- attention, messages, presets, configuration ---------------------------
+
+/// Fixture: a `dead_letter` attention request of `instance` whose metadata
+/// names `event` (any id: a request for another event is one of the
+/// breakages the invariant checker must refuse); its id.
+pub async fn fixture_dead_letter_request(
+    pool: &PgPool,
+    tenant: Uuid,
+    instance: Uuid,
+    event: Uuid,
+) -> Result<Uuid, StoreError> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO attention_requests (tenant_id, instance_id, kind, title, body, metadata)
+            VALUES ($1, $2, 'dead_letter', 'dead letter', '', jsonb_build_object('eventId', $3::text))
+            RETURNING id",
+    )
+    .bind(tenant)
+    .bind(instance)
+    .bind(event.to_string())
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Fixture: remove attention request `id`.
+pub async fn fixture_delete_attention_request(pool: &PgPool, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM attention_requests WHERE id = $1")
+        .bind(id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Messages to the operator, across every tenant, whose body starts with
+/// `prefix`.
+pub async fn count_messages_to_operator_starting(
+    pool: &PgPool,
+    prefix: &str,
+) -> Result<i64, StoreError> {
+    // starts_with, not LIKE: the prefix is compared as text, so a `%` or
+    // `_` in it matches only itself.
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM agent_messages WHERE direction = 'agent_to_operator'
+           AND starts_with(body, $1)",
+    )
+    .bind(prefix)
     .fetch_one(pool)
     .await?)
 }
