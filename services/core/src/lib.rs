@@ -4,7 +4,7 @@
 //! budgets and credit, the mode catalogue and tool superset, the LLM call-site
 //! registry and the provider keys a tenant may name, the tenants an agent pod
 //! may serve and the pools ticks are routed to, shared input limits, the
-//! retry back-off and the error vocabulary.
+//! bearer-token rules, the retry back-off and the error vocabulary.
 //! Every other crate builds on these types. Nothing here may do I/O, spawn, block or be async:
 //! each rule is a deterministic function of its arguments.
 
@@ -34,6 +34,7 @@ pub mod retry;
 pub mod signals;
 pub mod sites;
 pub mod tick;
+pub mod token;
 pub mod validate;
 
 pub use budget::{

@@ -1,33 +1,37 @@
 //! Bearer-token helpers shared by both gRPC servers (genesis-control and
 //! genesis-supervisor) and their clients: reading `authorization: Bearer
-//! <token>` from tonic metadata, minting tokens, hashing them for storage, and
-//! comparing hashes in constant time; plus the RPC-path helpers the auth layer
+//! <token>` from tonic metadata and writing it, with genesis-core's token
+//! rules (minting, hashing for storage, constant-time comparison)
+//! re-exported beside them; plus the RPC-path helpers the auth layer
 //! uses to tell the AgentPod service from the admin services.
 //!
 //! This module never stores, logs or looks up a token: deciding whether a hash
 //! is known, its scope and its tenant belongs to the store and the servers'
 //! auth layers. A raw token must never end up in an error message.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rand::RngCore as _;
-use sha2::{Digest as _, Sha256};
-use subtle::ConstantTimeEq as _;
 use tonic::metadata::{AsciiMetadataValue, MetadataMap};
 
 /// The metadata key carrying the credential (gRPC lower-cases header names).
 pub const AUTHORIZATION: &str = "authorization";
 
-/// Prefix of every token this system mints, so a leaked one is recognisable
-/// by secret scanners and a pasted foreign credential is rejected early.
-pub const TOKEN_PREFIX: &str = "gen_";
+/// The token rules (shape, stored hash, constant-time comparison) are
+/// genesis-core's; re-exported here so the servers and clients that handle
+/// the bearer metadata find them next to it.
+pub use genesis_core::token::{
+    TOKEN_BYTES, TOKEN_LEN, TOKEN_PREFIX, constant_time_eq, is_well_formed_token, token_from_bytes,
+    token_matches_hash, token_sha256,
+};
 
-/// Random bytes in a token (256 bits of entropy).
-pub const TOKEN_BYTES: usize = 32;
-
-/// Length of a minted token: the prefix plus unpadded base64url of
-/// [`TOKEN_BYTES`] bytes.
-pub const TOKEN_LEN: usize = TOKEN_PREFIX.len() + (TOKEN_BYTES * 4).div_ceil(3);
+/// Mints a new token: [`TOKEN_BYTES`] bytes from the thread-local CSPRNG
+/// (ChaCha, seeded from the OS), shown by genesis-core's
+/// [`token_from_bytes`]. Here and not in genesis-core because that crate
+/// never reads a random source.
+pub fn generate_token() -> String {
+    let mut bytes = [0_u8; TOKEN_BYTES];
+    rand::rng().fill_bytes(&mut bytes);
+    token_from_bytes(bytes)
+}
 
 /// Fully qualified name of the service an agent-pod token may reach (and
 /// the only one: DESIGN invariant 10).
@@ -102,52 +106,6 @@ pub fn bearer_value(token: &str) -> Result<AsciiMetadataValue, AuthError> {
     format!("Bearer {token}")
         .parse()
         .map_err(|_| AuthError::Malformed)
-}
-
-/// Mints a new token: [`TOKEN_BYTES`] bytes from the thread-local CSPRNG
-/// (ChaCha, seeded from the OS), shown as `gen_` + unpadded base64url.
-/// Shown to the operator once; only [`token_sha256`] of it is stored.
-pub fn generate_token() -> String {
-    let mut bytes = [0_u8; TOKEN_BYTES];
-    rand::rng().fill_bytes(&mut bytes);
-    let mut token = String::with_capacity(TOKEN_LEN);
-    token.push_str(TOKEN_PREFIX);
-    URL_SAFE_NO_PAD.encode_string(bytes, &mut token);
-    token
-}
-
-/// Whether a string has the shape of a minted token. Lets the auth layer
-/// answer `UNAUTHENTICATED` without a database round trip for garbage.
-pub fn is_well_formed_token(token: &str) -> bool {
-    token.len() == TOKEN_LEN
-        && token
-            .strip_prefix(TOKEN_PREFIX)
-            .and_then(|body| URL_SAFE_NO_PAD.decode(body).ok())
-            .is_some_and(|bytes| bytes.len() == TOKEN_BYTES)
-}
-
-/// SHA-256 of the token's UTF-8 bytes as lower-case hex: what `api_tokens`
-/// stores and what a lookup compares. Tokens carry 256 bits of entropy, so an
-/// unsalted fast hash is the right tool (no password stretching needed).
-pub fn token_sha256(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
-}
-
-/// Compares two byte strings in time independent of where they differ, so
-/// comparing a presented hash with a stored one leaks nothing through timing.
-/// Different lengths compare unequal.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.ct_eq(b).into()
-}
-
-/// Whether `token` hashes to `stored_sha256_hex`, compared in constant time.
-/// The stored hash is compared case-insensitively as hex.
-pub fn token_matches_hash(token: &str, stored_sha256_hex: &str) -> bool {
-    let presented = token_sha256(token);
-    constant_time_eq(
-        presented.as_bytes(),
-        stored_sha256_hex.to_ascii_lowercase().as_bytes(),
-    )
 }
 
 /// Splits a gRPC request path `/package.Service/Method` into
@@ -260,64 +218,17 @@ mod tests {
     }
 
     #[test]
+    fn generated_tokens_are_well_formed_and_differ() {
+        let a = generate_token();
+        assert!(is_well_formed_token(&a));
+        assert_ne!(a, generate_token());
+    }
+
+    #[test]
     fn bearer_value_refuses_unsendable_tokens() {
         assert_eq!(bearer_value(""), Err(AuthError::Malformed));
         assert_eq!(bearer_value("a b"), Err(AuthError::Malformed));
         assert_eq!(bearer_value("gen_\u{e9}"), Err(AuthError::Malformed));
-    }
-
-    #[test]
-    fn generated_tokens_have_the_documented_shape_and_differ() {
-        let a = generate_token();
-        let b = generate_token();
-        assert!(a.starts_with(TOKEN_PREFIX));
-        assert_eq!(a.len(), TOKEN_LEN);
-        assert_eq!(TOKEN_LEN, 47);
-        assert!(is_well_formed_token(&a));
-        assert_ne!(a, b);
-        let body = URL_SAFE_NO_PAD
-            .decode(&a[TOKEN_PREFIX.len()..])
-            .expect("the body is base64url");
-        assert_eq!(body.len(), TOKEN_BYTES);
-    }
-
-    #[test]
-    fn malformed_tokens_are_recognised() {
-        assert!(!is_well_formed_token(""));
-        assert!(!is_well_formed_token("gen_"));
-        assert!(!is_well_formed_token(&format!("xyz_{}", "A".repeat(43))));
-        // Right length, but '*' is not base64url.
-        assert!(!is_well_formed_token(&format!("gen_{}*", "A".repeat(42))));
-        // Padding is not part of the format.
-        assert!(!is_well_formed_token(&format!("gen_{}=", "A".repeat(42))));
-    }
-
-    #[test]
-    fn token_sha256_is_lowercase_hex_of_the_token_bytes() {
-        // SHA-256("abc"), FIPS 180-2 test vector.
-        assert_eq!(
-            token_sha256("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        assert_ne!(token_sha256("gen_a"), token_sha256("gen_b"));
-    }
-
-    #[test]
-    fn constant_time_eq_compares_contents_and_lengths() {
-        assert!(constant_time_eq(b"same", b"same"));
-        assert!(!constant_time_eq(b"same", b"samf"));
-        assert!(!constant_time_eq(b"same", b"sam"));
-        assert!(constant_time_eq(b"", b""));
-    }
-
-    #[test]
-    fn token_matches_only_its_own_hash() {
-        let token = generate_token();
-        let stored = token_sha256(&token);
-        assert!(token_matches_hash(&token, &stored));
-        assert!(token_matches_hash(&token, &stored.to_ascii_uppercase()));
-        assert!(!token_matches_hash(&generate_token(), &stored));
-        assert!(!token_matches_hash(&token, ""));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use common::store;
 use genesis_core::TokenScope;
+use genesis_core::token::{TOKEN_BYTES, token_from_bytes};
 use genesis_store::tokens::hash_token;
 use genesis_store::{Store, TokenCache};
 use sqlx::PgPool;
@@ -44,9 +45,17 @@ async fn listening(store: &Store, ttl: Duration) -> Listening {
     Listening { cache, stop, task }
 }
 
+/// A token no other test holds: two random UUIDs' bytes.
+fn fresh_token() -> String {
+    let mut bytes = [0_u8; TOKEN_BYTES];
+    bytes[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    bytes[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    token_from_bytes(bytes)
+}
+
 /// A stored agent-pod token: its hash and its row.
 async fn pod_token(store: &Store) -> (String, genesis_store::ApiToken) {
-    let hash = hash_token(&genesis_proto::auth::generate_token());
+    let hash = hash_token(&fresh_token());
     let row = store
         .tokens()
         .insert(None, TokenScope::AgentPod, &hash, "pods", None)
@@ -158,7 +167,7 @@ async fn nothing_is_kept_without_a_listen_with_a_zero_ttl_or_for_unknown_tokens(
 
     // Unknown tokens are never kept (so a later insert is found at once).
     let l = listening(&store, Duration::from_secs(60)).await;
-    let unknown = hash_token(&genesis_proto::auth::generate_token());
+    let unknown = hash_token(&fresh_token());
     assert!(
         l.cache
             .find_by_hash(&store, &unknown)
