@@ -529,7 +529,7 @@ pub async fn run_tick(
         tracing::info!(
             completion = decided.completion.as_str_name(),
             decision = %mapped.kind,
-            phase = mapped.phase,
+            phase = %mapped.phase,
             "tick planned"
         );
     }

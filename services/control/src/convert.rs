@@ -67,7 +67,7 @@ pub fn turn_event(t: &LedgerTurn) -> v1::TurnEvent {
         event_kind: t.event_kind.as_str().to_owned(),
         decision_kind: t.decision_kind.as_str().to_owned(),
         mode: genesis_store::wire::active_mode_of(&t.decision_payload),
-        phase: t.phase.clone(),
+        phase: t.phase.as_str().to_owned(),
         reasoning_summary: t.reasoning_summary.clone().unwrap_or_default(),
         served_model: t.served_model.clone().unwrap_or_default(),
         tokens: t.input_tokens.unwrap_or(0) + t.output_tokens.unwrap_or(0),

@@ -72,7 +72,7 @@ async fn one_turn(
         claim.event.id,
         TickDecision::Derived {
             kind: AgentDecisionKind::Planned,
-            phase: Phase::IDLE.to_owned(),
+            phase: Phase::Idle,
             planned: true,
         },
     );

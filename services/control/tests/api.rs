@@ -450,7 +450,7 @@ async fn reset_is_refused_mid_tick_and_otherwise_clears_drains_and_seeds_an_open
                 claim.event.id,
                 genesis_store::TickDecision::Derived {
                     kind: genesis_core::AgentDecisionKind::Planned,
-                    phase: "idle".into(),
+                    phase: genesis_core::Phase::Idle,
                     planned: true,
                 },
             ),

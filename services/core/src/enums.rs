@@ -382,35 +382,33 @@ impl<'de> Deserialize<'de> for AgentDecisionKind {
     }
 }
 
-/// The phase strings the code writes into `agent_instances.phase`. Phase is
-/// free text in the schema; these are the values this system produces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Phase;
+stored_enum! {
+    /// Where an instance stands after its last turn (`agent_instances.phase`,
+    /// `agent_state_ledger.phase`). The completion write is the only writer;
+    /// the schema's `agent_phase` domain holds the same list.
+    Phase {
+        /// Quiet, waiting for the next heartbeat or event.
+        Idle => "idle",
+        /// The planner returned blocked; counts toward the STUCK guard.
+        IdleBlocked => "idle:blocked",
+        /// The episode ended without a terminator for a reason that is not
+        /// the planner's verdict (a per-tick budget ran out, the pod failed):
+        /// waits for the next event, never counts toward the STUCK guard.
+        IdleExhausted => "idle:exhausted",
+        /// Took a side-effecting action this tick.
+        Acted => "acted",
+        /// Raised an escalation this tick.
+        Escalated => "escalated",
+        /// Halted by the STUCK guard.
+        HaltedStuck => "halted:stuck",
+    }
+}
 
 impl Phase {
-    /// Quiet, waiting for the next heartbeat or event.
-    pub const IDLE: &'static str = "idle";
-    /// The planner returned blocked; counts toward the STUCK guard.
-    pub const IDLE_BLOCKED: &'static str = "idle:blocked";
-    /// The episode ended without a terminator for a reason that is not the
-    /// planner's verdict (a per-tick budget ran out, the pod failed): waits
-    /// for the next event, never counts toward the STUCK guard.
-    pub const IDLE_EXHAUSTED: &'static str = "idle:exhausted";
-    /// Took a side-effecting action this tick.
-    pub const ACTED: &'static str = "acted";
-    /// Raised an escalation this tick.
-    pub const ESCALATED: &'static str = "escalated";
-    /// Halted by the STUCK guard.
-    pub const HALTED_STUCK: &'static str = "halted:stuck";
-    /// Every phase the code writes.
-    pub const ALL: &'static [&'static str] = &[
-        Self::IDLE,
-        Self::IDLE_BLOCKED,
-        Self::IDLE_EXHAUSTED,
-        Self::ACTED,
-        Self::ESCALATED,
-        Self::HALTED_STUCK,
-    ];
+    /// Every `idle*` phase: the instance waits for its next event.
+    pub const fn is_idle(self) -> bool {
+        matches!(self, Self::Idle | Self::IdleBlocked | Self::IdleExhausted)
+    }
 }
 
 #[cfg(test)]
@@ -444,6 +442,7 @@ mod tests {
         round_trips(MissionStatus::ALL);
         round_trips(TenantStatus::ALL);
         round_trips(TokenScope::ALL);
+        round_trips(Phase::ALL);
     }
 
     #[test]
@@ -563,9 +562,9 @@ mod tests {
     }
 
     #[test]
-    fn phase_constants_are_the_documented_strings() {
+    fn phase_texts_are_the_documented_strings() {
         assert_eq!(
-            Phase::ALL,
+            Phase::TEXTS,
             [
                 "idle",
                 "idle:blocked",
@@ -575,6 +574,13 @@ mod tests {
                 "halted:stuck"
             ]
         );
+        let idle: Vec<_> = Phase::ALL.iter().copied().filter(|p| p.is_idle()).collect();
+        assert_eq!(
+            idle,
+            [Phase::Idle, Phase::IdleBlocked, Phase::IdleExhausted]
+        );
+        assert!("idle:napping".parse::<Phase>().is_err());
+        assert!("Idle".parse::<Phase>().is_err());
     }
 
     #[test]

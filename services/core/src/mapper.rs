@@ -59,19 +59,20 @@ pub struct TickOutcome {
 pub struct MappedDecision {
     /// The decision kind of the turn.
     pub kind: AgentDecisionKind,
-    /// One of the [`Phase`] constants.
-    pub phase: &'static str,
+    /// The phase the turn leaves; never [`Phase::HaltedStuck`] (only the
+    /// STUCK guard halts).
+    pub phase: Phase,
 }
 
 impl MappedDecision {
     /// A genuine block: counts toward the STUCK guard
     /// (`consecutive_blocked_turns`).
     pub fn is_blocked(&self) -> bool {
-        self.phase == Phase::IDLE_BLOCKED
+        matches!(self.phase, Phase::IdleBlocked)
     }
 
     /// The `(kind, phase)` pair.
-    pub fn into_pair(self) -> (AgentDecisionKind, &'static str) {
+    pub fn into_pair(self) -> (AgentDecisionKind, Phase) {
         (self.kind, self.phase)
     }
 }
@@ -99,9 +100,9 @@ impl AgentDecisionMapper {
     ///    a provider outage is deferred and retried.
     pub fn map(outcome: &TickOutcome) -> MappedDecision {
         let (kind, phase) = if outcome.raised_escalation {
-            (AgentDecisionKind::Escalated, Phase::ESCALATED)
+            (AgentDecisionKind::Escalated, Phase::Escalated)
         } else if outcome.side_effecting_actions > 0 {
-            (AgentDecisionKind::ActedWithTool, Phase::ACTED)
+            (AgentDecisionKind::ActedWithTool, Phase::Acted)
         } else {
             match &outcome.completion {
                 Completion::Complete => {
@@ -113,16 +114,16 @@ impl AgentDecisionMapper {
                         }
                         _ => AgentDecisionKind::Planned,
                     };
-                    (kind, Phase::IDLE)
+                    (kind, Phase::Idle)
                 }
                 Completion::ShortCircuited | Completion::CreditExhausted => {
-                    (AgentDecisionKind::Heartbeat, Phase::IDLE)
+                    (AgentDecisionKind::Heartbeat, Phase::Idle)
                 }
-                Completion::Blocked => (AgentDecisionKind::WaitingForEvent, Phase::IDLE_BLOCKED),
+                Completion::Blocked => (AgentDecisionKind::WaitingForEvent, Phase::IdleBlocked),
                 Completion::Failed { .. }
                 | Completion::BudgetExhausted { .. }
                 | Completion::ProviderFailed { .. } => {
-                    (AgentDecisionKind::WaitingForEvent, Phase::IDLE_EXHAUSTED)
+                    (AgentDecisionKind::WaitingForEvent, Phase::IdleExhausted)
                 }
             }
         };
@@ -158,56 +159,56 @@ mod tests {
         let budget = Completion::BudgetExhausted {
             axis: BudgetAxis::ToolCalls,
         };
-        let table: Vec<(TickOutcome, K, &str, bool)> = vec![
+        let table: Vec<(TickOutcome, K, Phase, bool)> = vec![
             // 1. escalation wins over everything, even failure and actions.
             (
                 outcome(E::AgentTick, true, 3, Completion::Complete),
                 K::Escalated,
-                "escalated",
+                Phase::Escalated,
                 false,
             ),
             (
                 outcome(E::OperatorMessage, true, 0, failed()),
                 K::Escalated,
-                "escalated",
+                Phase::Escalated,
                 false,
             ),
             (
                 outcome(E::AgentTick, true, 0, Completion::Blocked),
                 K::Escalated,
-                "escalated",
+                Phase::Escalated,
                 false,
             ),
             // 2. any side-effecting action.
             (
                 outcome(E::AgentTick, false, 1, Completion::Complete),
                 K::ActedWithTool,
-                "acted",
+                Phase::Acted,
                 false,
             ),
             (
                 outcome(E::AgentInitialized, false, 2, Completion::Blocked),
                 K::ActedWithTool,
-                "acted",
+                Phase::Acted,
                 false,
             ),
             (
                 outcome(E::OperatorMessage, false, 1, budget.clone()),
                 K::ActedWithTool,
-                "acted",
+                Phase::Acted,
                 false,
             ),
             // 3. clean completion, by event kind.
             (
                 outcome(E::AgentInitialized, false, 0, Completion::Complete),
                 K::Initialized,
-                "idle",
+                Phase::Idle,
                 false,
             ),
             (
                 outcome(E::OperatorMessage, false, 0, Completion::Complete),
                 K::MessageAcknowledged,
-                "idle",
+                Phase::Idle,
                 false,
             ),
             (
@@ -218,76 +219,76 @@ mod tests {
                     Completion::Complete,
                 ),
                 K::EscalationResumed,
-                "idle",
+                Phase::Idle,
                 false,
             ),
             (
                 outcome(E::AgentTick, false, 0, Completion::Complete),
                 K::Planned,
-                "idle",
+                Phase::Idle,
                 false,
             ),
             (
                 outcome(E::MissionStateChanged, false, 0, Completion::Complete),
                 K::Planned,
-                "idle",
+                Phase::Idle,
                 false,
             ),
             (
                 outcome(E::DecisionResolved, false, 0, Completion::Complete),
                 K::Planned,
-                "idle",
+                Phase::Idle,
                 false,
             ),
             (
                 outcome(E::DependencyCompleted, false, 0, Completion::Complete),
                 K::Planned,
-                "idle",
+                Phase::Idle,
                 false,
             ),
             (
                 outcome(E::ExternalSignalReceived, false, 0, Completion::Complete),
                 K::Planned,
-                "idle",
+                Phase::Idle,
                 false,
             ),
             // 4. no LLM call made.
             (
                 outcome(E::AgentTick, false, 0, Completion::ShortCircuited),
                 K::Heartbeat,
-                "idle",
+                Phase::Idle,
                 false,
             ),
             (
                 outcome(E::AgentTick, false, 0, Completion::CreditExhausted),
                 K::Heartbeat,
-                "idle",
+                Phase::Idle,
                 false,
             ),
             (
                 outcome(E::OperatorMessage, false, 0, Completion::CreditExhausted),
                 K::Heartbeat,
-                "idle",
+                Phase::Idle,
                 false,
             ),
             // 5. blocked: the only outcome that counts toward STUCK.
             (
                 outcome(E::AgentTick, false, 0, Completion::Blocked),
                 K::WaitingForEvent,
-                "idle:blocked",
+                Phase::IdleBlocked,
                 true,
             ),
             // 6. not the planner's verdict: never counts toward STUCK.
             (
                 outcome(E::OperatorMessage, false, 0, failed()),
                 K::WaitingForEvent,
-                "idle:exhausted",
+                Phase::IdleExhausted,
                 false,
             ),
             (
                 outcome(E::AgentTick, false, 0, budget),
                 K::WaitingForEvent,
-                "idle:exhausted",
+                Phase::IdleExhausted,
                 false,
             ),
             (
@@ -300,7 +301,7 @@ mod tests {
                     },
                 ),
                 K::WaitingForEvent,
-                "idle:exhausted",
+                Phase::IdleExhausted,
                 false,
             ),
         ];
@@ -329,7 +330,7 @@ mod tests {
                     let m = AgentDecisionMapper::map(&outcome(*e, esc, acts, c.clone()));
                     assert!(Phase::ALL.contains(&m.phase));
                     assert!(m.kind.is_known());
-                    assert_ne!(m.phase, Phase::HALTED_STUCK, "the mapper never halts");
+                    assert_ne!(m.phase, Phase::HaltedStuck, "the mapper never halts");
                 }
             }
         }

@@ -37,7 +37,7 @@ pub enum TickDecision {
     /// or credit idle), which restarts the forced re-plan count.
     Derived {
         kind: AgentDecisionKind,
-        phase: String,
+        phase: Phase,
         planned: bool,
     },
 }
@@ -69,7 +69,7 @@ pub struct TurnPlan {
     pub kind: AgentDecisionKind,
     /// The phase written to the instance; `halted:stuck` when the STUCK
     /// guard closed it.
-    pub phase: String,
+    pub phase: Phase,
     pub counters: TurnCounters,
     /// The STUCK guard fired: the instance closes, its heartbeat is dropped
     /// and an operator is asked (the `stuck_halt` attention request).
@@ -127,16 +127,16 @@ impl<'a> AgentTickSupervisor<'a> {
                     outcome.completion,
                     Completion::ShortCircuited | Completion::CreditExhausted
                 );
-                (mapped.kind, mapped.phase.to_owned(), planned)
+                (mapped.kind, mapped.phase, planned)
             }
             TickDecision::Derived {
                 kind,
                 phase,
                 planned,
-            } => (kind.clone(), phase.clone(), *planned),
+            } => (kind.clone(), *phase, *planned),
         };
-        let blocked = phase == Phase::IDLE_BLOCKED;
-        let exhausted = phase == Phase::IDLE_EXHAUSTED;
+        let blocked = matches!(phase, Phase::IdleBlocked);
+        let exhausted = matches!(phase, Phase::IdleExhausted);
         let prior_hash: Option<PlanInputHash> = prior
             .plan_input_hash
             .as_deref()
@@ -158,11 +158,7 @@ impl<'a> AgentTickSupervisor<'a> {
         let halt = blocked && stuck_halt_due(consecutive_blocked_turns, self.options);
         Ok(TurnPlan {
             kind,
-            phase: if halt {
-                Phase::HALTED_STUCK.to_owned()
-            } else {
-                phase
-            },
+            phase: if halt { Phase::HaltedStuck } else { phase },
             counters: TurnCounters {
                 consecutive_idle_ticks,
                 idle_ticks_since_replan,
@@ -194,10 +190,10 @@ mod tests {
         }
     }
 
-    fn derived(kind: AgentDecisionKind, phase: &str, planned: bool) -> TickDecision {
+    fn derived(kind: AgentDecisionKind, phase: Phase, planned: bool) -> TickDecision {
         TickDecision::Derived {
             kind,
-            phase: phase.into(),
+            phase,
             planned,
         }
     }
@@ -214,7 +210,7 @@ mod tests {
         p.plan_input_hash = Some(hash.as_str().to_owned());
         let first = rules
             .plan_turn(
-                &derived(AgentDecisionKind::Heartbeat, Phase::IDLE, false),
+                &derived(AgentDecisionKind::Heartbeat, Phase::Idle, false),
                 Some(&hash),
                 &p,
                 AgentEventKind::AgentTick,
@@ -226,7 +222,7 @@ mod tests {
         p.idle_ticks_since_replan = 1;
         let second = rules
             .plan_turn(
-                &derived(AgentDecisionKind::Heartbeat, Phase::IDLE, false),
+                &derived(AgentDecisionKind::Heartbeat, Phase::Idle, false),
                 Some(&hash),
                 &p,
                 AgentEventKind::AgentTick,
@@ -234,8 +230,14 @@ mod tests {
             .unwrap();
         assert_eq!(second.counters.consecutive_idle_ticks, 2);
         // The cadence keys on the streak as it stands after the tick.
-        assert_eq!(first.next_heartbeat_after, next_heartbeat_after(&opts, 1, 0));
-        assert_eq!(second.next_heartbeat_after, next_heartbeat_after(&opts, 2, 0));
+        assert_eq!(
+            first.next_heartbeat_after,
+            next_heartbeat_after(&opts, 1, 0)
+        );
+        assert_eq!(
+            second.next_heartbeat_after,
+            next_heartbeat_after(&opts, 2, 0)
+        );
         assert_ne!(
             next_heartbeat_after(&opts, 0, 0),
             next_heartbeat_after(&opts, 2, 0),
@@ -248,11 +250,7 @@ mod tests {
         let opts = AgentDispatcherOptions::default();
         let rules = AgentTickSupervisor::new(&opts);
         let threshold = i32::try_from(opts.max_consecutive_blocked_turns).unwrap();
-        let blocked = derived(
-            AgentDecisionKind::WaitingForEvent,
-            Phase::IDLE_BLOCKED,
-            true,
-        );
+        let blocked = derived(AgentDecisionKind::WaitingForEvent, Phase::IdleBlocked, true);
         let before = rules
             .plan_turn(
                 &blocked,
@@ -262,7 +260,7 @@ mod tests {
             )
             .unwrap();
         assert!(!before.halt);
-        assert_eq!(before.phase, Phase::IDLE_BLOCKED);
+        assert_eq!(before.phase, Phase::IdleBlocked);
         let at = rules
             .plan_turn(
                 &blocked,
@@ -272,7 +270,7 @@ mod tests {
             )
             .unwrap();
         assert!(at.halt);
-        assert_eq!(at.phase, Phase::HALTED_STUCK);
+        assert_eq!(at.phase, Phase::HaltedStuck);
         assert_eq!(
             at.counters.consecutive_blocked_turns,
             opts.max_consecutive_blocked_turns
@@ -280,7 +278,7 @@ mod tests {
         // An exhausted turn never counts toward the guard.
         let exhausted = derived(
             AgentDecisionKind::WaitingForEvent,
-            Phase::IDLE_EXHAUSTED,
+            Phase::IdleExhausted,
             true,
         );
         let spared = rules

@@ -14,6 +14,7 @@
 //! its caller wrote: each function is the one statement it is named for.
 
 use chrono::{DateTime, Utc};
+use genesis_core::Phase;
 use serde_json::Value;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
@@ -444,7 +445,7 @@ pub struct FixtureTurn<'a> {
     pub turn_number: i64,
     pub event_kind: &'a str,
     pub decision_kind: &'a str,
-    pub phase: &'a str,
+    pub phase: Phase,
     pub reasoning_summary: &'a str,
 }
 
@@ -467,7 +468,7 @@ pub async fn fixture_ledger_turns(
         .bind(t.turn_number)
         .bind(t.event_kind)
         .bind(t.decision_kind)
-        .bind(t.phase)
+        .bind(t.phase.as_str())
         .bind(t.reasoning_summary)
         .execute(&mut *conn)
         .await?;

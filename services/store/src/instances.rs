@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use genesis_core::{AgentDecisionKind, AgentEventKind, AgentType, InstanceStatus};
+use genesis_core::{AgentDecisionKind, AgentEventKind, AgentType, InstanceStatus, Phase};
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::error::StoreError;
-use crate::rows::{decode, decode_all};
+use crate::rows::{decode, decode_all, phase_column};
 use crate::store::Store;
 
 /// An `agent_instances` row: the pre-tick snapshot the idle and STUCK rules
@@ -25,7 +25,8 @@ pub struct InstanceRow {
     pub status: InstanceStatus,
     /// `None` means the type's default mode (the catalogue row `is_default`).
     pub active_mode: Option<String>,
-    pub phase: String,
+    #[serde(deserialize_with = "phase_column")]
+    pub phase: Phase,
     pub next_tick_at: Option<DateTime<Utc>>,
     pub consecutive_idle_ticks: i32,
     pub consecutive_blocked_turns: i32,

@@ -3,12 +3,12 @@
 //! documented Reset. Must never grow an UPDATE or DELETE path.
 
 use chrono::{DateTime, Utc};
-use genesis_core::{AgentDecisionKind, AgentEventKind};
+use genesis_core::{AgentDecisionKind, AgentEventKind, Phase};
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::error::StoreError;
-use crate::rows::{check_text, decode_all};
+use crate::rows::{check_text, decode_all, phase_column};
 use crate::store::Store;
 
 /// One ledger turn.
@@ -22,7 +22,8 @@ pub struct LedgerTurn {
     pub event_kind: AgentEventKind,
     pub event_payload: serde_json::Value,
     pub decision_kind: AgentDecisionKind,
-    pub phase: String,
+    #[serde(deserialize_with = "phase_column")]
+    pub phase: Phase,
     /// `{actions, waitCondition, reasoningSummary, activeMode}`.
     pub decision_payload: serde_json::Value,
     pub wait_condition: Option<String>,

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use genesis_core::tick::{AgentTickSupervisor, TurnPlan};
-use genesis_core::{AgentDecisionKind, AgentDispatcherOptions, AgentEventKind, PlanInputHash};
+use genesis_core::{
+    AgentDecisionKind, AgentDispatcherOptions, AgentEventKind, Phase, PlanInputHash,
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -121,7 +123,7 @@ pub struct CompletedTurn {
     pub ledger_id: Uuid,
     pub turn_number: i64,
     pub decision_kind: AgentDecisionKind,
-    pub phase: String,
+    pub phase: Phase,
     /// The STUCK guard closed the instance.
     pub halted: bool,
     /// The pending heartbeat's time (`None` when halted).
@@ -206,14 +208,10 @@ fn interval_ms(field: &str, d: Duration) -> Result<i64, StoreError> {
     Ok(ms)
 }
 
-/// A completion's own checks, before anything is read: phase, cost and
-/// token bounds, tool names and the size cap.
+/// A completion's own checks, before anything is read: cost and token
+/// bounds, tool names and the size cap. The phase needs none: its type
+/// holds only the phases the schema accepts.
 fn check_completion(completion: &TickCompletion) -> Result<(), StoreError> {
-    if let TickDecision::Derived { phase, .. } = &completion.decision
-        && (phase.trim().is_empty() || phase.len() > 100)
-    {
-        return Err(StoreError::invalid("phase", "must be 1 to 100 bytes"));
-    }
     if completion
         .cost_usd
         .is_some_and(|c| !c.is_finite() || c < 0.0)
@@ -268,7 +266,7 @@ fn plan_turn(
     let params = serde_json::json!({
         "event_id": completion.event_id,
         "decision_kind": plan.kind.as_str(),
-        "phase": plan.phase,
+        "phase": plan.phase.as_str(),
         "plan_input_hash": completion.plan_input_hash.as_ref().map(PlanInputHash::as_str),
         "consecutive_idle_ticks": c.consecutive_idle_ticks,
         "idle_ticks_since_replan": c.idle_ticks_since_replan,

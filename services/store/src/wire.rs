@@ -23,7 +23,7 @@ pub fn instance(i: &InstanceRow) -> pb::AgentInstance {
             .clone()
             .or_else(|| genesis_core::default_mode(i.agent_type).map(str::to_owned))
             .unwrap_or_default(),
-        phase: i.phase.clone(),
+        phase: i.phase.as_str().to_owned(),
         next_tick_at: optional_timestamp(i.next_tick_at),
         consecutive_idle_ticks: i.consecutive_idle_ticks,
         consecutive_blocked_turns: i.consecutive_blocked_turns,
@@ -64,7 +64,7 @@ pub fn ledger_turn(t: &LedgerTurn, actions: &[LedgerActionRow]) -> pb::LedgerTur
         event_payload_json: t.event_payload.to_string(),
         decision_kind: t.decision_kind.as_str().to_owned(),
         active_mode: active_mode_of(&t.decision_payload),
-        phase: t.phase.clone(),
+        phase: t.phase.as_str().to_owned(),
         reasoning_summary: t.reasoning_summary.clone().unwrap_or_default(),
         wait_condition: t.wait_condition.clone().unwrap_or_default(),
         actions: actions

@@ -45,7 +45,7 @@ async fn expectation(store: &Store, t: Uuid, c: &TickClaim) -> anyhow::Result<Ex
 fn idle_turn(c: &TickClaim, h: &PlanInputHash) -> TickCompletion {
     let mut done = TickCompletion::new(
         c.event.id,
-        derived(AgentDecisionKind::Heartbeat, Phase::IDLE, false),
+        derived(AgentDecisionKind::Heartbeat, Phase::Idle, false),
     );
     done.plan_input_hash = Some(h.clone());
     done

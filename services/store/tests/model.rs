@@ -184,7 +184,7 @@ struct MInstance {
     hash: Option<String>,
     /// `None`: no next tick; `Some(due)`: set, and whether it has passed.
     next_tick: Option<bool>,
-    phase: String,
+    phase: Phase,
     dead_letters: i64,
     stuck_halts: i64,
 }
@@ -544,15 +544,14 @@ impl Model {
                     m.closed = true;
                     m.next_tick = None;
                     m.stuck_halts += 1;
-                    m.phase = Phase::HALTED_STUCK.to_owned();
+                    m.phase = Phase::HaltedStuck;
                     None
                 } else {
                     m.phase = if blocked {
-                        Phase::IDLE_BLOCKED
+                        Phase::IdleBlocked
                     } else {
-                        Phase::IDLE
-                    }
-                    .to_owned();
+                        Phase::Idle
+                    };
                     match m.pending_tick().map(|t| (t.id, t.due)) {
                         Some((id, due)) => {
                             m.next_tick = Some(due);
@@ -605,7 +604,7 @@ impl Model {
                 m.blocked = 0;
                 m.hash = None;
                 m.next_tick = None;
-                m.phase = Phase::IDLE.to_owned();
+                m.phase = Phase::Idle;
                 m.lease = None;
                 let id = minted(actual).unwrap_or(Uuid::nil());
                 m.push(id, AgentEventKind::AgentInitialized, true);
@@ -801,7 +800,7 @@ async fn run_case(store: Store, pool: PgPool, ops: Vec<Op>) -> Result<(), TestCa
             blocked: 0,
             hash: None,
             next_tick: row.next_tick_at.map(|at| at <= Utc::now()),
-            phase: row.phase.clone(),
+            phase: row.phase,
             dead_letters: 0,
             stuck_halts: 0,
         });

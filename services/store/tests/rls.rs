@@ -32,7 +32,7 @@ async fn seed_tenant(store: &Store, pool: &PgPool, t: Uuid, name: &str) -> anyho
     let c = claim(store, t, inst.id).await?;
     let mut done = TickCompletion::new(
         c.event.id,
-        derived(genesis_core::AgentDecisionKind::Planned, "idle", true),
+        derived(genesis_core::AgentDecisionKind::Planned, genesis_core::Phase::Idle, true),
     );
     done.actions = vec![LedgerAction {
         tool_name: "agent_query_memory".into(),
@@ -517,8 +517,10 @@ async fn seed_the_other_tables(store: &Store, pool: &PgPool, t: Uuid) -> anyhow:
     let inst = store.instances().list(t, None).await?[0].id;
     let mut tx = pool.begin().await?;
     for stmt in [
-        "INSERT INTO coding_tasks (tenant_id, title, instructions, model, provider)
-         VALUES ($1, 'task', 'do it', 'm', 'p')",
+        "WITH c AS (INSERT INTO coding_tasks (tenant_id, title, instructions, model, provider)
+                    VALUES ($1, 'task', 'do it', 'm', 'p') RETURNING id)
+         INSERT INTO coding_task_artifacts (tenant_id, task_id, kind, name, content, size_bytes)
+         SELECT $1, id, 'log', 'build.log', 'ok', 2 FROM c",
         "INSERT INTO constitution_rules (tenant_id, name, kind, params)
          VALUES ($1, 'rule', 'ForbiddenTerm', '{}')",
         "INSERT INTO credit_windows (tenant_id, week_start, limit_usd) VALUES ($1, now(), 10)",

@@ -162,7 +162,7 @@ async fn complete_with_a_stale_session_writes_nothing_and_returns_lease_lost(
 
     let stale = TickCompletion::new(
         first.event.id,
-        derived(AgentDecisionKind::Planned, Phase::IDLE, true),
+        derived(AgentDecisionKind::Planned, Phase::Idle, true),
     );
     let err = store
         .complete_tick(
@@ -205,7 +205,7 @@ async fn complete_with_a_stale_session_writes_nothing_and_returns_lease_lost(
     // A session that never claimed is refused the same way.
     let never = TickCompletion::new(
         first.event.id,
-        derived(AgentDecisionKind::Planned, Phase::IDLE, true),
+        derived(AgentDecisionKind::Planned, Phase::Idle, true),
     );
     let err = store
         .complete_tick(
@@ -426,8 +426,8 @@ async fn three_blocked_turns_halt_the_instance_with_no_heartbeat_and_one_attenti
         )
         .await?;
     assert_eq!(
-        (turn.consecutive_blocked_turns, turn.phase.as_str()),
-        (1, Phase::IDLE_BLOCKED)
+        (turn.consecutive_blocked_turns, turn.phase),
+        (1, Phase::IdleBlocked)
     );
     assert_eq!(turn.decision_kind, AgentDecisionKind::WaitingForEvent);
     let c = claim(&store, t, inst.id).await?;
@@ -452,11 +452,11 @@ async fn three_blocked_turns_halt_the_instance_with_no_heartbeat_and_one_attenti
         last = Some(turn);
     }
     let last = last.ok_or_else(|| anyhow::anyhow!("no turn"))?;
-    assert_eq!(last.phase, Phase::HALTED_STUCK);
+    assert_eq!(last.phase, Phase::HaltedStuck);
     assert_eq!(last.next_tick_at, None);
     let row = store.instances().get(t, inst.id).await?;
     assert_eq!(row.status, InstanceStatus::Closed);
-    assert_eq!(row.phase, Phase::HALTED_STUCK);
+    assert_eq!(row.phase, Phase::HaltedStuck);
     assert_eq!(row.lease_session, None);
     let pending_ticks = store
         .events()
@@ -694,7 +694,7 @@ async fn a_turn_records_its_actions_consumes_its_event_and_keeps_exactly_one_hea
         )
         .await?;
     assert_eq!(turn.decision_kind, AgentDecisionKind::ActedWithTool);
-    assert_eq!(turn.phase, Phase::ACTED);
+    assert_eq!(turn.phase, Phase::Acted);
     let actions = store.ledger().actions(t, turn.ledger_id).await?;
     assert_eq!(
         actions
@@ -764,7 +764,7 @@ async fn an_outcome_for_a_different_event_kind_is_refused_and_writes_nothing(
     );
     let unknown_event = TickCompletion::new(
         Uuid::new_v4(),
-        derived(AgentDecisionKind::Planned, Phase::IDLE, true),
+        derived(AgentDecisionKind::Planned, Phase::Idle, true),
     );
     let err = store
         .complete_tick(
@@ -811,7 +811,7 @@ async fn an_unknown_stored_decision_kind_loads_as_other_and_round_trips(
             t,
             inst.id,
             c.session,
-            TickCompletion::new(c.event.id, derived(kind.clone(), Phase::IDLE, true)),
+            TickCompletion::new(c.event.id, derived(kind.clone(), Phase::Idle, true)),
             &AgentDispatcherOptions::default(),
         )
         .await?;

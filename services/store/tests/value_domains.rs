@@ -1,5 +1,6 @@
 //! Value domains on the real PostgreSQL: the value lists of the tick's hot rows
-//! (event kind, instance status and type, call outcome) are domains holding the
+//! (event kind, instance status, type and phase, the ledger turn's phase, call
+//! outcome) are domains holding the
 //! lists genesis-core and the store check (the store's `ATTEMPT_OUTCOMES` for
 //! outcomes), no table CHECK re-reads them on every update, and a value outside
 //! a list is still refused as an invalid argument that writes nothing. The same
@@ -11,7 +12,7 @@
 mod common;
 
 use common::*;
-use genesis_core::{AgentEventKind, AgentType, InstanceStatus};
+use genesis_core::{AgentEventKind, AgentType, InstanceStatus, Phase};
 use genesis_store::StoreError;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -91,6 +92,18 @@ async fn the_hot_columns_are_checked_by_domains_holding_core_lists(
             sorted(AgentType::TEXTS),
         ),
         (
+            "agent_instances",
+            "phase",
+            "agent_phase",
+            sorted(Phase::TEXTS),
+        ),
+        (
+            "agent_state_ledger",
+            "phase",
+            "agent_phase",
+            sorted(Phase::TEXTS),
+        ),
+        (
             "llm_call_attempts",
             "outcome",
             "llm_call_outcome",
@@ -113,7 +126,7 @@ async fn the_hot_columns_are_checked_by_domains_holding_core_lists(
         "SELECT conrelid::regclass::text, conname::text FROM pg_constraint
           WHERE contype = 'c'
             AND conrelid IN ('agent_event_queue'::regclass, 'agent_instances'::regclass,
-                             'llm_call_attempts'::regclass)
+                             'agent_state_ledger'::regclass, 'llm_call_attempts'::regclass)
             AND pg_get_constraintdef(oid) LIKE '%ANY (ARRAY[%'",
     )
     .fetch_all(&pool)
@@ -179,20 +192,34 @@ async fn a_value_outside_a_domain_is_an_invalid_argument_that_writes_nothing(
             "UPDATE agent_instances SET agent_type = 'Robot' WHERE id = $1",
             "agent_instance_type",
         ),
+        (
+            "UPDATE agent_instances SET phase = 'idle:napping' WHERE id = $1",
+            "agent_phase",
+        ),
     ] {
         let err = refused(&pool, sql, inst.id).await;
         assert_invalid(err, &format!("{domain}_check"), domain);
     }
-    let (status, agent_type): (String, String) =
-        sqlx::query_as("SELECT status, agent_type FROM agent_instances WHERE id = $1")
+    let (status, agent_type, phase): (String, String, String) =
+        sqlx::query_as("SELECT status, agent_type, phase FROM agent_instances WHERE id = $1")
             .bind(inst.id)
             .fetch_one(&pool)
             .await?;
     assert_eq!(
-        (status.as_str(), agent_type.as_str()),
-        ("active", "Soa"),
+        (status.as_str(), agent_type.as_str(), phase.as_str()),
+        ("active", "Soa", "idle"),
         "instance unchanged"
     );
+    const TURNS: &str = "SELECT count(*) FROM agent_state_ledger WHERE instance_id = $1";
+    let err = refused(
+        &pool,
+        "INSERT INTO agent_state_ledger (tenant_id, instance_id, turn_number, event_kind, decision_kind, phase)
+         SELECT tenant_id, id, 1, 'AgentTick', 'Planned', 'Idle' FROM agent_instances WHERE id = $1",
+        inst.id,
+    )
+    .await;
+    assert_invalid(err, "agent_phase_check", "agent_phase");
+    assert_eq!(count(&pool, TURNS, inst.id).await?, 0, "no turn written");
 
     let snapshot = snapshot_row(&pool, a, inst.id).await?;
     let err = refused(
@@ -217,6 +244,13 @@ async fn a_value_outside_a_domain_is_an_invalid_argument_that_writes_nothing(
         sqlx::query("UPDATE agent_instances SET status = $2 WHERE id = $1")
             .bind(inst.id)
             .bind(status)
+            .execute(&pool)
+            .await?;
+    }
+    for phase in Phase::TEXTS {
+        sqlx::query("UPDATE agent_instances SET phase = $2 WHERE id = $1")
+            .bind(inst.id)
+            .bind(phase)
             .execute(&pool)
             .await?;
     }

@@ -147,7 +147,7 @@ async fn read_only_tools_answer_from_real_rows_and_refuse_bad_arguments(pool: Pg
         turn_number,
         event_kind: "AgentTick",
         decision_kind,
-        phase: "idle",
+        phase: genesis_core::Phase::Idle,
         reasoning_summary,
     };
     inspect::fixture_ledger_turns(

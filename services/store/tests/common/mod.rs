@@ -93,10 +93,10 @@ pub async fn claim(store: &Store, tenant: Uuid, instance: Uuid) -> anyhow::Resul
     }
 }
 
-pub fn derived(kind: AgentDecisionKind, phase: &str, planned: bool) -> TickDecision {
+pub fn derived(kind: AgentDecisionKind, phase: Phase, planned: bool) -> TickDecision {
     TickDecision::Derived {
         kind,
-        phase: phase.to_owned(),
+        phase,
         planned,
     }
 }
@@ -108,7 +108,7 @@ pub async fn complete_planned(
 ) -> anyhow::Result<CompletedTurn> {
     let completion = TickCompletion::new(
         claim.event.id,
-        derived(AgentDecisionKind::Planned, Phase::IDLE, true),
+        derived(AgentDecisionKind::Planned, Phase::Idle, true),
     );
     Ok(store
         .complete_tick(

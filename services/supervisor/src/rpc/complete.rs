@@ -122,7 +122,7 @@ impl AgentPodService {
         metrics.complete(done.halted, done.prior_read);
         Ok(pb::CompleteTickResponse {
             decision_kind: done.decision_kind.as_str().to_owned(),
-            phase: done.phase,
+            phase: done.phase.as_str().to_owned(),
             next_tick_at: done.next_tick_at.map(timestamp_from_chrono),
             halted: done.halted,
             ledger_id: done.ledger_id.to_string(),
@@ -227,7 +227,7 @@ fn turn_record(
         event_id,
         decision: TickDecision::Derived {
             kind: mapped.kind.clone(),
-            phase: mapped.phase.to_owned(),
+            phase: mapped.phase,
             planned: !was_idle,
         },
         plan_input_hash,
