@@ -6,8 +6,15 @@ ALTER TABLE api_tokens DROP CONSTRAINT api_tokens_scope_check;
 ALTER TABLE api_tokens ADD CONSTRAINT api_tokens_scope_check
     CHECK (scope = ANY (ARRAY['operator'::text, 'agent-pod'::text, 'coder'::text]));
 
-ALTER TABLE api_tokens ADD COLUMN coding_task_id uuid
-    REFERENCES coding_tasks (id) ON DELETE CASCADE;
+-- A task is named with its tenant, so a row can only point at a task of its
+-- own tenant.
+ALTER TABLE ONLY coding_tasks
+    ADD CONSTRAINT coding_tasks_tenant_id_id_key UNIQUE (tenant_id, id);
+
+ALTER TABLE api_tokens ADD COLUMN coding_task_id uuid;
+ALTER TABLE ONLY api_tokens
+    ADD CONSTRAINT api_tokens_tenant_id_coding_task_id_fkey FOREIGN KEY (tenant_id, coding_task_id)
+    REFERENCES coding_tasks (tenant_id, id) ON DELETE CASCADE;
 -- A coder token names its task, its tenant and an expiry; no other token
 -- names a task.
 ALTER TABLE api_tokens ADD CONSTRAINT api_tokens_coder_binding CHECK (
@@ -46,7 +53,8 @@ ALTER TABLE ONLY coding_task_artifacts FORCE ROW LEVEL SECURITY;
 ALTER TABLE ONLY coding_task_artifacts
     ADD CONSTRAINT coding_task_artifacts_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY coding_task_artifacts
-    ADD CONSTRAINT coding_task_artifacts_task_fkey FOREIGN KEY (task_id) REFERENCES coding_tasks (id) ON DELETE CASCADE;
+    ADD CONSTRAINT coding_task_artifacts_tenant_id_task_id_fkey FOREIGN KEY (tenant_id, task_id)
+    REFERENCES coding_tasks (tenant_id, id) ON DELETE CASCADE;
 CREATE INDEX coding_task_artifacts_task ON coding_task_artifacts USING btree (tenant_id, task_id, created_at);
 ALTER TABLE coding_task_artifacts ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON coding_task_artifacts USING ((tenant_id = (NULLIF(current_setting('genesis.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('genesis.tenant_id'::text, true), ''::text))::uuid));
