@@ -358,7 +358,9 @@ async fn measure(store: &Store, tenant: Uuid, instance: Uuid) -> anyhow::Result<
         .context("read the ledger tail")?
     {
         let actions = store.ledger().actions(tenant, turn.id).await?;
-        tail.push(genesis_store::wire::ledger_turn(&turn, &actions));
+        tail.push(genesis_supervisor::bundle::ledger_turn_to_proto(
+            &turn, &actions,
+        ));
     }
     let window = genesis_supervisor::ops::DEFAULT_WINDOW;
     let bundle = pb::TickBundle {

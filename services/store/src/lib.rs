@@ -43,7 +43,6 @@ pub mod token_cache;
 pub mod tokens;
 pub mod tool_invocations;
 pub mod windows_holds;
-pub mod wire;
 
 pub use attention::{AttentionRequest, NewAttentionRequest, ResolveOutcome};
 pub use decisions::{DecisionAnswer, DecisionOutcome, OverlayReplacement};

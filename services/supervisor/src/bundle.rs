@@ -17,7 +17,11 @@
 //! wire messages. Must never write to the database. (PostgreSQL's own statistics are sampled
 //! in the background by `ops`, never read per claim.)
 
+mod wire;
+
 use std::sync::Arc;
+
+pub use wire::{instance_to_proto, ledger_turn_to_proto};
 
 use crate::cache::ClaimCaches;
 use crate::cache::catalogue::{CATALOGUE_KEYS, Catalogue, settle};
@@ -29,7 +33,7 @@ use genesis_store::config::TenantConfigs;
 use genesis_store::knowledge::ComplianceCorpus;
 use genesis_store::llm::PresetRow;
 use genesis_store::messages::ChatTail;
-use genesis_store::{BundleAsk, InstanceRow, LedgerActionRow, LedgerTurn, Store, StoreError};
+use genesis_store::{BundleAsk, LedgerActionRow, LedgerTurn, Store, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -373,12 +377,7 @@ pub fn platform_options(
     base.with_valid_system_configs(&configs.platform).0
 }
 
-/// The wire form of an instance snapshot (the store's one conversion).
-pub fn instance_to_proto(i: &InstanceRow) -> pb::AgentInstance {
-    genesis_store::wire::instance(i)
-}
-
-/// The wire form of a ledger turn (the store's one conversion).
+/// The wire form of a ledger turn held with its actions.
 pub fn turn_to_proto(t: &TurnWithActions) -> pb::LedgerTurn {
-    genesis_store::wire::ledger_turn(&t.turn, &t.actions)
+    ledger_turn_to_proto(&t.turn, &t.actions)
 }

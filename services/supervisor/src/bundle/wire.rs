@@ -1,18 +1,17 @@
-//! The wire forms of the rows both gRPC services return (control's admin
-//! surface and the supervisor's tick bundle): an instance snapshot and a
-//! ledger turn with its actions. One conversion, so an operator's
-//! `agent get` / `agent ledger` and a pod's bundle never disagree on a
-//! field. Must never read the database or validate input.
+//! The wire forms of the store rows a tick bundle carries: the instance
+//! snapshot and the ledger tail's turns with their actions. Owned by the
+//! service that sends them; control's admin surface keeps its own
+//! conversions of the same rows (`genesis_control::convert`), which must
+//! stay field-for-field the same. Must never read the database or validate
+//! input.
 
 use genesis_proto::convert::{optional_timestamp, timestamp_from_chrono};
 use genesis_proto::v1 as pb;
-
-use crate::instances::InstanceRow;
-use crate::ledger::{LedgerActionRow, LedgerTurn};
+use genesis_store::{InstanceRow, LedgerActionRow, LedgerTurn};
 
 /// `agent_instances` row → `AgentInstance`. A row on its type's default
 /// mode (`active_mode` NULL) names that mode.
-pub fn instance(i: &InstanceRow) -> pb::AgentInstance {
+pub fn instance_to_proto(i: &InstanceRow) -> pb::AgentInstance {
     pb::AgentInstance {
         id: i.id.to_string(),
         tenant_id: i.tenant_id.to_string(),
@@ -45,7 +44,7 @@ pub fn instance(i: &InstanceRow) -> pb::AgentInstance {
 }
 
 /// The mode a turn ran in (`decision_payload.activeMode`).
-pub fn active_mode_of(payload: &serde_json::Value) -> String {
+fn active_mode_of(payload: &serde_json::Value) -> String {
     payload
         .get("activeMode")
         .and_then(|m| m.as_str())
@@ -55,7 +54,7 @@ pub fn active_mode_of(payload: &serde_json::Value) -> String {
 
 /// Ledger turn with its action rows → `LedgerTurn`. An action without a
 /// result has an empty `result_json`.
-pub fn ledger_turn(t: &LedgerTurn, actions: &[LedgerActionRow]) -> pb::LedgerTurn {
+pub fn ledger_turn_to_proto(t: &LedgerTurn, actions: &[LedgerActionRow]) -> pb::LedgerTurn {
     pb::LedgerTurn {
         id: t.id.to_string(),
         instance_id: t.instance_id.to_string(),
