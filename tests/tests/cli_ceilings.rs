@@ -16,12 +16,7 @@ use genesis_proto::v1 as pb;
 const CREDIT: &str = "AgentDispatcher:WeeklyCreditUsd";
 
 async fn tenant_rows(fleet: &Fleet, tenant: &str) -> anyhow::Result<i64> {
-    Ok(
-        sqlx::query_scalar("SELECT count(*) FROM system_configs WHERE tenant_id = $1::uuid")
-            .bind(tenant)
-            .fetch_one(&fleet.db)
-            .await?,
-    )
+    Ok(genesis_store::inspect::fleet::count_tenant_configs(&fleet.db, tenant.parse()?).await?)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

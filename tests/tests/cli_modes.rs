@@ -16,7 +16,8 @@ use genesis_e2e::{
     Fleet, FleetOptions, argv, binaries_missing, bounded, genesisctl_json, genesisctl_refused,
 };
 use genesis_proto::v1 as pb;
-use serde_json::{Value, json};
+use genesis_store::inspect::{self, fleet as checks};
+use serde_json::json;
 
 const T: Duration = Duration::from_secs(30);
 const FRAGMENT: &str = "MODE: Incident (acme) - contain first, then page the on-call.";
@@ -124,14 +125,12 @@ async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Re
         );
 
         // The audit row: who, when, each change old -> new.
-        let (id, actor, changes, at): (uuid::Uuid, String, Value, chrono::DateTime<chrono::Utc>) =
-            sqlx::query_as(
-                "SELECT id, actor, changes, created_at FROM agent_mode_change_events
-                  WHERE source = 'catalogue' AND tenant_id = $1::uuid",
-            )
-            .bind(&tenant)
-            .fetch_one(&fleet.db)
-            .await?;
+        let checks::ModeChangeAudit {
+            id,
+            actor,
+            changes,
+            created_at: at,
+        } = checks::catalogue_mode_change_of(&fleet.db, tenant.parse()?).await?;
         ensure!(id.to_string() == event, "audit row {id} vs {event}");
         ensure!(actor.contains("(token:"), "actor {actor:?}");
         ensure!(
@@ -241,11 +240,7 @@ async fn operator_edits_a_mode_for_its_tenant_through_genesisctl() -> anyhow::Re
             &argv(&t, &["agent", "mode", "get", "Soa", "Incident"]),
         )?;
         ensure!(mine["prompt_fragment"] == FRAGMENT, "{mine}");
-        let rows: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM agent_mode_change_events WHERE source = 'catalogue'",
-        )
-        .fetch_one(&fleet.db)
-        .await?;
+        let rows = inspect::count_catalogue_mode_changes(&fleet.db).await?;
         ensure!(rows == 1, "{rows} catalogue audit rows");
         Ok(())
     })

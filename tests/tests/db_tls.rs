@@ -26,9 +26,7 @@ async fn encrypted(url: &str) -> anyhow::Result<bool> {
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options)
         .await?;
-    let ssl: bool = sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
-        .fetch_one(&pool)
-        .await?;
+    let ssl = genesis_store::inspect::fleet::connection_encrypted(&pool).await?;
     pool.close().await;
     Ok(ssl)
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail, ensure};
 use genesis_e2e::{Findings, Fleet, FleetOptions, binaries_missing, bounded, metadata, wait_for};
 use genesis_proto::v1 as pb;
+use genesis_store::inspect::{self, fleet as checks};
 use uuid::Uuid;
 
 const T: Duration = Duration::from_secs(30);
@@ -22,36 +23,18 @@ fn skipped() -> bool {
 /// snapshot): the count a short-circuited tick must not move.
 async fn llm_calls(fleet: &Fleet, instance: &str) -> anyhow::Result<i64> {
     let id: Uuid = instance.parse()?;
-    Ok(sqlx::query_scalar(
-        "SELECT count(*) FROM llm_call_attempts a JOIN llm_call_snapshots s ON s.id = a.snapshot_id
-         WHERE s.instance_id = $1 AND a.outcome = 'success'",
-    )
-    .bind(id)
-    .fetch_one(&fleet.db)
-    .await?)
+    Ok(checks::successful_llm_calls(&fleet.db, id).await?)
 }
 
 /// The stored results of every `tool` action of `instance`.
 async fn action_results(fleet: &Fleet, instance: &str, tool: &str) -> anyhow::Result<Vec<String>> {
     let id: Uuid = instance.parse()?;
-    Ok(sqlx::query_scalar(
-        "SELECT a.result::text FROM agent_state_ledger_actions a JOIN agent_state_ledger l ON l.id = a.ledger_id
-         WHERE l.instance_id = $1 AND a.tool_name = $2 ORDER BY l.turn_number, a.ordinal",
-    )
-    .bind(id)
-    .bind(tool)
-    .fetch_all(&fleet.db)
-    .await?)
+    Ok(checks::tool_action_results(&fleet.db, id, tool).await?)
 }
 
 async fn agent_messages(fleet: &Fleet, instance: &str) -> anyhow::Result<Vec<String>> {
     let id: Uuid = instance.parse()?;
-    Ok(sqlx::query_scalar(
-        "SELECT body FROM agent_messages WHERE instance_id = $1 AND direction = 'agent_to_operator' ORDER BY created_at",
-    )
-    .bind(id)
-    .fetch_all(&fleet.db)
-    .await?)
+    Ok(checks::messages_to_operator(&fleet.db, id).await?)
 }
 
 /// A tenant created with standing agents off, configured, then switched on
@@ -98,73 +81,122 @@ async fn soa_greets_replies_escalates_and_resumes() -> anyhow::Result<()> {
 
         // AgentInitialized -> greeting, Initialized turn with its snapshot.
         let init = fleet.wait_decision(&soa, 0, "Initialized", T).await?;
-        ensure!(init.event_kind == "AgentInitialized", "opener consumed {}", init.event_kind);
+        ensure!(
+            init.event_kind == "AgentInitialized",
+            "opener consumed {}",
+            init.event_kind
+        );
         let greeting = agent_messages(&fleet, &soa).await?;
-        if !f.check(!greeting.is_empty(), "AgentInitialized: no greeting in agent_messages") {
-            eprintln!("  soa_send_message results: {:?}", action_results(&fleet, &soa, "soa_send_message").await?);
+        if !f.check(
+            !greeting.is_empty(),
+            "AgentInitialized: no greeting in agent_messages",
+        ) {
+            eprintln!(
+                "  soa_send_message results: {:?}",
+                action_results(&fleet, &soa, "soa_send_message").await?
+            );
         }
-        let snap = init.snapshot_id.context("Initialized turn has no llm_call_snapshot linked")?;
-        let (served, cost): (Option<String>, f64) =
-            sqlx::query_as("SELECT served_model, cost_usd FROM llm_call_snapshots WHERE id = $1")
-                .bind(snap)
-                .fetch_one(&fleet.db)
-                .await?;
-        f.check(served.as_deref() == Some("scripted-1"), format!("snapshot served model {served:?}"));
+        let snap = init
+            .snapshot_id
+            .context("Initialized turn has no llm_call_snapshot linked")?;
+        let (served, cost) = checks::call_snapshot_model_and_cost(&fleet.db, snap).await?;
+        f.check(
+            served.as_deref() == Some("scripted-1"),
+            format!("snapshot served model {served:?}"),
+        );
         // The offline scripted provider spends nothing, and says so.
-        f.check(cost == 0.0, format!("snapshot cost {cost}: the scripted provider is free"));
-        f.check(init.cost_usd == Some(0.0), format!("turn cost {:?}", init.cost_usd));
-        let sources: Vec<Option<String>> = sqlx::query_scalar(
-            "SELECT pricing_source::text FROM llm_call_attempts WHERE snapshot_id = $1",
-        )
-        .bind(snap)
-        .fetch_all(&fleet.db)
-        .await?;
+        f.check(
+            cost == 0.0,
+            format!("snapshot cost {cost}: the scripted provider is free"),
+        );
+        f.check(
+            init.cost_usd == Some(0.0),
+            format!("turn cost {:?}", init.cost_usd),
+        );
+        let sources = checks::attempt_pricing_sources(&fleet.db, snap).await?;
         f.check(
             !sources.is_empty() && sources.iter().all(|s| s.as_deref() == Some("free")),
             format!("the attempts' pricing sources {sources:?}"),
         );
-        let hours: f64 = sqlx::query_scalar(
-            "SELECT extract(epoch FROM next_tick_at - now())::float8 / 3600 FROM agent_instances WHERE id = $1",
-        )
-        .bind(soa.parse::<Uuid>()?)
-        .fetch_one(&fleet.db)
-        .await?;
-        f.check((23.5..=24.5).contains(&hours), format!("next heartbeat {hours:.2} h out, expected 24 h"));
+        let hours = checks::hours_to_next_tick(&fleet.db, soa.parse()?).await?;
+        f.check(
+            (23.5..=24.5).contains(&hours),
+            format!("next heartbeat {hours:.2} h out, expected 24 h"),
+        );
 
         // Operator message -> reply and MessageAcknowledged.
         let before = fleet.last_turn(&soa).await?;
-        fleet.send(&tenant, &soa, "How is the workload today?").await?;
-        let ack = fleet.wait_turn(&soa, before, T, "the message turn", |t| t.event_kind == "OperatorMessage").await?;
-        f.check(ack.decision_kind == "MessageAcknowledged", format!("operator message turn is {}", ack.decision_kind));
+        fleet
+            .send(&tenant, &soa, "How is the workload today?")
+            .await?;
+        let ack = fleet
+            .wait_turn(&soa, before, T, "the message turn", |t| {
+                t.event_kind == "OperatorMessage"
+            })
+            .await?;
+        f.check(
+            ack.decision_kind == "MessageAcknowledged",
+            format!("operator message turn is {}", ack.decision_kind),
+        );
         let replies = agent_messages(&fleet, &soa).await?;
         f.check(
-            replies.iter().any(|m| m.contains("How is the workload today?")),
-            format!("OperatorMessage: no reply quoting the operator in agent_messages: {replies:?}"),
+            replies
+                .iter()
+                .any(|m| m.contains("How is the workload today?")),
+            format!(
+                "OperatorMessage: no reply quoting the operator in agent_messages: {replies:?}"
+            ),
         );
 
         // Escalation -> Escalated and an SOA-origin attention request.
         let before = fleet.last_turn(&soa).await?;
         fleet.send(&tenant, &soa, "please escalate this").await?;
-        let esc = fleet.wait_turn(&soa, before, T, "the escalation turn", |t| t.event_kind == "OperatorMessage").await?;
-        if !f.check(esc.decision_kind == "Escalated", format!("\"please escalate this\" turn is {}", esc.decision_kind)) {
-            eprintln!("  soa_propose_decision results: {:?}", action_results(&fleet, &soa, "soa_propose_decision").await?);
+        let esc = fleet
+            .wait_turn(&soa, before, T, "the escalation turn", |t| {
+                t.event_kind == "OperatorMessage"
+            })
+            .await?;
+        if !f.check(
+            esc.decision_kind == "Escalated",
+            format!("\"please escalate this\" turn is {}", esc.decision_kind),
+        ) {
+            eprintln!(
+                "  soa_propose_decision results: {:?}",
+                action_results(&fleet, &soa, "soa_propose_decision").await?
+            );
         }
         let admin = fleet.admin().await?;
         let open = admin
             .decisions()
-            .list_decisions(pb::ListDecisionsRequest { tenant_id: tenant.clone(), status: Some("open".into()) })
+            .list_decisions(pb::ListDecisionsRequest {
+                tenant_id: tenant.clone(),
+                status: Some("open".into()),
+            })
             .await?
             .into_inner()
             .decisions;
         let decision = open.iter().find(|d| d.kind == "decision").cloned();
-        if !f.check(decision.is_some(), "escalation: no open attention request of kind decision") {
-            eprintln!("  skipped: RespondDecision -> EscalationResumed needs the attention request above");
+        if !f.check(
+            decision.is_some(),
+            "escalation: no open attention request of kind decision",
+        ) {
+            eprintln!(
+                "  skipped: RespondDecision -> EscalationResumed needs the attention request above"
+            );
             return f.finish();
         }
-        let Some(decision) = decision else { return f.finish() };
+        let Some(decision) = decision else {
+            return f.finish();
+        };
         let md = metadata(&decision);
-        f.check(md["source"] == "soa", format!("attention request metadata lacks source=soa: {md}"));
-        f.check(md["soaInstanceId"] == soa.as_str(), format!("attention request metadata lacks soaInstanceId: {md}"));
+        f.check(
+            md["source"] == "soa",
+            format!("attention request metadata lacks source=soa: {md}"),
+        );
+        f.check(
+            md["soaInstanceId"] == soa.as_str(),
+            format!("attention request metadata lacks soaInstanceId: {md}"),
+        );
 
         // RespondDecision -> EscalationResumed.
         let before = fleet.last_turn(&soa).await?;
@@ -178,9 +210,19 @@ async fn soa_greets_replies_escalates_and_resumes() -> anyhow::Result<()> {
             })
             .await?
             .into_inner();
-        f.check(resp.resume_event_id.is_some(), "RespondDecision enqueued no OperatorAnsweredEscalation");
-        let resumed = fleet.wait_turn(&soa, before, T, "the resume turn", |t| t.event_kind == "OperatorAnsweredEscalation").await?;
-        f.check(resumed.decision_kind == "EscalationResumed", format!("resume turn is {}", resumed.decision_kind));
+        f.check(
+            resp.resume_event_id.is_some(),
+            "RespondDecision enqueued no OperatorAnsweredEscalation",
+        );
+        let resumed = fleet
+            .wait_turn(&soa, before, T, "the resume turn", |t| {
+                t.event_kind == "OperatorAnsweredEscalation"
+            })
+            .await?;
+        f.check(
+            resumed.decision_kind == "EscalationResumed",
+            format!("resume turn is {}", resumed.decision_kind),
+        );
 
         // Failure path: responding again changes nothing and enqueues nothing.
         let again = admin
@@ -193,13 +235,16 @@ async fn soa_greets_replies_escalates_and_resumes() -> anyhow::Result<()> {
             })
             .await?
             .into_inner();
-        f.check(again.already_resolved, "second respond not reported already_resolved");
-        let resumes: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM agent_event_queue WHERE event_kind = 'OperatorAnsweredEscalation'",
-        )
-        .fetch_one(&fleet.db)
-        .await?;
-        f.check(resumes == 1, format!("{resumes} resume events after two responds"));
+        f.check(
+            again.already_resolved,
+            "second respond not reported already_resolved",
+        );
+        let resumes =
+            inspect::count_events_of_kind(&fleet.db, "OperatorAnsweredEscalation").await?;
+        f.check(
+            resumes == 1,
+            format!("{resumes} resume events after two responds"),
+        );
         f.finish()
     })
     .await
@@ -293,26 +338,14 @@ async fn exhausted_weekly_credit_makes_no_llm_call_and_idles() -> anyhow::Result
         fleet
             .set_tenant_config(&tenant, "AgentDispatcher:WeeklyCreditUsd", "0.50")
             .await?;
-        sqlx::query(
-            "INSERT INTO credit_windows (tenant_id, week_start, limit_usd, spent_usd)
-             VALUES ($1::uuid, date_trunc('week', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', 0.50, 0.50)
-             ON CONFLICT (tenant_id, week_start) DO UPDATE SET spent_usd = 0.50",
-        )
-        .bind(&tenant)
-        .execute(&fleet.db)
-        .await?;
+        checks::force_credit_week_spent(&fleet.db, tenant.parse()?, 0.50).await?;
         let calls = llm_calls(&fleet, &soa).await?;
         let messages = agent_messages(&fleet, &soa).await?.len();
         let before = fleet.last_turn(&soa).await?;
         // Invariant 11 says "in every phase, foundational included": a new
         // SOA is still building its starting workset, whose phase lifts every
         // per-tick axis, so this is the case where the ceiling must still hold.
-        let foundational: bool = sqlx::query_scalar(
-            "SELECT is_building_starting_workset FROM agent_instances WHERE id = $1::uuid",
-        )
-        .bind(&soa)
-        .fetch_one(&fleet.db)
-        .await?;
+        let foundational = inspect::building_starting_workset(&fleet.db, soa.parse()?).await?;
         ensure!(
             foundational,
             "the SOA left its foundational phase before the test could use it"
@@ -363,23 +396,38 @@ async fn tick_max_turns_applies_to_the_very_next_tick() -> anyhow::Result<()> {
         // The foundational phase lifts every per-tick axis (spec 3.6); let
         // its deadline pass so the normal envelope applies, as it does on a
         // day-old agent.
-        sqlx::query("UPDATE agent_instances SET workset_deadline_utc = now() - interval '1 second' WHERE id = $1")
-            .bind(soa.parse::<Uuid>()?)
-            .execute(&fleet.db)
-            .await?;
+        checks::force_workset_deadline_passed(&fleet.db, soa.parse()?).await?;
         // Baseline: a reply takes two model turns (send, then phase_complete).
         let c0 = llm_calls(&fleet, &soa).await?;
         let before = fleet.last_turn(&soa).await?;
         fleet.send(&tenant, &soa, "first").await?;
-        fleet.wait_turn(&soa, before, T, "the first reply", |t| t.event_kind == "OperatorMessage").await?;
+        fleet
+            .wait_turn(&soa, before, T, "the first reply", |t| {
+                t.event_kind == "OperatorMessage"
+            })
+            .await?;
         let c1 = llm_calls(&fleet, &soa).await?;
-        ensure!(c1 - c0 == 2, "baseline reply made {} model calls, expected 2", c1 - c0);
-        fleet.set_tenant_config(&tenant, "AgentDispatcher:TickMaxTurns", "1").await?;
+        ensure!(
+            c1 - c0 == 2,
+            "baseline reply made {} model calls, expected 2",
+            c1 - c0
+        );
+        fleet
+            .set_tenant_config(&tenant, "AgentDispatcher:TickMaxTurns", "1")
+            .await?;
         let before = fleet.last_turn(&soa).await?;
         fleet.send(&tenant, &soa, "second").await?;
-        fleet.wait_turn(&soa, before, T, "the capped reply", |t| t.event_kind == "OperatorMessage").await?;
+        fleet
+            .wait_turn(&soa, before, T, "the capped reply", |t| {
+                t.event_kind == "OperatorMessage"
+            })
+            .await?;
         let c2 = llm_calls(&fleet, &soa).await?;
-        ensure!(c2 - c1 == 1, "with TickMaxTurns=1 the next tick made {} model calls", c2 - c1);
+        ensure!(
+            c2 - c1 == 1,
+            "with TickMaxTurns=1 the next tick made {} model calls",
+            c2 - c1
+        );
         Ok(())
     })
     .await
@@ -404,13 +452,18 @@ async fn an_abandoned_tick_is_reclaimed_after_lease_expiry_and_completed_once() 
         // killed between ClaimTick and CompleteTick leaves it.
         fleet.kill_pod(0);
         let event = fleet.send(&tenant, &soa, "are you there?").await?;
-        let channel = tonic::transport::Channel::from_shared(format!("http://{}", fleet.supervisor_grpc))?
-            .connect()
-            .await?;
+        let channel =
+            tonic::transport::Channel::from_shared(format!("http://{}", fleet.supervisor_grpc))?
+                .connect()
+                .await?;
         let bearer = genesis_e2e::Bearer::new(&fleet.pod_token)?;
         let mut pod = pb::agent_pod_client::AgentPodClient::with_interceptor(channel, bearer);
         let claim = pod
-            .claim_tick(pb::ClaimTickRequest { instance_id: soa.clone(), tenant_id: tenant.clone(), event_id: Some(event.to_string()) })
+            .claim_tick(pb::ClaimTickRequest {
+                instance_id: soa.clone(),
+                tenant_id: tenant.clone(),
+                event_id: Some(event.to_string()),
+            })
             .await?
             .into_inner();
         match claim.result {
@@ -420,11 +473,18 @@ async fn an_abandoned_tick_is_reclaimed_after_lease_expiry_and_completed_once() 
         let claimed_at = std::time::Instant::now();
         // A second claim while the lease is live is refused.
         let held = pod
-            .claim_tick(pb::ClaimTickRequest { instance_id: soa.clone(), tenant_id: tenant.clone(), event_id: None })
+            .claim_tick(pb::ClaimTickRequest {
+                instance_id: soa.clone(),
+                tenant_id: tenant.clone(),
+                event_id: None,
+            })
             .await?
             .into_inner();
         ensure!(
-            matches!(held.result, Some(pb::claim_tick_response::Result::LeaseHeld(_))),
+            matches!(
+                held.result,
+                Some(pb::claim_tick_response::Result::LeaseHeld(_))
+            ),
             "a live lease was not reported held: {held:?}"
         );
 
@@ -432,24 +492,34 @@ async fn an_abandoned_tick_is_reclaimed_after_lease_expiry_and_completed_once() 
         // once the lease expired.
         fleet.start_pod(0).await?;
         let turn = fleet
-            .wait_turn(&soa, 0, T, "the reclaimed event's turn", |t| t.event_id == Some(event))
+            .wait_turn(&soa, 0, T, "the reclaimed event's turn", |t| {
+                t.event_id == Some(event)
+            })
             .await?;
         ensure!(
             claimed_at.elapsed() >= Duration::from_secs(3),
             "reclaimed after {:?}, before the 3 s lease expired",
             claimed_at.elapsed()
         );
-        ensure!(turn.decision_kind == "MessageAcknowledged", "reclaimed turn is {}", turn.decision_kind);
+        ensure!(
+            turn.decision_kind == "MessageAcknowledged",
+            "reclaimed turn is {}",
+            turn.decision_kind
+        );
         tokio::time::sleep(Duration::from_secs(4)).await;
-        let (turns, attempts, consumed): (i64, i32, bool) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM agent_state_ledger WHERE event_id = e.id), e.attempts, e.consumed_at IS NOT NULL
-             FROM agent_event_queue e WHERE e.id = $1",
-        )
-        .bind(event)
-        .fetch_one(&fleet.db)
-        .await?;
-        ensure!(consumed && turns == 1, "event consumed={consumed} with {turns} turns");
-        ensure!(attempts >= 2, "attempts {attempts}: the reclaim was not a second claim");
+        let checks::EventSettlement {
+            turns,
+            attempts,
+            consumed,
+        } = checks::event_settlement(&fleet.db, event).await?;
+        ensure!(
+            consumed && turns == 1,
+            "event consumed={consumed} with {turns} turns"
+        );
+        ensure!(
+            attempts >= 2,
+            "attempts {attempts}: the reclaim was not a second claim"
+        );
         fleet.check_invariants().await?;
         Ok(())
     })

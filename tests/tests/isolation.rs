@@ -26,6 +26,7 @@ use anyhow::ensure;
 use genesis_core::{AgentType, InstanceStatus};
 use genesis_e2e::{Admin, Fleet, FleetOptions, binaries_missing, bounded, wait_for};
 use genesis_proto::v1 as pb;
+use genesis_store::inspect::{self, fleet as checks};
 use genesis_store::{NewInstance, Store};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -237,14 +238,7 @@ async fn a_tenant_whose_provider_hangs_holds_only_its_share_while_others_tick() 
             "every deferred event of the stuck tenant to be handled",
             Duration::from_secs(60),
             || async {
-                let open: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM agent_event_queue
-                      WHERE tenant_id = $1 AND event_kind <> 'AgentTick'
-                        AND consumed_at IS NULL AND dead_lettered_at IS NULL",
-                )
-                .bind(stuck_id)
-                .fetch_one(&fleet.db)
-                .await?;
+                let open = checks::count_open_non_tick_events(&fleet.db, stuck_id).await?;
                 Ok((open == 0).then_some(()))
             },
         )
@@ -314,13 +308,12 @@ const RETRY_KEYS: [(&str, &str); 3] = [
 /// An instance's streaks and status: (provider failures, blocked turns,
 /// status).
 async fn streaks(fleet: &Fleet, instance: &str) -> anyhow::Result<(i32, i32, String)> {
-    Ok(sqlx::query_as(
-        "SELECT consecutive_provider_failures, consecutive_blocked_turns, status::text
-           FROM agent_instances WHERE id = $1::uuid",
-    )
-    .bind(instance)
-    .fetch_one(&fleet.db)
-    .await?)
+    let c = inspect::instance_counters(&fleet.db, instance.parse()?).await?;
+    Ok((
+        c.consecutive_provider_failures,
+        c.consecutive_blocked_turns,
+        c.status,
+    ))
 }
 
 /// Send `SAMPLES` messages to `soa`, each once the previous one is answered,
@@ -341,17 +334,7 @@ async fn answer_latencies(
             Duration::from_secs(20),
             || {
                 let db = fleet.db.clone();
-                async move {
-                    Ok(sqlx::query_as(
-                        "SELECT l.decision_kind,
-                                (extract(epoch FROM l.created_at - e.created_at) * 1000)::float8
-                           FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
-                          WHERE e.id = $1",
-                    )
-                    .bind(event)
-                    .fetch_optional(&db)
-                    .await?)
-                }
+                async move { Ok(checks::event_answer_latency_ms(&db, event).await?) }
             },
         )
         .await?;
@@ -508,17 +491,12 @@ async fn a_tenant_whose_provider_always_fails_does_not_slow_the_others() -> anyh
         // No message of the failing tenant was answered, dead-lettered or
         // consumed: each is still queued for a later retry, and every
         // provider request it made is recorded as a failed attempt.
-        let (messages, dead, consumed, turns): (i64, i64, i64, i64) = sqlx::query_as(
-            "SELECT count(*),
-                    count(*) FILTER (WHERE e.dead_lettered_at IS NOT NULL),
-                    count(*) FILTER (WHERE e.consumed_at IS NOT NULL),
-                    count(l.id)
-               FROM agent_event_queue e LEFT JOIN agent_state_ledger l ON l.event_id = e.id
-              WHERE e.tenant_id = $1 AND e.event_kind = 'OperatorMessage'",
-        )
-        .bind(failing_id)
-        .fetch_one(&fleet.db)
-        .await?;
+        let checks::OperatorMessageOutcomes {
+            messages,
+            dead_lettered: dead,
+            consumed,
+            turns,
+        } = checks::operator_message_outcomes(&fleet.db, failing_id).await?;
         ensure!(
             messages == sent as i64,
             "{messages} stored messages of the failing tenant for {sent} sent"
@@ -531,13 +509,8 @@ async fn a_tenant_whose_provider_always_fails_does_not_slow_the_others() -> anyh
         wait_for("every provider request to be recorded", t, || {
             let db = fleet.db.clone();
             async move {
-                let (attempts, failed): (i64, i64) = sqlx::query_as(
-                    "SELECT count(*), count(*) FILTER (WHERE outcome = 'server_error')
-                       FROM llm_call_attempts WHERE tenant_id = $1 AND provider = 'openai'",
-                )
-                .bind(failing_id)
-                .fetch_one(&db)
-                .await?;
+                let (attempts, failed) =
+                    checks::attempts_and_server_errors(&db, failing_id, "openai").await?;
                 Ok((attempts >= requests && failed == attempts).then_some(()))
             }
         })
@@ -552,36 +525,24 @@ async fn a_tenant_whose_provider_always_fails_does_not_slow_the_others() -> anyh
         wait_for("each failing agent's attention request", t, || {
             let (db, ids) = (fleet.db.clone(), ids.clone());
             async move {
-                let n: i64 = sqlx::query_scalar(
-                    "SELECT count(DISTINCT instance_id) FROM attention_requests
-                      WHERE instance_id = ANY($1) AND kind = 'provider_failure'",
-                )
-                .bind(&ids)
-                .fetch_one(&db)
-                .await?;
+                let n =
+                    checks::count_instances_with_attention(&db, &ids, "provider_failure").await?;
                 Ok((n == 4).then_some(()))
             }
         })
         .await?;
-        let (active, blocked, requests_open): (i64, i64, i64) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM agent_instances WHERE id = ANY($1) AND status = 'active'),
-                    (SELECT coalesce(sum(consecutive_blocked_turns), 0) FROM agent_instances
-                      WHERE id = ANY($1)),
-                    (SELECT count(*) FROM attention_requests
-                      WHERE instance_id = ANY($1) AND kind = 'provider_failure')",
-        )
-        .bind(&ids)
-        .fetch_one(&fleet.db)
-        .await?;
+        let checks::InstancesStanding {
+            active,
+            blocked_turns: blocked,
+            attention_requests: requests_open,
+        } = checks::instances_standing(&fleet.db, &ids, "provider_failure").await?;
         ensure!(
             active == 4 && blocked == 0 && requests_open == 4,
             "{active} of the 4 failing agents active, {blocked} blocked turns, {requests_open} provider_failure requests (one each expected)"
         );
-        let healthy_status: String =
-            sqlx::query_scalar("SELECT status FROM agent_instances WHERE id = $1::uuid")
-                .bind(&healthy_soa)
-                .fetch_one(&fleet.db)
-                .await?;
+        let healthy_status = inspect::instance_counters(&fleet.db, healthy_soa.parse()?)
+            .await?
+            .status;
         ensure!(
             healthy_status == "active",
             "the healthy SOA is {healthy_status}"

@@ -13,6 +13,7 @@ use anyhow::{Context as _, ensure};
 use genesis_core::{AgentType, InstanceStatus};
 use genesis_e2e::{Admin, Findings, Fleet, FleetOptions, binaries_missing, bounded, metadata};
 use genesis_proto::v1 as pb;
+use genesis_store::inspect::fleet as checks;
 use genesis_store::{NewInstance, Store, StoreOptions};
 use tonic::Code;
 use uuid::Uuid;
@@ -22,13 +23,7 @@ const QUESTION: &str = "ask whether the EU or the US rollout ships first";
 
 /// The resume events enqueued to `instance` (every OperatorAnsweredEscalation).
 async fn resumes(fleet: &Fleet, instance: Uuid) -> anyhow::Result<Vec<(Uuid, serde_json::Value)>> {
-    Ok(sqlx::query_as(
-        "SELECT attention_request_id, payload FROM agent_event_queue
-         WHERE instance_id = $1 AND event_kind = 'OperatorAnsweredEscalation' ORDER BY sequence_number",
-    )
-    .bind(instance)
-    .fetch_all(&fleet.db)
-    .await?)
+    Ok(checks::escalation_answers(&fleet.db, instance).await?)
 }
 
 fn respond(tenant: &str, decision: &str, resolution: &str) -> pb::RespondDecisionRequest {
@@ -152,12 +147,8 @@ async fn a_mission_question_round_trips_through_the_operator_exactly_once() -> a
             .await?;
         f.check(resumed.decision_kind == "EscalationResumed", format!("resumed turn is {}", resumed.decision_kind));
         f.check(resumed.event_id.map(|e| e.to_string()) == Some(resume_id.clone()), "the resumed turn consumed another event");
-        let (summary, payload): (Option<String>, serde_json::Value) = sqlx::query_as(
-            "SELECT reasoning_summary, event_payload FROM agent_state_ledger WHERE id = $1",
-        )
-        .bind(resumed.id)
-        .fetch_one(&fleet.db)
-        .await?;
+        let (summary, payload) =
+            checks::ledger_summary_and_event_payload(&fleet.db, resumed.id).await?;
         let summary = summary.unwrap_or_default();
         f.check(
             summary.contains("Refined the mission plan") && summary.contains("EU first"),

@@ -20,6 +20,7 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded, wait_for};
 use genesis_llm_standin::{Answer, Endpoint, Reply, StandIn, WireUsage};
+use genesis_store::inspect::{self, fleet as checks};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -111,12 +112,7 @@ fn reply(provider: Provider, tool: &str, args: serde_json::Value) -> Answer {
 async fn attempts(
     fleet: &Fleet,
 ) -> anyhow::Result<Vec<(String, String, String, f64, serde_json::Value)>> {
-    Ok(sqlx::query_as(
-        "SELECT provider, served_model, outcome::text, cost_usd::float8, usage
-           FROM llm_call_attempts ORDER BY created_at, ordinal",
-    )
-    .fetch_all(&fleet.db)
-    .await?)
+    Ok(checks::all_call_attempts(&fleet.db).await?)
 }
 
 async fn story(provider: Provider) -> anyhow::Result<()> {
@@ -168,12 +164,9 @@ async fn story(provider: Provider) -> anyhow::Result<()> {
     let tenant = fleet.create_tenant("story").await?;
     let soa = fleet.wait_soa(&tenant, T).await?;
     let actions = || async {
-        let rows: Vec<(String, serde_json::Value)> = sqlx::query_as(
-            "SELECT tool_name, result FROM agent_state_ledger_actions ORDER BY ledger_id, ordinal",
-        )
-        .fetch_all(&fleet.db)
-        .await
-        .unwrap_or_default();
+        let rows = checks::all_ledger_actions(&fleet.db)
+            .await
+            .unwrap_or_default();
         format!(
             "actions {rows:?}; stand-in saw {:?}",
             standin
@@ -196,13 +189,7 @@ async fn story(provider: Provider) -> anyhow::Result<()> {
     }
 
     // The two greetings/replies, and no canned text anywhere.
-    let sent: Vec<String> = sqlx::query_scalar(
-        "SELECT body FROM agent_messages WHERE instance_id = $1::uuid
-            AND direction = 'agent_to_operator' ORDER BY created_at",
-    )
-    .bind(&soa)
-    .fetch_all(&fleet.db)
-    .await?;
+    let sent = checks::messages_to_operator(&fleet.db, soa.parse()?).await?;
     ensure!(
         sent == [
             "Hello, I am your orchestration agent.",
@@ -233,11 +220,7 @@ async fn story(provider: Provider) -> anyhow::Result<()> {
             "{outcome} attempt cost {cost}, the formula says {expected} (usage {usage})"
         );
     }
-    let priced: Vec<(Option<String>, Option<String>)> = sqlx::query_as(
-        "SELECT priced_as, pricing_source::text FROM llm_call_attempts WHERE outcome = 'success'",
-    )
-    .fetch_all(&fleet.db)
-    .await?;
+    let priced = checks::successful_attempt_pricing(&fleet.db).await?;
     let model = provider.model_and_price().0;
     ensure!(
         priced
@@ -316,28 +299,22 @@ async fn an_outage_defers_the_message_until_the_provider_answers() -> anyhow::Re
             standin.push_openai(Answer::ServerError);
         }
         fleet.send(&tenant, &soa, "Are you there?").await?;
+        let soa_id: Uuid = soa.parse()?;
         let failures = || async {
-            let n: i32 = sqlx::query_scalar(
-                "SELECT consecutive_provider_failures FROM agent_instances WHERE id = $1::uuid",
-            )
-            .bind(&soa)
-            .fetch_one(&fleet.db)
-            .await?;
+            let n = inspect::instance_counters(&fleet.db, soa_id)
+                .await?
+                .consecutive_provider_failures;
             anyhow::Ok(n)
         };
         wait_for("two deferrals in a row", T, || async {
             Ok((failures().await? >= 2).then_some(()))
         })
         .await?;
-        let (status, blocked, requests): (String, i32, i64) = sqlx::query_as(
-            "SELECT i.status::text, i.consecutive_blocked_turns,
-                    (SELECT count(*) FROM attention_requests a
-                      WHERE a.instance_id = i.id AND a.kind = 'provider_failure')
-               FROM agent_instances i WHERE i.id = $1::uuid",
-        )
-        .bind(&soa)
-        .fetch_one(&fleet.db)
-        .await?;
+        let counters = inspect::instance_counters(&fleet.db, soa_id).await?;
+        let (status, blocked) = (counters.status, counters.consecutive_blocked_turns);
+        let requests =
+            checks::count_instance_attention_requests(&fleet.db, soa_id, "provider_failure")
+                .await?;
         ensure!(
             status == "active" && blocked == 0 && requests == 1,
             "status {status}, blocked {blocked}, provider_failure requests {requests}"
@@ -362,23 +339,14 @@ async fn an_outage_defers_the_message_until_the_provider_answers() -> anyhow::Re
         );
         ensure!(fleet.answered_messages(&soa).await? == 1, "answered twice");
         ensure!(failures().await? == 0, "the streak did not end");
-        let canned: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM agent_messages WHERE instance_id = $1::uuid
-                AND direction = 'agent_to_operator'",
-        )
-        .bind(&soa)
-        .fetch_one(&fleet.db)
-        .await?;
+        let canned = checks::messages_to_operator(&fleet.db, soa_id).await?.len();
         ensure!(
             canned == 0,
             "the agent sent {canned} messages it never decided on"
         );
-        let scripted: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM llm_call_attempts WHERE provider = 'scripted'",
-        )
-        .fetch_one(&fleet.db)
-        .await
-        .context("attempts")?;
+        let scripted = checks::count_attempts_of_provider(&fleet.db, "scripted")
+            .await
+            .context("attempts")?;
         ensure!(
             scripted == 0,
             "{scripted} attempts went to the scripted provider"

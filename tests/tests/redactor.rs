@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use genesis_e2e::{Findings, Fleet, FleetOptions, binaries_missing, bounded, metadata, wait_for};
 use genesis_proto::v1 as pb;
+use genesis_store::inspect::{self, fleet as checks};
 use tonic::Code;
 use uuid::Uuid;
 
@@ -54,12 +55,7 @@ async fn set_overlay(
 }
 
 async fn overlay_now(fleet: &Fleet, preset: &str) -> anyhow::Result<String> {
-    let o: Option<String> = sqlx::query_scalar(
-        "SELECT overlays->>'prompt_overlay' FROM llm_presets WHERE id = $1::uuid",
-    )
-    .bind(preset)
-    .fetch_one(&fleet.db)
-    .await?;
+    let o = checks::preset_prompt_overlay(&fleet.db, preset.parse()?).await?;
     Ok(o.unwrap_or_default())
 }
 
@@ -110,25 +106,13 @@ fn respond(tenant: &str, id: &str, resolution: &str) -> pb::RespondDecisionReque
 /// Rows of every table but `llm_presets` (where the overlay lives) whose
 /// text holds `needle`, as `table: count`.
 async fn stored_copies(fleet: &Fleet, needle: &str) -> anyhow::Result<Vec<String>> {
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public'
-          AND tablename NOT IN ('llm_presets', '_sqlx_migrations') ORDER BY 1",
+    Ok(
+        checks::tables_holding_text(&fleet.db, needle, &["llm_presets"])
+            .await?
+            .into_iter()
+            .map(|(t, n)| format!("{t}: {n}"))
+            .collect(),
     )
-    .fetch_all(&fleet.db)
-    .await?;
-    let mut found = Vec::new();
-    for t in tables {
-        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT count(*) FROM {t} x WHERE x::text LIKE '%' || $1 || '%'"
-        )))
-        .bind(needle)
-        .fetch_one(&fleet.db)
-        .await?;
-        if n > 0 {
-            found.push(format!("{t}: {n}"));
-        }
-    }
-    Ok(found)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,12 +162,7 @@ async fn the_prompt_engineer_ships_dark_then_proposes_a_redaction_the_operator_d
         let redactor = raised.instance_id.clone();
         let dark_event: Uuid = raised.event_id.parse()?;
         wait_for("the dark signal to be published and refused", T, || async {
-            let published: Option<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
-                "SELECT published_at FROM agent_event_queue WHERE id = $1",
-            )
-            .bind(dark_event)
-            .fetch_one(&fleet.db)
-            .await?;
+            let published = checks::event_published_at(&fleet.db, dark_event).await?;
             let refused = fleet
                 .counter("supervisor", "genesis_supervisor_claims_total{outcome=\"not_active\"}")
                 .await?;
@@ -195,13 +174,8 @@ async fn the_prompt_engineer_ships_dark_then_proposes_a_redaction_the_operator_d
             fleet.turns(&redactor).await?.is_empty(),
             "the redactor ticked while the feature was off",
         );
-        let (consumed, status): (Option<chrono::DateTime<chrono::Utc>>, String) = sqlx::query_as(
-            "SELECT e.consumed_at, i.status FROM agent_event_queue e
-               JOIN agent_instances i ON i.id = e.instance_id WHERE e.id = $1",
-        )
-        .bind(dark_event)
-        .fetch_one(&fleet.db)
-        .await?;
+        let (consumed, status) =
+            checks::event_consumed_at_and_instance_status(&fleet.db, dark_event).await?;
         f.check(consumed.is_none(), "the dark signal was consumed");
         f.check(status == "paused", format!("the dark redactor is {status}"));
         f.check(open_redactions(&admin, &tenant).await?.is_empty(), "a proposal exists while dark");
@@ -292,10 +266,7 @@ async fn the_prompt_engineer_ships_dark_then_proposes_a_redaction_the_operator_d
         f.check(!r.instance_created && r.instance_id == redactor, "a signal while off made another redactor");
         tokio::time::sleep(Duration::from_secs(3)).await;
         f.check(fleet.turns(&redactor).await?.len() == turns, "the redactor ticked after the feature was turned off");
-        let status: String = sqlx::query_scalar("SELECT status FROM agent_instances WHERE id = $1::uuid")
-            .bind(&redactor)
-            .fetch_one(&fleet.db)
-            .await?;
+        let status = inspect::instance_counters(&fleet.db, redactor.parse()?).await?.status;
         f.check(status == "paused", format!("the redactor is {status} after the feature was turned off"));
 
         // No raw secret in any log of the run.

@@ -28,6 +28,7 @@ use genesis_e2e::{
     Fleet, FleetOptions, NatsServer, binaries_missing, binary, bounded, free_port, log_dir,
     wait_for,
 };
+use genesis_store::inspect::fleet as checks;
 use uuid::Uuid;
 
 const K: u64 = 5;
@@ -270,7 +271,10 @@ async fn consumer_pending_counts_due_events_and_drains_when_pods_start() -> anyh
         opts.chart_default_names = true;
         let mut fleet = Fleet::start(opts).await?;
         let (stream, consumer) = (fleet.stream.clone(), fleet.consumer.clone());
-        ensure!(stream == "GENESIS_TICKS" && consumer == "agent-pods", "{stream}/{consumer}");
+        ensure!(
+            stream == "GENESIS_TICKS" && consumer == "agent-pods",
+            "{stream}/{consumer}"
+        );
 
         // K tenants: each bootstrap seeds one AgentInitialized, due now.
         let mut instances = Vec::new();
@@ -278,41 +282,68 @@ async fn consumer_pending_counts_due_events_and_drains_when_pods_start() -> anyh
             let t = fleet.create_tenant(&format!("scale-{i}")).await?;
             instances.push(fleet.wait_soa(&t, Duration::from_secs(30)).await?);
         }
-        let pending = wait_for("KEDA's lag == K on the consumer", Duration::from_secs(30), || async {
-            let r = poll(&nats, &trigger).await?;
-            Ok((r == KedaReading::Consumer { num_pending: K, num_ack_pending: 0 }).then_some(r))
-        })
+        let pending = wait_for(
+            "KEDA's lag == K on the consumer",
+            Duration::from_secs(30),
+            || async {
+                let r = poll(&nats, &trigger).await?;
+                Ok((r
+                    == KedaReading::Consumer {
+                        num_pending: K,
+                        num_ack_pending: 0,
+                    })
+                .then_some(r))
+            },
+        )
         .await;
         let seen = poll(&nats, &trigger).await?;
-        ensure!(pending.is_ok(), "consumer {consumer} on {stream}: KEDA reads {seen:?}, expected {K} pending");
+        ensure!(
+            pending.is_ok(),
+            "consumer {consumer} on {stream}: KEDA reads {seen:?}, expected {K} pending"
+        );
         // Nothing consumed it: the database agrees.
-        let unconsumed: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM agent_event_queue WHERE consumed_at IS NULL AND visible_at <= now()")
-                .fetch_one(&fleet.db)
-                .await?;
-        ensure!(unconsumed == K as i64, "{unconsumed} due events in the database, expected {K}");
+        let unconsumed = checks::count_due_unconsumed_events(&fleet.db).await?;
+        ensure!(
+            unconsumed == K as i64,
+            "{unconsumed} due events in the database, expected {K}"
+        );
         // With no pod the fleet cannot quiesce, and the harness's report names
         // what is left: each due event (at most ten) and the consumer holding
         // its wake-up.
         let stalled = match fleet.wait_quiescent(Duration::from_millis(300)).await {
-            Ok(()) => anyhow::bail!("the fleet was reported quiescent with {K} due events and no pod"),
+            Ok(()) => {
+                anyhow::bail!("the fleet was reported quiescent with {K} due events and no pod")
+            }
             Err(e) => format!("{e:#}"),
         };
         for inst in &instances {
-            ensure!(stalled.contains(&format!("of {inst}: visible")), "the stall report misses {inst}: {stalled}");
+            ensure!(
+                stalled.contains(&format!("of {inst}: visible")),
+                "the stall report misses {inst}: {stalled}"
+            );
         }
-        ensure!(stalled.matches("due event ").count() == K as usize, "{stalled}");
-        ensure!(stalled.contains(&format!("consumer {consumer}: {K} pending, 0 awaiting ack")), "{stalled}");
+        ensure!(
+            stalled.matches("due event ").count() == K as usize,
+            "{stalled}"
+        );
+        ensure!(
+            stalled.contains(&format!("consumer {consumer}: {K} pending, 0 awaiting ack")),
+            "{stalled}"
+        );
 
         // Scale from zero: two pods drain it.
         fleet.add_pod().await?;
         fleet.add_pod().await?;
-        wait_for("KEDA's lag to fall to 0", Duration::from_secs(60), || async {
-            Ok((poll(&nats, &trigger).await?.lag() == 0).then_some(()))
-        })
+        wait_for(
+            "KEDA's lag to fall to 0",
+            Duration::from_secs(60),
+            || async { Ok((poll(&nats, &trigger).await?.lag() == 0).then_some(())) },
+        )
         .await?;
         for inst in &instances {
-            fleet.wait_decision(inst, 0, "Initialized", Duration::from_secs(30)).await?;
+            fleet
+                .wait_decision(inst, 0, "Initialized", Duration::from_secs(30))
+                .await?;
         }
         fleet.wait_quiescent(Duration::from_secs(30)).await?;
         fleet.check_invariants().await?;
@@ -363,11 +394,7 @@ async fn the_publisher_holds_at_the_backlog_limit_and_loses_nothing() -> anyhow:
             "num_pending {pending} while held {held} times; expected {MAX}..{} (the limit plus less than one batch)",
             MAX + BATCH
         );
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM agent_event_queue WHERE published_at IS NULL AND consumed_at IS NULL",
-        )
-        .fetch_one(&fleet.db)
-        .await?;
+        let waiting = checks::count_unpublished_events(&fleet.db).await?;
         ensure!(
             waiting as u64 + pending >= MESSAGES as u64,
             "{waiting} unpublished + {pending} pending < {MESSAGES} messages"
@@ -457,11 +484,7 @@ async fn keda_reads_the_lag_of_every_chart_pool_from_its_own_consumer() -> anyho
         }
         for (name, ids) in &pools {
             for (i, id) in ids.iter().enumerate() {
-                sqlx::query("INSERT INTO tenants (id, name, standing_agents_enabled) VALUES ($1, $2, true)")
-                    .bind(id)
-                    .bind(format!("{name}-{i}"))
-                    .execute(&fleet.db)
-                    .await?;
+                checks::fixture_tenant_with_id(&fleet.db, *id, &format!("{name}-{i}"), true).await?;
                 tenants.push(id.to_string());
             }
         }

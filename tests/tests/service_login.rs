@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
 use genesis_e2e::{TestDatabase, bin_command, bounded_e2e, free_port, suffix};
+use genesis_store::inspect::fleet as checks;
 
 /// Run a bin with exactly `env` (and PATH) and `args`, killed after `limit`.
 fn run(
@@ -76,19 +77,12 @@ async fn the_services_refuse_the_owner_login_and_migrate_refuses_an_unsafe_role(
                 .max_connections(1)
                 .connect(&owner_url)
                 .await?;
-            let migrated: bool = sqlx::query_scalar("SELECT to_regclass('tenants') IS NOT NULL")
-                .fetch_one(&db)
-                .await?;
+            let migrated = checks::schema_migrated(&db).await?;
             ensure!(!migrated, "the refused migrate ran the migrations");
 
             // A BYPASSRLS role: refused, named, nothing granted.
             let bypass = "genesis_e2e_bypassrls";
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DO $$ BEGIN CREATE ROLE {bypass} NOLOGIN BYPASSRLS;
-                 EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
-            )))
-            .execute(admin)
-            .await?;
+            checks::fixture_bypassrls_role(admin, bypass).await?;
             let out = run(
                 "genesis-control",
                 &[
@@ -106,13 +100,7 @@ async fn the_services_refuse_the_owner_login_and_migrate_refuses_an_unsafe_role(
                 )),
                 "{stderr}"
             );
-            let granted: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_auth_members m JOIN pg_roles s ON s.oid = m.member
-                  WHERE s.rolname = $1",
-            )
-            .bind(bypass)
-            .fetch_one(&db)
-            .await?;
+            let granted = checks::count_role_memberships(&db, bypass).await?;
             ensure!(
                 granted == 0,
                 "the refused role was granted {granted} role(s)"

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::ensure;
 use genesis_e2e::{Fleet, FleetOptions, binaries_missing, bounded, wait_for};
+use genesis_store::inspect::fleet as checks;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -42,11 +43,7 @@ async fn sigterm_stops_every_service_cleanly_and_loses_no_work() -> anyhow::Resu
         ensure!(queue.contains(&fleet.consumer), "{queue}");
         let s = fleet.check_invariants().await?;
         ensure!(s.dead_lettered == 0, "{} dead-lettered", s.dead_lettered);
-        let acks: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM agent_state_ledger WHERE decision_kind = 'MessageAcknowledged'",
-        )
-        .fetch_one(&fleet.db)
-        .await?;
+        let acks = checks::count_turns_with_decision(&fleet.db, "MessageAcknowledged").await?;
         ensure!(acks == 1, "{acks} turns for the one message");
 
         for name in ["agent-pod-0", "supervisor", "control"] {

@@ -24,6 +24,7 @@ use genesis_e2e::{
 use genesis_proto::v1;
 use genesis_proto::v1::coding_task_service_client::CodingTaskServiceClient;
 use genesis_proto::v1::windows_lane_service_client::WindowsLaneServiceClient;
+use genesis_store::inspect::{self, fleet as checks};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
@@ -290,12 +291,8 @@ async fn control_replicas_share_one_windows_hold_per_coder() -> anyhow::Result<(
                 .ok_or_else(|| anyhow!("expected NOT_FOUND"))?;
             assert_eq!(evicted.code, "NOT_FOUND");
             assert!(evicted.session_evicted);
-            let rows: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM windows_holds WHERE tenant_id = $1 AND holder = 'coder-1'",
-            )
-            .bind(tenant)
-            .fetch_one(&admin_on(&db_url).await?)
-            .await?;
+            let rows = checks::count_windows_holds_of(&admin_on(&db_url).await?, tenant, "coder-1")
+                .await?;
             assert_eq!(rows, 0, "the evicted hold is gone from the table");
             let before = leases(&pool).0;
             windows(&mut a, &t, "coder-1").await?;
@@ -355,9 +352,7 @@ async fn control_replicas_share_one_windows_hold_per_coder() -> anyhow::Result<(
                 release(&mut a, &t, "coder-4").await?,
                 (false, "expired".to_owned())
             );
-            let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM windows_holds")
-                .fetch_one(&admin_on(&db_url).await?)
-                .await?;
+            let rows = inspect::count_rows(&admin_on(&db_url).await?, "windows_holds").await?;
             assert_eq!(rows, 0, "no hold left in the table");
 
             drop((replica_a, replica_b));

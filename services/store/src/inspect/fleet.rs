@@ -17,6 +17,7 @@
 //! plain lower-case identifiers.
 
 use chrono::{DateTime, Utc};
+use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -108,6 +109,41 @@ pub async fn fixture_login_role(
 ) -> Result<(), StoreError> {
     let password = password_literal(password)?;
     ensure_role(admin, role, &format!("LOGIN PASSWORD {password}")).await
+}
+
+/// Fixture: a `NOLOGIN BYPASSRLS` role `role` (one the migrate step must
+/// refuse as a service login), unless it exists.
+pub async fn fixture_bypassrls_role(admin: &PgPool, role: &str) -> Result<(), StoreError> {
+    ensure_role(admin, role, "NOLOGIN BYPASSRLS").await
+}
+
+/// The roles `role` is a direct member of.
+pub async fn count_role_memberships(pool: &PgPool, role: &str) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM pg_auth_members m JOIN pg_roles s ON s.oid = m.member
+          WHERE s.rolname = $1",
+    )
+    .bind(role)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Whether the pool's database holds the schema (its `tenants` table).
+pub async fn schema_migrated(pool: &PgPool) -> Result<bool, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT to_regclass('tenants') IS NOT NULL")
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// Whether the session of a connection of `pool` is encrypted.
+pub async fn connection_encrypted(pool: &PgPool) -> Result<bool, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_one(pool)
+            .await?,
+    )
 }
 
 /// Fixture: terminate every backend connected to `database` but the
@@ -425,6 +461,58 @@ pub async fn count_turns_of_event_kind(pool: &PgPool, kind: &str) -> Result<i64,
     .await?)
 }
 
+/// Ledger turns that decided `decision_kind`, across every tenant.
+pub async fn count_turns_with_decision(
+    pool: &PgPool,
+    decision_kind: &str,
+) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT count(*) FROM agent_state_ledger WHERE decision_kind = $1")
+            .bind(decision_kind)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// `(reasoning_summary, event_payload)` of ledger turn `id`.
+pub async fn ledger_summary_and_event_payload(
+    pool: &PgPool,
+    id: Uuid,
+) -> Result<(Option<String>, Value), StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT reasoning_summary, event_payload FROM agent_state_ledger WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// The stored results (as JSON text) of every `tool` action of `instance`,
+/// in turn and action order.
+pub async fn tool_action_results(
+    pool: &PgPool,
+    instance: Uuid,
+    tool: &str,
+) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT a.result::text FROM agent_state_ledger_actions a JOIN agent_state_ledger l ON l.id = a.ledger_id
+         WHERE l.instance_id = $1 AND a.tool_name = $2 ORDER BY l.turn_number, a.ordinal",
+    )
+    .bind(instance)
+    .bind(tool)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// `(tool_name, result)` of every ledger action, by turn row and ordinal.
+pub async fn all_ledger_actions(pool: &PgPool) -> Result<Vec<(String, Value)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT tool_name, result FROM agent_state_ledger_actions ORDER BY ledger_id, ordinal",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
 // --- the event queue -------------------------------------------------------
 
 /// Events of `kind` that were consumed or dead-lettered, across every
@@ -449,6 +537,24 @@ pub async fn count_reclaimed_events(pool: &PgPool) -> Result<i64, StoreError> {
     )
 }
 
+/// Events due now and not consumed, across every tenant.
+pub async fn count_due_unconsumed_events(pool: &PgPool) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM agent_event_queue WHERE consumed_at IS NULL AND visible_at <= now()",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Events neither published nor consumed yet, across every tenant.
+pub async fn count_unpublished_events(pool: &PgPool) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM agent_event_queue WHERE published_at IS NULL AND consumed_at IS NULL",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
 /// Dead-lettered events whose payload `body` is `body`.
 pub async fn count_dead_lettered_with_body(pool: &PgPool, body: &str) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(
@@ -468,6 +574,139 @@ pub async fn attempts_of_event_with_body(pool: &PgPool, body: &str) -> Result<i3
             .fetch_one(pool)
             .await?,
     )
+}
+
+/// `tenant`'s events other than heartbeats that are neither consumed nor
+/// dead-lettered.
+pub async fn count_open_non_tick_events(pool: &PgPool, tenant: Uuid) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM agent_event_queue
+          WHERE tenant_id = $1 AND event_kind <> 'AgentTick'
+            AND consumed_at IS NULL AND dead_lettered_at IS NULL",
+    )
+    .bind(tenant)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Where `tenant`'s operator messages stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OperatorMessageOutcomes {
+    /// Stored operator messages.
+    pub messages: i64,
+    pub dead_lettered: i64,
+    pub consumed: i64,
+    /// Ledger turns of those messages.
+    pub turns: i64,
+}
+
+/// How many of `tenant`'s operator messages were stored, dead-lettered,
+/// consumed and answered by a turn.
+pub async fn operator_message_outcomes(
+    pool: &PgPool,
+    tenant: Uuid,
+) -> Result<OperatorMessageOutcomes, StoreError> {
+    let (messages, dead_lettered, consumed, turns): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*),
+                count(*) FILTER (WHERE e.dead_lettered_at IS NOT NULL),
+                count(*) FILTER (WHERE e.consumed_at IS NOT NULL),
+                count(l.id)
+           FROM agent_event_queue e LEFT JOIN agent_state_ledger l ON l.event_id = e.id
+          WHERE e.tenant_id = $1 AND e.event_kind = 'OperatorMessage'",
+    )
+    .bind(tenant)
+    .fetch_one(pool)
+    .await?;
+    Ok(OperatorMessageOutcomes {
+        messages,
+        dead_lettered,
+        consumed,
+        turns,
+    })
+}
+
+/// How event `id` was settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventSettlement {
+    /// Ledger turns of the event.
+    pub turns: i64,
+    pub attempts: i32,
+    pub consumed: bool,
+}
+
+/// The turns, claim attempts and consumption of event `id`.
+pub async fn event_settlement(pool: &PgPool, id: Uuid) -> Result<EventSettlement, StoreError> {
+    let (turns, attempts, consumed): (i64, i32, bool) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM agent_state_ledger WHERE event_id = e.id), e.attempts, e.consumed_at IS NOT NULL
+         FROM agent_event_queue e WHERE e.id = $1",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await?;
+    Ok(EventSettlement {
+        turns,
+        attempts,
+        consumed,
+    })
+}
+
+/// `(decision_kind, milliseconds from the event's insert to its turn's)`
+/// of event `id`'s turn, once it has one.
+pub async fn event_answer_latency_ms(
+    pool: &PgPool,
+    id: Uuid,
+) -> Result<Option<(String, f64)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT l.decision_kind,
+                (extract(epoch FROM l.created_at - e.created_at) * 1000)::float8
+           FROM agent_state_ledger l JOIN agent_event_queue e ON e.id = l.event_id
+          WHERE e.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// When event `id` was published (`None`: not yet).
+pub async fn event_published_at(
+    pool: &PgPool,
+    id: Uuid,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT published_at FROM agent_event_queue WHERE id = $1")
+            .bind(id)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// `(consumed_at, its instance's status)` of event `id`.
+pub async fn event_consumed_at_and_instance_status(
+    pool: &PgPool,
+    id: Uuid,
+) -> Result<(Option<DateTime<Utc>>, String), StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT e.consumed_at, i.status FROM agent_event_queue e
+           JOIN agent_instances i ON i.id = e.instance_id WHERE e.id = $1",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// `(attention_request_id, payload)` of every escalation answer enqueued
+/// to `instance` (its `OperatorAnsweredEscalation` events), in order.
+pub async fn escalation_answers(
+    pool: &PgPool,
+    instance: Uuid,
+) -> Result<Vec<(Uuid, Value)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT attention_request_id, payload FROM agent_event_queue
+         WHERE instance_id = $1 AND event_kind = 'OperatorAnsweredEscalation' ORDER BY sequence_number",
+    )
+    .bind(instance)
+    .fetch_all(pool)
+    .await?)
 }
 
 /// Fixture: an event of `kind` for `instance`, published now, visible at
@@ -567,7 +806,99 @@ pub async fn force_stale_lease(pool: &PgPool, instance: Uuid) -> Result<(), Stor
     Ok(())
 }
 
+/// Fixture: put `instance`'s starting-workset deadline a second in the
+/// past, as on an agent a day old.
+pub async fn force_workset_deadline_passed(
+    pool: &PgPool,
+    instance: Uuid,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE agent_instances SET workset_deadline_utc = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(instance)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Hours from the database's now to `instance`'s next heartbeat.
+pub async fn hours_to_next_tick(pool: &PgPool, instance: Uuid) -> Result<f64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT extract(epoch FROM next_tick_at - now())::float8 / 3600 FROM agent_instances WHERE id = $1",
+    )
+    .bind(instance)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// How a group of instances stands after provider failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstancesStanding {
+    /// Instances of the group that are active.
+    pub active: i64,
+    /// Their blocked-turn streaks, summed.
+    pub blocked_turns: i64,
+    /// Attention requests of the asked kind raised for them.
+    pub attention_requests: i64,
+}
+
+/// How `instances` stand, counting their attention requests of `kind`.
+pub async fn instances_standing(
+    pool: &PgPool,
+    instances: &[Uuid],
+    kind: &str,
+) -> Result<InstancesStanding, StoreError> {
+    let (active, blocked_turns, attention_requests): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM agent_instances WHERE id = ANY($1) AND status = 'active'),
+                (SELECT coalesce(sum(consecutive_blocked_turns), 0) FROM agent_instances
+                  WHERE id = ANY($1)),
+                (SELECT count(*) FROM attention_requests
+                  WHERE instance_id = ANY($1) AND kind = $2)",
+    )
+    .bind(instances)
+    .bind(kind)
+    .fetch_one(pool)
+    .await?;
+    Ok(InstancesStanding {
+        active,
+        blocked_turns,
+        attention_requests,
+    })
+}
+
 // --- attention, messages, presets, configuration ---------------------------
+
+/// Instances among `instances` with at least one attention request of
+/// `kind`.
+pub async fn count_instances_with_attention(
+    pool: &PgPool,
+    instances: &[Uuid],
+    kind: &str,
+) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(DISTINCT instance_id) FROM attention_requests
+          WHERE instance_id = ANY($1) AND kind = $2",
+    )
+    .bind(instances)
+    .bind(kind)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Attention requests of `kind` raised for `instance`.
+pub async fn count_instance_attention_requests(
+    pool: &PgPool,
+    instance: Uuid,
+    kind: &str,
+) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM attention_requests WHERE instance_id = $1 AND kind = $2",
+    )
+    .bind(instance)
+    .bind(kind)
+    .fetch_one(pool)
+    .await?)
+}
 
 /// Fixture: a `dead_letter` attention request of `instance` whose metadata
 /// names `event` (any id: a request for another event is one of the
@@ -599,6 +930,19 @@ pub async fn fixture_delete_attention_request(pool: &PgPool, id: Uuid) -> Result
     Ok(())
 }
 
+/// The bodies of `instance`'s messages to the operator, oldest first.
+pub async fn messages_to_operator(
+    pool: &PgPool,
+    instance: Uuid,
+) -> Result<Vec<String>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT body FROM agent_messages WHERE instance_id = $1 AND direction = 'agent_to_operator' ORDER BY created_at",
+    )
+    .bind(instance)
+    .fetch_all(pool)
+    .await?)
+}
+
 /// Messages to the operator, across every tenant, whose body starts with
 /// `prefix`.
 pub async fn count_messages_to_operator_starting(
@@ -616,7 +960,122 @@ pub async fn count_messages_to_operator_starting(
     .await?)
 }
 
+/// The prompt overlay of LLM preset `preset` (`None`: it has none).
+pub async fn preset_prompt_overlay(
+    pool: &PgPool,
+    preset: Uuid,
+) -> Result<Option<String>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT overlays->>'prompt_overlay' FROM llm_presets WHERE id = $1")
+            .bind(preset)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// `(table, rows)` of every table of schema `public` whose rows' text
+/// holds `needle`, by table name, skipping the tables in `except` and the
+/// migrator's own bookkeeping: where a value the platform must not store
+/// was stored after all.
+pub async fn tables_holding_text(
+    pool: &PgPool,
+    needle: &str,
+    except: &[&str],
+) -> Result<Vec<(String, i64)>, StoreError> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public'
+          AND tablename <> '_sqlx_migrations' AND tablename <> ALL($1) ORDER BY 1",
+    )
+    .bind(except)
+    .fetch_all(pool)
+    .await?;
+    let mut found = Vec::new();
+    for table in tables {
+        let quoted = identifier("table", &table)?;
+        let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM {quoted} x WHERE x::text LIKE '%' || $1 || '%'"
+        )))
+        .bind(needle)
+        .fetch_one(pool)
+        .await?;
+        if rows > 0 {
+            found.push((table, rows));
+        }
+    }
+    Ok(found)
+}
+
+/// `tenant`'s configuration rows.
+pub async fn count_tenant_configs(pool: &PgPool, tenant: Uuid) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT count(*) FROM system_configs WHERE tenant_id = $1")
+            .bind(tenant)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// One mode change audit row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModeChangeAudit {
+    pub id: Uuid,
+    pub actor: String,
+    pub changes: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The catalogue edit's audit row of `tenant` (for a test that made
+/// exactly one).
+pub async fn catalogue_mode_change_of(
+    pool: &PgPool,
+    tenant: Uuid,
+) -> Result<ModeChangeAudit, StoreError> {
+    let (id, actor, changes, created_at): (Uuid, String, Value, DateTime<Utc>) = sqlx::query_as(
+        "SELECT id, actor, changes, created_at FROM agent_mode_change_events
+          WHERE source = 'catalogue' AND tenant_id = $1",
+    )
+    .bind(tenant)
+    .fetch_one(pool)
+    .await?;
+    Ok(ModeChangeAudit {
+        id,
+        actor,
+        changes,
+        created_at,
+    })
+}
+
+/// Fixture: a tenant with the id `id` (as a deployment that names its
+/// tenants before they exist), inserted as CreateTenant inserts one, so
+/// control's re-scan bootstraps it.
+pub async fn fixture_tenant_with_id(
+    pool: &PgPool,
+    id: Uuid,
+    name: &str,
+    standing_agents_enabled: bool,
+) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO tenants (id, name, standing_agents_enabled) VALUES ($1, $2, $3)")
+        .bind(id)
+        .bind(name)
+        .bind(standing_agents_enabled)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 // --- LLM calls and credit --------------------------------------------------
+
+/// Successful LLM call attempts of `instance` (each a model call with its
+/// snapshot).
+pub async fn successful_llm_calls(pool: &PgPool, instance: Uuid) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM llm_call_attempts a JOIN llm_call_snapshots s ON s.id = a.snapshot_id
+         WHERE s.instance_id = $1 AND a.outcome = 'success'",
+    )
+    .bind(instance)
+    .fetch_one(pool)
+    .await?)
+}
 
 /// LLM call snapshots of `instance`.
 pub async fn count_call_snapshots(pool: &PgPool, instance: Uuid) -> Result<i64, StoreError> {
@@ -628,7 +1087,119 @@ pub async fn count_call_snapshots(pool: &PgPool, instance: Uuid) -> Result<i64, 
     )
 }
 
+/// `(served_model, cost_usd)` of call snapshot `id`.
+pub async fn call_snapshot_model_and_cost(
+    pool: &PgPool,
+    id: Uuid,
+) -> Result<(Option<String>, f64), StoreError> {
+    Ok(
+        sqlx::query_as("SELECT served_model, cost_usd FROM llm_call_snapshots WHERE id = $1")
+            .bind(id)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// The pricing source of each attempt of call snapshot `snapshot`.
+pub async fn attempt_pricing_sources(
+    pool: &PgPool,
+    snapshot: Uuid,
+) -> Result<Vec<Option<String>>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT pricing_source::text FROM llm_call_attempts WHERE snapshot_id = $1",
+    )
+    .bind(snapshot)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// `(provider, served_model, outcome, cost_usd, usage)` of every call
+/// attempt, in the order they were made.
+pub async fn all_call_attempts(
+    pool: &PgPool,
+) -> Result<Vec<(String, String, String, f64, Value)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT provider, served_model, outcome::text, cost_usd::float8, usage
+           FROM llm_call_attempts ORDER BY created_at, ordinal",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// `(priced_as, pricing_source)` of every successful call attempt.
+pub async fn successful_attempt_pricing(
+    pool: &PgPool,
+) -> Result<Vec<(Option<String>, Option<String>)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT priced_as, pricing_source::text FROM llm_call_attempts WHERE outcome = 'success'",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Call attempts sent to `provider`, across every tenant.
+pub async fn count_attempts_of_provider(pool: &PgPool, provider: &str) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT count(*) FROM llm_call_attempts WHERE provider = $1")
+            .bind(provider)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// `(attempts, attempts that ended in a server error)` of `tenant`'s calls
+/// to `provider`.
+pub async fn attempts_and_server_errors(
+    pool: &PgPool,
+    tenant: Uuid,
+    provider: &str,
+) -> Result<(i64, i64), StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE outcome = 'server_error')
+           FROM llm_call_attempts WHERE tenant_id = $1 AND provider = $2",
+    )
+    .bind(tenant)
+    .bind(provider)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Fixture: `tenant`'s credit window of the current week with `usd` as
+/// both its limit and what it has spent (a new window's limit, an
+/// existing one's spending only).
+pub async fn force_credit_week_spent(
+    pool: &PgPool,
+    tenant: Uuid,
+    usd: f64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO credit_windows (tenant_id, week_start, limit_usd, spent_usd)
+         VALUES ($1, date_trunc('week', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', $2, $2)
+         ON CONFLICT (tenant_id, week_start) DO UPDATE SET spent_usd = $2",
+    )
+    .bind(tenant)
+    .bind(usd)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 // --- Windows holds ---------------------------------------------------------
+
+/// `tenant`'s Windows holds by `holder`.
+pub async fn count_windows_holds_of(
+    pool: &PgPool,
+    tenant: Uuid,
+    holder: &str,
+) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM windows_holds WHERE tenant_id = $1 AND holder = $2",
+    )
+    .bind(tenant)
+    .bind(holder)
+    .fetch_one(pool)
+    .await?)
+}
 
 #[cfg(test)]
 mod tests {
