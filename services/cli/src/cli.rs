@@ -585,13 +585,37 @@ pub struct CoupleArgs {
     pub backend: String,
 }
 
+/// The coding task `coder spawn` runs: an existing one, or one it creates.
+#[derive(Debug, Args)]
+pub struct SpawnTaskArgs {
+    /// The coding task to run (its couple is used).
+    #[arg(long)]
+    pub task: Option<String>,
+    /// Title of the task to create (without --task).
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Instructions of the task to create (without --task).
+    #[arg(long)]
+    pub instructions: Option<String>,
+    /// Repository of the task to create.
+    #[arg(long)]
+    pub repository: Option<String>,
+    /// Branch of the task to create.
+    #[arg(long)]
+    pub branch: Option<String>,
+}
+
 /// `genesisctl coder ...`
 #[derive(Debug, Subcommand)]
 pub enum CoderCmd {
-    /// Spawns an on-demand coder.
+    /// Spawns an on-demand coder running one coding task: --task, or a new
+    /// task from --title and --instructions.
     Spawn {
         /// Name.
         name: String,
+        /// The task it runs.
+        #[command(flatten)]
+        task: Box<SpawnTaskArgs>,
         /// The couple to use.
         #[command(flatten)]
         couple: CoupleArgs,
@@ -645,6 +669,31 @@ pub enum TaskCmd {
         /// Only tasks of this coder.
         #[arg(long)]
         coder: Option<String>,
+    },
+    /// Reports a task's progress (what its coder does; an operator may too).
+    Progress {
+        /// Task id.
+        id: String,
+        /// What is happening.
+        #[arg(long, default_value = "")]
+        message: String,
+        /// 0..=100.
+        #[arg(long)]
+        percent: Option<i32>,
+    },
+    /// Attaches a patch, log or summary (a text file) to a task.
+    Attach {
+        /// Task id.
+        id: String,
+        /// patch, log or summary.
+        #[arg(long)]
+        kind: String,
+        /// The artifact's name (default: the file's name).
+        #[arg(long)]
+        name: Option<String>,
+        /// The text file to attach.
+        #[arg(long)]
+        file: std::path::PathBuf,
     },
     /// Settles a task.
     Complete {

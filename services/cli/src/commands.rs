@@ -16,7 +16,7 @@ use genesis_proto::v1;
 use crate::cli::{
     AgentCmd, Cli, CoderCmd, Command, ConfigCmd, ConstitutionCmd, CoupleArgs, DecisionCmd,
     KnowledgeCmd, LlmCmd, MissionCmd, ModeCmd, ModeEditArgs, PresetCmd, PricingCmd, RegistryCmd,
-    TaskCmd, TenantCmd, TokenCmd,
+    SpawnTaskArgs, TaskCmd, TenantCmd, TokenCmd,
 };
 use crate::client::Connection;
 use crate::error::CliError;
@@ -368,6 +368,16 @@ pub const RPC_COMMANDS: &[(&str, &str, &str)] = &[
     ("genesis.v1.CodingTaskService", "CreateTask", "task create"),
     ("genesis.v1.CodingTaskService", "GetTask", "task get"),
     ("genesis.v1.CodingTaskService", "ListTasks", "task list"),
+    (
+        "genesis.v1.CodingTaskService",
+        "ReportProgress",
+        "task progress",
+    ),
+    (
+        "genesis.v1.CodingTaskService",
+        "AttachArtifact",
+        "task attach",
+    ),
     (
         "genesis.v1.CodingTaskService",
         "CompleteTask",
@@ -1258,10 +1268,26 @@ async fn coder(ctx: &mut Ctx<'_>, cmd: &CoderCmd) -> Result<(), CliError> {
     match cmd {
         CoderCmd::Spawn {
             name,
+            task,
             couple: c,
             windows,
         } => {
             let (preset_id, model, provider, backend) = couple(c)?;
+            let SpawnTaskArgs {
+                task,
+                title,
+                instructions,
+                repository,
+                branch,
+            } = task.as_ref();
+            let task_id = opt_uuid("--task", task.as_deref())?;
+            if task_id.is_none() {
+                non_empty("--title", title.as_deref().unwrap_or_default())?;
+                non_empty(
+                    "--instructions",
+                    instructions.as_deref().unwrap_or_default(),
+                )?;
+            }
             let req = v1::SpawnCoderRequest {
                 tenant_id: ctx.tenant("coder spawn")?,
                 name: non_empty("NAME", name)?,
@@ -1270,6 +1296,11 @@ async fn coder(ctx: &mut Ctx<'_>, cmd: &CoderCmd) -> Result<(), CliError> {
                 provider,
                 backend,
                 enable_windows_mcp: *windows,
+                task_id,
+                title: title.clone(),
+                instructions: instructions.clone(),
+                repository: repository.clone(),
+                branch: branch.clone(),
             };
             let coder = call!(ctx, coders.spawn_coder(req));
             ctx.out.object(&coder)
@@ -1343,6 +1374,48 @@ async fn task(ctx: &mut Ctx<'_>, cmd: &TaskCmd) -> Result<(), CliError> {
             };
             let r = call!(ctx, tasks.list_tasks(req));
             ctx.out.list(&r, "tasks", TASK_COLS)
+        }
+        TaskCmd::Progress {
+            id,
+            message,
+            percent,
+        } => {
+            if let Some(p) = percent
+                && !(0..=100).contains(p)
+            {
+                return Err(CliError::usage("--percent: must be between 0 and 100"));
+            }
+            let req = v1::ReportProgressRequest {
+                tenant_id: ctx.tenant("task progress")?,
+                task_id: uuid("ID", id)?,
+                message: message.clone(),
+                percent: *percent,
+            };
+            let t = call!(ctx, tasks.report_progress(req));
+            ctx.out.object(&t)
+        }
+        TaskCmd::Attach {
+            id,
+            kind,
+            name,
+            file,
+        } => {
+            let name = match name {
+                Some(n) => non_empty("--name", n)?,
+                None => file
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .ok_or_else(|| CliError::usage("--name: required when --file has no name"))?,
+            };
+            let req = v1::AttachArtifactRequest {
+                tenant_id: ctx.tenant("task attach")?,
+                task_id: uuid("ID", id)?,
+                kind: choice("--kind", kind, &["patch", "log", "summary"])?,
+                name,
+                content: read_text(file)?,
+            };
+            let a = call!(ctx, tasks.attach_artifact(req));
+            ctx.out.object(&a)
         }
         TaskCmd::Complete {
             id,

@@ -74,6 +74,7 @@ wire!(
     Coder,
     ListCodersResponse,
     CodingTask,
+    CodingTaskArtifact,
     ListTasksResponse,
     RunSpecResponse,
     TaskStatusResponse,

@@ -3,21 +3,77 @@
 //! puts the [`Caller`] in the request extensions for the services. Missing,
 //! malformed, unknown, expired or revoked tokens are `UNAUTHENTICATED`; an
 //! agent-pod token is `PERMISSION_DENIED` (it reaches the AgentPod service
-//! and nothing else). Health and reflection are open, as probes need them.
+//! and nothing else). A coder token is admitted with its [`CoderGrant`] on
+//! the RPCs of [`CODER_RPCS`] only, every other path `PERMISSION_DENIED`
+//! here, before any service runs; the services then hold it to its one
+//! task ([`require_own_task`]). Health and reflection are open, as probes
+//! need them.
 //! The layer is the shared [`genesis_proto::gate`]; this module supplies the
 //! admin server's lookup, scope, rate limit and refusal metrics.
 //!
 //! Must never log or echo a token, and never let a request through to a
 //! service without a `Caller` in its extensions.
 
-use genesis_core::TokenScope;
+use genesis_core::{ErrorCode, TokenScope};
 use genesis_proto::gate::{Gate, GateLayer, unknown_token};
+use genesis_proto::status::coded;
 use genesis_store::StoreError;
 use genesis_store::tokens::{Admission, hash_token};
 use tonic::Status;
 use uuid::Uuid;
 
 use crate::state::AppState;
+
+/// The RPCs a coder token may call, each for its own task only: read the
+/// task, register and heartbeat in the coordination registry, report
+/// progress, attach artifacts, settle the task, and drive the Windows lane
+/// as its own coder. Every other RPC, including any added later, refuses a
+/// coder token until it is listed here.
+pub const CODER_RPCS: &[&str] = &[
+    "/genesis.v1.CodingTaskService/GetTask",
+    "/genesis.v1.CodingTaskService/ReportProgress",
+    "/genesis.v1.CodingTaskService/AttachArtifact",
+    "/genesis.v1.CodingTaskService/CompleteTask",
+    "/genesis.v1.RegistryService/Register",
+    "/genesis.v1.RegistryService/Heartbeat",
+    "/genesis.v1.WindowsLaneService/RunSpec",
+    "/genesis.v1.WindowsLaneService/TaskStatus",
+    "/genesis.v1.WindowsLaneService/Launch",
+    "/genesis.v1.WindowsLaneService/Windows",
+    "/genesis.v1.WindowsLaneService/Focus",
+    "/genesis.v1.WindowsLaneService/Close",
+    "/genesis.v1.WindowsLaneService/Snapshot",
+    "/genesis.v1.WindowsLaneService/Click",
+    "/genesis.v1.WindowsLaneService/Type",
+    "/genesis.v1.WindowsLaneService/Key",
+    "/genesis.v1.WindowsLaneService/WaitFor",
+    "/genesis.v1.WindowsLaneService/Computer",
+    "/genesis.v1.WindowsLaneService/Screenshot",
+    "/genesis.v1.WindowsLaneService/Release",
+];
+
+/// Whether a coder token may call `path` at all.
+pub fn coder_may_call(path: &str) -> bool {
+    CODER_RPCS.contains(&path)
+}
+
+/// What a coder token is bound to: one coding task of one tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoderGrant {
+    /// The tenant of the task (also the caller's tenant).
+    pub tenant_id: Uuid,
+    /// The one coding task the token acts on.
+    pub task_id: Uuid,
+}
+
+/// What the gate admitted: the caller, with the grant of a coder token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted {
+    /// Who is calling.
+    pub caller: Caller,
+    /// `Some` for a coder token.
+    pub coder: Option<CoderGrant>,
+}
 
 /// Who is calling: the authenticated operator token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,12 +130,32 @@ impl Caller {
     }
 }
 
-/// The caller the auth layer stored in a request.
+/// The caller the auth layer (or the dashboard) stored in a request.
 pub fn caller<T>(req: &tonic::Request<T>) -> Result<Caller, Status> {
+    if let Some(a) = req.extensions().get::<Admitted>() {
+        return Ok(a.caller.clone());
+    }
     req.extensions()
         .get::<Caller>()
         .cloned()
         .ok_or_else(|| Status::unauthenticated("no authenticated caller"))
+}
+
+/// The coder grant of the request's token, when it is a coder token.
+pub fn coder_grant<T>(req: &tonic::Request<T>) -> Option<CoderGrant> {
+    req.extensions().get::<Admitted>().and_then(|a| a.coder)
+}
+
+/// Refuse a coder token acting on any task but its own (PERMISSION_DENIED,
+/// like a tenant-bound token on another tenant); other callers pass.
+pub fn require_own_task<T>(req: &tonic::Request<T>, task_id: Uuid) -> Result<(), Status> {
+    match coder_grant(req) {
+        Some(g) if g.task_id != task_id => Err(coded(
+            ErrorCode::PermissionDenied,
+            "a coder token may act on its own coding task only",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Paths served without a token: health checks and reflection.
@@ -89,17 +165,60 @@ pub use genesis_proto::reflection::is_open_path;
 /// token an operator pastes into the dashboard's sign-in form).
 pub async fn authenticate_token(state: &AppState, token: &str) -> Result<Caller, Status> {
     genesis_proto::gate::check_well_formed(token)?;
-    lookup(state, token).await
+    let admitted = lookup(state, token).await?;
+    if admitted.coder.is_some() {
+        return Err(coded(
+            ErrorCode::PermissionDenied,
+            "a coder token may not sign in to the dashboard",
+        ));
+    }
+    Ok(admitted.caller)
 }
 
 /// Look a well-formed token up and decide on the row found.
-async fn lookup(state: &AppState, token: &str) -> Result<Caller, Status> {
-    let row = match state.store.tokens().authenticate(&hash_token(token)).await {
-        Ok(row) => row,
+async fn lookup(state: &AppState, token: &str) -> Result<Admitted, Status> {
+    let (row, task) = match state
+        .store
+        .tokens()
+        .authenticate_bound(&hash_token(token))
+        .await
+    {
+        Ok(found) => found,
         Err(StoreError::NotFound { .. }) => return Err(unknown_token()),
         Err(other) => return Err(crate::status::store_status(other)),
     };
-    admit(token, row)
+    admit_bound(token, row, task)
+}
+
+/// [`admit`] for a row that may be a coder token: a coder row is admitted
+/// with its grant when it names its tenant and task (the schema requires
+/// both; a row without them is refused as unknown, never widened).
+fn admit_bound(
+    token: &str,
+    row: genesis_store::tokens::ApiToken,
+    task: Option<Uuid>,
+) -> Result<Admitted, Status> {
+    if row.scope != TokenScope::Coder {
+        return admit(token, row).map(|caller| Admitted {
+            caller,
+            coder: None,
+        });
+    }
+    match (
+        row.admit(token, TokenScope::Coder, chrono::Utc::now()),
+        row.tenant_id,
+        task,
+    ) {
+        (Admission::Admitted, Some(tenant_id), Some(task_id)) => Ok(Admitted {
+            caller: Caller {
+                token_id: row.id,
+                tenant_id: Some(tenant_id),
+                label: row.label,
+            },
+            coder: Some(CoderGrant { tenant_id, task_id }),
+        }),
+        _ => Err(unknown_token()),
+    }
 }
 
 /// Turn the row the index lookup found into a [`Caller`], by the store's
@@ -131,14 +250,20 @@ pub struct OperatorGate {
 }
 
 impl Gate for OperatorGate {
-    type Admitted = Caller;
+    type Admitted = Admitted;
 
-    async fn admit(&self, path: &str, token: &str) -> Result<Caller, Status> {
-        let caller = lookup(&self.state, token).await?;
+    async fn admit(&self, path: &str, token: &str) -> Result<Admitted, Status> {
+        let admitted = lookup(&self.state, token).await?;
+        if admitted.coder.is_some() && !coder_may_call(path) {
+            return Err(coded(
+                ErrorCode::PermissionDenied,
+                "a coder token may only read, report on and settle its own coding task",
+            ));
+        }
         self.state
             .limits
-            .check(&caller, crate::limits::Class::of(path))?;
-        Ok(caller)
+            .check(&admitted.caller, crate::limits::Class::of(path))?;
+        Ok(admitted)
     }
 
     fn refused(&self, path: &str, status: &Status) {
@@ -245,6 +370,39 @@ mod tests {
                 .code(),
             tonic::Code::PermissionDenied
         );
+    }
+
+    #[test]
+    fn a_coder_row_is_admitted_with_its_grant_and_only_with_one() {
+        let token = genesis_proto::auth::generate_token();
+        let tenant = Uuid::new_v4();
+        let task = Uuid::new_v4();
+        let mut coder = row(&token, TokenScope::Coder);
+        coder.tenant_id = Some(tenant);
+        let admitted = admit_bound(&token, coder.clone(), Some(task)).expect("bound coder");
+        assert_eq!(
+            admitted.coder,
+            Some(CoderGrant {
+                tenant_id: tenant,
+                task_id: task
+            })
+        );
+        assert_eq!(admitted.caller.tenant_id, Some(tenant));
+        // Without its task the row widens to nothing: refused as unknown.
+        assert_eq!(
+            admit_bound(&token, coder, None)
+                .expect_err("no task")
+                .code(),
+            tonic::Code::Unauthenticated
+        );
+        // An operator row never carries a grant.
+        let op = admit_bound(&token, row(&token, TokenScope::Operator), None).expect("operator");
+        assert_eq!(op.coder, None);
+        assert!(coder_may_call(
+            "/genesis.v1.CodingTaskService/ReportProgress"
+        ));
+        assert!(!coder_may_call("/genesis.v1.CodingTaskService/CreateTask"));
+        assert!(!coder_may_call("/genesis.v1.CoderService/SpawnCoder"));
     }
 
     #[test]

@@ -146,6 +146,35 @@ pub struct ControlConfig {
     /// Image coder Jobs run; empty refuses SpawnCoder with FAILED_PRECONDITION.
     #[arg(long, env = "GENESIS_CODER_IMAGE", default_value = "")]
     pub coder_image: String,
+    /// Control's gRPC endpoint as a coder's pod reaches it, handed to every
+    /// coder Job as `GENESIS_CONTROL_URL`; unset refuses SpawnCoder with
+    /// FAILED_PRECONDITION (a coder that cannot report is not started).
+    #[arg(long, env = "GENESIS_CODER_CONTROL_URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coder_control_url: Option<String>,
+    /// Lifetime of a coder token in seconds (60 to 604800); the token is
+    /// revoked sooner when its task settles or its coder is stopped.
+    #[arg(long, env = "GENESIS_CODER_TOKEN_TTL_SECS", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(60..=604_800))]
+    pub coder_token_ttl_secs: u64,
+    /// A kubeconfig naming the cluster coder Jobs run in; unset: control's
+    /// in-cluster service account, else `KUBECONFIG` / `~/.kube/config`.
+    #[arg(long, env = "GENESIS_CODER_KUBECONFIG")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coder_kubeconfig: Option<std::path::PathBuf>,
+    /// Bytes of one coder artifact's content (AttachArtifact refuses more
+    /// with INVALID_ARGUMENT).
+    #[arg(long, env = "GENESIS_CODER_ARTIFACT_MAX_BYTES", default_value_t = 1_048_576,
+          value_parser = clap::value_parser!(u64).range(1..=3_145_728))]
+    pub coder_artifact_max_bytes: u64,
+    /// Artifacts one coding task may hold.
+    #[arg(long, env = "GENESIS_CODER_ARTIFACTS_PER_TASK", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub coder_artifacts_per_task: u32,
+    /// Bytes of all of one coding task's artifacts together.
+    #[arg(long, env = "GENESIS_CODER_ARTIFACT_TOTAL_BYTES", default_value_t = 16_777_216,
+          value_parser = clap::value_parser!(u64).range(1..=1_073_741_824))]
+    pub coder_artifact_total_bytes: u64,
     /// Base URL of the Windows pool; unset answers every Windows verb POOL_UNAVAILABLE.
     #[arg(long, env = "GENESIS_WINDOWS_POOL_URL")]
     #[serde(
@@ -268,6 +297,12 @@ impl ControlConfig {
             registry_bucket: genesis_lanes::registry::DEFAULT_BUCKET.into(),
             coder_namespace: "default".into(),
             coder_image: String::new(),
+            coder_control_url: None,
+            coder_token_ttl_secs: 86_400,
+            coder_kubeconfig: None,
+            coder_artifact_max_bytes: 1_048_576,
+            coder_artifacts_per_task: 100,
+            coder_artifact_total_bytes: 16_777_216,
             windows_pool_url: None,
             windows_pool_token: None,
             dashboard_addr: "off".into(),
@@ -308,6 +343,24 @@ impl ControlConfig {
     /// The tick lease TTL.
     pub fn lease_ttl(&self) -> Duration {
         Duration::from_secs(self.lease_ttl_secs)
+    }
+
+    /// The configured coder control URL, when set and non-blank.
+    pub fn coder_control_url(&self) -> Option<&str> {
+        self.coder_control_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+    }
+
+    /// The caps on a coding task's artifacts.
+    pub fn artifact_caps(&self) -> genesis_store::coding_tasks::ArtifactCaps {
+        let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        genesis_store::coding_tasks::ArtifactCaps {
+            max_bytes: size(self.coder_artifact_max_bytes),
+            max_count: size(u64::from(self.coder_artifacts_per_task)),
+            max_total_bytes: size(self.coder_artifact_total_bytes),
+        }
     }
 
     /// How often an open live stream's credential is checked again.
@@ -384,6 +437,17 @@ impl ControlConfig {
         self.nats
             .validate(&self.nats_url)
             .map_err(|e| ControlError::Config(e.to_string()))?;
+        if let Some(url) = self.coder_control_url.as_deref()
+            && !url.trim().is_empty()
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return bad("GENESIS_CODER_CONTROL_URL must be an http:// or https:// URL");
+        }
+        if self.coder_artifact_max_bytes > self.coder_artifact_total_bytes {
+            return bad(
+                "GENESIS_CODER_ARTIFACT_MAX_BYTES must not exceed GENESIS_CODER_ARTIFACT_TOTAL_BYTES",
+            );
+        }
         if !(1..=24 * 30).contains(&self.dashboard_session_hours) {
             return bad("GENESIS_DASHBOARD_SESSION_HOURS must be between 1 and 720");
         }

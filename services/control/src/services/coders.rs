@@ -1,23 +1,30 @@
 //! `genesis.v1.CoderService` (spec §2.3): on-demand coders as Kubernetes
 //! Jobs through `genesis_lanes::coders::CoderSpawner`. A coder's id is its
-//! Job name (what ListCoders shows and StopCoder takes). The couple resolves
-//! through `resolve_couple` with the tenant's presets (presetId overrides the
-//! triple). Without a reachable cluster every RPC answers
-//! FAILED_PRECONDITION "no Kubernetes cluster reachable: ...". Must never
-//! touch another tenant's Job (the spawner re-checks the owner labels) nor
-//! pass a credential value to a coder.
+//! Job name (what ListCoders shows and StopCoder takes). A coder runs one
+//! coding task: SpawnCoder takes the task's id (or creates the task from the
+//! request, its couple resolved through `resolve_couple` with the tenant's
+//! presets, presetId overriding the triple), mints a token of scope `coder`
+//! bound to that task (expiring after `GENESIS_CODER_TOKEN_TTL_SECS`) and
+//! hands the Job the coder contract: GENESIS_TASK_ID, GENESIS_CONTROL_URL
+//! and GENESIS_CODER_TOKEN. StopCoder revokes the task's coder tokens.
+//! Without a reachable cluster every RPC answers FAILED_PRECONDITION "no
+//! Kubernetes cluster reachable: ...". Must never touch another tenant's
+//! Job (the spawner re-checks the owner labels), never pass any credential
+//! to a coder but its own task-bound token, and never leave that token
+//! usable when the Job was not created.
 
+use genesis_core::ErrorCode;
 use genesis_lanes::coders::{
-    CoderHandle, CoderPhase, CoderResources, CoderSpawner, CoderSpec, CodingTaskRequest, Preset,
-    ResolvedCouple, resolve_couple,
+    CoderContract, CoderHandle, CoderPhase, CoderResources, CoderSpawner, CoderSpec, Preset,
+    ResolvedCouple,
 };
-use genesis_lanes::windows::LaneKey;
 use genesis_proto::convert::invalid_argument;
+use genesis_proto::status::coded;
 use genesis_proto::v1::{self, coder_service_server::CoderService};
 use genesis_store::llm::PresetRow;
 use tonic::{Request, Response, Status};
-use uuid::Uuid;
 
+use super::coding_tasks::{TaskFields, create_task_row, wind_down};
 use super::lanes::{WINDOWS_POOL_FLAG, lanes_status};
 use super::{observe, record_ids};
 use crate::auth::caller;
@@ -91,8 +98,18 @@ fn coder(h: &CoderHandle, name: &str, couple: Option<&ResolvedCouple>) -> v1::Co
     }
 }
 
-fn opt(s: &str) -> Option<String> {
-    (!s.trim().is_empty()).then(|| s.to_owned())
+/// The setting naming control's endpoint for coders.
+const CONTROL_URL_SETTING: &str = "GENESIS_CODER_CONTROL_URL";
+
+/// Release the Windows session of a coder that runs no known task.
+async fn wind_down_lane(state: &AppState, t: uuid::Uuid, coder: &str) {
+    if let Some(lane) = &state.lanes.windows
+        && let Err(e) = lane
+            .task_settled(&genesis_lanes::windows::LaneKey::new(t, coder.to_owned()))
+            .await
+    {
+        tracing::warn!(tenant = %t, coder = %coder, error = %e, "windows session release on stop failed");
+    }
 }
 
 #[tonic::async_trait]
@@ -109,7 +126,33 @@ impl CoderService for Coders {
                 return Err(invalid_argument("name", format!("must be 1..={MAX_CODER_NAME} bytes")));
             }
             let preset_id = opt_uuid("preset_id", req.preset_id.as_deref())?;
+            let task_id = opt_uuid("task_id", req.task_id.as_deref())?;
             record_ids(t, None);
+            let spawner = spawner(&self.state)?;
+            // Nothing is created for a coder that could not report back.
+            let control_url = self
+                .state
+                .config
+                .coder_control_url()
+                .ok_or_else(|| {
+                    coded(
+                        ErrorCode::FailedPrecondition,
+                        format!(
+                            "{CONTROL_URL_SETTING} is not set: a coder needs control's endpoint to report to"
+                        ),
+                    )
+                })?
+                .to_owned();
+            if task_id.is_none() {
+                for (field, value) in [("title", &req.title), ("instructions", &req.instructions)] {
+                    if value.as_deref().is_none_or(|v| v.trim().is_empty()) {
+                        return Err(invalid_argument(
+                            field,
+                            "required when no task_id is given",
+                        ));
+                    }
+                }
+            }
             let store = &self.state.store;
             if req.enable_windows_mcp {
                 let tenant = store.tenants().get(t).await.map_err(store_status)?;
@@ -119,28 +162,72 @@ impl CoderService for Coders {
                     ));
                 }
             }
-            let presets = store.llm().list_presets(t).await.map_err(store_status)?;
-            let couple = resolve_couple(
-                &CodingTaskRequest {
-                    preset_id,
-                    model: opt(&req.model),
-                    provider: opt(&req.provider),
-                    backend: opt(&req.backend),
-                    ..Default::default()
-                },
-                &lane_presets(&presets),
-            )
-            .map_err(lanes_status)?;
-            let spawner = spawner(&self.state)?;
             if self.state.lanes.coder_image.trim().is_empty() {
                 return Err(Status::failed_precondition("no coder image configured (GENESIS_CODER_IMAGE)"));
             }
+            let row = match task_id {
+                Some(id) => {
+                    let row = store.coding_tasks().get(t, id).await.map_err(store_status)?;
+                    if row.is_settled() {
+                        return Err(coded(
+                            ErrorCode::FailedPrecondition,
+                            format!("the coding task is already settled ({})", row.status),
+                        ));
+                    }
+                    if let Some(c) = &row.coder_id {
+                        return Err(coded(
+                            ErrorCode::FailedPrecondition,
+                            format!("the coding task already has coder {c}"),
+                        ));
+                    }
+                    row
+                }
+                None => {
+                    create_task_row(
+                        &self.state,
+                        &caller,
+                        t,
+                        TaskFields {
+                            title: req.title.as_deref().unwrap_or_default(),
+                            instructions: req.instructions.as_deref().unwrap_or_default(),
+                            repository: req.repository.as_deref().unwrap_or_default(),
+                            branch: req.branch.as_deref().unwrap_or_default(),
+                            preset_id,
+                            model: &req.model,
+                            provider: &req.provider,
+                            backend: &req.backend,
+                            coder_id: None,
+                        },
+                    )
+                    .await?
+                }
+            };
+            let couple = ResolvedCouple {
+                model: row.model.clone(),
+                provider: row.provider.clone(),
+                backend: row.backend.clone(),
+            };
+            let ttl = chrono::Duration::seconds(
+                i64::try_from(self.state.config.coder_token_ttl_secs).unwrap_or(86_400),
+            );
+            let token = genesis_proto::auth::generate_token();
+            store
+                .tokens()
+                .insert_coder(
+                    t,
+                    row.id,
+                    &genesis_proto::auth::token_sha256(&token),
+                    &format!("coder {}", req.name),
+                    chrono::Utc::now() + ttl,
+                )
+                .await
+                .map_err(store_status)?;
             let mut env = std::collections::BTreeMap::new();
             env.insert(ENV_CODER_NAME.to_owned(), req.name.clone());
             if req.enable_windows_mcp {
                 env.insert(ENV_ENABLE_WINDOWS_MCP.to_owned(), "true".to_owned());
             }
-            let handle = spawner
+            let spawned = spawner
                 .spawn(
                     t,
                     CoderSpec {
@@ -148,15 +235,29 @@ impl CoderService for Coders {
                         resources: CoderResources::default(),
                         couple: couple.clone(),
                         env,
-                        task_id: Uuid::new_v4(),
+                        task_id: row.id,
+                        contract: Some(CoderContract { control_url, token }),
                     },
                 )
-                .await
-                .map_err(lanes_status)?;
+                .await;
+            let handle = match spawned {
+                Ok(h) => h,
+                Err(e) => {
+                    // No Job holds the token: it must not outlive this call.
+                    wind_down(&self.state, t, row.id, None, false).await;
+                    return Err(lanes_status(e));
+                }
+            };
+            if let Err(e) = store.coding_tasks().assign_coder(t, row.id, &handle.name).await {
+                // The task settled meanwhile: its coder has nothing to do.
+                wind_down(&self.state, t, row.id, Some(&handle.name), true).await;
+                return Err(store_status(e));
+            }
             tracing::info!(tenant = %t, coder = %handle.name, actor = %caller.actor(), "coder spawned");
             let mut out = coder(&handle, &req.name, Some(&couple));
-            out.preset_id = preset_id.map(|p| p.to_string());
+            out.preset_id = row.preset_id.map(|p| p.to_string());
             out.enable_windows_mcp = req.enable_windows_mcp;
+            out.task_id = Some(row.id.to_string());
             Ok(out)
         })
         .await
@@ -203,13 +304,14 @@ impl CoderService for Coders {
                 .find(|h| h.name == req.coder_id)
                 .ok_or_else(|| Status::not_found(format!("coder {} not found", req.coder_id)))?;
             spawner.stop(t, &req.coder_id).await.map_err(lanes_status)?;
-            if let Some(lane) = &self.state.lanes.windows
-                && let Err(e) = lane.task_settled(&LaneKey::new(t, req.coder_id.clone())).await
-            {
-                tracing::warn!(tenant = %t, coder = %req.coder_id, error = %e, "windows session release on stop failed");
+            match current.task_id {
+                // The task's tokens end with its coder; the Job is gone.
+                Some(task) => wind_down(&self.state, t, task, Some(&req.coder_id), false).await,
+                None => wind_down_lane(&self.state, t, &req.coder_id).await,
             }
             tracing::info!(tenant = %t, coder = %req.coder_id, actor = %caller.actor(), "coder stopped");
             let mut out = coder(&current, &current.name, None);
+            out.task_id = current.task_id.map(|id| id.to_string());
             out.status = "stopped".to_owned();
             out.stopped_at = Some(genesis_proto::convert::timestamp_from_chrono(chrono::Utc::now()));
             Ok(out)

@@ -127,9 +127,11 @@ impl Lanes {
         if let Err(e) = &registry {
             tracing::warn!(error = %e, "registry lane unavailable");
         }
-        let coders = CoderSpawner::from_env(config.coder_namespace.clone())
-            .await
-            .map_err(|e| e.to_string());
+        let coders = match &config.coder_kubeconfig {
+            Some(path) => CoderSpawner::from_kubeconfig(path, config.coder_namespace.clone()).await,
+            None => CoderSpawner::from_env(config.coder_namespace.clone()).await,
+        }
+        .map_err(|e| e.to_string());
         if let Err(e) = &coders {
             tracing::info!(error = %e, "coder lane unavailable");
         }

@@ -2,8 +2,10 @@
 //! coordination registry of worker agents over `genesis_lanes::Registry`
 //! (NATS KV, heartbeat-expired after 5 minutes). The tenant always comes from
 //! the caller's authorization, so one tenant never sees or touches another's
-//! entries. Must never keep registry state of its own: the bucket is the
-//! directory every replica shares.
+//! entries. A coder token registers under its own task's id (so every
+//! replica converges on one entry per task) and heartbeats that entry only.
+//! Must never keep registry state of its own: the bucket is the directory
+//! every replica shares.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +16,7 @@ use tonic::{Request, Response, Status};
 
 use super::lanes::{lanes_status, registry};
 use super::{observe, record_ids};
-use crate::auth::caller;
+use crate::auth::{caller, coder_grant, require_own_task};
 use crate::state::AppState;
 use crate::status::uuid;
 
@@ -109,19 +111,19 @@ impl RegistryService for Registries {
             let endpoint = meta.remove(ENDPOINT_KEY).unwrap_or_default();
             record_ids(t, None);
             let reg = registry(&self.state)?;
-            let entry = reg
-                .agent_register(
-                    t,
-                    AgentRegistration {
-                        name: req.name.clone(),
-                        role,
-                        capabilities: req.capabilities.clone(),
-                        endpoint,
-                        metadata: meta,
-                    },
-                )
-                .await
-                .map_err(lanes_status)?;
+            let registration = AgentRegistration {
+                name: req.name.clone(),
+                role,
+                capabilities: req.capabilities.clone(),
+                endpoint,
+                metadata: meta,
+            };
+            let entry = match coder_grant(&request) {
+                // A coder's entry is its task's: registering again refreshes it.
+                Some(grant) => reg.register_fixed(t, grant.task_id, registration).await,
+                None => reg.agent_register(t, registration).await,
+            }
+            .map_err(lanes_status)?;
             Ok(agent(&entry, reg.ttl()))
         })
         .await
@@ -139,6 +141,8 @@ impl RegistryService for Registries {
                 let req = request.get_ref();
                 let t = caller.tenant("tenant_id", &req.tenant_id)?;
                 let id = uuid("agent_id", &req.agent_id)?;
+                // A coder's entry carries its task's id: that one only.
+                require_own_task(&request, id)?;
                 record_ids(t, None);
                 let reg = registry(&self.state)?;
                 let entry = reg.heartbeat(t, id).await.map_err(lanes_status)?;

@@ -5,7 +5,8 @@
 //! answered in-band as the response's `WindowsLaneError`
 //! (code/httpStatus/retryable/poolDetail), never as gRPC errors; gRPC codes
 //! stay for the caller's own faults (auth, malformed ids). No pool URL
-//! configured → POOL_UNAVAILABLE. It also owns [`StoreHolds`], the lane's
+//! configured → POOL_UNAVAILABLE. A coder token drives the lane only as the
+//! coder of its own unsettled task. It also owns [`StoreHolds`], the lane's
 //! hold table over the store, which every control replica shares. Must never
 //! lease before the flag is checked, and never see a secret's value (the pool
 //! types it).
@@ -16,12 +17,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine as _;
+use genesis_core::ErrorCode;
 use genesis_lanes::windows::{
     ComputerAction, HoldClaim, HoldTable, HoldTableError, LaneKey, LaunchRequest, Lease,
     MouseButton, Point, RunSpec, SharedHold, Target, TypeRequest, WaitForRequest, WaitState,
     WindowsError, WindowsErrorCode, WindowsFeature, WindowsLane,
 };
 use genesis_proto::convert::invalid_argument;
+use genesis_proto::status::coded;
 use genesis_proto::v1::{self, windows_lane_service_server::WindowsLaneService};
 use genesis_store::Store;
 use genesis_store::windows_holds::{self, HoldLease, WindowsHoldRow};
@@ -29,8 +32,9 @@ use tonic::{Request, Response, Status};
 
 use super::lanes::StoreWindowsFeature;
 use super::{observe, record_ids};
-use crate::auth::caller;
+use crate::auth::{caller, coder_grant};
 use crate::state::AppState;
+use crate::status::store_status;
 
 /// Longest coder id accepted as a session holder.
 const MAX_HOLDER_LEN: usize = 256;
@@ -174,6 +178,23 @@ impl WindowsLanes {
             ));
         }
         record_ids(t, None);
+        if let Some(grant) = coder_grant(request) {
+            // A coder drives the lane as the coder running its own task,
+            // and only while that task is unsettled.
+            let own = self
+                .state
+                .store
+                .coding_tasks()
+                .get(t, grant.task_id)
+                .await
+                .map_err(store_status)?;
+            if own.is_settled() || own.coder_id.as_deref() != Some(session.coder_id.as_str()) {
+                return Err(coded(
+                    ErrorCode::PermissionDenied,
+                    "a coder token may drive the Windows lane as its own task's coder only",
+                ));
+            }
+        }
         let key = LaneKey::new(t, session.coder_id.clone());
         match &self.state.lanes.windows {
             Some(lane) => Ok(Ok((lane.clone(), key))),

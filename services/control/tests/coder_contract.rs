@@ -1,0 +1,843 @@
+//! The coder contract over gRPC, on real PostgreSQL and real NATS, with
+//! coder Jobs created through a real kube client against an in-test
+//! stand-in of the Kubernetes Job API (strict: it refuses what the API
+//! server's validation refuses of a coder Job). SpawnCoder hands the Job
+//! GENESIS_TASK_ID, GENESIS_CONTROL_URL and GENESIS_CODER_TOKEN; that token
+//! reaches its own task's allowance and nothing else, and is refused once
+//! the task settles or its coder stops.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use common::*;
+use genesis_core::TokenScope;
+use genesis_proto::v1;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use tonic::Code;
+use uuid::Uuid;
+
+/// The stand-in's jobs: (namespace, name) → Job JSON.
+type Jobs = Arc<Mutex<HashMap<(String, String), Value>>>;
+
+fn kube_status(code: u16, reason: &str, message: &str) -> Response {
+    (
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        Json(json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": message, "reason": reason, "code": code})),
+    )
+        .into_response()
+}
+
+/// What the API server refuses of the fields a coder Job sets.
+fn invalid(job: &Value) -> Option<String> {
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    if name.is_empty()
+        || name.len() > 63
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Some(format!("metadata.name: Invalid value: {name:?}"));
+    }
+    for (k, v) in job["metadata"]["labels"].as_object().into_iter().flatten() {
+        let v = v.as_str().unwrap_or_default();
+        if v.len() > 63
+            || !v
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            return Some(format!("metadata.labels: Invalid value: {k}={v:?}"));
+        }
+    }
+    for c in job["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        for e in c["env"].as_array().into_iter().flatten() {
+            let n = e["name"].as_str().unwrap_or_default();
+            let mut chars = n.chars();
+            let ok = chars
+                .next()
+                .is_some_and(|ch| ch.is_ascii_alphabetic() || "-._".contains(ch))
+                && chars.all(|ch| ch.is_ascii_alphanumeric() || "-._".contains(ch));
+            if !ok {
+                return Some(format!("env[].name: Invalid value: {n:?}"));
+            }
+            if e.get("value").is_some_and(|v| !v.is_null())
+                && e.get("valueFrom").is_some_and(|v| !v.is_null())
+            {
+                return Some(format!("env[{n}].valueFrom: may not be set with value"));
+            }
+        }
+    }
+    None
+}
+
+async fn create(
+    State(jobs): State<Jobs>,
+    Path(ns): Path<String>,
+    Json(mut job): Json<Value>,
+) -> Response {
+    if job["apiVersion"] != "batch/v1" || job["kind"] != "Job" {
+        return kube_status(400, "BadRequest", "not a batch/v1 Job");
+    }
+    if let Some(why) = invalid(&job) {
+        return kube_status(422, "Invalid", &why);
+    }
+    let name = job["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let Ok(mut jobs) = jobs.lock() else {
+        return kube_status(500, "InternalError", "poisoned");
+    };
+    if jobs.contains_key(&(ns.clone(), name.clone())) {
+        return kube_status(409, "AlreadyExists", "job exists");
+    }
+    job["metadata"]["namespace"] = json!(ns);
+    job["metadata"]["uid"] = json!(Uuid::new_v4().to_string());
+    jobs.insert((ns, name), job.clone());
+    (StatusCode::CREATED, Json(job)).into_response()
+}
+
+async fn list(
+    State(jobs): State<Jobs>,
+    Path(ns): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let selector = q.get("labelSelector").cloned().unwrap_or_default();
+    let Ok(jobs) = jobs.lock() else {
+        return kube_status(500, "InternalError", "poisoned");
+    };
+    let items: Vec<Value> = jobs
+        .iter()
+        .filter(|((n, _), j)| {
+            *n == ns
+                && selector.split(',').filter(|s| !s.is_empty()).all(|pair| {
+                    pair.split_once('=')
+                        .is_some_and(|(k, v)| j["metadata"]["labels"][k].as_str() == Some(v))
+                })
+        })
+        .map(|(_, j)| j.clone())
+        .collect();
+    Json(json!({"apiVersion": "batch/v1", "kind": "JobList",
+        "metadata": {"resourceVersion": "1"}, "items": items}))
+    .into_response()
+}
+
+async fn get_one(State(jobs): State<Jobs>, Path((ns, name)): Path<(String, String)>) -> Response {
+    let found = jobs
+        .lock()
+        .ok()
+        .and_then(|j| j.get(&(ns, name.clone())).cloned());
+    match found {
+        Some(j) => Json(j).into_response(),
+        None => kube_status(404, "NotFound", &format!("jobs.batch \"{name}\" not found")),
+    }
+}
+
+async fn delete_one(
+    State(jobs): State<Jobs>,
+    Path((ns, name)): Path<(String, String)>,
+) -> Response {
+    let removed = jobs
+        .lock()
+        .ok()
+        .and_then(|mut j| j.remove(&(ns, name.clone())));
+    match removed {
+        Some(_) => Json(json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Success", "details": {"name": name, "group": "batch", "kind": "jobs"}}))
+        .into_response(),
+        None => kube_status(404, "NotFound", "gone"),
+    }
+}
+
+/// The stand-in cluster and a kubeconfig file naming it.
+struct Cluster {
+    jobs: Jobs,
+    kubeconfig: std::path::PathBuf,
+}
+
+impl Cluster {
+    async fn start() -> anyhow::Result<Cluster> {
+        let jobs: Jobs = Arc::default();
+        let app = axum::Router::new()
+            .route(
+                "/apis/batch/v1/namespaces/{ns}/jobs",
+                get(list).post(create),
+            )
+            .route(
+                "/apis/batch/v1/namespaces/{ns}/jobs/{name}",
+                get(get_one).delete(delete_one),
+            )
+            .with_state(jobs.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let kubeconfig =
+            std::env::temp_dir().join(format!("c42-kubeconfig-{}.json", Uuid::new_v4()));
+        let doc = json!({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "stand-in", "cluster": {"server": format!("http://{addr}")}}],
+            "users": [{"name": "control", "user": {}}],
+            "contexts": [{"name": "coders", "context": {"cluster": "stand-in", "user": "control"}}],
+            "current-context": "coders",
+        });
+        std::fs::write(&kubeconfig, serde_json::to_vec(&doc)?)?;
+        Ok(Cluster { jobs, kubeconfig })
+    }
+
+    fn count(&self) -> usize {
+        self.jobs.lock().map(|j| j.len()).unwrap_or(usize::MAX)
+    }
+
+    /// The one container's environment of a Job.
+    fn env(&self, name: &str) -> anyhow::Result<BTreeMap<String, String>> {
+        let jobs = self.jobs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+        let job = jobs
+            .get(&("coders".to_owned(), name.to_owned()))
+            .ok_or_else(|| anyhow::anyhow!("no job {name}"))?;
+        Ok(job["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap_or_default().to_owned(),
+                    e["value"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.kubeconfig);
+    }
+}
+
+const CONTROL_URL: &str = "http://genesis-control.test:50051";
+
+fn coder_config(pool: &PgPool, cluster: &Cluster) -> genesis_control::ControlConfig {
+    let mut c = config(pool, NATS_URL);
+    c.registry_bucket = format!("reg_{}", Uuid::new_v4().simple());
+    c.auto_bootstrap = false;
+    c.coder_namespace = "coders".into();
+    c.coder_image = "ghcr.io/genesis/coder:1".into();
+    c.coder_kubeconfig = Some(cluster.kubeconfig.clone());
+    c.coder_control_url = Some(CONTROL_URL.into());
+    c.coder_artifact_max_bytes = 1024;
+    c.coder_artifacts_per_task = 3;
+    c.coder_artifact_total_bytes = 2048;
+    c
+}
+
+fn new_task(tenant: Uuid, title: &str) -> v1::CreateTaskRequest {
+    v1::CreateTaskRequest {
+        tenant_id: tenant.to_string(),
+        title: title.into(),
+        instructions: "make cargo test pass".into(),
+        model: "claude-opus-4-8".into(),
+        provider: "anthropic".into(),
+        backend: "api".into(),
+        ..Default::default()
+    }
+}
+
+/// An RPC by path with an empty body: what the gate and the handler answer.
+async fn raw_call(channel: tonic::transport::Channel, path: &str, token: &str) -> tonic::Status {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    if let Err(e) = grpc.ready().await {
+        return tonic::Status::unknown(e.to_string());
+    }
+    let request = req((), token);
+    let codec = tonic_prost::ProstCodec::<(), ()>::default();
+    let Ok(path) = http::uri::PathAndQuery::try_from(path.to_owned()) else {
+        return tonic::Status::unknown("bad path");
+    };
+    match grpc.unary(request, path, codec).await {
+        Ok(_) => tonic::Status::ok("answered"),
+        Err(s) => s,
+    }
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_coder_token_reaches_its_own_task_s_allowance_and_nothing_else(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let b = store.tenants().create("b").await?.id;
+    let soa = soa(&store, a).await?;
+    let op = token(&store, TokenScope::Operator, Some(a)).await?;
+    let op_b = token(&store, TokenScope::Operator, Some(b)).await?;
+    let cluster = Cluster::start().await?;
+    let h = start(coder_config(&pool, &cluster)).await?;
+    let ch = h.channel().await?;
+    let mut tasks = v1::coding_task_service_client::CodingTaskServiceClient::new(ch.clone());
+    let mut coders = v1::coder_service_client::CoderServiceClient::new(ch.clone());
+    let mut registry = v1::registry_service_client::RegistryServiceClient::new(ch.clone());
+    let mut windows = v1::windows_lane_service_client::WindowsLaneServiceClient::new(ch.clone());
+
+    let own = tasks
+        .create_task(req(new_task(a, "fix the build"), &op))
+        .await?
+        .into_inner();
+    let other = tasks
+        .create_task(req(new_task(a, "another task"), &op))
+        .await?
+        .into_inner();
+    let theirs = tasks
+        .create_task(req(new_task(b, "tenant b's task"), &op_b))
+        .await?
+        .into_inner();
+
+    // (e) SpawnCoder with the task id: the contract is in the Job spec.
+    let spawned = coders
+        .spawn_coder(req(
+            v1::SpawnCoderRequest {
+                tenant_id: a.to_string(),
+                name: "c1".into(),
+                task_id: Some(own.id.clone()),
+                ..Default::default()
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(spawned.task_id.as_deref(), Some(own.id.as_str()));
+    let env = cluster.env(&spawned.job_name)?;
+    assert_eq!(env["GENESIS_TASK_ID"], own.id);
+    assert_eq!(env["GENESIS_CONTROL_URL"], CONTROL_URL);
+    assert_eq!(env["GENESIS_CODER_ID"], spawned.job_name);
+    assert_eq!(env["GENESIS_CODER_MODEL"], "claude-opus-4-8");
+    let coder = env["GENESIS_CODER_TOKEN"].clone();
+    assert!(coder.starts_with("gen_"), "a minted token");
+    let rows = store.tokens().list(Some(a)).await?;
+    let minted = rows
+        .iter()
+        .find(|r| r.scope == TokenScope::Coder)
+        .ok_or_else(|| anyhow::anyhow!("no coder token row"))?;
+    let ttl = minted.expires_at.map(|e| e - minted.created_at);
+    assert!(
+        ttl.is_some_and(|d| (86_390..=86_400).contains(&d.num_seconds())),
+        "short-lived, the default TTL: {ttl:?}"
+    );
+    let task = tasks
+        .get_task(req(
+            v1::GetTaskRequest {
+                tenant_id: a.to_string(),
+                task_id: own.id.clone(),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(task.coder_id.as_deref(), Some(spawned.job_name.as_str()));
+    assert_eq!(task.status, "running");
+
+    // (a) Every RPC outside the allowance is refused PERMISSION_DENIED at
+    // the gate; every RPC inside it passes the gate (an empty request is
+    // then the handler's INVALID_ARGUMENT).
+    let mut wrong = Vec::new();
+    let (mut refused, mut allowed) = (0, 0);
+    for (service, method) in genesis_proto::convert::all_rpcs()
+        .into_iter()
+        .filter(|(s, _)| genesis_control::SERVED_SERVICES.contains(&s.as_str()))
+    {
+        let path = genesis_proto::convert::rpc_path(&service, &method);
+        let s = raw_call(ch.clone(), &path, &coder).await;
+        if genesis_control::auth::coder_may_call(&path) {
+            allowed += 1;
+            if s.code() != Code::InvalidArgument {
+                wrong.push(format!("{path} (allowed): {:?} {}", s.code(), s.message()));
+            }
+        } else if s.code() == Code::PermissionDenied {
+            refused += 1;
+        } else {
+            wrong.push(format!("{path}: {:?} {}", s.code(), s.message()));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "coder token answers:\n{}",
+        wrong.join("\n")
+    );
+    assert!(refused >= 50, "only {refused} RPCs refused");
+    assert_eq!(
+        allowed,
+        genesis_control::auth::CODER_RPCS.len(),
+        "every listed RPC is served"
+    );
+
+    // (b) Another task of the same tenant, and another tenant: refused.
+    let get = |tenant: Uuid, task: &str| v1::GetTaskRequest {
+        tenant_id: tenant.to_string(),
+        task_id: task.to_owned(),
+    };
+    for (what, r) in [
+        ("other task", get(a, &other.id)),
+        ("other tenant", get(b, &theirs.id)),
+        ("other tenant, own task id", get(b, &own.id)),
+    ] {
+        let e = tasks.get_task(req(r, &coder)).await.expect_err("refused");
+        assert_eq!(e.code(), Code::PermissionDenied, "{what}: {}", e.message());
+    }
+    let e = tasks
+        .report_progress(req(
+            v1::ReportProgressRequest {
+                tenant_id: a.to_string(),
+                task_id: other.id.clone(),
+                message: "not mine".into(),
+                percent: None,
+            },
+            &coder,
+        ))
+        .await
+        .expect_err("other task");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let e = tasks
+        .attach_artifact(req(
+            v1::AttachArtifactRequest {
+                tenant_id: a.to_string(),
+                task_id: other.id.clone(),
+                kind: "log".into(),
+                name: "x.log".into(),
+                content: "x".into(),
+            },
+            &coder,
+        ))
+        .await
+        .expect_err("other task");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let e = tasks
+        .complete_task(req(
+            v1::CompleteTaskRequest {
+                tenant_id: a.to_string(),
+                task_id: other.id.clone(),
+                status: "failed".into(),
+                ..Default::default()
+            },
+            &coder,
+        ))
+        .await
+        .expect_err("other task");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let e = windows
+        .windows(req(
+            v1::WindowsRequest {
+                session: Some(v1::WindowsSession {
+                    tenant_id: a.to_string(),
+                    coder_id: "coder-someone-else".into(),
+                }),
+            },
+            &coder,
+        ))
+        .await
+        .expect_err("another coder's session");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let e = registry
+        .heartbeat(req(
+            v1::HeartbeatRequest {
+                tenant_id: a.to_string(),
+                agent_id: other.id.clone(),
+            },
+            &coder,
+        ))
+        .await
+        .expect_err("another entry");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let untouched = tasks
+        .get_task(req(get(a, &other.id), &op))
+        .await?
+        .into_inner();
+    assert_eq!(
+        (
+            untouched.status.as_str(),
+            untouched.progress_message.as_str()
+        ),
+        ("pending", "")
+    );
+
+    // (c) The allowance works.
+    let read = tasks
+        .get_task(req(get(a, &own.id), &coder))
+        .await?
+        .into_inner();
+    assert_eq!(read.instructions, "make cargo test pass");
+    let entry = registry
+        .register(req(
+            v1::RegisterRequest {
+                tenant_id: a.to_string(),
+                name: "c1".into(),
+                role: "Developer".into(),
+                capabilities: vec!["rust".into()],
+                metadata_json: String::new(),
+            },
+            &coder,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(entry.id, own.id, "a coder's entry is its task's");
+    registry
+        .heartbeat(req(
+            v1::HeartbeatRequest {
+                tenant_id: a.to_string(),
+                agent_id: own.id.clone(),
+            },
+            &coder,
+        ))
+        .await?;
+    let lane = windows
+        .windows(req(
+            v1::WindowsRequest {
+                session: Some(v1::WindowsSession {
+                    tenant_id: a.to_string(),
+                    coder_id: spawned.job_name.clone(),
+                }),
+            },
+            &coder,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(
+        lane.error.map(|e| e.code).as_deref(),
+        Some("FEATURE_DISABLED"),
+        "its own session reaches the lane"
+    );
+    let progressed = tasks
+        .report_progress(req(
+            v1::ReportProgressRequest {
+                tenant_id: a.to_string(),
+                task_id: own.id.clone(),
+                message: "tests compile".into(),
+                percent: Some(40),
+            },
+            &coder,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(progressed.progress_message, "tests compile");
+    assert_eq!(progressed.progress_percent, Some(40));
+    let e = tasks
+        .report_progress(req(
+            v1::ReportProgressRequest {
+                tenant_id: a.to_string(),
+                task_id: own.id.clone(),
+                message: "too far".into(),
+                percent: Some(101),
+            },
+            &coder,
+        ))
+        .await
+        .expect_err("percent");
+    assert!(e.message().starts_with("percent:"), "{}", e.message());
+    let patch = tasks
+        .attach_artifact(req(
+            v1::AttachArtifactRequest {
+                tenant_id: a.to_string(),
+                task_id: own.id.clone(),
+                kind: "patch".into(),
+                name: "fix.diff".into(),
+                content: "--- a/x\n+++ b/x\n".into(),
+            },
+            &coder,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(patch.size_bytes, 16);
+    let e = tasks
+        .attach_artifact(req(
+            v1::AttachArtifactRequest {
+                tenant_id: a.to_string(),
+                task_id: own.id.clone(),
+                kind: "log".into(),
+                name: "build.log".into(),
+                content: "x".repeat(1025),
+            },
+            &coder,
+        ))
+        .await
+        .expect_err("over the cap");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().starts_with("content:"), "{}", e.message());
+    let e = tasks
+        .attach_artifact(req(
+            v1::AttachArtifactRequest {
+                tenant_id: a.to_string(),
+                task_id: own.id.clone(),
+                kind: "binary".into(),
+                name: "a.out".into(),
+                content: "x".into(),
+            },
+            &coder,
+        ))
+        .await
+        .expect_err("unknown kind");
+    assert!(e.message().starts_with("kind:"), "{}", e.message());
+    // The per-task total: the patch's 16 + 1020 + 1020 passes 2048.
+    let big = |name: &str| v1::AttachArtifactRequest {
+        tenant_id: a.to_string(),
+        task_id: own.id.clone(),
+        kind: "log".into(),
+        name: name.into(),
+        content: "y".repeat(1020),
+    };
+    tasks.attach_artifact(req(big("one.log"), &coder)).await?;
+    let e = tasks
+        .attach_artifact(req(big("two.log"), &coder))
+        .await
+        .expect_err("over the task's total");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
+    let read = tasks
+        .get_task(req(get(a, &own.id), &coder))
+        .await?
+        .into_inner();
+    let names: Vec<_> = read.artifacts.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["fix.diff", "one.log"],
+        "refused artifacts wrote nothing"
+    );
+
+    let done = tasks
+        .complete_task(req(
+            v1::CompleteTaskRequest {
+                tenant_id: a.to_string(),
+                task_id: own.id.clone(),
+                status: "completed".into(),
+                result_summary: "green".into(),
+                result_json: String::new(),
+            },
+            &coder,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(done.status, "completed");
+    let events =
+        genesis_store::inspect::events_of_kind(&pool, soa.id, "DependencyCompleted").await?;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].1["codingTaskId"], own.id);
+    assert_eq!(cluster.count(), 0, "settling stops the coder's Job");
+
+    // (d) Settled: the token is gone.
+    for s in [
+        raw_call(ch.clone(), "/genesis.v1.CodingTaskService/GetTask", &coder).await,
+        tasks
+            .get_task(req(get(a, &own.id), &coder))
+            .await
+            .expect_err("revoked"),
+    ] {
+        assert_eq!(s.code(), Code::Unauthenticated, "{}", s.message());
+    }
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn spawn_coder_creates_its_task_and_stop_coder_revokes_the_token(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let op = token(&store, TokenScope::Operator, Some(a)).await?;
+    let cluster = Cluster::start().await?;
+    let h = start(coder_config(&pool, &cluster)).await?;
+    let ch = h.channel().await?;
+    let mut tasks = v1::coding_task_service_client::CodingTaskServiceClient::new(ch.clone());
+    let mut coders = v1::coder_service_client::CoderServiceClient::new(ch.clone());
+    let spawn = |task_id: Option<String>, title: Option<&str>, instructions: Option<&str>| {
+        v1::SpawnCoderRequest {
+            tenant_id: a.to_string(),
+            name: "c2".into(),
+            model: "claude-opus-4-8".into(),
+            provider: "anthropic".into(),
+            backend: "api".into(),
+            task_id,
+            title: title.map(str::to_owned),
+            instructions: instructions.map(str::to_owned),
+            repository: Some("git@example:repo".into()),
+            ..Default::default()
+        }
+    };
+    for (r, field) in [
+        (spawn(None, None, Some("do it")), "title:"),
+        (spawn(None, Some("t"), None), "instructions:"),
+        (spawn(None, Some("t"), Some(" ")), "instructions:"),
+    ] {
+        let e = coders
+            .spawn_coder(req(r, &op))
+            .await
+            .expect_err("missing field");
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().starts_with(field), "{}", e.message());
+    }
+    let e = coders
+        .spawn_coder(req(
+            spawn(Some(Uuid::new_v4().to_string()), None, None),
+            &op,
+        ))
+        .await
+        .expect_err("unknown task");
+    assert_eq!(e.code(), Code::NotFound);
+    assert_eq!(cluster.count(), 0, "refusals create nothing");
+
+    let spawned = coders
+        .spawn_coder(req(
+            spawn(None, Some("port the parser"), Some("do it")),
+            &op,
+        ))
+        .await?
+        .into_inner();
+    let task_id = spawned
+        .task_id
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("no task id"))?;
+    let env = cluster.env(&spawned.job_name)?;
+    assert_eq!(env["GENESIS_TASK_ID"], task_id);
+    let coder = env["GENESIS_CODER_TOKEN"].clone();
+    let created = tasks
+        .get_task(req(
+            v1::GetTaskRequest {
+                tenant_id: a.to_string(),
+                task_id: task_id.clone(),
+            },
+            &coder,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(created.title, "port the parser");
+    assert_eq!(created.repository, "git@example:repo");
+
+    // One coder per task.
+    let e = coders
+        .spawn_coder(req(spawn(Some(task_id.clone()), None, None), &op))
+        .await
+        .expect_err("already has a coder");
+    assert_eq!(e.code(), Code::FailedPrecondition);
+
+    coders
+        .stop_coder(req(
+            v1::StopCoderRequest {
+                tenant_id: a.to_string(),
+                coder_id: spawned.job_name.clone(),
+            },
+            &op,
+        ))
+        .await?;
+    let e = tasks
+        .get_task(req(
+            v1::GetTaskRequest {
+                tenant_id: a.to_string(),
+                task_id: task_id.clone(),
+            },
+            &coder,
+        ))
+        .await
+        .expect_err("stopped");
+    assert_eq!(e.code(), Code::Unauthenticated);
+
+    // A settled task gets no coder.
+    let settled = tasks
+        .create_task(req(new_task(a, "done already"), &op))
+        .await?
+        .into_inner();
+    tasks
+        .complete_task(req(
+            v1::CompleteTaskRequest {
+                tenant_id: a.to_string(),
+                task_id: settled.id.clone(),
+                status: "failed".into(),
+                ..Default::default()
+            },
+            &op,
+        ))
+        .await?;
+    let e = coders
+        .spawn_coder(req(spawn(Some(settled.id.clone()), None, None), &op))
+        .await
+        .expect_err("settled");
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn spawn_coder_without_the_control_url_is_refused_and_coder_tokens_are_never_minted_by_hand(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let op = token(&store, TokenScope::Operator, Some(a)).await?;
+    let root = token(&store, TokenScope::Operator, None).await?;
+    let cluster = Cluster::start().await?;
+    let mut config = coder_config(&pool, &cluster);
+    config.coder_control_url = None;
+    let h = start(config).await?;
+    let ch = h.channel().await?;
+    let mut tasks = v1::coding_task_service_client::CodingTaskServiceClient::new(ch.clone());
+    let mut coders = v1::coder_service_client::CoderServiceClient::new(ch.clone());
+    let task = tasks
+        .create_task(req(new_task(a, "fix the build"), &op))
+        .await?
+        .into_inner();
+    let before = store.tokens().list(Some(a)).await?.len();
+    let e = coders
+        .spawn_coder(req(
+            v1::SpawnCoderRequest {
+                tenant_id: a.to_string(),
+                name: "c3".into(),
+                task_id: Some(task.id.clone()),
+                ..Default::default()
+            },
+            &op,
+        ))
+        .await
+        .expect_err("no control URL");
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    assert!(
+        e.message().contains("GENESIS_CODER_CONTROL_URL"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(cluster.count(), 0);
+    assert_eq!(store.tokens().list(Some(a)).await?.len(), before);
+    let still = tasks
+        .get_task(req(
+            v1::GetTaskRequest {
+                tenant_id: a.to_string(),
+                task_id: task.id.clone(),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!((still.status.as_str(), still.coder_id), ("pending", None));
+
+    // Only SpawnCoder mints coder tokens: CreateToken refuses the scope.
+    let mut tokens = v1::token_service_client::TokenServiceClient::new(ch);
+    let e = tokens
+        .create_token(req(
+            v1::CreateTokenRequest {
+                tenant_id: Some(a.to_string()),
+                scope: "coder".into(),
+                label: "by hand".into(),
+                ..Default::default()
+            },
+            &root,
+        ))
+        .await
+        .expect_err("coder scope by hand");
+    assert_eq!(e.code(), Code::InvalidArgument, "{}", e.message());
+    h.stop().await
+}
