@@ -383,6 +383,8 @@ impl CodingTaskService for CodingTasks {
                 .complete(t, id, &req.status, &req.result_summary, &result)
                 .await
                 .map_err(store_status)?;
+            // The coder's credential ends with its task, whatever follows.
+            wind_down(&self.state, t, row.id, row.coder_id.as_deref(), true).await;
             if let Some(instance) = row.steering_instance_id {
                 let payload = json!({
                     "codingTaskId": row.id,
@@ -396,7 +398,6 @@ impl CodingTaskService for CodingTasks {
                     .await
                     .map_err(store_status)?;
             }
-            wind_down(&self.state, t, row.id, row.coder_id.as_deref(), true).await;
             tracing::info!(tenant = %t, task = %row.id, status = %row.status, actor = %caller.actor(), "coding task settled");
             Ok(task(&row))
         })
