@@ -6,18 +6,29 @@
 //! turn: decision kind and phase (through [`AgentDecisionMapper`]), the idle,
 //! re-plan, blocked and exhausted counters (§3.3 steps 3-4, §3.4 step 4), the
 //! STUCK halt, whether the next tick must re-plan, and how long until the
-//! next heartbeat. Must never do I/O or read a clock: the store stamps the
+//! next heartbeat. At the claim it decides the terms the tick runs under:
+//! the budget envelope (policy default, mode override within the platform's
+//! bound, foundational exemption) capped at the week's credit (§3.4). Must
+//! never do I/O or read a clock: the store stamps the
 //! heartbeat with the database's clock from the delay decided here, so every
 //! replica computes the same turn from the same inputs.
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 use serde::{Deserialize, Serialize};
 
+use crate::budget::{
+    BudgetEnvelope, CreditStatus, CreditWindow, FoundationalState, cap_to_credit, credit_status,
+    policy_default, resolve_tick_budget,
+};
 use crate::cadence::next_heartbeat_after;
-use crate::enums::{AgentDecisionKind, AgentEventKind, Phase};
+use crate::ceilings::mode_bound;
+use crate::enums::{AgentDecisionKind, AgentEventKind, AgentType, Phase};
 use crate::error::CoreError;
 use crate::mapper::{AgentDecisionMapper, Completion, TickOutcome};
+use crate::modes::{ResolvedMode, seeded_budget};
 use crate::options::AgentDispatcherOptions;
 use crate::plan_hash::{
     IdleCounters, PlanInputHash, forced_replan_due, is_idle_tick, next_blocked_turns,
@@ -81,6 +92,35 @@ pub struct TurnPlan {
     /// halt, which keeps none). The cadence keys on the idle streak as it
     /// stands after this tick, widened while turns keep running out.
     pub next_heartbeat_after: Duration,
+}
+
+/// What a claimed tick is assembled from, besides the bundle's rows.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimInputs<'a> {
+    pub agent_type: AgentType,
+    /// The workset deadline while the instance builds its starting workset
+    /// (the foundational phase), else `None`.
+    pub foundational_deadline: Option<DateTime<Utc>>,
+    /// The claim's clock reading.
+    pub now: DateTime<Utc>,
+    /// Monday 00:00 UTC of the credit window's week.
+    pub week_start: DateTime<Utc>,
+    /// What the tenant has spent in that window so far.
+    pub credit_spent_usd: f64,
+    /// The instance's resolved mode.
+    pub mode: &'a ResolvedMode,
+    /// The platform's options for the tenant: the bound a mode's budget
+    /// override stays within, whatever the tenant wrote.
+    pub platform: &'a AgentDispatcherOptions,
+}
+
+/// The terms a claimed tick runs under: its budget envelope and the credit
+/// window it draws on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimTerms {
+    pub budget: BudgetEnvelope,
+    pub window: CreditWindow,
+    pub credit: CreditStatus,
 }
 
 /// The tick's rules under one set of dispatcher options.
@@ -173,6 +213,45 @@ impl<'a> AgentTickSupervisor<'a> {
                 consecutive_exhausted_turns,
             ),
         })
+    }
+
+    /// The budget envelope and credit of a claimed tick (spec §3.4): the
+    /// type's policy default, the mode's override within the platform's
+    /// bound (wider where the catalogue's own seed of the mode is wider),
+    /// the foundational phase's exemption, and the dollar axis capped at
+    /// what the week's window has left in every phase — the pod enforces
+    /// only this envelope and never re-reads the window.
+    pub fn claim_terms(&self, c: &ClaimInputs<'_>) -> ClaimTerms {
+        let opts = self.options;
+        let window = CreditWindow {
+            week_start: c.week_start,
+            limit_usd: opts.weekly_credit_usd,
+            spent_usd: c.credit_spent_usd,
+        };
+        let credit = credit_status(&window, opts.credit_enforcement_enabled);
+        let mode_budget = c.mode.budget_override.map(|o| {
+            let seeded = seeded_budget(c.mode.agent_type, &c.mode.name);
+            o.within_platform(&mode_bound(c.platform, seeded.as_ref()))
+        });
+        let foundational = c.foundational_deadline.map(|deadline| FoundationalState {
+            deadline,
+            now: c.now,
+        });
+        let budget = cap_to_credit(
+            &resolve_tick_budget(
+                &policy_default(c.agent_type, opts),
+                mode_budget.as_ref(),
+                foundational,
+                opts,
+            ),
+            &window,
+            opts.credit_enforcement_enabled,
+        );
+        ClaimTerms {
+            budget,
+            window,
+            credit,
+        }
     }
 }
 
@@ -315,5 +394,89 @@ mod tests {
             matches!(&err, CoreError::InvalidArgument { field, .. } if field == "outcome.event_kind"),
             "{err:?}"
         );
+    }
+
+    fn mode(agent_type: AgentType, name: &str, dollars: Option<f64>) -> ResolvedMode {
+        ResolvedMode {
+            agent_type,
+            name: name.into(),
+            prompt_fragment: String::new(),
+            toolset: Vec::new(),
+            preset: None,
+            budget_override: dollars.map(|d| crate::BudgetOverride {
+                max_dollars: Some(d),
+                ..crate::BudgetOverride::default()
+            }),
+            from_seed: true,
+        }
+    }
+
+    fn inputs<'a>(
+        m: &'a ResolvedMode,
+        platform: &'a AgentDispatcherOptions,
+        spent: f64,
+        foundational: bool,
+    ) -> ClaimInputs<'a> {
+        let now = DateTime::parse_from_rfc3339("2026-12-02T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        ClaimInputs {
+            agent_type: m.agent_type,
+            foundational_deadline: foundational.then(|| now + chrono::Duration::hours(1)),
+            now,
+            week_start: crate::budget::week_start_for(now),
+            credit_spent_usd: spent,
+            mode: m,
+            platform,
+        }
+    }
+
+    #[test]
+    fn the_dollar_axis_is_capped_at_the_weeks_credit_even_while_foundational() {
+        let opts = AgentDispatcherOptions {
+            weekly_credit_usd: 10.0,
+            credit_enforcement_enabled: true,
+            ..AgentDispatcherOptions::default()
+        };
+        let m = mode(AgentType::Soa, "Strategic", None);
+        let terms = AgentTickSupervisor::new(&opts).claim_terms(&inputs(&m, &opts, 9.5, true));
+        assert_eq!(terms.budget.max_dollars, crate::Limit::Limited(0.5));
+        assert_eq!(
+            terms.budget.max_tool_calls,
+            crate::Limit::Unlimited,
+            "foundational"
+        );
+        assert_eq!(terms.credit.remaining, 0.5);
+        assert!(!terms.credit.exhausted);
+        let spent = AgentTickSupervisor::new(&opts).claim_terms(&inputs(&m, &opts, 12.0, false));
+        assert!(spent.credit.exhausted);
+        assert_eq!(spent.budget.max_dollars, crate::Limit::Limited(0.0));
+    }
+
+    #[test]
+    fn a_mode_override_stays_within_the_platform_unless_its_seed_is_wider() {
+        let opts = AgentDispatcherOptions {
+            weekly_credit_usd: 1_000.0,
+            ..AgentDispatcherOptions::default()
+        };
+        let rules = AgentTickSupervisor::new(&opts);
+        let greedy = mode(AgentType::Soa, "Strategic", Some(500.0));
+        let capped = rules.claim_terms(&inputs(&greedy, &opts, 0.0, false));
+        let platform_max = opts.tick_budget.max_dollars.limited().unwrap();
+        assert!(
+            capped.budget.max_dollars.limited().unwrap() <= platform_max,
+            "{:?} above the platform's {platform_max}",
+            capped.budget.max_dollars
+        );
+        let seeded = crate::modes::seeded_budget(AgentType::Compliance, "Research")
+            .and_then(|b| b.max_dollars)
+            .unwrap();
+        assert!(
+            seeded > platform_max,
+            "the Research seed is wider than the default"
+        );
+        let research = mode(AgentType::Compliance, "Research", Some(seeded));
+        let wide = rules.claim_terms(&inputs(&research, &opts, 0.0, false));
+        assert_eq!(wide.budget.max_dollars, crate::Limit::Limited(seeded));
     }
 }

@@ -1,5 +1,6 @@
 //! The bundle a claim answers with, once its read and mode are settled:
-//! the budget envelope and credit status the tick runs under, and the wire
+//! the budget envelope and credit status the tick runs under (decided by
+//! genesis-core's `AgentTickSupervisor`), and the wire
 //! `TickBundle` (instance, event, ledger tail, open items, ops digest,
 //! resolved mode with its system prompt, preset chain, tool schemas,
 //! corpus, redaction target, chat tail). Must never read or write the
@@ -7,10 +8,10 @@
 //! weekly credit window has left.
 
 use chrono::{DateTime, Utc};
-use genesis_core::budget::FoundationalState;
 use genesis_core::modes::ResolvedMode;
 use genesis_core::plan_hash::forced_replan_due;
 use genesis_core::prompt::base_system_prompt;
+use genesis_core::tick::{AgentTickSupervisor, ClaimInputs, ClaimTerms};
 use genesis_core::{AgentDispatcherOptions, BudgetEnvelope, Limit};
 use genesis_proto::convert::timestamp_from_chrono;
 use genesis_proto::v1 as pb;
@@ -44,9 +45,8 @@ pub(super) struct TickTerms {
 }
 
 impl AgentPodService {
-    /// The tick's budget envelope and credit status: the policy default,
-    /// the mode's override within the platform's bound, the foundational
-    /// phase, all capped at the credit the week has left.
+    /// The tick's budget envelope and credit status, as the
+    /// `AgentTickSupervisor` decides them from the claim's read and mode.
     pub(super) fn tick_terms(
         &self,
         t: &Taken<'_>,
@@ -60,49 +60,30 @@ impl AgentPodService {
             week_start,
             ..
         } = *t;
-        let foundational = instance
-            .is_building_starting_workset
-            .then_some(instance.workset_deadline_utc)
-            .flatten()
-            .map(|deadline| FoundationalState { deadline, now });
-        let limit = opts.weekly_credit_usd;
-        let spent = read.credit_spent.unwrap_or(0.0);
-        let window = genesis_core::CreditWindow {
+        let platform = platform_options(&self.settings.options, &read.catalogue.configs);
+        let ClaimTerms {
+            budget,
+            window,
+            credit,
+        } = AgentTickSupervisor::new(opts).claim_terms(&ClaimInputs {
+            agent_type: instance.agent_type,
+            foundational_deadline: instance
+                .is_building_starting_workset
+                .then_some(instance.workset_deadline_utc)
+                .flatten(),
+            now,
             week_start,
-            limit_usd: limit,
-            spent_usd: spent,
-        };
-        let status = genesis_core::credit_status(&window, opts.credit_enforcement_enabled);
-        // A mode's override never lifts an axis above the platform's
-        // per-tick maximum, however long ago it was written, except where
-        // the catalogue's own seed of the mode is wider (Research).
-        let mode_budget = mode.budget_override.map(|o| {
-            let seeded = genesis_core::modes::seeded_budget(mode.agent_type, &mode.name);
-            o.within_platform(&genesis_core::ceilings::mode_bound(
-                &platform_options(&self.settings.options, &read.catalogue.configs),
-                seeded.as_ref(),
-            ))
+            credit_spent_usd: read.credit_spent.unwrap_or(0.0),
+            mode: &mode,
+            platform: &platform,
         });
-        // The pod enforces only this envelope and never re-reads the window,
-        // so the dollar axis is capped at what the window has left, in every
-        // phase (the foundational envelope is otherwise unlimited).
-        let budget = genesis_core::cap_to_credit(
-            &genesis_core::resolve_tick_budget(
-                &genesis_core::policy_default(instance.agent_type, opts),
-                mode_budget.as_ref(),
-                foundational,
-                opts,
-            ),
-            &window,
-            opts.credit_enforcement_enabled,
-        );
         let credit = pb::CreditStatus {
-            limit_usd: limit,
-            spent_usd: spent,
-            remaining_usd: status.remaining,
+            limit_usd: window.limit_usd,
+            spent_usd: window.spent_usd,
+            remaining_usd: credit.remaining,
             // Core's remaining credit, so the wire and the gate share one
             // rule; metered windows (enforcement off) still report it.
-            exhausted: status.remaining <= 0.0,
+            exhausted: credit.remaining <= 0.0,
             enforcement_enabled: opts.credit_enforcement_enabled,
             window_start: Some(timestamp_from_chrono(week_start)),
             window_end: Some(timestamp_from_chrono(
