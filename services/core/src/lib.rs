@@ -17,6 +17,7 @@ pub mod constitution;
 pub mod enums;
 pub mod error;
 pub mod error_code;
+pub mod instance;
 pub mod lease;
 pub mod llm_keys;
 pub mod mapper;

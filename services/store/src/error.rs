@@ -165,7 +165,11 @@ mod coded_tests {
     fn a_database_failure_is_unavailable_and_never_tells_its_text() {
         let err = StoreError::Database("relation agent_instances row 42: secret".into());
         assert_eq!(err.code(), ErrorCode::Unavailable);
-        assert!(!err.public_message().contains("secret"), "{}", err.public_message());
+        assert!(
+            !err.public_message().contains("secret"),
+            "{}",
+            err.public_message()
+        );
         assert_eq!(StoreError::LeaseLost.code(), ErrorCode::LeaseLost);
         assert_eq!(
             StoreError::PayloadTooLarge { size: 9, limit: 4 }.public_message(),

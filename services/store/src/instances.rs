@@ -6,55 +6,15 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use genesis_core::{AgentDecisionKind, AgentEventKind, AgentType, InstanceStatus, Phase};
-use serde::Deserialize;
+use genesis_core::{AgentEventKind, AgentType, InstanceStatus};
 use uuid::Uuid;
 
 use crate::error::StoreError;
-use crate::rows::{decode, decode_all, phase_column};
+use crate::rows::{decode, decode_all};
 use crate::store::Store;
 
-/// An `agent_instances` row: the pre-tick snapshot the idle and STUCK rules
-/// key on.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct InstanceRow {
-    pub id: Uuid,
-    pub tenant_id: Uuid,
-    pub agent_type: AgentType,
-    pub status: InstanceStatus,
-    /// `None` means the type's default mode (the catalogue row `is_default`).
-    pub active_mode: Option<String>,
-    #[serde(deserialize_with = "phase_column")]
-    pub phase: Phase,
-    pub next_tick_at: Option<DateTime<Utc>>,
-    pub consecutive_idle_ticks: i32,
-    pub consecutive_blocked_turns: i32,
-    /// Consecutive ticks deferred because every provider failed.
-    #[serde(default)]
-    pub consecutive_provider_failures: i32,
-    /// Consecutive turns that ran out of budget (or failed on the pod's
-    /// side) before a terminator.
-    #[serde(default)]
-    pub consecutive_exhausted_turns: i32,
-    pub idle_ticks_since_replan: i32,
-    pub plan_input_hash: Option<String>,
-    pub last_decision_kind: Option<AgentDecisionKind>,
-    pub is_building_starting_workset: bool,
-    pub workset_deadline_utc: Option<DateTime<Utc>>,
-    pub lease_session: Option<Uuid>,
-    pub lease_expires_at: Option<DateTime<Utc>>,
-    pub call_site_id: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-impl InstanceRow {
-    /// True while the foundational phase is on and its deadline not passed.
-    pub fn in_foundational_phase(&self, now: DateTime<Utc>) -> bool {
-        self.is_building_starting_workset && self.workset_deadline_utc.is_none_or(|d| now < d)
-    }
-}
+/// The row type lives with the rules that read it, in genesis-core.
+pub use genesis_core::instance::InstanceRow;
 
 /// What [`Instances::create`] needs.
 #[derive(Debug, Clone)]

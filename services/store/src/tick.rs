@@ -165,18 +165,6 @@ impl PriorRead {
     }
 }
 
-impl From<&InstanceRow> for PriorCounters {
-    fn from(i: &InstanceRow) -> Self {
-        Self {
-            plan_input_hash: i.plan_input_hash.clone(),
-            consecutive_idle_ticks: i.consecutive_idle_ticks,
-            idle_ticks_since_replan: i.idle_ticks_since_replan,
-            consecutive_blocked_turns: i.consecutive_blocked_turns,
-            consecutive_exhausted_turns: i.consecutive_exhausted_turns,
-        }
-    }
-}
-
 /// What a caller read before completing without a lock: the counters and
 /// the claimed event's kind. [`Store::complete_tick_expecting`] computes the
 /// turn from it and has the database check it under the lock.
