@@ -560,24 +560,10 @@ pub async fn show_autovacuum(pool: &PgPool) -> Result<String, StoreError> {
         .await?)
 }
 
-/// `name` when it is a plain lower-case role name.
-fn role_identifier(name: &str) -> Result<&str, StoreError> {
-    let plain = !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if plain {
-        Ok(name)
-    } else {
-        Err(StoreError::invalid("role", "must be a plain role name"))
-    }
-}
-
 /// Fixture: a login role `name` with no other privilege (a bench test's
 /// user that may not alter the system).
 pub async fn fixture_create_plain_role(pool: &PgPool, name: &str) -> Result<(), StoreError> {
-    let name = role_identifier(name)?;
+    let name = crate::rows::quoted_identifier("role", name)?;
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE ROLE {name} LOGIN")))
         .execute(pool)
         .await?;
@@ -586,7 +572,7 @@ pub async fn fixture_create_plain_role(pool: &PgPool, name: &str) -> Result<(), 
 
 /// Fixture: drop role `name`.
 pub async fn fixture_drop_role(pool: &PgPool, name: &str) -> Result<(), StoreError> {
-    let name = role_identifier(name)?;
+    let name = crate::rows::quoted_identifier("role", name)?;
     sqlx::query(sqlx::AssertSqlSafe(format!("DROP ROLE {name}")))
         .execute(pool)
         .await?;

@@ -23,26 +23,10 @@ use crate::error::StoreError;
 
 pub mod fleet;
 
-/// `table` as a quoted identifier, when it is a plain lower-case table
-/// name (letters, digits, underscores); anything else is refused before it
-/// reaches the database.
-fn table_identifier(table: &str) -> Result<String, StoreError> {
-    let plain = !table.is_empty()
-        && !table.starts_with(|c: char| c.is_ascii_digit())
-        && table
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if plain {
-        Ok(format!("\"{table}\""))
-    } else {
-        Err(StoreError::invalid("table", "must be a plain table name"))
-    }
-}
-
 /// `count(*)` of `table`, every row the executor can see (all tenants on a
 /// test's pool; one tenant's inside a tenant transaction).
 pub async fn count_rows<'c>(db: impl PgExecutor<'c>, table: &str) -> Result<i64, StoreError> {
-    let table = table_identifier(table)?;
+    let table = crate::rows::quoted_identifier("table", table)?;
     Ok(
         sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
             .fetch_one(db)
@@ -903,28 +887,4 @@ pub async fn count_listening_on(pool: &PgPool, channel: &str) -> Result<i64, Sto
     .bind(channel)
     .fetch_one(pool)
     .await?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_plain_table_names_are_counted() {
-        assert_eq!(
-            table_identifier("agent_state_ledger").as_deref(),
-            Ok("\"agent_state_ledger\"")
-        );
-        for bad in [
-            "",
-            "1x",
-            "a;b",
-            "Agent",
-            "a b",
-            "a\"b",
-            "pg_catalog.pg_class",
-        ] {
-            assert!(table_identifier(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -36,6 +36,29 @@ where
         .map_err(|e| D::Error::custom(format_args!("column {column}: {e}")))
 }
 
+/// `name` when it is a plain lower-case identifier (letters, digits,
+/// underscores, not starting with a digit, at most the 63 bytes PostgreSQL
+/// keeps), quoted; anything else is refused, naming `what`, before it
+/// reaches the server. The one check for the few statements that must name
+/// a table, role or database they cannot bind as a parameter; quoting a
+/// plain lower-case name names the same object as leaving it bare.
+pub(crate) fn quoted_identifier(what: &str, name: &str) -> Result<String, StoreError> {
+    let plain = !name.is_empty()
+        && name.len() <= 63
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        Ok(format!("\"{name}\""))
+    } else {
+        Err(StoreError::invalid(
+            what,
+            "must be a plain lower-case identifier",
+        ))
+    }
+}
+
 /// Decode a list of `to_jsonb` rows.
 pub(crate) fn decode_all<T: DeserializeOwned>(
     values: Vec<serde_json::Value>,
@@ -77,6 +100,27 @@ mod tests {
                 assert!(message.contains("idle:napping"), "{message}");
             }
             other => panic!("expected a decode error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_plain_identifiers_are_quoted() {
+        assert_eq!(
+            quoted_identifier("table", "agent_state_ledger").as_deref(),
+            Ok("\"agent_state_ledger\"")
+        );
+        let long = "a".repeat(64);
+        for bad in [
+            "",
+            "1x",
+            "a;b",
+            "Agent",
+            "a b",
+            "a\"b",
+            "pg_catalog.pg_class",
+            long.as_str(),
+        ] {
+            assert!(quoted_identifier("table", bad).is_err(), "{bad}");
         }
     }
 }
