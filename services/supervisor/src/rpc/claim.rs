@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use genesis_core::AgentType;
 use genesis_core::budget::week_start_for;
 use genesis_core::sites::policy_site_for;
-use genesis_proto::convert::{parse_optional_uuid, parse_uuid, timestamp_from_chrono};
+use genesis_proto::convert::timestamp_from_chrono;
 use genesis_proto::v1 as pb;
 use genesis_store::{ClaimOutcome, EventRow, PriorCounters, StoreError};
 use tonic::Status;
@@ -22,6 +22,7 @@ use uuid::Uuid;
 
 use super::AgentPodService;
 use super::mode::resolve;
+use super::model::ClaimTick;
 use crate::bundle::{HeldForRead, effective_options, read_chat_tail};
 use crate::cache::tick_memo::TickMemo;
 use crate::error::store_status;
@@ -31,13 +32,12 @@ use read::claim_kind;
 use pb::claim_tick_response::Result as R;
 
 impl AgentPodService {
-    pub(super) async fn claim(
-        &self,
-        req: pb::ClaimTickRequest,
-    ) -> Result<pb::ClaimTickResponse, Status> {
-        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
-        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
-        let _hint = parse_optional_uuid("event_id", req.event_id.as_deref())?;
+    pub(super) async fn claim(&self, req: ClaimTick) -> Result<pb::ClaimTickResponse, Status> {
+        let ClaimTick {
+            instance_id,
+            tenant_id,
+            event_hint: _,
+        } = req;
         let session = Uuid::new_v4();
         let started = Utc::now();
         let week_start = week_start_for(started);

@@ -1,15 +1,15 @@
-//! CompleteTick: the single passivation write of a tick. The request is
-//! checked first ([`request`]), the carried call attempts are priced, the
-//! turn's context is taken from the claim's memo or read ([`context`]),
-//! the decision is mapped by genesis-core's rules, and the store writes the
-//! turn with its attempts, the consumed event and the next heartbeat in
-//! one transaction; a tick whose every provider failed is deferred instead.
+//! CompleteTick: the single passivation write of a tick. The request comes
+//! checked ([`CompleteTick`](super::model::CompleteTick)), the carried
+//! call attempts are priced, the turn's context is taken from the claim's
+//! memo or read ([`context`]), the decision is mapped by genesis-core's
+//! rules, and the store writes the turn with its attempts, the consumed
+//! event and the next heartbeat in one transaction; a tick whose every
+//! provider failed is deferred instead.
 //! Must never trust a decision kind or a cost from the pod, and never
 //! write on a lost lease: the store's session guard runs before anything
 //! is written, and a lost lease writes none of the carried attempts.
 
 mod context;
-mod request;
 
 use genesis_core::mapper::{AgentDecisionMapper, Completion, TickOutcome};
 use genesis_core::{AgentDispatcherOptions, AgentEventKind};
@@ -21,24 +21,27 @@ use serde_json::json;
 use tonic::Status;
 use uuid::Uuid;
 
+use super::model::{CompleteTick, ReportedTurn, SessionIds};
 use super::{AgentPodService, status_of};
 use context::TurnContext;
-use request::{CheckedCompletion, ReportedTurn};
 
 impl AgentPodService {
     pub(super) async fn complete(
         &self,
-        req: pb::CompleteTickRequest,
+        req: CompleteTick,
     ) -> Result<pb::CompleteTickResponse, Status> {
-        let CheckedCompletion {
-            session,
-            instance_id,
-            tenant_id,
+        let CompleteTick {
+            ids:
+                SessionIds {
+                    session,
+                    instance_id,
+                    tenant_id,
+                },
             event_id,
             snapshot_id,
             pending,
             turn: reported,
-        } = CheckedCompletion::parse(&req)?;
+        } = req;
         let metrics = &self.metrics;
         let memo = self
             .memos
@@ -182,7 +185,7 @@ impl AgentPodService {
 /// the ledger records with them, the snapshot the turn links and the
 /// attempts it carries.
 fn turn_record(
-    reported: ReportedTurn<'_>,
+    reported: ReportedTurn,
     event_id: Uuid,
     event_kind: AgentEventKind,
     turn_mode: Option<String>,
@@ -190,12 +193,16 @@ fn turn_record(
     call_attempts: Vec<PricedAttempt>,
 ) -> StoreCompletion {
     let ReportedTurn {
-        req,
-        outcome,
         completion,
+        raised_escalation,
         side_effecting_actions,
+        budget_axis,
+        reason,
         plan_input_hash,
         actions,
+        reasoning_summary,
+        wait_condition,
+        consumption,
     } = reported;
     let was_idle = matches!(
         completion,
@@ -204,21 +211,21 @@ fn turn_record(
     let completion_name = completion_label(&completion);
     let mapped = AgentDecisionMapper::map(&TickOutcome {
         event_kind,
-        raised_escalation: outcome.raised_escalation,
+        raised_escalation,
         side_effecting_actions,
         completion,
     });
     let decision_payload = json!({
         "actions": actions,
-        "waitCondition": req.wait_condition,
-        "reasoningSummary": req.reasoning_summary,
+        "waitCondition": wait_condition,
+        "reasoningSummary": reasoning_summary,
         "activeMode": turn_mode,
         // How the episode ended and what it spent, so a budget cut or a
         // failure is visible on the turn (spec §3.5: the axis is recorded).
         "completion": completion_name,
-        "budgetAxis": outcome.budget_axis.as_deref().filter(|a| !a.is_empty()),
-        "endReason": (!outcome.reason.is_empty()).then_some(outcome.reason.as_str()),
-        "consumption": req.consumption.as_ref().map(|c| json!({
+        "budgetAxis": budget_axis.as_deref().filter(|a| !a.is_empty()),
+        "endReason": (!reason.is_empty()).then_some(reason.as_str()),
+        "consumption": consumption.map(|c| json!({
             "tokens": c.tokens, "toolCalls": c.tool_calls, "turns": c.turns, "wallMs": c.wall_ms,
         })),
     });
@@ -232,8 +239,8 @@ fn turn_record(
         },
         plan_input_hash,
         actions,
-        reasoning_summary: non_empty(&req.reasoning_summary),
-        wait_condition: non_empty(&req.wait_condition),
+        reasoning_summary: non_empty(&reasoning_summary),
+        wait_condition: non_empty(&wait_condition),
         decision_payload,
         llm_call_snapshot_id: snapshot.as_ref().map(|s| s.id),
         served_model: snapshot.as_ref().and_then(|s| s.served_model.clone()),

@@ -10,7 +10,6 @@
 //! violation or a tool's own error into an RPC error: both are answered in
 //! band.
 
-use genesis_proto::convert::parse_uuid;
 use genesis_proto::v1 as pb;
 use genesis_store::StoreError;
 use genesis_store::tool_invocations::{NewToolInvocation, find_in, insert_in, lease_held_in};
@@ -18,11 +17,9 @@ use serde_json::Value;
 use tonic::Status;
 
 use super::mode::resolve;
+use super::model::InvokeTool;
 use super::{AgentPodService, status_of};
 use crate::tools::ToolContext;
-
-/// Longest arguments JSON accepted for one tool call, in bytes.
-pub const MAX_TOOL_ARGUMENTS_BYTES: usize = 256 * 1024;
 
 /// A tool call's result, run now or replayed from its record.
 fn tool_answer(
@@ -55,31 +52,8 @@ fn tool_error(code: &str, message: impl Into<String>) -> pb::InvokeToolResponse 
 }
 
 impl AgentPodService {
-    pub(super) async fn invoke(
-        &self,
-        req: pb::InvokeToolRequest,
-    ) -> Result<pb::InvokeToolResponse, Status> {
-        let session = parse_uuid("session_id", &req.session_id)?;
-        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
-        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
-        if req.call_id.trim().is_empty() || req.call_id.len() > 200 {
-            return Err(genesis_proto::convert::invalid_argument(
-                "call_id",
-                "must be 1 to 200 bytes",
-            ));
-        }
-        if req.tool_name.trim().is_empty() || req.tool_name.len() > 200 {
-            return Err(genesis_proto::convert::invalid_argument(
-                "tool_name",
-                "must be 1 to 200 bytes",
-            ));
-        }
-        if req.arguments_json.len() > MAX_TOOL_ARGUMENTS_BYTES {
-            return Err(genesis_proto::convert::invalid_argument(
-                "arguments_json",
-                format!("must be at most {MAX_TOOL_ARGUMENTS_BYTES} bytes"),
-            ));
-        }
+    pub(super) async fn invoke(&self, req: InvokeTool) -> Result<pb::InvokeToolResponse, Status> {
+        let (tenant_id, instance_id, session) = req.ids.triple();
         let tool_label = if self.registry.get(&req.tool_name).is_some() {
             req.tool_name.clone()
         } else {
@@ -203,7 +177,7 @@ impl AgentPodService {
             instance_id,
             session,
             call_id: req.call_id.clone(),
-            tool_name: req.tool_name.clone(),
+            tool_name: req.tool_name,
             arguments: args,
             result: result.clone(),
             blocked,

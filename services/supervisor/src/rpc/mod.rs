@@ -4,8 +4,8 @@
 //! passivation write. This module owns the service value, its settings, the
 //! sizing of its caches ([`crate::cache`]) and the dispatch of each RPC,
 //! after the tenant check and inside the RPC's span, to the module named
-//! for it. Each of those validates its request into domain values on
-//! receipt (INVALID_ARGUMENT naming the field); store and core errors are
+//! for it, with its request converted once into the domain value of
+//! [`model`] (INVALID_ARGUMENT naming the field); store and core errors are
 //! mapped once in [`crate::error`]. Must never write on a lost lease, never
 //! trust a cost or decision kind from the pod, and never run a tool outside
 //! the instance's resolved toolset.
@@ -14,6 +14,7 @@ mod claim;
 mod complete;
 mod invoke;
 mod mode;
+pub mod model;
 mod record;
 mod renew;
 
@@ -39,7 +40,7 @@ use crate::ops::OpsProbe;
 use crate::presets::DefaultProvider;
 use crate::tools::{Governance, ToolRegistry};
 
-pub use invoke::MAX_TOOL_ARGUMENTS_BYTES;
+pub use model::MAX_TOOL_ARGUMENTS_BYTES;
 
 /// Supervisor settings the service needs.
 #[derive(Debug, Clone)]
@@ -155,6 +156,7 @@ impl AgentPod for AgentPodService {
         check_tenant(&request, &request.get_ref().tenant_id)?;
         let req = request.into_inner();
         let span = rpc_span("ClaimTick", &req.tenant_id, &req.instance_id, "");
+        let req = span.in_scope(|| model::ClaimTick::try_from(req))?;
         self.claim(req).instrument(span).await.map(Response::new)
     }
 
@@ -170,6 +172,7 @@ impl AgentPod for AgentPodService {
             &req.instance_id,
             &req.session_id,
         );
+        let req = span.in_scope(|| model::RenewLease::try_from(req))?;
         self.renew(req).instrument(span).await.map(Response::new)
     }
 
@@ -185,6 +188,7 @@ impl AgentPod for AgentPodService {
             &req.instance_id,
             &req.session_id,
         );
+        let req = span.in_scope(|| model::InvokeTool::try_from(req))?;
         self.invoke(req).instrument(span).await.map(Response::new)
     }
 
@@ -200,6 +204,7 @@ impl AgentPod for AgentPodService {
             &req.instance_id,
             &req.session_id,
         );
+        let req = span.in_scope(|| model::RecordCallAttempt::try_from(req))?;
         self.record_attempt(req)
             .instrument(span)
             .await
@@ -218,6 +223,7 @@ impl AgentPod for AgentPodService {
             &req.instance_id,
             &req.session_id,
         );
+        let req = span.in_scope(|| model::ReserveCredit::try_from(req))?;
         self.reserve(req).instrument(span).await.map(Response::new)
     }
 
@@ -233,6 +239,7 @@ impl AgentPod for AgentPodService {
             &req.instance_id,
             &req.session_id,
         );
+        let req = span.in_scope(|| model::CompleteTick::try_from(req))?;
         self.complete(req).instrument(span).await.map(Response::new)
     }
 }

@@ -1,24 +1,20 @@
 //! RenewLease: extends the lease a claimed session holds. Owns only the
-//! request's checks and the expiry answered (now plus the lease TTL, as
+//! expiry answered (now plus the lease TTL, as
 //! this supervisor computes it, not read back). Must never renew a lease
 //! the session no longer holds or that has expired: the store refuses both
 //! with LEASE_LOST and writes nothing.
 
 use chrono::Utc;
-use genesis_proto::convert::{parse_uuid, timestamp_from_chrono};
+use genesis_proto::convert::timestamp_from_chrono;
 use genesis_proto::v1 as pb;
 use tonic::Status;
 
+use super::model::RenewLease;
 use super::{AgentPodService, status_of};
 
 impl AgentPodService {
-    pub(super) async fn renew(
-        &self,
-        req: pb::RenewLeaseRequest,
-    ) -> Result<pb::RenewLeaseResponse, Status> {
-        let session = parse_uuid("session_id", &req.session_id)?;
-        let instance_id = parse_uuid("instance_id", &req.instance_id)?;
-        let tenant_id = parse_uuid("tenant_id", &req.tenant_id)?;
+    pub(super) async fn renew(&self, req: RenewLease) -> Result<pb::RenewLeaseResponse, Status> {
+        let (tenant_id, instance_id, session) = req.ids.triple();
         self.store
             .renew_lease(tenant_id, instance_id, session, self.settings.lease_ttl)
             .await

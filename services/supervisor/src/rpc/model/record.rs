@@ -1,0 +1,133 @@
+//! RecordCallAttempt's and ReserveCredit's requests as domain values: a
+//! reported call attempt checked field by field by the store's own rule
+//! (shared with CompleteTick, whose last attempts travel with the
+//! completion), and a reservation's chain and token counts. A reported
+//! attempt is not yet priced: its cost is computed by the handler, never
+//! taken from the pod.
+
+use genesis_proto::convert::{invalid_argument as inv, require};
+use genesis_proto::v1 as pb;
+use genesis_store::StoreError;
+use genesis_store::llm::NewCallAttempt;
+use tonic::Status;
+
+use super::SessionIds;
+use crate::error::store_status;
+
+/// Most models a reservation's chain may name.
+const MAX_CHAIN_MODELS: usize = 64;
+
+/// A RecordCallAttempt request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordCallAttempt {
+    pub ids: SessionIds,
+    /// Checked, not yet priced (`site_id` and `cost_usd` are filled then).
+    pub attempt: NewCallAttempt,
+}
+
+impl TryFrom<pb::RecordCallAttemptRequest> for RecordCallAttempt {
+    type Error = Status;
+
+    fn try_from(req: pb::RecordCallAttemptRequest) -> Result<Self, Status> {
+        let ids = SessionIds::parse(&req.session_id, &req.instance_id, &req.tenant_id)?;
+        let attempt = reported_attempt(
+            "",
+            ids,
+            req.invocation_id,
+            req.attempt.as_ref(),
+            req.prompt_overlay_sha256,
+        )?;
+        Ok(Self { ids, attempt })
+    }
+}
+
+/// A ReserveCredit request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReserveCredit {
+    pub ids: SessionIds,
+    /// The chain's models, 1 to 64 of them, each 1 to 200 bytes.
+    pub models: Vec<String>,
+    pub prompt_tokens: u64,
+    pub max_output_tokens: u64,
+}
+
+impl ReserveCredit {
+    /// The chain's first model (the one whose context is read when the
+    /// tick's memo is gone).
+    pub fn first_model(&self) -> &str {
+        self.models.first().map(String::as_str).unwrap_or_default()
+    }
+}
+
+impl TryFrom<pb::ReserveCreditRequest> for ReserveCredit {
+    type Error = Status;
+
+    fn try_from(req: pb::ReserveCreditRequest) -> Result<Self, Status> {
+        let ids = SessionIds::parse(&req.session_id, &req.instance_id, &req.tenant_id)?;
+        if req.models.is_empty() || req.models.len() > MAX_CHAIN_MODELS {
+            return Err(inv("models", "must name 1 to 64 models of the chain"));
+        }
+        if let Some(i) = req
+            .models
+            .iter()
+            .position(|m| m.trim().is_empty() || m.len() > 200)
+        {
+            return Err(inv(&format!("models[{i}]"), "must be 1 to 200 bytes"));
+        }
+        let count =
+            |field: &str, v: i64| u64::try_from(v).map_err(|_| inv(field, "must be non-negative"));
+        Ok(Self {
+            ids,
+            prompt_tokens: count("prompt_tokens", req.prompt_tokens)?,
+            max_output_tokens: count("max_output_tokens", req.max_output_tokens)?,
+            models: req.models,
+        })
+    }
+}
+
+/// One reported call attempt, checked as RecordCallAttempt checks it, ready
+/// to be priced and written. A batch of them (CompleteTick's
+/// `call_attempts`) is checked whole before any is written. `prefix` names
+/// where the attempt sits in the request: `""` for RecordCallAttempt,
+/// `call_attempts[i].` for CompleteTick.
+pub(super) fn reported_attempt(
+    prefix: &str,
+    ids: SessionIds,
+    invocation_id: String,
+    attempt: Option<&pb::CallAttempt>,
+    prompt_overlay_sha256: String,
+) -> Result<NewCallAttempt, Status> {
+    let a = require(&format!("{prefix}attempt"), attempt)?;
+    // Every field is checked once, by the store's rule below; an empty
+    // overlay hash means none.
+    let prompt_overlay_sha256 =
+        (!prompt_overlay_sha256.is_empty()).then_some(prompt_overlay_sha256);
+    let attempt = NewCallAttempt {
+        instance_id: ids.instance_id,
+        session: ids.session,
+        invocation_id,
+        site_id: String::new(),
+        requested_model: a.requested_model.clone(),
+        served_model: a.served_model.clone(),
+        provider: a.provider.clone(),
+        credential_name: a.credential_name.clone(),
+        outcome: a.outcome.clone(),
+        input_tokens: a.input_tokens,
+        output_tokens: a.output_tokens,
+        cache_read_tokens: a.cache_read_tokens,
+        cache_write_tokens: a.cache_write_tokens,
+        latency_ms: a.latency_ms,
+        error_message: a.error_message.clone(),
+        cost_usd: 0.0,
+        priced_as: None,
+        pricing_source: None,
+        prompt_overlay_sha256,
+    };
+    match attempt.check_reported() {
+        Ok(()) => Ok(attempt),
+        Err(StoreError::InvalidArgument { field, reason }) => {
+            Err(inv(&format!("{prefix}{field}"), reason))
+        }
+        Err(e) => Err(store_status(&e)),
+    }
+}
