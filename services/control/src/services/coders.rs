@@ -245,6 +245,10 @@ impl CoderService for Coders {
                 Err(e) => {
                     // No Job holds the token: it must not outlive this call.
                     wind_down(&self.state, t, row.id, None, false).await;
+                    tracing::warn!(
+                        tenant = %t, task = %row.id, error = %e,
+                        "coder Job not created; the task stays pending for a later SpawnCoder with its task_id"
+                    );
                     return Err(lanes_status(e));
                 }
             };
