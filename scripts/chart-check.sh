@@ -580,6 +580,9 @@ tjob = by_component(td, "Job", "migrations")
 for name, dep in (("control", tctl), ("supervisor", tsup), ("migrations", tjob)):
     check(secret_at(dep, "/etc/genesis/postgres-ca") == ("genesis-postgres-ca", ["ca.crt"]),
           f"tls: {name} mounts postgres.caSecret's ca.crt at /etc/genesis/postgres-ca")
+check(val(ectl, "GENESIS_CODER_CONTROL_URL") == "https://genesis-control.genesis.svc:50051"
+      and val(env_map(by_component(renders["default"], "Deployment", "control")), "GENESIS_CODER_CONTROL_URL").startswith("http://genesis-control."),
+      "coders are told this release's control Service: https with TLS, http without")
 check(all("appProtocol" not in p for d in of_kind(td, "Service") for p in d["spec"]["ports"]),
       "tls: no Service port claims plaintext h2c")
 check(all("tls" not in str(mounts_of(by_component(renders["default"], "Deployment", c))) for c in ("control", "supervisor", "agent-pod"))

@@ -393,6 +393,13 @@ the CA that verifies it, and the client certificate when there is one.
 {{- define "genesis.supervisorUrl" -}}
 {{- printf "%s://%s.%s.svc:%d" (ternary "https" "http" .Values.tls.enabled) (include "genesis.componentName" (dict "root" . "component" "supervisor")) .Release.Namespace (int .Values.supervisor.grpcPort) }}
 {{- end }}
+{{- define "genesis.controlUrl" -}}
+{{- if .Values.control.coderControlUrl }}
+{{- .Values.control.coderControlUrl }}
+{{- else }}
+{{- printf "%s://%s.%s.svc:%d" (ternary "https" "http" .Values.tls.enabled) (include "genesis.componentName" (dict "root" . "component" "control")) .Release.Namespace (int .Values.control.grpcPort) }}
+{{- end }}
+{{- end }}
 {{- define "genesis.agentTlsEnv" -}}
 {{- if .Values.tls.enabled }}
 - name: GENESIS_SUPERVISOR_CA_FILE
