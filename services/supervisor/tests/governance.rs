@@ -101,7 +101,7 @@ async fn call(
 
 fn invalid(r: Result<Value, ToolError>, needle: &str) {
     let e = r.expect_err("refused");
-    assert_eq!(e.code, "INVALID_ARGUMENTS", "{e:?}");
+    assert_eq!(e.code.as_str(), "INVALID_ARGUMENTS", "{e:?}");
     assert!(
         e.message.contains(needle),
         "{needle:?} not in {:?}",
@@ -321,7 +321,7 @@ async fn artifact_tools_record_dossiers_knowledge_and_research(pool: PgPool) {
         "language",
     );
     let missing = call(&store, t, c, "compliance_dossier_translate", json!({"dossierId": Uuid::new_v4().to_string(), "language": "de", "title": "x", "body": "y"})).await;
-    assert_eq!(missing.unwrap_err().code, "NOT_FOUND");
+    assert_eq!(missing.unwrap_err().code.as_str(), "NOT_FOUND");
 
     let list = call(
         &store,
@@ -542,7 +542,7 @@ async fn control_tools_propose_without_applying(pool: PgPool) {
         json!({"kind": "MissionResearch", "title": "x", "description": "y"}),
     )
     .await;
-    assert_eq!(refused.unwrap_err().code, "NOT_PERMITTED");
+    assert_eq!(refused.unwrap_err().code.as_str(), "NOT_PERMITTED");
     assert_eq!(count(&pool, "missions").await, 1);
 
     let q = call(
@@ -1055,7 +1055,7 @@ async fn agent_workset_complete_ends_the_foundational_phase_and_refuses_bad_argu
     let e = call(&store, other, soa, "agent_workset_complete", json!({}))
         .await
         .expect_err("not this tenant's instance");
-    assert_eq!(e.code, "NOT_FOUND", "{e:?}");
+    assert_eq!(e.code.as_str(), "NOT_FOUND", "{e:?}");
 }
 
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
@@ -1363,7 +1363,7 @@ async fn redactor_propose_overlay_raises_one_masked_proposal_and_refuses_what_st
     )
     .await
     .expect_err("a proposal that still leaks is refused");
-    assert_eq!(leak.code, "INVALID_ARGUMENTS");
+    assert_eq!(leak.code.as_str(), "INVALID_ARGUMENTS");
     assert!(leak.message.contains("api_key×1"), "{}", leak.message);
     assert!(
         !leak.message.contains(SECRET),
@@ -1374,7 +1374,7 @@ async fn redactor_propose_overlay_raises_one_masked_proposal_and_refuses_what_st
     let e = call(&store, t, soa, "redactor_propose_overlay", json!({}))
         .await
         .expect_err("only the Prompt Engineer proposes overlays");
-    assert_eq!(e.code, "NOT_APPLICABLE");
+    assert_eq!(e.code.as_str(), "NOT_APPLICABLE");
     assert_eq!(count(&pool, "attention_requests").await, 0);
 
     // The detector-masked overlay is proposed as it is.
@@ -1427,13 +1427,13 @@ async fn redactor_propose_overlay_has_nothing_to_do_without_a_dirty_overlay(pool
     let e = call(&store, t, clean, "redactor_propose_overlay", json!({}))
         .await
         .expect_err("a clean overlay raises nothing");
-    assert_eq!(e.code, "NOTHING_TO_REDACT");
+    assert_eq!(e.code.as_str(), "NOTHING_TO_REDACT");
     // A site with no binding resolves to the code default: nothing to redact.
     let unbound = redactor(&store, t, "PromptRedactor:Redact").await;
     let e = call(&store, t, unbound, "redactor_propose_overlay", json!({}))
         .await
         .expect_err("no preset, no overlay");
-    assert_eq!(e.code, "NOTHING_TO_REDACT");
+    assert_eq!(e.code.as_str(), "NOTHING_TO_REDACT");
     assert_eq!(count(&pool, "attention_requests").await, 0);
 }
 

@@ -10,6 +10,7 @@
 //! violation or a tool's own error into an RPC error: both are answered in
 //! band.
 
+use genesis_core::ErrorCode;
 use genesis_proto::v1 as pb;
 use genesis_store::StoreError;
 use genesis_store::tool_invocations::{NewToolInvocation, find_in, insert_in, lease_held_in};
@@ -19,6 +20,7 @@ use tonic::Status;
 use super::mode::resolve;
 use super::model::InvokeTool;
 use super::{AgentPodService, status_of};
+use crate::metrics::Metrics;
 use crate::tools::ToolContext;
 
 /// A tool call's result, run now or replayed from its record.
@@ -38,12 +40,20 @@ fn tool_answer(
 }
 
 /// A call refused in band: the RPC succeeds and the pod's model reads why.
-fn tool_error(code: &str, message: impl Into<String>) -> pb::InvokeToolResponse {
+/// An in-band refusal of the call, counted under its catalogue code: the
+/// model reads the code and the message and corrects its next call.
+fn refused(
+    metrics: &Metrics,
+    tool_label: &str,
+    code: ErrorCode,
+    message: impl Into<String>,
+) -> pb::InvokeToolResponse {
+    metrics.tool_call(tool_label, code.as_str());
     pb::InvokeToolResponse {
         result_json: "{}".into(),
         blocked: false,
         error: Some(pb::ToolError {
-            code: code.to_owned(),
+            code: code.as_str().to_owned(),
             message: message.into(),
         }),
         side_effecting: false,
@@ -97,9 +107,10 @@ impl AgentPodService {
         )
         .map_err(Status::from)?;
         if !mode.toolset.iter().any(|t| t == &req.tool_name) {
-            metrics.tool_call(&tool_label, "TOOL_NOT_AUTHORIZED");
-            return Ok(tool_error(
-                "TOOL_NOT_AUTHORIZED",
+            return Ok(refused(
+                metrics,
+                &tool_label,
+                ErrorCode::ToolNotAuthorized,
                 format!(
                     "{} is not in the toolset of mode {}",
                     req.tool_name, mode.name
@@ -107,9 +118,10 @@ impl AgentPodService {
             ));
         }
         let Some(tool) = self.registry.get(&req.tool_name).cloned() else {
-            metrics.tool_call(&tool_label, "TOOL_NOT_IMPLEMENTED");
-            return Ok(tool_error(
-                "TOOL_NOT_IMPLEMENTED",
+            return Ok(refused(
+                metrics,
+                &tool_label,
+                ErrorCode::ToolNotImplemented,
                 format!(
                     "{} is authorised in mode {} but not served by this supervisor",
                     req.tool_name, mode.name
@@ -124,16 +136,21 @@ impl AgentPodService {
         }) {
             Ok(v) => v,
             Err(e) => {
-                metrics.tool_call(&tool_label, "INVALID_ARGUMENTS");
-                return Ok(tool_error(
-                    "INVALID_ARGUMENTS",
+                return Ok(refused(
+                    metrics,
+                    &tool_label,
+                    ErrorCode::InvalidArguments,
                     format!("arguments_json is not JSON: {e}"),
                 ));
             }
         };
         if let Err(e) = crate::tools::schema::validate(&tool.schema(), &args) {
-            metrics.tool_call(&tool_label, "INVALID_ARGUMENTS");
-            return Ok(tool_error("INVALID_ARGUMENTS", e.to_string()));
+            return Ok(refused(
+                metrics,
+                &tool_label,
+                ErrorCode::InvalidArguments,
+                e.to_string(),
+            ));
         }
         // (e) governance: a violation is a blocked result, never an error.
         // Action limits count this instance's earlier calls of the tool.
@@ -166,10 +183,7 @@ impl AgentPodService {
                 };
                 match tool.run(&mut ctx, &args).await {
                     Ok(result) => (result, false, tool.side_effecting()),
-                    Err(e) => {
-                        metrics.tool_call(&tool_label, e.code);
-                        return Ok(tool_error(e.code, e.message));
-                    }
+                    Err(e) => return Ok(refused(metrics, &tool_label, e.code, e.message)),
                 }
             }
         };

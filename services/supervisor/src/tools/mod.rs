@@ -56,9 +56,8 @@ pub struct ToolContext<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ToolError {
-    /// Its catalogue code's text (`NOT_FOUND`, `HANDLER_FAILED`, ...), as
-    /// the InvokeTool answer and the metric label carry it.
-    pub code: &'static str,
+    /// Its catalogue code (`NOT_FOUND`, `HANDLER_FAILED`, ...).
+    pub code: ErrorCode,
     pub message: String,
 }
 
@@ -66,7 +65,7 @@ impl ToolError {
     /// A failure with `code`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            code: code.as_str(),
+            code,
             message: message.into(),
         }
     }
