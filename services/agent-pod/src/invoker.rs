@@ -613,7 +613,7 @@ impl Invoker {
                     .contains(&call.name)
                 {
                     (
-                            json!({"error": {"code": "TOOL_NOT_AUTHORIZED", "message": format!("{} is not in this mode's toolset", call.name)}}).to_string(),
+                            json!({"error": {"code": genesis_core::ErrorCode::ToolNotAuthorized.as_str(), "message": format!("{} is not in this mode's toolset", call.name)}}).to_string(),
                             false,
                             false,
                             false,
