@@ -32,7 +32,11 @@ async fn seed_tenant(store: &Store, pool: &PgPool, t: Uuid, name: &str) -> anyho
     let c = claim(store, t, inst.id).await?;
     let mut done = TickCompletion::new(
         c.event.id,
-        derived(genesis_core::AgentDecisionKind::Planned, genesis_core::Phase::Idle, true),
+        derived(
+            genesis_core::AgentDecisionKind::Planned,
+            genesis_core::Phase::Idle,
+            true,
+        ),
     );
     done.actions = vec![LedgerAction {
         tool_name: "agent_query_memory".into(),
