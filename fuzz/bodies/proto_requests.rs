@@ -114,6 +114,8 @@ requests!(
     ReserveCreditRequest,
     GetModeRequest,
     EditModeRequest,
+    ReportProgressRequest,
+    AttachArtifactRequest,
 );
 
 /// Run one input: the first byte picks the message type, the rest is the
