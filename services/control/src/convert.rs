@@ -6,89 +6,11 @@ use genesis_core::BudgetOverride;
 use genesis_core::modes::seed_catalogue;
 use genesis_proto::convert::{optional_timestamp, timestamp_from_chrono};
 use genesis_proto::v1;
-use genesis_store::{
-    ApiToken, AttentionRequest, InstanceRow, LedgerActionRow, LedgerTurn, MessageRow, ModeRow,
-    Tenant,
-};
+use genesis_store::{ApiToken, AttentionRequest, LedgerTurn, MessageRow, ModeRow, Tenant};
 
-/// `agent_instances` row → `AgentInstance`. A row on its type's default
-/// mode (`active_mode` NULL) names that mode.
-pub fn instance(i: &InstanceRow) -> v1::AgentInstance {
-    v1::AgentInstance {
-        id: i.id.to_string(),
-        tenant_id: i.tenant_id.to_string(),
-        agent_type: i.agent_type.as_str().to_owned(),
-        status: i.status.as_str().to_owned(),
-        active_mode: i
-            .active_mode
-            .clone()
-            .or_else(|| genesis_core::default_mode(i.agent_type).map(str::to_owned))
-            .unwrap_or_default(),
-        phase: i.phase.as_str().to_owned(),
-        next_tick_at: optional_timestamp(i.next_tick_at),
-        consecutive_idle_ticks: i.consecutive_idle_ticks,
-        consecutive_blocked_turns: i.consecutive_blocked_turns,
-        idle_ticks_since_replan: i.idle_ticks_since_replan,
-        plan_input_hash: i.plan_input_hash.clone().unwrap_or_default(),
-        last_decision_kind: i
-            .last_decision_kind
-            .as_ref()
-            .map(|k| k.as_str().to_owned())
-            .unwrap_or_default(),
-        is_building_starting_workset: i.is_building_starting_workset,
-        workset_deadline_utc: optional_timestamp(i.workset_deadline_utc),
-        call_site_id: i.call_site_id.clone(),
-        created_at: Some(timestamp_from_chrono(i.created_at)),
-        updated_at: Some(timestamp_from_chrono(i.updated_at)),
-        consecutive_provider_failures: i.consecutive_provider_failures,
-        consecutive_exhausted_turns: i.consecutive_exhausted_turns,
-    }
-}
-
-/// The mode a turn ran in (`decision_payload.activeMode`).
-fn active_mode_of(payload: &serde_json::Value) -> String {
-    payload
-        .get("activeMode")
-        .and_then(|m| m.as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// Ledger turn with its action rows → `LedgerTurn`. An action without a
-/// result has an empty `result_json`.
-pub fn ledger_turn(t: &LedgerTurn, actions: &[LedgerActionRow]) -> v1::LedgerTurn {
-    v1::LedgerTurn {
-        id: t.id.to_string(),
-        instance_id: t.instance_id.to_string(),
-        turn_number: t.turn_number,
-        event_kind: t.event_kind.as_str().to_owned(),
-        event_payload_json: t.event_payload.to_string(),
-        decision_kind: t.decision_kind.as_str().to_owned(),
-        active_mode: active_mode_of(&t.decision_payload),
-        phase: t.phase.as_str().to_owned(),
-        reasoning_summary: t.reasoning_summary.clone().unwrap_or_default(),
-        wait_condition: t.wait_condition.clone().unwrap_or_default(),
-        actions: actions
-            .iter()
-            .map(|a| v1::ActionRecord {
-                tool_name: a.tool_name.clone(),
-                arguments_json: a.arguments.to_string(),
-                result_json: a.result.as_ref().map(|r| r.to_string()).unwrap_or_default(),
-                side_effecting: a.side_effecting,
-                blocked: a.blocked,
-            })
-            .collect(),
-        plan_input_hash: t.plan_input_hash.clone().unwrap_or_default(),
-        snapshot_id: t.llm_call_snapshot_id.map(|s| s.to_string()),
-        served_model: t.served_model.clone().unwrap_or_default(),
-        cost_usd: t.cost_usd.unwrap_or(0.0),
-        input_tokens: t.input_tokens.unwrap_or(0),
-        output_tokens: t.output_tokens.unwrap_or(0),
-        created_at: Some(timestamp_from_chrono(t.created_at)),
-        event_id: t.event_id.map(|e| e.to_string()).unwrap_or_default(),
-        requested_model: t.requested_model.clone().unwrap_or_default(),
-    }
-}
+/// The instance and ledger-turn forms are shared with the supervisor's
+/// tick bundle: one conversion each, in genesis-proto.
+pub use genesis_proto::rows::{instance, ledger_turn};
 
 /// `tenants` row → `Tenant`.
 pub fn tenant(t: &Tenant) -> v1::Tenant {
@@ -143,7 +65,7 @@ pub fn turn_event(t: &LedgerTurn) -> v1::TurnEvent {
         turn_number: t.turn_number,
         event_kind: t.event_kind.as_str().to_owned(),
         decision_kind: t.decision_kind.as_str().to_owned(),
-        mode: active_mode_of(&t.decision_payload),
+        mode: t.active_mode().to_owned(),
         phase: t.phase.as_str().to_owned(),
         reasoning_summary: t.reasoning_summary.clone().unwrap_or_default(),
         served_model: t.served_model.clone().unwrap_or_default(),

@@ -1,15 +1,16 @@
 //! The standing agent as the tick rules see it: an `agent_instances` row
 //! (spec §3.1), the pre-tick snapshot the claim's terms and the
-//! completion's idle and STUCK rules key on. Owns its shape and the
-//! foundational-phase rule; genesis-store reads and writes the row. Must
-//! never be written from here: the row changes only through the store's
-//! guarded writes.
+//! completion's idle and STUCK rules key on, and the turns of its
+//! append-only ledger (`agent_state_ledger` and its actions). Owns their
+//! shapes and the foundational-phase rule; genesis-store reads and writes
+//! the rows, genesis-proto puts them on the wire. Must never be written
+//! from here: the rows change only through the store's guarded writes.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer};
 use uuid::Uuid;
 
-use crate::enums::{AgentDecisionKind, AgentType, InstanceStatus, Phase};
+use crate::enums::{AgentDecisionKind, AgentEventKind, AgentType, InstanceStatus, Phase};
 use crate::tick::PriorCounters;
 
 /// An `agent_instances` row.
@@ -64,10 +65,65 @@ impl From<&InstanceRow> for PriorCounters {
     }
 }
 
+/// One turn of an instance's ledger.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct LedgerTurn {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub instance_id: Uuid,
+    pub turn_number: i64,
+    pub event_id: Option<Uuid>,
+    pub event_kind: AgentEventKind,
+    pub event_payload: serde_json::Value,
+    pub decision_kind: AgentDecisionKind,
+    #[serde(deserialize_with = "phase_column")]
+    pub phase: Phase,
+    /// `{actions, waitCondition, reasoningSummary, activeMode}`.
+    pub decision_payload: serde_json::Value,
+    pub wait_condition: Option<String>,
+    pub reasoning_summary: Option<String>,
+    pub plan_input_hash: Option<String>,
+    pub llm_call_snapshot_id: Option<Uuid>,
+    pub served_model: Option<String>,
+    /// The model the preset asked for, from the turn's call snapshot
+    /// (`None` when the turn made no LLM call).
+    #[serde(default)]
+    pub requested_model: Option<String>,
+    pub cost_usd: Option<f64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl LedgerTurn {
+    /// The mode the turn ran in (`decision_payload.activeMode`), empty when
+    /// the payload does not say.
+    pub fn active_mode(&self) -> &str {
+        self.decision_payload
+            .get("activeMode")
+            .and_then(|m| m.as_str())
+            .unwrap_or_default()
+    }
+}
+
+/// One action row of a turn.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct LedgerActionRow {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub ledger_id: Uuid,
+    pub ordinal: i32,
+    pub tool_name: String,
+    pub arguments: serde_json::Value,
+    pub result: Option<serde_json::Value>,
+    pub side_effecting: bool,
+    pub blocked: bool,
+}
+
 /// The stored `phase` column. The schema's domain keeps other values out;
 /// one that got in anyway (a hand edit) is a decode error naming the
 /// column, never a panic and never read as some other phase.
-fn phase_column<'de, D: Deserializer<'de>>(d: D) -> Result<Phase, D::Error> {
+pub(crate) fn phase_column<'de, D: Deserializer<'de>>(d: D) -> Result<Phase, D::Error> {
     let text = String::deserialize(d)?;
     text.parse()
         .map_err(|e| serde::de::Error::custom(format_args!("column phase: {e}")))

@@ -17,6 +17,7 @@ pub mod limits;
 pub mod peer_limit;
 pub mod raw;
 pub mod reflection;
+pub mod rows;
 pub mod status;
 
 /// Generated code of package `genesis.v1`.

@@ -2,58 +2,14 @@
 //! Turns are written only by `tick::complete_tick`, and cleared only by the
 //! documented Reset. Must never grow an UPDATE or DELETE path.
 
-use chrono::{DateTime, Utc};
-use genesis_core::{AgentDecisionKind, AgentEventKind, Phase};
-use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::error::StoreError;
-use crate::rows::{check_text, decode_all, phase_column};
+use crate::rows::{check_text, decode_all};
 use crate::store::Store;
 
-/// One ledger turn.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct LedgerTurn {
-    pub id: Uuid,
-    pub tenant_id: Uuid,
-    pub instance_id: Uuid,
-    pub turn_number: i64,
-    pub event_id: Option<Uuid>,
-    pub event_kind: AgentEventKind,
-    pub event_payload: serde_json::Value,
-    pub decision_kind: AgentDecisionKind,
-    #[serde(deserialize_with = "phase_column")]
-    pub phase: Phase,
-    /// `{actions, waitCondition, reasoningSummary, activeMode}`.
-    pub decision_payload: serde_json::Value,
-    pub wait_condition: Option<String>,
-    pub reasoning_summary: Option<String>,
-    pub plan_input_hash: Option<String>,
-    pub llm_call_snapshot_id: Option<Uuid>,
-    pub served_model: Option<String>,
-    /// The model the preset asked for, from the turn's call snapshot (read
-    /// by [`Ledger::tail`]; `None` when the turn made no LLM call).
-    #[serde(default)]
-    pub requested_model: Option<String>,
-    pub cost_usd: Option<f64>,
-    pub input_tokens: Option<i64>,
-    pub output_tokens: Option<i64>,
-    pub created_at: DateTime<Utc>,
-}
-
-/// One action row of a turn.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct LedgerActionRow {
-    pub id: Uuid,
-    pub tenant_id: Uuid,
-    pub ledger_id: Uuid,
-    pub ordinal: i32,
-    pub tool_name: String,
-    pub arguments: serde_json::Value,
-    pub result: Option<serde_json::Value>,
-    pub side_effecting: bool,
-    pub blocked: bool,
-}
+/// The row types live with the rules that read them, in genesis-core.
+pub use genesis_core::instance::{LedgerActionRow, LedgerTurn};
 
 /// Repository handle, from [`Store::ledger`].
 pub struct Ledger<'a> {

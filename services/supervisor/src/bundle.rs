@@ -17,11 +17,9 @@
 //! wire messages. Must never write to the database. (PostgreSQL's own statistics are sampled
 //! in the background by `ops`, never read per claim.)
 
-mod wire;
-
 use std::sync::Arc;
 
-pub use wire::{instance_to_proto, ledger_turn_to_proto};
+pub use genesis_proto::rows::{instance as instance_to_proto, ledger_turn as ledger_turn_to_proto};
 
 use crate::cache::ClaimCaches;
 use crate::cache::catalogue::{CATALOGUE_KEYS, Catalogue, settle};

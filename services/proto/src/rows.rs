@@ -1,17 +1,17 @@
-//! The wire forms of the store rows a tick bundle carries: the instance
-//! snapshot and the ledger tail's turns with their actions. Owned by the
-//! service that sends them; control's admin surface keeps its own
-//! conversions of the same rows (`genesis_control::convert`), which must
-//! stay field-for-field the same. Must never read the database or validate
-//! input.
+//! The wire forms of the rows both servers send: an instance snapshot
+//! (`AgentInstance`) and a ledger turn with its actions (`LedgerTurn`).
+//! One conversion each, so the admin API, the dashboard and a tick bundle
+//! can never disagree on a field. Total functions over genesis-core's row
+//! types; must never validate input or read the database.
 
-use genesis_proto::convert::{optional_timestamp, timestamp_from_chrono};
-use genesis_proto::v1 as pb;
-use genesis_store::{InstanceRow, LedgerActionRow, LedgerTurn};
+use genesis_core::instance::{InstanceRow, LedgerActionRow, LedgerTurn};
+
+use crate::convert::{optional_timestamp, timestamp_from_chrono};
+use crate::v1 as pb;
 
 /// `agent_instances` row → `AgentInstance`. A row on its type's default
 /// mode (`active_mode` NULL) names that mode.
-pub fn instance_to_proto(i: &InstanceRow) -> pb::AgentInstance {
+pub fn instance(i: &InstanceRow) -> pb::AgentInstance {
     pb::AgentInstance {
         id: i.id.to_string(),
         tenant_id: i.tenant_id.to_string(),
@@ -43,18 +43,9 @@ pub fn instance_to_proto(i: &InstanceRow) -> pb::AgentInstance {
     }
 }
 
-/// The mode a turn ran in (`decision_payload.activeMode`).
-fn active_mode_of(payload: &serde_json::Value) -> String {
-    payload
-        .get("activeMode")
-        .and_then(|m| m.as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// Ledger turn with its action rows → `LedgerTurn`. An action without a
 /// result has an empty `result_json`.
-pub fn ledger_turn_to_proto(t: &LedgerTurn, actions: &[LedgerActionRow]) -> pb::LedgerTurn {
+pub fn ledger_turn(t: &LedgerTurn, actions: &[LedgerActionRow]) -> pb::LedgerTurn {
     pb::LedgerTurn {
         id: t.id.to_string(),
         instance_id: t.instance_id.to_string(),
@@ -62,7 +53,7 @@ pub fn ledger_turn_to_proto(t: &LedgerTurn, actions: &[LedgerActionRow]) -> pb::
         event_kind: t.event_kind.as_str().to_owned(),
         event_payload_json: t.event_payload.to_string(),
         decision_kind: t.decision_kind.as_str().to_owned(),
-        active_mode: active_mode_of(&t.decision_payload),
+        active_mode: t.active_mode().to_owned(),
         phase: t.phase.as_str().to_owned(),
         reasoning_summary: t.reasoning_summary.clone().unwrap_or_default(),
         wait_condition: t.wait_condition.clone().unwrap_or_default(),
