@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tick's server functions alone, on one PostgreSQL client, no services:
-# a scratch database built from services/store/migrations/ up to a given
+# a scratch database built from migrations/ up to a given
 # number (psql follows each migration's includes of sql/), 100 tenants
 # with 10 SOA instances each, then pgbench running one tick per script
 # (enqueue an ExternalSignalReceived, claim it, the call attempt, the
@@ -48,7 +48,7 @@ trap cleanup EXIT
 
 psql "$PG/postgres" -qc "CREATE DATABASE $db" >/dev/null
 last=0
-for f in services/store/migrations/*.sql; do
+for f in migrations/*.sql; do
   n=$((10#$(basename "$f" | cut -c1-4)))
   [ "$n" -gt "$upto" ] && continue
   psql "$PG/$db" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null
@@ -66,7 +66,7 @@ ANALYZE;
 SQL
 
 # One tick. pgbench substitutes :name as text, hence the quotes.
-turn="'event_id', ':ev', 'decision_kind', 'Acted', 'phase', 'acting', 'consecutive_idle_ticks', 0,
+turn="'event_id', ':ev', 'decision_kind', 'Acted', 'phase', 'acted', 'consecutive_idle_ticks', 0,
       'idle_ticks_since_replan', 0, 'consecutive_blocked_turns', 0, 'halt', false,
       'next_tick_delay_ms', 86400000, 'reasoning_summary', 'done', 'decision_payload', '{}'::jsonb"
 {

@@ -62,7 +62,7 @@ secs=$(( $(date -u +%s) - started ))
 # The commit the binaries were built from; "-dirty" when the tested sources
 # had changes not yet committed.
 commit=$(git rev-parse --short HEAD)
-git diff --quiet HEAD -- services tests Cargo.toml Cargo.lock || commit="$commit-dirty"
+git diff --quiet HEAD -- services tests migrations Cargo.toml Cargo.lock || commit="$commit-dirty"
 
 python3 - "$log" RELIABILITY.md "$status" "$soak" "$secs" "$write" "$commit" <<'PY'
 import datetime, re, sys

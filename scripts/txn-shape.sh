@@ -2,7 +2,7 @@
 # What the shape of a tick's transactions costs the database, apart from the
 # services: pgbench drives the schema's own tick functions (enqueue, claim,
 # complete: genesis_enqueue_event, genesis_claim_tick, genesis_apply_complete)
-# on a fresh database built from services/store/migrations/, K instances per statement, and
+# on a fresh database built from migrations/, K instances per statement, and
 # reports cycles/s and the machine's CPU per cycle (from /proc/stat).
 #   K = 1 is today's protocol: one autocommit transaction per event and step.
 #   K > 1 is the same work with K events' steps in one statement (one commit).
@@ -33,7 +33,7 @@ cleanup() { psql "${pg[@]}" -qc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 ||
 trap cleanup EXIT
 
 psql "${pg[@]}" -qc "CREATE DATABASE $db"
-for f in services/store/migrations/*.sql; do
+for f in migrations/*.sql; do
   psql "${pg[@]}" -d "$db" -q -v ON_ERROR_STOP=1 -f "$f" >/dev/null
 done
 psql "${pg[@]}" -d "$db" -q -v ON_ERROR_STOP=1 >/dev/null <<'SQL'

@@ -1,6 +1,8 @@
-//! Embeds the schema migrations. Reads `migrations/NNNN_description.sql`,
-//! replaces each `\ir ../sql/<name>.sql` line with that file's text (so each
-//! server-side function has one definition, its file under `sql/`), and
+//! Embeds the schema migrations. Reads the workspace's
+//! `migrations/NNNN_description.sql`, replaces each
+//! `\ir ../services/store/sql/<name>.sql` line with that file's text (so
+//! each server-side function has one definition, its file under this
+//! crate's `sql/`), and
 //! writes `$OUT_DIR/migrations.rs`, which `crate::migrations` turns into
 //! sqlx's `Migrator`. The include line is psql's own, so a migration can also
 //! be run by hand with `psql -f`.
@@ -20,7 +22,7 @@ use sha2::{Digest, Sha384};
 fn main() {
     let root =
         PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let migrations = root.join("migrations");
+    let migrations = root.join("../../migrations");
     let sql = root.join("sql");
     println!("cargo:rerun-if-changed={}", migrations.display());
     println!("cargo:rerun-if-changed={}", sql.display());

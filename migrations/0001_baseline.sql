@@ -1,12 +1,13 @@
--- The Genesis schema as one baseline: roles, domains, the server-side
--- functions (each in its own file under ../sql/, so the file is always the
--- definition a reader finds), tables with their constraints, indexes,
--- row-level security, policies, triggers and grants, then foreign keys and
--- the seed catalogue.
+-- The Genesis schema as one baseline: roles, domains, tables with their
+-- constraints, indexes, row-level security, policies and grants, the
+-- server-side functions (each in its own file under services/store/sql/,
+-- so the file is always the definition a reader finds), triggers, foreign
+-- keys and the seed catalogue.
 --
 -- Forward-only from here: a schema change is a new migration; a change to a
--- server-side function edits its file under ../sql/ and adds a migration
--- that includes that file again (`\ir ../sql/<name>.sql`), so databases
+-- server-side function edits its file under services/store/sql/ and adds a
+-- migration that includes that file again
+-- (`\ir ../services/store/sql/<name>.sql`), so databases
 -- already past this baseline receive the new body. The function-file test
 -- in genesis-store compares every function of a migrated database with its
 -- file.
@@ -1113,34 +1114,34 @@ GRANT USAGE ON SEQUENCE windows_hold_revisions TO genesis_system;
 -- --------------------------------------------------------------------------
 -- Server-side functions, after the tables their bodies name: each lives in
 -- its own file, the one definition to read and to change.
-\ir ../sql/genesis_api_tokens_pod_tenants.sql
-\ir ../sql/genesis_append_event.sql
-\ir ../sql/genesis_apply_complete.sql
-\ir ../sql/genesis_bump_catalogue_epoch.sql
-\ir ../sql/genesis_claim_and_read.sql
-\ir ../sql/genesis_claim_tick.sql
-\ir ../sql/genesis_complete_context.sql
-\ir ../sql/genesis_credit_draw_down.sql
-\ir ../sql/genesis_defer_tick.sql
-\ir ../sql/genesis_effective_configs.sql
-\ir ../sql/genesis_effective_modes.sql
-\ir ../sql/genesis_enqueue_event.sql
-\ir ../sql/genesis_ensure_heartbeat.sql
-\ir ../sql/genesis_guard_mode_write.sql
-\ir ../sql/genesis_insert_event.sql
-\ir ../sql/genesis_lock_for_complete.sql
-\ir ../sql/genesis_notify_api_tokens.sql
-\ir ../sql/genesis_notify_message.sql
-\ir ../sql/genesis_notify_tenant.sql
-\ir ../sql/genesis_read_bundle.sql
-\ir ../sql/genesis_read_chat_tail.sql
-\ir ../sql/genesis_record_call_attempt.sql
-\ir ../sql/genesis_record_context.sql
-\ir ../sql/genesis_renew_lease.sql
-\ir ../sql/genesis_reserve_credit.sql
-\ir ../sql/genesis_reset_instance.sql
-\ir ../sql/genesis_set_tenant.sql
-\ir ../sql/genesis_write_call_attempt.sql
+\ir ../services/store/sql/genesis_api_tokens_pod_tenants.sql
+\ir ../services/store/sql/genesis_append_event.sql
+\ir ../services/store/sql/genesis_apply_complete.sql
+\ir ../services/store/sql/genesis_bump_catalogue_epoch.sql
+\ir ../services/store/sql/genesis_claim_and_read.sql
+\ir ../services/store/sql/genesis_claim_tick.sql
+\ir ../services/store/sql/genesis_complete_context.sql
+\ir ../services/store/sql/genesis_credit_draw_down.sql
+\ir ../services/store/sql/genesis_defer_tick.sql
+\ir ../services/store/sql/genesis_effective_configs.sql
+\ir ../services/store/sql/genesis_effective_modes.sql
+\ir ../services/store/sql/genesis_enqueue_event.sql
+\ir ../services/store/sql/genesis_ensure_heartbeat.sql
+\ir ../services/store/sql/genesis_guard_mode_write.sql
+\ir ../services/store/sql/genesis_insert_event.sql
+\ir ../services/store/sql/genesis_lock_for_complete.sql
+\ir ../services/store/sql/genesis_notify_api_tokens.sql
+\ir ../services/store/sql/genesis_notify_message.sql
+\ir ../services/store/sql/genesis_notify_tenant.sql
+\ir ../services/store/sql/genesis_read_bundle.sql
+\ir ../services/store/sql/genesis_read_chat_tail.sql
+\ir ../services/store/sql/genesis_record_call_attempt.sql
+\ir ../services/store/sql/genesis_record_context.sql
+\ir ../services/store/sql/genesis_renew_lease.sql
+\ir ../services/store/sql/genesis_reserve_credit.sql
+\ir ../services/store/sql/genesis_reset_instance.sql
+\ir ../services/store/sql/genesis_set_tenant.sql
+\ir ../services/store/sql/genesis_write_call_attempt.sql
 
 -- Triggers: catalogue epoch bumps, NOTIFY for listeners, the mode-write
 -- chokepoint and the pod-tenants list of api_tokens.
