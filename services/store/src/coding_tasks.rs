@@ -258,18 +258,9 @@ impl CodingTasks<'_> {
         .fetch_optional(tx.conn())
         .await?;
         let Some(row) = row else {
-            let exists: Option<String> =
-                sqlx::query_scalar("SELECT status FROM coding_tasks WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(tx.conn())
-                    .await?;
+            let refusal = why_not_unsettled(tx.conn(), id).await?;
             tx.commit().await?;
-            return Err(match exists {
-                None => StoreError::not_found("coding task"),
-                Some(s) => {
-                    StoreError::precondition(format!("the coding task is already settled ({s})"))
-                }
-            });
+            return Err(refusal);
         };
         tx.commit().await?;
         decode(row)
@@ -307,18 +298,9 @@ impl CodingTasks<'_> {
         .fetch_optional(tx.conn())
         .await?;
         let Some(row) = row else {
-            let exists: Option<String> =
-                sqlx::query_scalar("SELECT status FROM coding_tasks WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(tx.conn())
-                    .await?;
+            let refusal = why_not_unsettled(tx.conn(), id).await?;
             tx.commit().await?;
-            return Err(match exists {
-                None => StoreError::not_found("coding task"),
-                Some(s) => {
-                    StoreError::precondition(format!("the coding task is already settled ({s})"))
-                }
-            });
+            return Err(refusal);
         };
         tx.commit().await?;
         decode(row)
@@ -482,4 +464,21 @@ impl CodingTasks<'_> {
         tx.commit().await?;
         decode(row)
     }
+}
+
+/// Why a guarded update of an unsettled task matched no row: the task is
+/// unknown (or another tenant's) or already settled.
+async fn why_not_unsettled(
+    conn: &mut sqlx::PgConnection,
+    id: Uuid,
+) -> Result<StoreError, StoreError> {
+    let status: Option<String> =
+        sqlx::query_scalar("SELECT status FROM coding_tasks WHERE id = $1")
+            .bind(id)
+            .fetch_optional(conn)
+            .await?;
+    Ok(match status {
+        None => StoreError::not_found("coding task"),
+        Some(s) => StoreError::precondition(format!("the coding task is already settled ({s})")),
+    })
 }
