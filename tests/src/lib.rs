@@ -706,35 +706,9 @@ pub struct Turn {
     pub plan_input_hash: Option<String>,
 }
 
-/// Counts over the fleet database, for the invariants after a fault.
-#[derive(Debug, Clone, Default)]
-pub struct QueueStats {
-    /// Every event row.
-    pub events: i64,
-    /// Consumed.
-    pub consumed: i64,
-    /// Dead-lettered.
-    pub dead_lettered: i64,
-    /// Ledger turns.
-    pub turns: i64,
-    /// Ledger turns whose event is consumed.
-    pub turns_of_consumed: i64,
-    /// Attention requests of kind dead_letter.
-    pub dead_letter_requests: i64,
-    /// Dead-lettered events with a number of `dead_letter` attention
-    /// requests naming them (`metadata.eventId`, same tenant and instance)
-    /// other than one: (event, requests).
-    pub unmatched_dead_letters: Vec<(Uuid, i64)>,
-    /// `dead_letter` attention requests naming no dead-lettered event.
-    pub orphan_dead_letter_requests: Vec<Uuid>,
-    /// Active instances with a pending-heartbeat count other than one.
-    pub bad_heartbeats: Vec<(Uuid, i64)>,
-    /// Unconsumed, un-dead-lettered events of active instances that are not
-    /// their heartbeat: (instance, event kind).
-    pub stray_pending: Vec<(Uuid, String)>,
-    /// Leases still held (a session set) whose expiry has passed.
-    pub stale_leases: i64,
-}
+/// Counts over the fleet database, for the invariants after a fault: the
+/// store's sweep, under the name the fault suite uses.
+pub type QueueStats = genesis_store::inspect::fleet::FleetInvariants;
 
 /// A running fleet: its database, tokens, names, ports and children.
 pub struct Fleet {
@@ -1519,20 +1493,7 @@ impl Fleet {
 
     /// Counts for the invariants after a fault.
     pub async fn stats(&self) -> anyhow::Result<QueueStats> {
-        let s = inspect::invariant_sweep(&self.db).await?;
-        Ok(QueueStats {
-            events: s.events,
-            consumed: s.consumed,
-            dead_lettered: s.dead_lettered,
-            turns: s.turns,
-            turns_of_consumed: s.turns_of_consumed,
-            dead_letter_requests: s.dead_letter_requests,
-            unmatched_dead_letters: s.unmatched_dead_letters,
-            orphan_dead_letter_requests: s.orphan_dead_letter_requests,
-            bad_heartbeats: s.bad_heartbeats,
-            stray_pending: s.stray_pending,
-            stale_leases: s.stale_leases,
-        })
+        Ok(inspect::invariant_sweep(&self.db).await?)
     }
 
     /// Check the fault invariants on a quiescent fleet (after
