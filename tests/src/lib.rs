@@ -677,34 +677,9 @@ pub struct FleetProcess {
     pub http: SocketAddr,
 }
 
-/// One ledger turn as stored.
-#[derive(Debug, Clone)]
-pub struct Turn {
-    /// Ledger row id.
-    pub id: Uuid,
-    /// 1-based per instance.
-    pub turn_number: i64,
-    /// The consumed event.
-    pub event_id: Option<Uuid>,
-    /// Triggering AgentEventKind.
-    pub event_kind: String,
-    /// AgentDecisionKind.
-    pub decision_kind: String,
-    /// Phase written.
-    pub phase: String,
-    /// The back-linked LLM call snapshot.
-    pub snapshot_id: Option<Uuid>,
-    /// Served model, when an LLM call happened.
-    pub served_model: Option<String>,
-    /// Cost of the turn, USD.
-    pub cost_usd: Option<f64>,
-    /// Input tokens.
-    pub input_tokens: Option<i64>,
-    /// Output tokens.
-    pub output_tokens: Option<i64>,
-    /// The plan-input hash the turn recorded.
-    pub plan_input_hash: Option<String>,
-}
+/// One ledger turn as stored: the store's row, under the name the suites
+/// use.
+pub type Turn = genesis_store::inspect::fleet::LedgerTurn;
 
 /// Counts over the fleet database, for the invariants after a fault: the
 /// store's sweep, under the name the fault suite uses.
@@ -1328,27 +1303,7 @@ impl Fleet {
     /// Every ledger turn of `instance`, oldest first, straight from the
     /// database.
     pub async fn turns(&self, instance: &str) -> anyhow::Result<Vec<Turn>> {
-        let id: Uuid = instance.parse()?;
-        inspect::ledger_turns(&self.db, id)
-            .await?
-            .into_iter()
-            .map(|t| {
-                Ok(Turn {
-                    id: t.id,
-                    turn_number: t.turn_number,
-                    event_id: t.event_id,
-                    event_kind: t.event_kind,
-                    decision_kind: t.decision_kind,
-                    phase: t.phase.parse()?,
-                    snapshot_id: t.llm_call_snapshot_id,
-                    served_model: t.served_model,
-                    cost_usd: t.cost_usd,
-                    input_tokens: t.input_tokens,
-                    output_tokens: t.output_tokens,
-                    plan_input_hash: t.plan_input_hash,
-                })
-            })
-            .collect()
+        Ok(inspect::ledger_turns(&self.db, instance.parse()?).await?)
     }
 
     /// Wait until `instance` has a turn matching `pred` after turn `after`

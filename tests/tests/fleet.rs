@@ -97,7 +97,7 @@ async fn soa_greets_replies_escalates_and_resumes() -> anyhow::Result<()> {
             );
         }
         let snap = init
-            .snapshot_id
+            .llm_call_snapshot_id
             .context("Initialized turn has no llm_call_snapshot linked")?;
         let (served, cost) = checks::call_snapshot_model_and_cost(&fleet.db, snap).await?;
         f.check(
@@ -290,7 +290,7 @@ async fn unchanged_heartbeats_make_no_llm_call_until_the_forced_replan() -> anyh
         for t in &beats {
             let tokens = t.input_tokens.unwrap_or(0) + t.output_tokens.unwrap_or(0);
             let unchanged = t.plan_input_hash.is_some() && t.plan_input_hash == prev_hash;
-            if t.snapshot_id.is_none() {
+            if t.llm_call_snapshot_id.is_none() {
                 ensure!(unchanged, "turn {} short-circuited although its inputs changed", t.turn_number);
                 ensure!(tokens == 0, "short-circuited turn {} reports {tokens} tokens", t.turn_number);
                 ensure!(t.decision_kind == "Heartbeat", "short-circuited turn {} is {}", t.turn_number, t.decision_kind);
@@ -316,7 +316,7 @@ async fn unchanged_heartbeats_make_no_llm_call_until_the_forced_replan() -> anyh
         ensure!(short_circuits >= 3, "only {short_circuits} short-circuited heartbeats");
         ensure!(replans >= 1, "no forced re-plan among {} heartbeats", beats.len());
         // Snapshots exist exactly for the turns that called the model.
-        let linked = turns.iter().filter(|t| t.snapshot_id.is_some()).count() as i64;
+        let linked = turns.iter().filter(|t| t.llm_call_snapshot_id.is_some()).count() as i64;
         let snaps = fleet.snapshots(&soa).await?;
         ensure!(snaps >= linked, "{snaps} snapshots for {linked} LLM turns");
         Ok(())
@@ -357,7 +357,7 @@ async fn exhausted_weekly_credit_makes_no_llm_call_and_idles() -> anyhow::Result
             })
             .await?;
         ensure!(
-            turn.snapshot_id.is_none(),
+            turn.llm_call_snapshot_id.is_none(),
             "credit exhausted yet turn {} links a snapshot",
             turn.turn_number
         );
