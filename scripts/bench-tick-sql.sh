@@ -14,8 +14,9 @@
 # instance's last turn in its own table (one small UPDATE per tick), which
 # counts in ticks/s but in no function's time.
 #   scripts/bench-tick-sql.sh             every migration
-#   scripts/bench-tick-sql.sh --upto N    the schema as migration N left it (compare two
-#                                         schemas by running it at each)
+#   scripts/bench-tick-sql.sh --upto N    the tables as migration N left them (the function
+#                                         files are always the current ones: to compare two
+#                                         versions of a function, run it in two checkouts)
 #   --secs N     seconds per round (default 15)
 #   --rounds N   rounds (default 3)
 # The database is dropped at the end. Needs psql and pgbench (scripts/services.sh).
@@ -66,9 +67,15 @@ ANALYZE;
 SQL
 
 # One tick. pgbench substitutes :name as text, hence the quotes.
-turn="'event_id', ':ev', 'decision_kind', 'Acted', 'phase', 'acted', 'consecutive_idle_ticks', 0,
-      'idle_ticks_since_replan', 0, 'consecutive_blocked_turns', 0, 'halt', false,
-      'next_tick_delay_ms', 86400000, 'reasoning_summary', 'done', 'decision_payload', '{}'::jsonb"
+turn="p_event => ':ev', p_decision_kind => 'Acted', p_phase => 'acted', p_plan_input_hash => NULL,
+      p_consecutive_idle_ticks => 0, p_idle_ticks_since_replan => 0, p_consecutive_blocked_turns => 0,
+      p_consecutive_exhausted_turns => 0, p_halt => false, p_next_tick_delay_ms => 86400000,
+      p_attention_title => NULL, p_attention_body => NULL, p_decision_payload => '{}'::jsonb,
+      p_wait_condition => NULL, p_reasoning_summary => 'done', p_llm_call_snapshot_id => NULL,
+      p_served_model => NULL, p_cost_usd => NULL, p_input_tokens => NULL, p_output_tokens => NULL,
+      p_actions => NULL, p_expecting => false, p_expect_event_kind => NULL, p_expect_plan_input_hash => NULL,
+      p_expect_idle_ticks => NULL, p_expect_idle_since_replan => NULL, p_expect_blocked_turns => NULL,
+      p_expect_exhausted_turns => NULL"
 {
   echo '\set i random(1, 1000)'
   echo "SELECT id AS inst, tenant_id AS ten, gen_random_uuid() AS sess, turn AS kturn, ledger_id AS kid FROM bench_inst WHERE n = :i \gset"
@@ -76,8 +83,8 @@ turn="'event_id', ':ev', 'decision_kind', 'Acted', 'phase', 'acted', 'consecutiv
   echo "SELECT genesis_claim_and_read(':ten', ':inst', ':sess', '60 s', 5, 12, 'Soa', '{Agent:Planning,Agent:Default}',
             date_trunc('week', now()), :kturn, ':kid', (SELECT epoch FROM catalogue_epoch))->'event'->>'id' AS ev \gset"
   echo "SELECT coalesce(r->>'turn_number', '0') AS kt, coalesce(r->>'ledger_id', '00000000-0000-0000-0000-000000000000') AS kl
-          FROM (SELECT genesis_apply_complete(':ten', ':inst', ':sess', jsonb_build_object($turn), NULL,
-            jsonb_build_array(jsonb_build_object('invocation_id', 'inv-:ev', 'site_id', 'Agent:Default',
+          FROM (SELECT genesis_apply_complete(p_tenant => ':ten', p_instance => ':inst', p_session => ':sess', $turn,
+            p_attempts => jsonb_build_array(jsonb_build_object('invocation_id', 'inv-:ev', 'site_id', 'Agent:Default',
               'requested_model', 'scripted-1', 'served_model', 'scripted-1', 'provider', 'scripted',
               'credential_name', '', 'outcome', 'success', 'input_tokens', 1000, 'output_tokens', 1000,
               'usage', '{}'::jsonb, 'latency_ms', 5, 'cost_usd', 0.018, 'error_message', '',

@@ -55,13 +55,18 @@ cat >"$work/cycle.sql" <<'SQL'
 \set r random(1, 2000000000)
 SELECT count(genesis_enqueue_event(t, i, 'ExternalSignalReceived', '{}', NULL, NULL)) FROM shape_map WHERE n BETWEEN :a AND :b;
 SELECT count(genesis_claim_tick(t, i, md5(:r::text)::uuid, '30 s', 5)) FROM shape_map WHERE n BETWEEN :a AND :b;
-SELECT count(genesis_apply_complete(t, i, md5(:r::text)::uuid, jsonb_build_object(
-   'event_id', (SELECT e.id FROM agent_event_queue e
-                 WHERE e.instance_id = shape_map.i AND e.claimed_session = md5(:r::text)::uuid
-                   AND e.consumed_at IS NULL AND e.dead_lettered_at IS NULL LIMIT 1),
-   'decision_kind', 'Wait', 'phase', 'idle', 'consecutive_idle_ticks', 0, 'idle_ticks_since_replan', 0,
-   'consecutive_blocked_turns', 0, 'halt', false, 'next_tick_delay_ms', 86400000,
-   'decision_payload', '{}'::jsonb, 'reasoning_summary', 'txn-shape'), NULL, NULL))
+SELECT count(genesis_apply_complete(p_tenant => t, p_instance => i, p_session => md5(:r::text)::uuid,
+   p_event => (SELECT e.id FROM agent_event_queue e
+                WHERE e.instance_id = shape_map.i AND e.claimed_session = md5(:r::text)::uuid
+                  AND e.consumed_at IS NULL AND e.dead_lettered_at IS NULL LIMIT 1),
+   p_decision_kind => 'Wait', p_phase => 'idle', p_plan_input_hash => NULL, p_consecutive_idle_ticks => 0,
+   p_idle_ticks_since_replan => 0, p_consecutive_blocked_turns => 0, p_consecutive_exhausted_turns => 0,
+   p_halt => false, p_next_tick_delay_ms => 86400000, p_attention_title => NULL, p_attention_body => NULL,
+   p_decision_payload => '{}'::jsonb, p_wait_condition => NULL, p_reasoning_summary => 'txn-shape',
+   p_llm_call_snapshot_id => NULL, p_served_model => NULL, p_cost_usd => NULL, p_input_tokens => NULL,
+   p_output_tokens => NULL, p_actions => NULL, p_expecting => false, p_expect_event_kind => NULL,
+   p_expect_plan_input_hash => NULL, p_expect_idle_ticks => NULL, p_expect_idle_since_replan => NULL,
+   p_expect_blocked_turns => NULL, p_expect_exhausted_turns => NULL, p_attempts => NULL))
   FROM shape_map WHERE n BETWEEN :a AND :b;
 SQL
 

@@ -18,6 +18,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use crate::budget::{
     BudgetEnvelope, CreditStatus, CreditWindow, FoundationalState, cap_to_credit, credit_status,
@@ -92,6 +93,30 @@ pub struct TurnPlan {
     /// halt, which keeps none). The cadence keys on the idle streak as it
     /// stands after this tick, widened while turns keep running out.
     pub next_heartbeat_after: Duration,
+}
+
+/// The words of the `stuck_halt` attention request a STUCK halt raises:
+/// what the operator reads on the dashboard and in `genesisctl attention`.
+/// The store adds only what it alone knows (the turn's ledger id) to the
+/// request's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaltNotice {
+    pub title: String,
+    pub body: String,
+}
+
+impl TurnPlan {
+    /// The attention request this turn raises, when the STUCK guard halted
+    /// the instance (`None` otherwise).
+    pub fn halt_notice(&self, agent_type: AgentType, instance_id: Uuid) -> Option<HaltNotice> {
+        self.halt.then(|| HaltNotice {
+            title: format!("Agent {agent_type} halted: stuck"),
+            body: format!(
+                "Agent instance {instance_id} was blocked for {} consecutive turns and has been closed.",
+                self.counters.consecutive_blocked_turns
+            ),
+        })
+    }
 }
 
 /// What a claimed tick is assembled from, besides the bundle's rows.
@@ -371,6 +396,41 @@ mod tests {
         assert!(!spared.halt);
         assert_eq!(spared.counters.consecutive_blocked_turns, 0);
         assert_eq!(spared.counters.consecutive_exhausted_turns, 1);
+    }
+
+    #[test]
+    fn only_a_halt_raises_a_notice_and_it_names_the_agent_and_its_streak() {
+        let opts = AgentDispatcherOptions::default();
+        let rules = AgentTickSupervisor::new(&opts);
+        let threshold = i32::try_from(opts.max_consecutive_blocked_turns).unwrap();
+        let blocked = derived(AgentDecisionKind::WaitingForEvent, Phase::IdleBlocked, true);
+        let instance = Uuid::from_u128(7);
+        let before = rules
+            .plan_turn(
+                &blocked,
+                None,
+                &prior(threshold - 2),
+                AgentEventKind::AgentTick,
+            )
+            .unwrap();
+        assert_eq!(before.halt_notice(AgentType::Soa, instance), None);
+        let at = rules
+            .plan_turn(
+                &blocked,
+                None,
+                &prior(threshold - 1),
+                AgentEventKind::AgentTick,
+            )
+            .unwrap();
+        let notice = at.halt_notice(AgentType::Compliance, instance).unwrap();
+        assert_eq!(notice.title, "Agent Compliance halted: stuck");
+        assert_eq!(
+            notice.body,
+            format!(
+                "Agent instance {instance} was blocked for {threshold} consecutive turns \
+                 and has been closed."
+            )
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use genesis_core::tick::{AgentTickSupervisor, TurnPlan};
 use genesis_core::{
-    AgentDecisionKind, AgentDispatcherOptions, AgentEventKind, Phase, PlanInputHash,
+    AgentDecisionKind, AgentDispatcherOptions, AgentEventKind, AgentType, Phase, PlanInputHash,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -166,12 +166,14 @@ impl PriorRead {
 }
 
 /// What a caller read before completing without a lock: the counters and
-/// the claimed event's kind. [`Store::complete_tick_expecting`] computes the
-/// turn from it and has the database check it under the lock.
+/// the claimed event's kind, which the database checks under the lock, and
+/// the instance's type, which a STUCK halt's notice names.
+/// [`Store::complete_tick_expecting`] computes the turn from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpectedPrior {
     pub counters: PriorCounters,
     pub event_kind: AgentEventKind,
+    pub agent_type: AgentType,
 }
 
 /// The result of a successful [`Store::reset_instance`].
@@ -230,11 +232,11 @@ fn check_completion(completion: &TickCompletion) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// A turn as [`AgentTickSupervisor`] decided it, with the parameters
-/// `genesis_apply_complete` writes it from.
+/// A turn as [`AgentTickSupervisor`] decided it.
 struct PlannedTurn {
-    params: serde_json::Value,
     plan: TurnPlan,
+    /// The halt's attention request, composed by core (`None` unless halted).
+    notice: Option<genesis_core::tick::HaltNotice>,
 }
 
 fn plan_turn(
@@ -242,6 +244,7 @@ fn plan_turn(
     completion: &TickCompletion,
     prior: &PriorCounters,
     event_kind: AgentEventKind,
+    (agent_type, instance_id): (AgentType, Uuid),
 ) -> Result<PlannedTurn, StoreError> {
     let plan = AgentTickSupervisor::new(opts).plan_turn(
         &completion.decision,
@@ -249,30 +252,102 @@ fn plan_turn(
         prior,
         event_kind,
     )?;
-    let delay_ms = i64::try_from(plan.next_heartbeat_after.as_millis()).unwrap_or(i64::MAX);
-    let c = &plan.counters;
-    let params = serde_json::json!({
-        "event_id": completion.event_id,
-        "decision_kind": plan.kind.as_str(),
-        "phase": plan.phase.as_str(),
-        "plan_input_hash": completion.plan_input_hash.as_ref().map(PlanInputHash::as_str),
-        "consecutive_idle_ticks": c.consecutive_idle_ticks,
-        "idle_ticks_since_replan": c.idle_ticks_since_replan,
-        "consecutive_blocked_turns": c.consecutive_blocked_turns,
-        "consecutive_exhausted_turns": c.consecutive_exhausted_turns,
-        "halt": plan.halt,
-        "next_tick_delay_ms": delay_ms,
-        "decision_payload": completion.decision_payload,
-        "wait_condition": completion.wait_condition,
-        "reasoning_summary": completion.reasoning_summary,
-        "llm_call_snapshot_id": completion.llm_call_snapshot_id,
-        "served_model": completion.served_model,
-        "cost_usd": completion.cost_usd,
-        "input_tokens": completion.input_tokens,
-        "output_tokens": completion.output_tokens,
-        "actions": completion.actions,
-    });
-    Ok(PlannedTurn { params, plan })
+    let notice = plan.halt_notice(agent_type, instance_id);
+    Ok(PlannedTurn { plan, notice })
+}
+
+/// `genesis_apply_complete`'s arguments, each named as the function's
+/// parameter without its `p_` prefix, so [`apply_complete_call`] reads them
+/// by name: who completes, what core decided, what the pod recorded, the
+/// prior the write must still find under the lock, and the attempts. The
+/// function takes them as typed parameters; this object is only how they
+/// travel in a batched statement.
+#[derive(Serialize)]
+struct ApplyArgs<'a> {
+    tenant: Uuid,
+    instance: Uuid,
+    session: Uuid,
+    event: Uuid,
+    decision_kind: &'a str,
+    phase: &'static str,
+    plan_input_hash: Option<&'a str>,
+    consecutive_idle_ticks: u32,
+    idle_ticks_since_replan: u32,
+    consecutive_blocked_turns: u32,
+    consecutive_exhausted_turns: u32,
+    halt: bool,
+    next_tick_delay_ms: i64,
+    attention_title: Option<&'a str>,
+    attention_body: Option<&'a str>,
+    decision_payload: &'a serde_json::Value,
+    wait_condition: Option<&'a str>,
+    reasoning_summary: Option<&'a str>,
+    llm_call_snapshot_id: Option<Uuid>,
+    served_model: Option<&'a str>,
+    cost_usd: Option<f64>,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    actions: &'a [LedgerAction],
+    expecting: bool,
+    expect_event_kind: Option<&'static str>,
+    expect_plan_input_hash: Option<&'a str>,
+    expect_idle_ticks: Option<i32>,
+    expect_idle_since_replan: Option<i32>,
+    expect_blocked_turns: Option<i32>,
+    expect_exhausted_turns: Option<i32>,
+    attempts: &'a serde_json::Value,
+}
+
+impl<'a> ApplyArgs<'a> {
+    fn new(
+        (tenant, instance, session): (Uuid, Uuid, Uuid),
+        completion: &'a TickCompletion,
+        turn: &'a PlannedTurn,
+        expect: Option<&'a ExpectedPrior>,
+        attempts: &'a serde_json::Value,
+    ) -> Self {
+        let plan = &turn.plan;
+        let c = &plan.counters;
+        let prior = expect.map(|e| &e.counters);
+        Self {
+            tenant,
+            instance,
+            session,
+            event: completion.event_id,
+            decision_kind: plan.kind.as_str(),
+            phase: plan.phase.as_str(),
+            plan_input_hash: completion
+                .plan_input_hash
+                .as_ref()
+                .map(PlanInputHash::as_str),
+            consecutive_idle_ticks: c.consecutive_idle_ticks,
+            idle_ticks_since_replan: c.idle_ticks_since_replan,
+            consecutive_blocked_turns: c.consecutive_blocked_turns,
+            consecutive_exhausted_turns: c.consecutive_exhausted_turns,
+            halt: plan.halt,
+            next_tick_delay_ms: i64::try_from(plan.next_heartbeat_after.as_millis())
+                .unwrap_or(i64::MAX),
+            attention_title: turn.notice.as_ref().map(|n| n.title.as_str()),
+            attention_body: turn.notice.as_ref().map(|n| n.body.as_str()),
+            decision_payload: &completion.decision_payload,
+            wait_condition: completion.wait_condition.as_deref(),
+            reasoning_summary: completion.reasoning_summary.as_deref(),
+            llm_call_snapshot_id: completion.llm_call_snapshot_id,
+            served_model: completion.served_model.as_deref(),
+            cost_usd: completion.cost_usd,
+            input_tokens: completion.input_tokens,
+            output_tokens: completion.output_tokens,
+            actions: &completion.actions,
+            expecting: expect.is_some(),
+            expect_event_kind: expect.map(|e| e.event_kind.as_str()),
+            expect_plan_input_hash: prior.and_then(|p| p.plan_input_hash.as_deref()),
+            expect_idle_ticks: prior.map(|p| p.consecutive_idle_ticks),
+            expect_idle_since_replan: prior.map(|p| p.idle_ticks_since_replan),
+            expect_blocked_turns: prior.map(|p| p.consecutive_blocked_turns),
+            expect_exhausted_turns: prior.map(|p| p.consecutive_exhausted_turns),
+            attempts,
+        }
+    }
 }
 
 /// The completion's attempts as `genesis_apply_complete` takes them: JSON
@@ -467,13 +542,51 @@ const CLAIM_AND_READ: Call = Call {
                                  (a->>8)::timestamptz, (a->>9)::bigint, (a->>10)::uuid, (a->>11)::bigint)",
 };
 
-/// The optimistic completion with its attempts, batched: tenant,
-/// instance, session, the turn's parameters, the expected prior and the
-/// attempts to write (JSON null for none).
+/// The call of `genesis_apply_complete` from an [`ApplyArgs`] object `a`,
+/// each argument by its parameter's name. The one text both completion
+/// paths run: batched (the optimistic write) and alone in the locked
+/// transaction.
+macro_rules! apply_complete_call {
+    () => {
+        "genesis_apply_complete(
+            p_tenant => (a->>'tenant')::uuid, p_instance => (a->>'instance')::uuid,
+            p_session => (a->>'session')::uuid, p_event => (a->>'event')::uuid,
+            p_decision_kind => a->>'decision_kind', p_phase => a->>'phase',
+            p_plan_input_hash => a->>'plan_input_hash',
+            p_consecutive_idle_ticks => (a->>'consecutive_idle_ticks')::integer,
+            p_idle_ticks_since_replan => (a->>'idle_ticks_since_replan')::integer,
+            p_consecutive_blocked_turns => (a->>'consecutive_blocked_turns')::integer,
+            p_consecutive_exhausted_turns => (a->>'consecutive_exhausted_turns')::integer,
+            p_halt => (a->>'halt')::boolean, p_next_tick_delay_ms => (a->>'next_tick_delay_ms')::bigint,
+            p_attention_title => a->>'attention_title', p_attention_body => a->>'attention_body',
+            p_decision_payload => a->'decision_payload', p_wait_condition => a->>'wait_condition',
+            p_reasoning_summary => a->>'reasoning_summary',
+            p_llm_call_snapshot_id => (a->>'llm_call_snapshot_id')::uuid,
+            p_served_model => a->>'served_model', p_cost_usd => (a->>'cost_usd')::numeric,
+            p_input_tokens => (a->>'input_tokens')::bigint, p_output_tokens => (a->>'output_tokens')::bigint,
+            p_actions => a->'actions', p_expecting => (a->>'expecting')::boolean,
+            p_expect_event_kind => a->>'expect_event_kind',
+            p_expect_plan_input_hash => a->>'expect_plan_input_hash',
+            p_expect_idle_ticks => (a->>'expect_idle_ticks')::integer,
+            p_expect_idle_since_replan => (a->>'expect_idle_since_replan')::integer,
+            p_expect_blocked_turns => (a->>'expect_blocked_turns')::integer,
+            p_expect_exhausted_turns => (a->>'expect_exhausted_turns')::integer,
+            p_attempts => a->'attempts')"
+    };
+}
+
+/// The optimistic completion with its attempts, batched.
 const APPLY_COMPLETE: Call = Call {
     name: "complete",
-    sql: "genesis_apply_complete((a->>0)::uuid, (a->>1)::uuid, (a->>2)::uuid, a->3, a->4, a->5)",
+    sql: apply_complete_call!(),
 };
+
+/// The locked completion's statement: the same call on one bound object.
+const APPLY_COMPLETE_ALONE: &str = concat!(
+    "SELECT ",
+    apply_complete_call!(),
+    " FROM (SELECT $1::jsonb) AS y(a)"
+);
 
 /// Bind a bundle read's arguments after those already bound, in the order
 /// `genesis_read_bundle` and `genesis_claim_and_read` take them.
@@ -806,22 +919,22 @@ impl Store {
         let read = match expect {
             None => PriorRead::Locked,
             Some(expect) => {
-                let turn = plan_turn(opts, completion, &expect.counters, expect.event_kind)?;
-                let mut expected = serde_json::to_value(&expect.counters)?;
-                expected["event_kind"] = serde_json::Value::from(expect.event_kind.as_str());
+                let turn = plan_turn(
+                    opts,
+                    completion,
+                    &expect.counters,
+                    expect.event_kind,
+                    (expect.agent_type, instance_id),
+                )?;
+                let args = ApplyArgs::new(
+                    (tenant_id, instance_id, session),
+                    completion,
+                    &turn,
+                    Some(expect),
+                    attempts,
+                );
                 let raw = self
-                    .batched(
-                        APPLY_COMPLETE,
-                        instance_id,
-                        serde_json::json!([
-                            tenant_id,
-                            instance_id,
-                            session,
-                            &turn.params,
-                            expected,
-                            attempts
-                        ]),
-                    )
+                    .batched(APPLY_COMPLETE, instance_id, serde_json::to_value(&args)?)
                     .await?;
                 if let Some(done) = applied(raw, turn, PriorRead::Held)? {
                     return Ok(done);
@@ -869,16 +982,19 @@ impl Store {
             completion,
             &PriorCounters::from(&prior),
             event.event_kind,
+            (prior.agent_type, instance_id),
         )?;
-        let raw: serde_json::Value =
-            sqlx::query_scalar("SELECT genesis_apply_complete($1, $2, $3, $4, NULL, $5)")
-                .bind(tenant_id)
-                .bind(instance_id)
-                .bind(session)
-                .bind(&turn.params)
-                .bind(attempts)
-                .fetch_one(&mut *tx)
-                .await?;
+        let args = ApplyArgs::new(
+            (tenant_id, instance_id, session),
+            completion,
+            &turn,
+            None,
+            attempts,
+        );
+        let raw: serde_json::Value = sqlx::query_scalar(APPLY_COMPLETE_ALONE)
+            .bind(serde_json::to_value(&args)?)
+            .fetch_one(&mut *tx)
+            .await?;
         match applied(raw, turn, read)? {
             Some(done) => {
                 tx.commit().await?;

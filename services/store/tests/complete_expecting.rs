@@ -2,7 +2,8 @@
 //! read of the counters that still holds writes the turn at once; a stale
 //! one writes nothing itself and the locked read decides; every refusal
 //! writes nothing; racing completions of one claim write one turn and pay
-//! for its last attempt once; the previous release's four-argument write
+//! for its last attempt once; a STUCK halt written in one statement raises
+//! core's notice, and the function refuses a halt that carries none;
 //! still works; the episode's last call attempts are written with the turn,
 //! exactly once, and a completion refused under a held lease still pays for
 //! them; a heartbeat enqueued while the completion waits for the instance
@@ -38,6 +39,7 @@ async fn expectation(store: &Store, t: Uuid, c: &TickClaim) -> anyhow::Result<Ex
     Ok(ExpectedPrior {
         counters: pre.prior.expect("a known instance has a prior read"),
         event_kind: pre.event_kind.unwrap().parse()?,
+        agent_type: pre.agent_type.unwrap().parse()?,
     })
 }
 
@@ -116,6 +118,7 @@ async fn an_expectation_that_holds_writes_the_turn_in_one_statement(
                 consecutive_exhausted_turns: 0,
             },
             event_kind: AgentEventKind::AgentTick,
+            agent_type: genesis_core::AgentType::Soa,
         }
     );
     let turn = store
@@ -221,6 +224,7 @@ async fn a_stale_expectation_is_not_trusted_and_the_locked_read_decides(
                 Some(&ExpectedPrior {
                     counters,
                     event_kind,
+                    agent_type: genesis_core::AgentType::Soa,
                 }),
             )
             .await?;
@@ -635,5 +639,85 @@ async fn a_heartbeat_enqueued_while_the_completion_waits_is_its_next_tick(
     assert_eq!(row.next_tick_at, Some(pending[0].visible_at));
     assert_eq!(row.lease_session, None);
     assert_eq!(ledger_turns(&pool, inst.id).await?, 1);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_halt_in_one_statement_raises_cores_notice(pool: PgPool) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let opts = AgentDispatcherOptions::default();
+    let c = four_idle_ticks_in(&store, &pool, t, &hash('a')).await?;
+    sqlx::query("UPDATE agent_instances SET consecutive_blocked_turns = $2 WHERE id = $1")
+        .bind(c.instance.id)
+        .bind(i32::try_from(opts.max_consecutive_blocked_turns)? - 1)
+        .execute(&pool)
+        .await?;
+    let expect = expectation(&store, t, &c).await?;
+    let blocked = TickCompletion::new(
+        c.event.id,
+        derived(AgentDecisionKind::WaitingForEvent, Phase::IdleBlocked, true),
+    );
+    let turn = store
+        .complete_tick_expecting(t, c.instance.id, c.session, blocked, &opts, Some(&expect))
+        .await?;
+    assert!(turn.halted);
+    assert_eq!(turn.prior_read, PriorRead::Held);
+    let (title, body, ledger): (String, String, Option<String>) = sqlx::query_as(
+        "SELECT title, body, metadata->>'ledgerId' FROM attention_requests
+          WHERE instance_id = $1 AND kind = 'stuck_halt'",
+    )
+    .bind(c.instance.id)
+    .fetch_one(&pool)
+    .await?;
+    assert_eq!(title, "Agent Soa halted: stuck");
+    assert_eq!(
+        body,
+        format!(
+            "Agent instance {} was blocked for {} consecutive turns and has been closed.",
+            c.instance.id, opts.max_consecutive_blocked_turns
+        )
+    );
+    assert_eq!(ledger, Some(turn.ledger_id.to_string()));
+    Ok(())
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_write_refuses_a_halt_without_its_notice_and_writes_nothing(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = tenant(&store, "a").await?;
+    let c = four_idle_ticks_in(&store, &pool, t, &hash('a')).await?;
+    let turns_before = ledger_turns(&pool, c.instance.id).await?;
+    let row_before = store.instances().get(t, c.instance.id).await?;
+    let refused = sqlx::query(
+        "SELECT genesis_apply_complete(p_tenant => $1, p_instance => $2, p_session => $3,
+            p_event => $4, p_decision_kind => 'WaitingForEvent', p_phase => 'halted:stuck',
+            p_plan_input_hash => NULL, p_consecutive_idle_ticks => 0, p_idle_ticks_since_replan => 0,
+            p_consecutive_blocked_turns => 3, p_consecutive_exhausted_turns => 0, p_halt => true,
+            p_next_tick_delay_ms => 0, p_attention_title => NULL, p_attention_body => NULL,
+            p_decision_payload => '{}', p_wait_condition => NULL, p_reasoning_summary => NULL,
+            p_llm_call_snapshot_id => NULL, p_served_model => NULL, p_cost_usd => NULL,
+            p_input_tokens => NULL, p_output_tokens => NULL, p_actions => NULL,
+            p_expecting => false, p_expect_event_kind => NULL, p_expect_plan_input_hash => NULL,
+            p_expect_idle_ticks => NULL, p_expect_idle_since_replan => NULL,
+            p_expect_blocked_turns => NULL, p_expect_exhausted_turns => NULL, p_attempts => NULL)",
+    )
+    .bind(t)
+    .bind(c.instance.id)
+    .bind(c.session)
+    .bind(c.event.id)
+    .execute(&pool)
+    .await
+    .unwrap_err();
+    assert!(
+        refused.to_string().contains("needs its attention request"),
+        "{refused}"
+    );
+    assert_eq!(ledger_turns(&pool, c.instance.id).await?, turns_before);
+    let row = store.instances().get(t, c.instance.id).await?;
+    assert_eq!(row, row_before, "a refused write changes nothing");
+    assert_eq!(row.lease_session, Some(c.session));
     Ok(())
 }

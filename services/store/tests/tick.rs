@@ -475,6 +475,17 @@ async fn three_blocked_turns_halt_the_instance_with_no_heartbeat_and_one_attenti
         .collect();
     assert_eq!(stuck.len(), 1);
     assert_eq!(Some(stuck[0].id), last.attention_request_id);
+    // The words are core's halt notice; the store adds the turn's id.
+    assert_eq!(stuck[0].title, "Agent Soa halted: stuck");
+    assert_eq!(
+        stuck[0].body,
+        format!(
+            "Agent instance {} was blocked for 3 consecutive turns and has been closed.",
+            inst.id
+        )
+    );
+    assert_eq!(stuck[0].metadata["consecutiveBlockedTurns"], json!(3));
+    assert_eq!(stuck[0].metadata["ledgerId"], json!(last.ledger_id));
     // A closed instance cannot be claimed.
     assert!(matches!(
         store.claim_tick(t, inst.id, Uuid::new_v4(), TTL, 5).await,

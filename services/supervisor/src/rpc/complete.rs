@@ -75,6 +75,7 @@ impl AgentPodService {
             snapshot,
             opts,
             mode: turn_mode,
+            agent_type,
         } = turn;
         if let Completion::ProviderFailed { reason } = &reported.completion {
             return self
@@ -90,12 +91,15 @@ impl AgentPodService {
         let event_kind = known_kind.unwrap_or(AgentEventKind::AgentTick);
         // The counters as the claim or this read saw them: the store writes
         // the turn in one statement while they still hold under the lock.
-        let expect = known_kind
-            .zip(prior)
-            .map(|(event_kind, counters)| ExpectedPrior {
-                counters,
-                event_kind,
-            });
+        let expect =
+            known_kind
+                .zip(prior)
+                .zip(agent_type)
+                .map(|((event_kind, counters), agent_type)| ExpectedPrior {
+                    counters,
+                    event_kind,
+                    agent_type,
+                });
         let attempt_costs: Vec<f64> = call_attempts.iter().map(|p| p.attempt.cost_usd).collect();
         let store_completion = turn_record(
             reported,

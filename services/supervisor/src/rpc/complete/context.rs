@@ -26,6 +26,9 @@ pub(super) struct TurnContext {
     pub opts: AgentDispatcherOptions,
     /// The mode the turn ran in, as recorded.
     pub mode: Option<String>,
+    /// The instance's type, which a STUCK halt's notice names; `None` for
+    /// an unknown instance.
+    pub agent_type: Option<AgentType>,
 }
 
 impl TurnContext {
@@ -41,6 +44,7 @@ impl TurnContext {
             snapshot: None,
             opts: m.opts.clone(),
             mode: recorded_mode(m.active_mode.as_deref(), Some(m.agent_type.as_str())),
+            agent_type: Some(m.agent_type),
         }
     }
 }
@@ -79,6 +83,7 @@ impl AgentPodService {
             snapshot,
             opts: effective_options(&self.settings.options, &pre.configs),
             mode: recorded_mode(pre.active_mode.as_deref(), pre.agent_type.as_deref()),
+            agent_type: pre.agent_type.as_deref().and_then(|t| t.parse().ok()),
         })
     }
 }
