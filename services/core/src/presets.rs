@@ -3,7 +3,9 @@
 //! seeder writes into a tenant's `Default` preset. Owns the one list of
 //! default models per configured provider (`GENESIS_DEFAULT_PROVIDER`), so
 //! the supervisor's fall-through and control's seeder can never drift apart.
-//! Must never name a secret: couples carry credential names only.
+//! Also owns the rule of which preset a tick's chain comes from
+//! ([`choose_chain`]). Must never name a secret: couples carry credential
+//! names only.
 
 use std::str::FromStr;
 
@@ -177,6 +179,47 @@ where
     missing
 }
 
+/// Where a tick's preset chain comes from (spec §2.5, §3.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainSource<'s, 'p, P> {
+    /// The active mode's own preset (a mode may carry one; it wins over
+    /// the site's binding).
+    ModePreset(&'p P),
+    /// The nearest binding on the site's chain (the site itself, else the
+    /// nearest parent that has one).
+    Bound { site: &'s str, preset: &'p P },
+    /// Nothing bound anywhere on the chain: the code default, reported at
+    /// the chain's root site.
+    CodeDefault { root_site: &'s str },
+}
+
+/// Choose the preset a tick on `site_id` runs through: the mode's own
+/// preset when it names one that exists, else the first binding on
+/// [`crate::sites::site_chain`], else the code default. `mode_preset` is
+/// the preset the mode names, already looked up (`None`: the mode names
+/// none, or one that no longer exists — a deleted preset is an operator's
+/// fix to make, never a reason to fail the claim); `bound` answers the
+/// tenant's binding of one site.
+pub fn choose_chain<'s, 'p, P>(
+    site_id: &'s str,
+    mode_preset: Option<&'p P>,
+    bound: impl Fn(&str) -> Option<&'p P>,
+) -> ChainSource<'s, 'p, P> {
+    if let Some(preset) = mode_preset {
+        return ChainSource::ModePreset(preset);
+    }
+    let chain = crate::sites::site_chain(site_id);
+    if let Some((site, preset)) = chain
+        .iter()
+        .find_map(|site| bound(site).map(|preset| (*site, preset)))
+    {
+        return ChainSource::Bound { site, preset };
+    }
+    ChainSource::CodeDefault {
+        root_site: chain.last().copied().unwrap_or(site_id),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +286,41 @@ mod tests {
             Err(CoreError::UnknownDefaultProvider {
                 provider: "Anthropic".into()
             })
+        );
+    }
+
+    fn bindings<'a>(binds: &'a [(&'a str, &'a String)]) -> impl Fn(&str) -> Option<&'a String> {
+        move |site| binds.iter().find(|(s, _)| *s == site).map(|(_, p)| *p)
+    }
+
+    #[test]
+    fn the_modes_preset_wins_then_the_nearest_binding_then_the_code_default() {
+        let (mode, leaf, family) = ("mode".to_owned(), "leaf".to_owned(), "family".to_owned());
+        let both = [("Agent:Planning", &leaf), ("Agent:Default", &family)];
+        assert_eq!(
+            choose_chain("Agent:Planning", Some(&mode), bindings(&both)),
+            ChainSource::ModePreset(&mode)
+        );
+        assert_eq!(
+            choose_chain("Agent:Planning", None, bindings(&both)),
+            ChainSource::Bound {
+                site: "Agent:Planning",
+                preset: &leaf
+            }
+        );
+        let parent_only = [("Agent:Default", &family)];
+        assert_eq!(
+            choose_chain("Agent:Planning", None, bindings(&parent_only)),
+            ChainSource::Bound {
+                site: "Agent:Default",
+                preset: &family
+            }
+        );
+        assert_eq!(
+            choose_chain("Agent:Planning", None, bindings(&[])),
+            ChainSource::CodeDefault {
+                root_site: "Agent:Default"
+            }
         );
     }
 }

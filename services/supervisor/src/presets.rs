@@ -1,14 +1,14 @@
-//! Preset-chain resolution (spec §2.5, §3.7): the active mode's own preset
-//! when it names one that exists, else the policy site of the agent type,
-//! its own binding, else the nearest parent's, else the code default built
-//! from `GENESIS_DEFAULT_PROVIDER` (genesis-core `presets::code_default`,
-//! the one list of default models). The resolved preset's overlays travel
+//! Preset-chain resolution (spec §2.5, §3.7) on the wire: genesis-core's
+//! `presets::choose_chain` decides the source (the active mode's own preset
+//! when it names one that exists, else the policy site's own binding, else
+//! the nearest parent's, else the code default built from
+//! `GENESIS_DEFAULT_PROVIDER`, core's one list of default models); this
+//! module looks the presets up and builds the resolved chain. The resolved preset's overlays travel
 //! with its couples. Must never read or return a secret: couples carry
 //! credential names only, and whether a credential exists is the pod's
 //! concern.
 
-use genesis_core::presets::{CODE_DEFAULT_PRESET_NAME, code_default};
-use genesis_core::sites::site_chain;
+use genesis_core::presets::{CODE_DEFAULT_PRESET_NAME, ChainSource, choose_chain, code_default};
 use genesis_llm::preset::Overlays;
 use genesis_proto::v1 as pb;
 use genesis_store::llm::{PresetCouple, PresetRow};
@@ -33,10 +33,10 @@ pub struct ModePreset<'a> {
     pub candidates: &'a [PresetRow],
 }
 
-impl ModePreset<'_> {
+impl<'a> ModePreset<'a> {
     /// The preset the reference names: by id when it parses as one, else by
     /// name.
-    pub fn find(&self) -> Option<&PresetRow> {
+    pub fn find(&self) -> Option<&'a PresetRow> {
         let reference = self.reference.trim();
         match reference.parse::<Uuid>() {
             Ok(id) => self.candidates.iter().find(|p| p.id == id),
@@ -89,70 +89,63 @@ pub fn bound_preset<'s, 'a>(
     site_id: &'s str,
     bindings: &'a [Binding],
 ) -> Option<(&'s str, &'a PresetRow)> {
-    site_chain(site_id).into_iter().find_map(|site| {
+    match choose_chain(site_id, None, binding_of(bindings)) {
+        ChainSource::Bound { site, preset } => Some((site, preset)),
+        _ => None,
+    }
+}
+
+/// The tenant's binding of one site.
+fn binding_of<'a>(bindings: &'a [Binding]) -> impl Fn(&str) -> Option<&'a PresetRow> + 'a {
+    move |site: &str| {
         bindings
             .iter()
             .find(|b| b.site_id == site)
-            .map(|b| (site, &b.preset))
-    })
-}
-
-/// Resolve the site chain alone (no mode preset): the first binding on
-/// `site_chain(site_id)`, else the code default.
-pub fn resolve_site_chain(
-    site_id: &str,
-    bindings: &[Binding],
-    default: DefaultProvider,
-) -> pb::ResolvedPresetChain {
-    if let Some((site, preset)) = bound_preset(site_id, bindings) {
-        return from_preset(site_id, site, preset);
-    }
-    let resolved = site_chain(site_id)
-        .last()
-        .copied()
-        .unwrap_or(site_id)
-        .to_owned();
-    pb::ResolvedPresetChain {
-        requested_site_id: site_id.to_owned(),
-        resolved_site_id: resolved,
-        preset_name: CODE_DEFAULT_PRESET_NAME.into(),
-        couples: code_default(default)
-            .iter()
-            .map(PresetCouple::from)
-            .map(to_pb)
-            .collect(),
-        ..Default::default()
+            .map(|b| &b.preset)
     }
 }
 
-/// Resolve the chain for `site_id`: the mode's preset in preference to the
-/// site binding (spec §2.5: modes carry an optional preset); a mode preset
-/// that no longer exists falls back to the site chain with a warning —
-/// never a failed claim, because a deleted preset is an operator's fix to
-/// make, not a reason to stop the agent.
+/// Resolve the chain for `site_id` as genesis-core's [`choose_chain`]
+/// decides: the mode's preset in preference to the site binding (spec §2.5:
+/// modes carry an optional preset); a mode preset that no longer exists
+/// falls back to the site chain with a warning.
 pub fn resolve_chain(
     site_id: &str,
     bindings: &[Binding],
     mode_preset: Option<ModePreset<'_>>,
     default: DefaultProvider,
 ) -> pb::ResolvedPresetChain {
-    if let Some(mp) = mode_preset.filter(|m| !m.reference.trim().is_empty()) {
-        match mp.find() {
-            Some(preset) => {
-                return pb::ResolvedPresetChain {
-                    mode_preset_of: mp.mode.to_owned(),
-                    ..from_preset(site_id, site_id, preset)
-                };
-            }
-            None => tracing::warn!(
+    let named = mode_preset.filter(|m| !m.reference.trim().is_empty());
+    let found = named.and_then(|mp| {
+        let found = mp.find();
+        if found.is_none() {
+            tracing::warn!(
                 mode = mp.mode,
                 preset = mp.reference,
                 site = site_id,
                 "the mode's preset no longer exists; resolving through the site chain"
-            ),
+            );
         }
+        found
+    });
+    match choose_chain(site_id, found, binding_of(bindings)) {
+        ChainSource::ModePreset(preset) => pb::ResolvedPresetChain {
+            mode_preset_of: named.map(|m| m.mode.to_owned()).unwrap_or_default(),
+            ..from_preset(site_id, site_id, preset)
+        },
+        ChainSource::Bound { site, preset } => from_preset(site_id, site, preset),
+        ChainSource::CodeDefault { root_site } => pb::ResolvedPresetChain {
+            requested_site_id: site_id.to_owned(),
+            resolved_site_id: root_site.to_owned(),
+            preset_name: CODE_DEFAULT_PRESET_NAME.into(),
+            couples: code_default(default)
+                .iter()
+                .map(PresetCouple::from)
+                .map(to_pb)
+                .collect(),
+            ..Default::default()
+        },
     }
-    resolve_site_chain(site_id, bindings, default)
 }
 
 #[cfg(test)]
