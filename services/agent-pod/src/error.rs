@@ -7,6 +7,8 @@
 
 use tonic::{Code, Status};
 
+use crate::model::BundleError;
+
 /// Why a pod-side operation failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PodError {
@@ -42,15 +44,24 @@ pub enum PodError {
     /// A JetStream message body is not `{tenant_id, instance_id, event_id}`.
     #[error("invalid tick message: {0}")]
     InvalidMessage(String),
-    /// The tick bundle is missing something the pod cannot run without.
+    /// The claimed tick bundle is missing, or has malformed, a field the
+    /// pod cannot run the tick without (the error names it).
     #[error("invalid tick bundle: {0}")]
-    InvalidBundle(String),
+    InvalidBundle(#[from] BundleError),
     /// The configuration is unusable (bad URL, missing token, bad address).
     #[error("invalid configuration: {0}")]
     Config(String),
     /// Talking to NATS failed.
     #[error("nats: {0}")]
     Nats(String),
+}
+
+/// A conversion that cannot fail (an already converted tick handed to
+/// [`crate::planning::run_tick`]) has no error to report.
+impl From<std::convert::Infallible> for PodError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
 }
 
 impl PodError {

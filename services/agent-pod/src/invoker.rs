@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::error::PodError;
+use crate::model::{PresetChain, TickBudget};
 use crate::supervisor::{Supervisor, TickIds};
 
 /// The control terminator for a finished episode (handled by the pod).
@@ -109,7 +110,7 @@ pub fn terminator_specs() -> Vec<ToolSpec> {
 /// whose provider is unknown, or that needs a credential this tenant does
 /// not have, is skipped. `Err` names why no couple is usable.
 pub fn resolve_preset(
-    chain: &pb::ResolvedPresetChain,
+    chain: &PresetChain,
     tenant: Option<Uuid>,
     credentials: &dyn CredentialSource,
 ) -> Result<Preset, String> {
@@ -216,24 +217,19 @@ pub struct Used {
 /// The first exhausted axis of `budget` given `used`, by its wire name
 /// (`tokens`, `turns`, `tool_calls`, `wall_ms`, `cost_usd`). An absent axis
 /// is unlimited; a present axis of 0 is already exhausted. The rule itself is
-/// genesis-core's [`genesis_core::budget::check`]; this only converts the wire
-/// envelope (milliseconds, signed counts) into the domain one.
-pub fn exhausted_axis(budget: &pb::BudgetEnvelope, used: &Used) -> Option<&'static str> {
+/// genesis-core's [`genesis_core::budget::check`]; this only puts the tick's
+/// envelope (wall time in milliseconds) into the core one.
+pub fn exhausted_axis(budget: &TickBudget, used: &Used) -> Option<&'static str> {
     use genesis_core::budget::{BudgetAxis, BudgetEnvelope, Consumption, Limit, check};
-    fn limit(v: Option<i64>) -> Limit {
-        v.map_or(Limit::Unlimited, |m| {
-            Limit::Limited(u64::try_from(m).unwrap_or(0))
-        })
-    }
     // Wall time is compared in milliseconds on both sides, so a sub-second cap
     // is not rounded away.
     let envelope = BudgetEnvelope {
-        max_tokens: limit(budget.max_tokens),
+        max_tokens: budget.max_tokens,
         max_output_tokens_per_turn: Limit::Unlimited,
-        max_tool_calls: limit(budget.max_tool_calls.map(i64::from)),
-        max_wall_seconds: limit(budget.max_wall_ms),
-        max_dollars: budget.max_cost_usd.map_or(Limit::Unlimited, Limit::Limited),
-        max_turns: limit(budget.max_turns.map(i64::from)),
+        max_tool_calls: budget.max_tool_calls,
+        max_wall_seconds: budget.max_wall_ms,
+        max_dollars: budget.max_dollars,
+        max_turns: budget.max_turns,
     };
     let consumption = Consumption {
         tokens: u64::try_from(used.tokens).unwrap_or(0),
@@ -325,9 +321,9 @@ pub struct EpisodeSpec {
     /// The tools the supervisor may be asked to run (the mode's toolset).
     pub authorized: HashSet<String>,
     /// The per-tick envelope.
-    pub budget: pb::BudgetEnvelope,
+    pub budget: TickBudget,
     /// The preset chain from the bundle.
-    pub preset_chain: pb::ResolvedPresetChain,
+    pub preset_chain: PresetChain,
     /// Whether the tenant's weekly credit is enforced: then every turn of a
     /// real provider first reserves its worst case (`ReserveCredit`).
     pub credit_enforced: bool,
@@ -429,6 +425,7 @@ impl Invoker {
         let max_output_tokens = spec
             .budget
             .max_output_tokens_per_turn
+            .limited()
             .and_then(|v| u32::try_from(v).ok())
             .filter(|v| *v > 0)
             .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
@@ -484,7 +481,7 @@ impl Invoker {
             let deadline = spec
                 .budget
                 .max_wall_ms
-                .and_then(|ms| u64::try_from(ms).ok())
+                .limited()
                 .map(|ms| started + std::time::Duration::from_millis(ms));
             let result = self.llm.invoke_until(&preset, request, deadline).await;
             let (attempts, ends_here) = match &result {
@@ -597,7 +594,7 @@ impl Invoker {
                 if spec
                     .budget
                     .max_tool_calls
-                    .is_some_and(|m| report.used.tool_calls >= m)
+                    .is_exhausted_by(u64::try_from(report.used.tool_calls).unwrap_or(0))
                 {
                     report.end = EpisodeEnd::BudgetExhausted("tool_calls");
                     report.reason = "per-tick budget axis tool_calls exhausted".into();
@@ -687,12 +684,13 @@ fn ends_the_episode(response: &genesis_llm::ChatResponse) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::PresetCouple;
 
     const TENANT: Uuid = Uuid::from_u128(7);
 
     #[test]
     fn absent_axes_are_unlimited_and_zero_caps_are_exhausted() {
-        let unlimited = pb::BudgetEnvelope::default();
+        let unlimited = TickBudget::from(pb::BudgetEnvelope::default());
         let used = Used {
             tokens: 1_000_000,
             tool_calls: 99,
@@ -701,15 +699,15 @@ mod tests {
             cost_usd: 99.0,
         };
         assert_eq!(exhausted_axis(&unlimited, &used), None);
-        let zero_turns = pb::BudgetEnvelope {
+        let zero_turns = TickBudget::from(pb::BudgetEnvelope {
             max_turns: Some(0),
             ..Default::default()
-        };
+        });
         assert_eq!(exhausted_axis(&zero_turns, &Used::default()), Some("turns"));
-        let dollars = pb::BudgetEnvelope {
+        let dollars = TickBudget::from(pb::BudgetEnvelope {
             max_cost_usd: Some(0.5),
             ..Default::default()
-        };
+        });
         assert_eq!(
             exhausted_axis(
                 &dollars,
@@ -734,26 +732,25 @@ mod tests {
 
     #[test]
     fn couples_without_a_credential_are_skipped_and_scripted_needs_none() {
-        let chain = pb::ResolvedPresetChain {
-            requested_site_id: "Agent:Planning".into(),
+        let chain = PresetChain {
             resolved_site_id: "Agent:Default".into(),
             preset_id: "p1".into(),
             preset_name: "P1".into(),
             couples: vec![
-                pb::PresetCouple {
+                PresetCouple {
                     model: "claude-opus-4-8".into(),
                     provider: "anthropic".into(),
                     backend: "api".into(),
                     credential_names: vec!["ANTHROPIC_API_KEY".into()],
                 },
-                pb::PresetCouple {
+                PresetCouple {
                     model: "scripted-1".into(),
                     provider: "scripted".into(),
                     backend: String::new(),
                     credential_names: vec![],
                 },
             ],
-            ..Default::default()
+            prompt_overlay: String::new(),
         };
         let none: HashMap<String, String> = HashMap::new();
         let preset =
@@ -769,7 +766,7 @@ mod tests {
         assert_eq!(preset.credentials[0].name, "ANTHROPIC_API_KEY");
         assert_eq!(preset.fallback.len(), 1);
 
-        let only_anthropic = pb::ResolvedPresetChain {
+        let only_anthropic = PresetChain {
             couples: chain.couples[..1].to_vec(),
             ..chain.clone()
         };
@@ -783,13 +780,14 @@ mod tests {
 
     #[test]
     fn a_name_that_can_never_be_a_key_is_never_looked_up() {
-        let couple = |names: &[&str]| pb::PresetCouple {
+        let couple = |names: &[&str]| PresetCouple {
             model: "gpt-4o".into(),
             provider: "openai".into(),
             backend: "api".into(),
             credential_names: names.iter().map(|n| (*n).to_owned()).collect(),
         };
-        let chain = pb::ResolvedPresetChain {
+        let chain = PresetChain::from(pb::ResolvedPresetChain::default());
+        let chain = PresetChain {
             couples: vec![couple(&[
                 "GENESIS_AGENT_TOKEN",
                 "OTEL_EXPORTER_OTLP_HEADERS",
@@ -797,7 +795,7 @@ mod tests {
                 "NATS_URL",
                 "oauth-max",
             ])],
-            ..Default::default()
+            ..chain
         };
         // Even a source that holds every one of them.
         let everything: HashMap<String, String> = chain.couples[0]

@@ -18,6 +18,7 @@ pub mod fault;
 pub mod http;
 pub mod invoker;
 pub mod metrics;
+pub mod model;
 pub mod planning;
 pub mod pull;
 pub mod supervisor;
@@ -31,6 +32,7 @@ pub use config::PodConfig;
 pub use error::PodError;
 pub use invoker::{CredentialSource, EpisodeEnd, EpisodeReport, EpisodeSpec, Invoker};
 pub use metrics::{PodMetrics, PodMetricsSnapshot};
+pub use model::{BundleError, ClaimedTick};
 pub use planning::{PodContext, TickResult, run_tick};
 pub use supervisor::{Supervisor, TickIds};
 pub use worker::{

@@ -29,6 +29,7 @@ use crate::error::PodError;
 use crate::fairness::{TenantSlots, tenant_busy_delay};
 use crate::invoker::{CredentialSource, Invoker};
 use crate::metrics::PodMetrics;
+use crate::model::ClaimedTick;
 use crate::planning::{PodContext, run_tick};
 use crate::pull::Puller;
 use crate::supervisor::{Supervisor, TickIds};
@@ -159,7 +160,7 @@ pub async fn process_message(
             return Disposition::Term;
         }
     };
-    let bundle = match claim.result {
+    let wire = match claim.result {
         Some(pb::claim_tick_response::Result::LeaseHeld(_)) => {
             tracing::info!("lease held by another session; NAK");
             return Disposition::Nak(settings.lease_held_delay);
@@ -179,8 +180,20 @@ pub async fn process_message(
             return Disposition::Nak(settings.retry_delay);
         }
     };
+    // The one conversion of the claimed bundle: past here the tick is
+    // domain-typed. A malformed bundle is a protocol error like an empty
+    // answer: nothing is completed, the lease lapses and the event is
+    // redelivered (and dead-lettered once it has used its attempts).
+    let tick = match ClaimedTick::try_from(wire) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(error = %e, "claim answered a malformed tick bundle; NAK");
+            ctx.metrics.failure();
+            return Disposition::Nak(settings.retry_delay);
+        }
+    };
     let ids = TickIds {
-        session_id: bundle.session_id.clone(),
+        session_id: tick.session_id.to_string(),
         instance_id: message.instance_id.to_string(),
         tenant_id: message.tenant_id.to_string(),
     };
@@ -188,12 +201,8 @@ pub async fn process_message(
     let lost = CancellationToken::new();
     // Renew at a third of what the granted lease has left: the supervisor's
     // TTL, not this pod's setting, decides when the lease lapses.
-    let remaining = bundle
+    let remaining = tick
         .lease_expires_at
-        .as_ref()
-        .and_then(|t| {
-            chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0))
-        })
         .and_then(|at| (at - chrono::Utc::now()).to_std().ok());
     let renewer = tokio::spawn(renew_loop(
         ctx.supervisor.clone(),
@@ -202,7 +211,7 @@ pub async fn process_message(
         lost.clone(),
     ));
     let outcome = tokio::select! {
-        r = run_tick(ctx, &ids, bundle) => Some(r),
+        r = run_tick(ctx, &ids, tick) => Some(r),
         _ = lost.cancelled() => None,
         _ = abandon.cancelled() => {
             renewer.abort();

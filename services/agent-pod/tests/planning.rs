@@ -10,11 +10,15 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
+use genesis_agent_pod::model::{
+    ClaimedTick, ComplianceCorpus, InstanceSnapshot, Mode, PresetChain,
+};
+use genesis_agent_pod::planning::{objective, tool_specs};
 use genesis_agent_pod::{
     Disposition, Invoker, PodContext, PodMetrics, Supervisor, TickMessage, WorkerSettings,
     process_message, run_tick,
 };
-use genesis_core::{AgentEventKind, PlanInputHash};
+use genesis_core::{AgentEventKind, AgentType, PlanInputHash};
 use genesis_llm::{
     FallbackInvoker, HttpProviderFactory, HttpTimeouts, LlmError, LlmMetrics, Script, ScriptRule,
     ScriptedProvider, ScriptedToolCall,
@@ -36,6 +40,23 @@ fn unchanged_heartbeat() -> pb::TickBundle {
     );
     b.instance.as_mut().unwrap().plan_input_hash = prior.to_string();
     b
+}
+
+/// `b` as the worker converts it from the claim answer.
+fn tick_of(b: &pb::TickBundle) -> ClaimedTick {
+    ClaimedTick::try_from(b.clone()).expect("the test bundle is well formed")
+}
+
+/// The objective the planning loop composes for `b` as claimed, with no
+/// tools advertised, read as an instance of `agent_type`.
+fn objective_of(
+    b: &pb::TickBundle,
+    kind: AgentEventKind,
+    payload: &serde_json::Value,
+    agent_type: AgentType,
+) -> String {
+    let tick = tick_of(b);
+    objective(kind, payload, &tick.context, agent_type, &tick.mode, &[])
 }
 
 #[tokio::test]
@@ -702,32 +723,37 @@ async fn a_tool_outside_the_mode_is_refused_locally() {
 }
 
 #[tokio::test]
-async fn a_missing_instance_snapshot_completes_as_failed_without_an_llm_call() {
+async fn a_wire_bundle_without_an_instance_is_refused_before_anything_is_sent() {
     let fake = start_fake().await;
     let scripted = Arc::new(ScriptedProvider::new());
     let ctx = context(&fake, scripted.clone());
     let mut b = bundle("OperatorMessage", r#"{"message":"hi"}"#);
     let tick_ids = ids(&b);
     b.instance = None;
-    let result = run_tick(&ctx, &tick_ids, b).await.unwrap();
-    assert_eq!(result.completion, TickCompletion::Failed);
-    assert_eq!(scripted.calls(), 0);
-    assert!(
-        outcome(&fake.state.completes()[0])
-            .reason
-            .contains("instance")
+    let err = run_tick(&ctx, &tick_ids, b).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid tick bundle: bundle.instance: required"
     );
+    assert!(!err.is_transient() && !err.is_lease_lost());
+    assert_eq!(scripted.calls(), 0);
+    assert!(fake.state.completes().is_empty());
+    assert!(fake.state.invokes().is_empty());
 }
 
 #[tokio::test]
-async fn malformed_event_payload_fails_the_tick_cleanly() {
+async fn a_malformed_event_payload_is_refused_naming_the_field() {
     let fake = start_fake().await;
     let scripted = Arc::new(ScriptedProvider::new());
     let ctx = context(&fake, scripted.clone());
     let b = bundle("OperatorMessage", "{not json");
-    let result = run_tick(&ctx, &ids(&b), b).await.unwrap();
-    assert_eq!(result.completion, TickCompletion::Failed);
+    let err = run_tick(&ctx, &ids(&b), b).await.unwrap_err();
+    assert!(
+        matches!(&err, genesis_agent_pod::PodError::InvalidBundle(e) if e.field == "bundle.event.payload_json"),
+        "{err}"
+    );
     assert_eq!(scripted.calls(), 0);
+    assert!(fake.state.completes().is_empty());
 }
 
 fn settings() -> WorkerSettings {
@@ -781,6 +807,33 @@ async fn lease_held_naks_with_the_lease_held_delay() {
     let d = process_message(&ctx, &settings(), &message(&b), &CancellationToken::new()).await;
     assert_eq!(d, Disposition::Nak(Duration::from_millis(1_000)));
     assert!(fake.state.completes().is_empty());
+}
+
+#[tokio::test]
+async fn a_malformed_claimed_bundle_naks_like_a_protocol_error_without_planning() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let malformations: [fn(&mut pb::TickBundle); 5] = [
+        |b| b.instance = None,
+        |b| b.instance.as_mut().unwrap().id = "nope".into(),
+        |b| b.event.as_mut().unwrap().kind = "Tick".into(),
+        |b| b.instance.as_mut().unwrap().agent_type = "soa".into(),
+        |b| b.session_id = "not-a-session".into(),
+    ];
+    for malformed in malformations {
+        let mut b = bundle("AgentInitialized", "{}");
+        let msg = message(&b);
+        malformed(&mut b);
+        fake.state.push_claim(claimed(b));
+        let d = process_message(&ctx, &settings(), &msg, &CancellationToken::new()).await;
+        assert_eq!(d, Disposition::Nak(Duration::from_millis(2_000)));
+    }
+    assert_eq!(fake.state.claims.load(Ordering::SeqCst), 5);
+    assert_eq!(scripted.calls(), 0, "nothing was planned");
+    assert!(fake.state.completes().is_empty(), "nothing was completed");
+    assert_eq!(fake.state.renews.load(Ordering::SeqCst), 0);
+    assert_eq!(ctx.metrics.snapshot().failures, 5);
 }
 
 #[tokio::test]
@@ -903,20 +956,22 @@ fn the_roster_opens_the_objective_and_the_event_line_follows() {
         }],
         escalations: vec![],
     });
-    let mode = b.mode.clone().unwrap();
-    let tools = genesis_agent_pod::planning::advertised_tools(&b, &mode, &Default::default());
-    let objective = genesis_agent_pod::planning::build_objective(
+    let tick = tick_of(&b);
+    let tools = tool_specs(&tick.mode, &tick.context.tools, &Default::default());
+    let payload = serde_json::json!({"message": "ship it"});
+    let objective = objective(
         AgentEventKind::OperatorMessage,
-        &serde_json::json!({"message": "ship it"}),
-        &b,
-        Some(genesis_core::AgentType::Soa),
-        &mode,
+        &payload,
+        &tick.context,
+        tick.instance.agent_type,
+        &tick.mode,
         &tools,
     );
     assert!(objective.starts_with("OPEN ITEMS (1 missions, 0 escalations)"));
     let roster = objective.find("Migrate billing").unwrap();
     let event = objective.find("\nEVENT: OperatorMessage\n").unwrap();
     assert!(roster < event);
+    assert!(objective.contains("- mission m1 [active]: Migrate billing\n"));
     assert!(objective.contains("OPERATOR_MESSAGE: ship it"));
     assert!(objective.contains("EVENT_PAYLOAD: {\"message\":\"ship it\"}"));
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
@@ -930,64 +985,77 @@ fn the_roster_opens_the_objective_and_the_event_line_follows() {
             "phase_blocked"
         ]
     );
+    // The wire adapters kept for callers holding their own bundle render
+    // exactly what the claimed tick renders.
+    let mode = b.mode.clone().unwrap();
+    let wire_tools = genesis_agent_pod::planning::advertised_tools(&b, &mode, &Default::default());
+    assert_eq!(wire_tools, tools);
+    assert_eq!(
+        genesis_agent_pod::planning::build_objective(
+            AgentEventKind::OperatorMessage,
+            &payload,
+            &b,
+            Some(genesis_core::AgentType::Soa),
+            &mode,
+            &wire_tools,
+        ),
+        objective
+    );
 }
 
 #[test]
 fn the_system_prompt_is_the_types_base_then_the_fragment_then_the_overlay() {
     use genesis_agent_pod::planning::system_prompt;
-    use genesis_core::prompt::{base_system_prompt, rails_only_system_prompt};
-    let b = bundle("OperatorMessage", r#"{"message":"ship it"}"#);
-    let mode = b.mode.clone().unwrap();
-    let instance = b.instance.clone().unwrap();
+    use genesis_core::prompt::base_system_prompt;
+    let mut b = bundle("OperatorMessage", r#"{"message":"ship it"}"#);
+    b.preset_chain.as_mut().unwrap().prompt_overlay = String::new();
+    let tick = tick_of(&b);
+    let (instance, mode) = (&tick.instance, &tick.mode);
+    let tenant = instance.tenant_id.to_string();
+    assert_eq!(tenant, b.instance.as_ref().unwrap().tenant_id);
     // No ready-made prompt in the bundle: the pod composes the SOA's base
     // for the bundle's tenant and the fragment itself.
-    assert!(mode.system_prompt.is_empty());
-    let base = base_system_prompt(genesis_core::AgentType::Soa, &instance.tenant_id);
+    assert_eq!(mode.system_prompt, None);
+    let base = base_system_prompt(genesis_core::AgentType::Soa, &tenant);
     assert!(base.starts_with("You are the Strategic Orchestration Agent"));
-    assert!(base.contains(&instance.tenant_id));
+    assert!(base.contains(&tenant));
     assert_eq!(
-        system_prompt(&instance, &mode, None),
+        system_prompt(instance, mode, &tick.preset_chain),
         format!("{base}\n\nFocus on strategy.")
     );
     // The preset's overlay comes last, after the fragment.
-    let chain = pb::ResolvedPresetChain {
+    let chain = PresetChain {
         prompt_overlay: "Answer in French.".into(),
-        ..Default::default()
+        ..tick.preset_chain.clone()
     };
     assert_eq!(
-        system_prompt(&instance, &mode, Some(&chain)),
+        system_prompt(instance, mode, &chain),
         format!("{base}\n\nFocus on strategy.\n\nAnswer in French.")
     );
     // Another type, another base.
-    let compliance = pb::AgentInstance {
-        agent_type: "Compliance".into(),
+    let compliance = InstanceSnapshot {
+        agent_type: genesis_core::AgentType::Compliance,
         ..instance.clone()
     };
     assert!(
-        system_prompt(&compliance, &mode, None).starts_with(&base_system_prompt(
+        system_prompt(&compliance, mode, &tick.preset_chain).starts_with(&base_system_prompt(
             genesis_core::AgentType::Compliance,
-            &instance.tenant_id
+            &tenant
         ))
     );
-    // A type this build does not know still gets the rails.
-    let unknown = pb::AgentInstance {
-        agent_type: "FutureAgent".into(),
-        ..instance.clone()
-    };
-    assert_eq!(
-        system_prompt(&unknown, &mode, None),
-        format!(
-            "{}\n\nFocus on strategy.",
-            rails_only_system_prompt(&instance.tenant_id)
-        )
-    );
+    // A type this build does not know is refused when the claim answer is
+    // converted, naming the field: it never reaches the prompt.
+    let mut unknown = b.clone();
+    unknown.instance.as_mut().unwrap().agent_type = "FutureAgent".into();
+    let err = ClaimedTick::try_from(unknown).unwrap_err();
+    assert_eq!(err.field, "bundle.instance.agent_type");
     // The supervisor's ready-made base + fragment is used as it is.
-    let ready_made = pb::ResolvedMode {
-        system_prompt: "BASE\n\nFRAGMENT".into(),
+    let ready_made = Mode {
+        system_prompt: Some("BASE\n\nFRAGMENT".into()),
         ..mode.clone()
     };
     assert_eq!(
-        system_prompt(&instance, &ready_made, Some(&chain)),
+        system_prompt(instance, &ready_made, &chain),
         "BASE\n\nFRAGMENT\n\nAnswer in French."
     );
 }
@@ -996,36 +1064,29 @@ fn the_system_prompt_is_the_types_base_then_the_fragment_then_the_overlay() {
 fn compliance_objectives_name_the_corpus() {
     let mut b = bundle("AgentTick", r#"{"complianceProjectIds":["p-1","p-2"]}"#);
     b.instance.as_mut().unwrap().agent_type = "Compliance".into();
-    let mode = b.mode.clone().unwrap();
-    let objective = genesis_agent_pod::planning::build_objective(
+    let objective = objective_of(
+        &b,
         AgentEventKind::AgentTick,
         &serde_json::json!({"complianceProjectIds": ["p-1", "p-2"]}),
-        &b,
-        Some(genesis_core::AgentType::Compliance),
-        &mode,
-        &[],
+        genesis_core::AgentType::Compliance,
     );
     assert!(objective.contains("COMPLIANCE CORPUS: query compliance projects p-1, p-2."));
     // Projects the event names win over the cold sweep's discovery.
     let mut swept = b.clone();
     swept.compliance_corpus = Some(corpus(&["p-9"], 0, false));
-    let named = genesis_agent_pod::planning::build_objective(
+    let named = objective_of(
+        &swept,
         AgentEventKind::AgentTick,
         &serde_json::json!({"complianceProjectIds": ["p-1", "p-2"]}),
-        &swept,
-        Some(genesis_core::AgentType::Compliance),
-        &mode,
-        &[],
+        genesis_core::AgentType::Compliance,
     );
     assert!(named.contains("query compliance projects p-1, p-2."));
     assert!(!named.contains("p-9"));
-    let soa = genesis_agent_pod::planning::build_objective(
+    let soa = objective_of(
+        &b,
         AgentEventKind::AgentTick,
         &serde_json::json!({}),
-        &b,
-        Some(genesis_core::AgentType::Soa),
-        &mode,
-        &[],
+        genesis_core::AgentType::Soa,
     );
     assert!(!soa.contains("COMPLIANCE CORPUS"));
 }
@@ -1051,10 +1112,10 @@ fn the_corpus_line_reports_the_cold_sweep() {
     use genesis_agent_pod::planning::corpus_line;
     let none = serde_json::json!({});
     assert_eq!(
-        corpus_line(&none, Some(&corpus(&["p-1", "p-2"], 0, false))),
+        corpus_line(&none, Some(&corpus(&["p-1", "p-2"], 0, false).into())),
         "COMPLIANCE CORPUS: cold sweep found compliance projects p-1 (2 documents, 1 source files, 0 dossiers), p-2 (2 documents, 1 source files, 0 dossiers).\n"
     );
-    let more = corpus_line(&none, Some(&corpus(&["p-1"], 3, true)));
+    let more = corpus_line(&none, Some(&corpus(&["p-1"], 3, true).into()));
     assert!(more.contains("p-1 (2 documents"), "{more}");
     assert!(more.contains("plus 3 tenant-wide entries"), "{more}");
     assert!(
@@ -1062,10 +1123,10 @@ fn the_corpus_line_reports_the_cold_sweep() {
         "{more}"
     );
     assert!(
-        corpus_line(&none, Some(&corpus(&[], 4, false)))
+        corpus_line(&none, Some(&corpus(&[], 4, false).into()))
             .contains("no project; query the tenant-wide knowledge base (4 entries)")
     );
-    for empty in [None, Some(&pb::ComplianceCorpus::default())] {
+    for empty in [None, Some(&ComplianceCorpus::default())] {
         assert!(corpus_line(&none, empty).contains("nothing to sweep"));
     }
 }
@@ -1132,17 +1193,7 @@ async fn an_empty_sweep_says_nothing_to_sweep_and_the_tick_still_completes() {
 fn a_missions_answered_question_is_restated_as_refinement_guidance() {
     let payload = serde_json::json!({"resolution": "EU first", "resolutionNotes": "then US"});
     let b = bundle("OperatorAnsweredEscalation", &payload.to_string());
-    let mode = b.mode.clone().unwrap();
-    let objective = |t| {
-        genesis_agent_pod::planning::build_objective(
-            AgentEventKind::OperatorAnsweredEscalation,
-            &payload,
-            &b,
-            Some(t),
-            &mode,
-            &[],
-        )
-    };
+    let objective = |t| objective_of(&b, AgentEventKind::OperatorAnsweredEscalation, &payload, t);
     let mission = objective(genesis_core::AgentType::MissionResearch);
     assert!(
         mission.contains(
@@ -1197,14 +1248,11 @@ fn the_chat_tail_follows_the_preamble_with_cut_bodies_marked() {
         ],
         earlier_omitted: true,
     });
-    let mode = b.mode.clone().unwrap();
-    let objective = genesis_agent_pod::planning::build_objective(
+    let objective = objective_of(
+        &b,
         AgentEventKind::OperatorMessage,
         &serde_json::json!({"body": "and now?"}),
-        &b,
-        Some(genesis_core::AgentType::Soa),
-        &mode,
-        &[],
+        genesis_core::AgentType::Soa,
     );
     let conversation = objective.find("CONVERSATION (").unwrap();
     assert!(objective.find("OPERATOR_MESSAGE: and now?").unwrap() < conversation);
@@ -1230,13 +1278,11 @@ fn the_chat_tail_follows_the_preamble_with_cut_bodies_marked() {
     );
     // No tail, no conversation.
     b.chat_tail = None;
-    let objective = genesis_agent_pod::planning::build_objective(
+    let objective = objective_of(
+        &b,
         AgentEventKind::OperatorMessage,
         &serde_json::json!({"body": "and now?"}),
-        &b,
-        Some(genesis_core::AgentType::Soa),
-        &mode,
-        &[],
+        genesis_core::AgentType::Soa,
     );
     assert!(!objective.contains("CONVERSATION"));
 }
