@@ -231,6 +231,9 @@ const TASK_COLS: &[Column] = &[
     col("TITLE", "title"),
     col("STATUS", "status"),
     col("CODER", "coder_id"),
+    col("PROGRESS", "progress_percent"),
+    col("ARTIFACTS", "artifact_count"),
+    col("WINDOWS", "windows_hold.host"),
     col("MODEL", "couple.model"),
     col("UPDATED", "updated_at"),
 ];

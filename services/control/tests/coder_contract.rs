@@ -611,6 +611,7 @@ async fn a_coder_token_reaches_its_own_task_s_allowance_and_nothing_else(
         ["fix.diff", "one.log"],
         "refused artifacts wrote nothing"
     );
+    assert_eq!(read.artifact_count, 2, "the count agrees with the list");
 
     let done = tasks
         .complete_task(req(
@@ -626,6 +627,7 @@ async fn a_coder_token_reaches_its_own_task_s_allowance_and_nothing_else(
         .await?
         .into_inner();
     assert_eq!(done.status, "completed");
+    assert_eq!(done.artifact_count, 2, "the settled task's answer counts them too");
     let events =
         genesis_store::inspect::events_of_kind(&pool, soa.id, "DependencyCompleted").await?;
     assert_eq!(events.len(), 1);

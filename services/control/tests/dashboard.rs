@@ -695,3 +695,104 @@ async fn live_streams_past_the_tokens_cap_are_refused_429(pool: PgPool) -> anyho
     .await?;
     h.stop().await
 }
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_task_pages_show_coder_progress_artifacts_and_windows_hold(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    use genesis_store::coding_tasks::{ArtifactCaps, NewCodingTask};
+    use genesis_store::windows_holds::{HoldClaim, HoldLease};
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let b = store.tenants().create("b").await?.id;
+    let new = |title: &str| NewCodingTask {
+        title: title.into(),
+        instructions: "fix the <b>build</b>".into(),
+        coder_id: Some("coder-7".into()),
+        preset_id: None,
+        model: "claude-opus-4-8".into(),
+        provider: "anthropic".into(),
+        backend: String::new(),
+        credential_names: vec![],
+        repository: "https://git.example/repo.git".into(),
+        branch: "main".into(),
+        steering_instance_id: None,
+    };
+    let tasks = store.coding_tasks();
+    let mine = tasks.create(a, new("<script>alert(1)</script>")).await?;
+    let theirs = tasks.create(b, new("tenant b's secret task")).await?;
+    tasks
+        .report_progress(a, mine.id, "compiling", Some(40))
+        .await?;
+    let caps = ArtifactCaps {
+        max_bytes: 1024,
+        max_count: 4,
+        max_total_bytes: 4096,
+    };
+    tasks
+        .attach_artifact(a, mine.id, "patch", "fix.diff", "--- a\n+++ b\n", caps)
+        .await?;
+    let HoldClaim::Claimed { revision } = store
+        .windows_holds()
+        .claim(a, "coder-7", Duration::from_secs(30))
+        .await?
+    else {
+        anyhow::bail!("a fresh holder's first claim is its own");
+    };
+    store
+        .windows_holds()
+        .fill(
+            a,
+            "coder-7",
+            revision,
+            &HoldLease {
+                lease_id: "lease-1",
+                session_id: "secret-session-id",
+                host: "win-host-3",
+                expires_at: None,
+            },
+        )
+        .await?;
+
+    let op_a = token(&store, TokenScope::Operator, Some(a)).await?;
+    let (h, d) = start_dashboard(&pool).await?;
+    let c = d.cookie(&op_a).await?;
+    let (st, list) = d.get(&c, "/tasks").await?;
+    assert_eq!(st, StatusCode::OK);
+    assert!(list.contains(&mine.id.to_string()), "{list}");
+    assert!(
+        !list.contains("secret task"),
+        "another tenant's task is not listed"
+    );
+    assert!(
+        list.contains("&lt;script&gt;") && !list.contains("<script>alert"),
+        "the title is escaped"
+    );
+    assert!(list.contains("coder-7"));
+    assert!(list.contains("40% · compiling"), "{list}");
+    assert!(list.contains("<td>1</td>"), "one artifact: {list}");
+    assert!(list.contains("win-host-3"), "the coder's Windows machine");
+    assert!(
+        !list.contains("secret-session-id"),
+        "the pool's ids stay with the lane"
+    );
+
+    let (st, page) = d.get(&c, &format!("/tasks/{}", mine.id)).await?;
+    assert_eq!(st, StatusCode::OK);
+    assert!(
+        page.contains("fix.diff") && page.contains("patch"),
+        "{page}"
+    );
+    assert!(page.contains("fix the &lt;b&gt;build&lt;/b&gt;"));
+    assert!(page.contains("held on <code>win-host-3</code>"), "{page}");
+    assert!(
+        !page.contains("+++ b"),
+        "artifact content stays with the API"
+    );
+
+    let (st, _) = d.get(&c, &format!("/tasks/{}", theirs.id)).await?;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) = d.get(&c, "/tasks/not-a-uuid").await?;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    h.stop().await
+}

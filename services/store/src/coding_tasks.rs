@@ -61,6 +61,42 @@ pub struct CodingTaskRow {
     /// When progress was last reported.
     #[serde(default)]
     pub progress_at: Option<DateTime<Utc>>,
+    /// How many artifacts the task holds (read with the task).
+    #[serde(default)]
+    pub artifact_count: i64,
+    /// The Windows machine its coder holds or is leasing, read with the
+    /// task; `None` when it holds none.
+    #[serde(default)]
+    pub windows_hold: Option<TaskWindowsHold>,
+}
+
+/// The Windows lane's hold of a task's coder, as an operator reads it with
+/// the task: never the pool's lease or session ids, which only the lane
+/// uses.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TaskWindowsHold {
+    /// `leasing` (a first call is leasing the machine) or `held`.
+    pub state: String,
+    /// The machine, once held.
+    pub host: Option<String>,
+    /// When the pool's lease ends, when it named an end.
+    pub lease_expires_at: Option<DateTime<Utc>>,
+}
+
+/// A task row `t` as read for an operator: the row with its artifact count
+/// and its coder's Windows hold (the hold's holder is the task's coder id).
+/// Each statement that answers a task selects it, `FROM coding_tasks t` or
+/// from the row its write returned; a macro so each stays one static text.
+macro_rules! task_view {
+    () => {
+        "SELECT to_jsonb(t) || jsonb_build_object(
+        'artifact_count', (SELECT count(*) FROM coding_task_artifacts a
+                            WHERE a.tenant_id = t.tenant_id AND a.task_id = t.id),
+        'windows_hold', (SELECT jsonb_build_object('state', h.state, 'host', h.host,
+                                                   'lease_expires_at', h.lease_expires_at)
+                           FROM windows_holds h
+                          WHERE h.tenant_id = t.tenant_id AND h.holder = t.coder_id))"
+    };
 }
 
 /// Artifact kinds, as stored.
@@ -169,12 +205,15 @@ impl CodingTasks<'_> {
             check_text(&format!("credential_names[{i}]"), n, 200)?;
         }
         let mut tx = self.store.tenant_tx(tenant_id).await?;
-        let row: serde_json::Value = sqlx::query_scalar(
-            "INSERT INTO coding_tasks (tenant_id, title, instructions, coder_id, preset_id, model,
+        let row: serde_json::Value = sqlx::query_scalar(concat!(
+            "WITH t AS (
+             INSERT INTO coding_tasks (tenant_id, title, instructions, coder_id, preset_id, model,
                  provider, backend, credential_names, repository, branch, steering_instance_id)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             RETURNING to_jsonb(coding_tasks.*)",
-        )
+             RETURNING *) ",
+            task_view!(),
+            " FROM t"
+        ))
         .bind(tenant_id)
         .bind(&new.title)
         .bind(&new.instructions)
@@ -196,11 +235,13 @@ impl CodingTasks<'_> {
     /// One task of the tenant; another tenant's id → `NotFound`.
     pub async fn get(&self, tenant_id: Uuid, id: Uuid) -> Result<CodingTaskRow, StoreError> {
         let mut tx = self.store.tenant_tx(tenant_id).await?;
-        let row: Option<serde_json::Value> =
-            sqlx::query_scalar("SELECT to_jsonb(t) FROM coding_tasks t WHERE id = $1")
-                .bind(id)
-                .fetch_optional(tx.conn())
-                .await?;
+        let row: Option<serde_json::Value> = sqlx::query_scalar(concat!(
+            task_view!(),
+            " FROM coding_tasks t WHERE t.id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(tx.conn())
+        .await?;
         tx.commit().await?;
         row.map(decode)
             .transpose()?
@@ -224,11 +265,12 @@ impl CodingTasks<'_> {
             ));
         }
         let mut tx = self.store.tenant_tx(tenant_id).await?;
-        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
-            "SELECT to_jsonb(t) FROM coding_tasks t
-              WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR coder_id = $2)
-              ORDER BY created_at DESC, id DESC",
-        )
+        let rows: Vec<serde_json::Value> = sqlx::query_scalar(concat!(
+            task_view!(),
+            " FROM coding_tasks t
+              WHERE ($1::text IS NULL OR t.status = $1) AND ($2::text IS NULL OR t.coder_id = $2)
+              ORDER BY t.created_at DESC, t.id DESC"
+        ))
         .bind(status)
         .bind(coder_id)
         .fetch_all(tx.conn())
@@ -248,11 +290,14 @@ impl CodingTasks<'_> {
     ) -> Result<CodingTaskRow, StoreError> {
         check_text("coder_id", coder_id, MAX_REF_BYTES)?;
         let mut tx = self.store.tenant_tx(tenant_id).await?;
-        let row: Option<serde_json::Value> = sqlx::query_scalar(
-            "UPDATE coding_tasks SET coder_id = $2, status = 'running', updated_at = now()
+        let row: Option<serde_json::Value> = sqlx::query_scalar(concat!(
+            "WITH t AS (
+             UPDATE coding_tasks SET coder_id = $2, status = 'running', updated_at = now()
               WHERE id = $1 AND status IN ('pending', 'running')
-              RETURNING to_jsonb(coding_tasks.*)",
-        )
+              RETURNING *) ",
+            task_view!(),
+            " FROM t"
+        ))
         .bind(id)
         .bind(coder_id)
         .fetch_optional(tx.conn())
@@ -286,12 +331,15 @@ impl CodingTasks<'_> {
             ));
         }
         let mut tx = self.store.tenant_tx(tenant_id).await?;
-        let row: Option<serde_json::Value> = sqlx::query_scalar(
-            "UPDATE coding_tasks SET progress_message = $2, progress_percent = $3,
+        let row: Option<serde_json::Value> = sqlx::query_scalar(concat!(
+            "WITH t AS (
+             UPDATE coding_tasks SET progress_message = $2, progress_percent = $3,
                     progress_at = now(), status = 'running', updated_at = now()
               WHERE id = $1 AND status IN ('pending', 'running')
-              RETURNING to_jsonb(coding_tasks.*)",
-        )
+              RETURNING *) ",
+            task_view!(),
+            " FROM t"
+        ))
         .bind(id)
         .bind(message)
         .bind(percent)
@@ -450,11 +498,14 @@ impl CodingTasks<'_> {
             }
             Some(_) => {}
         }
-        let row: serde_json::Value = sqlx::query_scalar(
-            "UPDATE coding_tasks SET status = $2, result_summary = $3, result = $4,
+        let row: serde_json::Value = sqlx::query_scalar(concat!(
+            "WITH t AS (
+             UPDATE coding_tasks SET status = $2, result_summary = $3, result = $4,
                     completed_at = now(), updated_at = now()
-              WHERE id = $1 RETURNING to_jsonb(coding_tasks.*)",
-        )
+              WHERE id = $1 RETURNING *) ",
+            task_view!(),
+            " FROM t"
+        ))
         .bind(id)
         .bind(status)
         .bind(result_summary)

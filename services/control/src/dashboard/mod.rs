@@ -1,5 +1,5 @@
 //! The operator dashboard (spec §2.6): `/agents`, `/agents/{id}`,
-//! `/decisions` and `/spend` as server-rendered pages on control's own
+//! `/decisions`, `/tasks`, `/tasks/{id}` and `/spend` as server-rendered pages on control's own
 //! dashboard port, with every asset embedded in the binary.
 //!
 //! Sign-in exchanges an operator token for a random session secret kept in an
@@ -73,6 +73,8 @@ pub fn router(state: AppState) -> Router {
         .route("/agents/{id}/lifecycle", post(lifecycle))
         .route("/decisions", get(decisions_page))
         .route("/decisions/{id}/respond", post(respond))
+        .route("/tasks", get(tasks_page))
+        .route("/tasks/{id}", get(task_page))
         .route("/spend", get(spend_page))
         .route(
             "/assets/app.css",
@@ -473,6 +475,30 @@ async fn decisions_page(
         Err(r) => return r,
     };
     rendered(&s, pages::decisions(&state, &s, &flash).await)
+}
+
+async fn tasks_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let s = match session(&state, &headers).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    rendered(&s, pages::tasks(&state, &s).await)
+}
+
+async fn task_page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let s = match session(&state, &headers).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let result = match crate::status::uuid("task_id", &id) {
+        Ok(i) => pages::task(&state, &s, i).await,
+        Err(e) => Err(e),
+    };
+    rendered(&s, result)
 }
 
 async fn spend_page(State(state): State<AppState>, headers: HeaderMap) -> Response {

@@ -1,12 +1,13 @@
-//! The dashboard's four pages, each assembled from the admin services'
-//! answers for the session's tenant (and, for the mode audit trail and the
-//! spend chart, from the store's tenant-scoped reads). Must never write.
+//! The dashboard's pages, each assembled from the admin services' answers
+//! for the session's tenant (and, for the mode audit trail and the spend
+//! chart, from the store's tenant-scoped reads). Must never write.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use genesis_proto::v1;
 use genesis_proto::v1::agent_service_server::AgentService as _;
+use genesis_proto::v1::coding_task_service_server::CodingTaskService as _;
 use genesis_proto::v1::decision_service_server::DecisionService as _;
 use genesis_proto::v1::registry_service_server::RegistryService as _;
 use tonic::Status;
@@ -15,6 +16,7 @@ use uuid::Uuid;
 use super::render::{clip, esc, flash, layout, or_dash, ts, usd};
 use super::{Flash, Session, rpc};
 use crate::services::agents::Agents;
+use crate::services::coding_tasks::CodingTasks;
 use crate::services::decisions::Decisions;
 use crate::services::registry::Registries;
 use crate::state::AppState;
@@ -624,6 +626,143 @@ fn bar_chart(id: &str, title: &str, bars: &[(String, f64)]) -> String {
     }
     svg.push_str("</svg></figure>");
     svg
+}
+
+/// A task's progress as one cell: the percentage and the latest message.
+fn progress(t: &v1::CodingTask) -> String {
+    match (t.progress_percent, t.progress_message.as_str()) {
+        (None, "") => "—".to_owned(),
+        (Some(p), "") => format!("{p}%"),
+        (None, m) => esc(&clip(m, 80)),
+        (Some(p), m) => format!("{p}% · {}", esc(&clip(m, 80))),
+    }
+}
+
+/// A task's Windows hold as one cell.
+fn windows_hold(t: &v1::CodingTask) -> String {
+    match &t.windows_hold {
+        None => "—".to_owned(),
+        Some(h) if h.host.is_empty() => esc(&h.state),
+        Some(h) => format!(
+            "{} on <code>{}</code> until {}",
+            esc(&h.state),
+            esc(&h.host),
+            ts(h.lease_expires_at.as_ref())
+        ),
+    }
+}
+
+/// `/tasks`: the tenant's coding tasks, newest first, with each one's
+/// coder, progress, artifacts and Windows hold.
+pub async fn tasks(state: &AppState, s: &Session) -> Result<String, Status> {
+    let all = CodingTasks::new(state.clone())
+        .list_tasks(rpc(
+            s,
+            v1::ListTasksRequest {
+                tenant_id: s.tenant(),
+                status: None,
+                coder_id: None,
+            },
+        ))
+        .await?
+        .into_inner()
+        .tasks;
+    let mut body =
+        String::from("<section aria-labelledby=\"all\"><h2 id=\"all\">Coding tasks</h2>");
+    if all.is_empty() {
+        body.push_str("<p id=\"no-tasks\">No coding task yet.</p>");
+    } else {
+        body.push_str(
+            "<table id=\"tasks\"><thead><tr><th scope=\"col\">Task</th><th scope=\"col\">Status</th>\
+<th scope=\"col\">Coder</th><th scope=\"col\">Progress</th><th scope=\"col\">Artifacts</th>\
+<th scope=\"col\">Windows</th><th scope=\"col\">Updated</th></tr></thead><tbody>",
+        );
+        for t in &all {
+            let _ = write!(
+                body,
+                "<tr><td><a href=\"/tasks/{id}\">{title}</a></td><td>{status}</td><td>{coder}</td>\
+<td>{progress}</td><td>{artifacts}</td><td>{windows}</td><td>{updated}</td></tr>",
+                id = esc(&t.id),
+                title = esc(&clip(&t.title, 80)),
+                status = esc(&t.status),
+                coder = or_dash(t.coder_id.as_deref().unwrap_or_default()),
+                progress = progress(t),
+                artifacts = t.artifact_count,
+                windows = windows_hold(t),
+                updated = ts(t.updated_at.as_ref()),
+            );
+        }
+        body.push_str("</tbody></table>");
+    }
+    body.push_str("</section>");
+    Ok(wrap(s, "Tasks", &body))
+}
+
+/// `/tasks/{id}`: one task with its instructions, progress, artifacts
+/// (names and sizes; their content stays with the API) and Windows hold.
+pub async fn task(state: &AppState, s: &Session, id: Uuid) -> Result<String, Status> {
+    let t = CodingTasks::new(state.clone())
+        .get_task(rpc(
+            s,
+            v1::GetTaskRequest {
+                tenant_id: s.tenant(),
+                task_id: id.to_string(),
+            },
+        ))
+        .await?
+        .into_inner();
+    let couple = t.couple.clone().unwrap_or_default();
+    let mut body = format!(
+        "<section aria-labelledby=\"facts\"><h2 id=\"facts\">{title}</h2><dl class=\"facts\">\
+<dt>Status</dt><dd id=\"status\">{status}</dd><dt>Coder</dt><dd id=\"coder\">{coder}</dd>\
+<dt>Progress</dt><dd id=\"progress\">{progress}</dd><dt>Windows</dt><dd id=\"windows\">{windows}</dd>\
+<dt>Model</dt><dd>{model} ({provider})</dd><dt>Repository</dt><dd>{repo} {branch}</dd>\
+<dt>Created</dt><dd>{created}</dd><dt>Settled</dt><dd>{settled}</dd></dl>\
+<h3>Instructions</h3><pre>{instructions}</pre>",
+        title = esc(&t.title),
+        status = esc(&t.status),
+        coder = or_dash(t.coder_id.as_deref().unwrap_or_default()),
+        progress = progress(&t),
+        windows = windows_hold(&t),
+        model = esc(&couple.model),
+        provider = esc(&couple.provider),
+        repo = or_dash(&t.repository),
+        branch = or_dash(&t.branch),
+        created = ts(t.created_at.as_ref()),
+        settled = ts(t.completed_at.as_ref()),
+        instructions = esc(&t.instructions),
+    );
+    if !t.result_summary.is_empty() {
+        let _ = write!(
+            body,
+            "<h3>Result</h3><p id=\"summary\">{}</p>",
+            esc(&t.result_summary)
+        );
+    }
+    body.push_str(
+        "</section><section aria-labelledby=\"artifacts\"><h2 id=\"artifacts\">Artifacts</h2>",
+    );
+    if t.artifacts.is_empty() {
+        body.push_str("<p id=\"no-artifacts\">No artifact attached.</p>");
+    } else {
+        body.push_str(
+            "<table id=\"artifact-list\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Kind</th>\
+<th scope=\"col\">Size</th><th scope=\"col\">Attached</th></tr></thead><tbody>",
+        );
+        for a in &t.artifacts {
+            let _ = write!(
+                body,
+                "<tr><td>{name}</td><td>{kind}</td><td>{size} B</td><td>{at}</td></tr>",
+                name = esc(&a.name),
+                kind = esc(&a.kind),
+                size = a.size_bytes,
+                at = ts(a.created_at.as_ref()),
+            );
+        }
+        body.push_str("</tbody></table>");
+    }
+    body.push_str("</section>");
+    Ok(wrap(s, &format!("Task {}", clip(&t.title, 60)), &body))
 }
 
 #[cfg(test)]

@@ -76,6 +76,7 @@ pub fn or_dash(s: &str) -> String {
 const NAV: &[(&str, &str)] = &[
     ("/agents", "Agents"),
     ("/decisions", "Decisions"),
+    ("/tasks", "Tasks"),
     ("/spend", "Spend"),
 ];
 

@@ -76,6 +76,12 @@ pub fn task(t: &CodingTaskRow) -> v1::CodingTask {
         progress_percent: t.progress_percent.map(i32::from),
         progress_at: optional_timestamp(t.progress_at),
         artifacts: Vec::new(),
+        artifact_count: t.artifact_count,
+        windows_hold: t.windows_hold.as_ref().map(|h| v1::CodingTaskWindowsHold {
+            state: h.state.clone(),
+            host: h.host.clone().unwrap_or_default(),
+            lease_expires_at: optional_timestamp(h.lease_expires_at),
+        }),
     }
 }
 
