@@ -26,13 +26,10 @@ use chrono::{DateTime, Utc};
 use genesis_core::budget::Limit;
 use genesis_core::redact::StoredFinding;
 use genesis_core::{AgentEventKind, AgentType, PlanInputHash};
+use genesis_proto::convert::echo;
 use genesis_proto::v1 as pb;
 use serde_json::Value;
 use uuid::Uuid;
-
-/// Longest slice of a rejected value echoed in an error, so a huge or
-/// hostile field cannot bloat a log line.
-const ECHO_LIMIT: usize = 64;
 
 /// Why a claimed bundle cannot be run: the field (its path from the bundle)
 /// and what is wrong with it.
@@ -55,18 +52,6 @@ impl BundleError {
 
     fn missing(field: &'static str) -> Self {
         Self::new(field, "required")
-    }
-}
-
-fn echo(value: &str) -> String {
-    let mut end = value.len().min(ECHO_LIMIT);
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    if end < value.len() {
-        format!("{:?}…", &value[..end])
-    } else {
-        format!("{value:?}")
     }
 }
 

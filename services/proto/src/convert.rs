@@ -28,7 +28,10 @@ pub fn invalid_argument(field: &str, problem: impl std::fmt::Display) -> Status 
     Status::invalid_argument(format!("{field}: {problem}"))
 }
 
-fn echo(value: &str) -> String {
+/// A rejected value as an error message quotes it: debug-quoted and cut at
+/// [`ECHO_LIMIT`] bytes (on a character boundary) with an ellipsis, so
+/// every edge quotes bad input the same bounded way.
+pub fn echo(value: &str) -> String {
     let mut end = value.len().min(ECHO_LIMIT);
     while !value.is_char_boundary(end) {
         end -= 1;
