@@ -627,7 +627,10 @@ async fn a_coder_token_reaches_its_own_task_s_allowance_and_nothing_else(
         .await?
         .into_inner();
     assert_eq!(done.status, "completed");
-    assert_eq!(done.artifact_count, 2, "the settled task's answer counts them too");
+    assert_eq!(
+        done.artifact_count, 2,
+        "the settled task's answer counts them too"
+    );
     let events =
         genesis_store::inspect::events_of_kind(&pool, soa.id, "DependencyCompleted").await?;
     assert_eq!(events.len(), 1);
