@@ -389,8 +389,9 @@ check(len(of_kind(renders["warm"], "ServiceMonitor")) == 1 and not of_kind(rende
 role = of_kind(renders["default"], "Role")
 rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role[0]["rules"]} if role else {}
 check(rules == {(("batch",), ("jobs",)): {"create", "get", "list", "watch", "delete"},
+                (("",), ("pods",)): {"list"},
                 (("",), ("pods/log",)): {"get"}},
-      f"default: coder-spawner Role grants exactly jobs create/get/list/watch/delete and pods/log get ({rules})")
+      f"default: coder-spawner Role grants exactly jobs create/get/list/watch/delete, pods list and pods/log get ({rules})")
 # Control holds a Kubernetes API token only when it can run coders.
 for v, want in (("default", False), ("two-db", True)):
     spec = by_component(renders[v], "Deployment", "control")["spec"]["template"]["spec"]

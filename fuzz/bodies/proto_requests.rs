@@ -116,6 +116,7 @@ requests!(
     EditModeRequest,
     ReportProgressRequest,
     AttachArtifactRequest,
+    CoderLogsRequest,
 );
 
 /// Run one input: the first byte picks the message type, the rest is the

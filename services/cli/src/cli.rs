@@ -630,6 +630,16 @@ pub enum CoderCmd {
         /// Coder id.
         id: String,
     },
+    /// Prints the log of the coder running a coding task (its Job's newest
+    /// pod), as the coder wrote it; --output json adds the pod's name and
+    /// whether older or further output was left out.
+    Logs {
+        /// The coding task's id.
+        task: String,
+        /// How many trailing lines (1..=10000; default 500).
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..=10_000))]
+        tail: Option<i32>,
+    },
 }
 
 /// `genesisctl task ...`
@@ -1165,6 +1175,36 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn coder_logs_takes_a_task_and_a_bounded_tail() {
+        let cli = parse(&["coder", "logs", "t1", "--tail", "20"]).expect("parses");
+        match cli.command {
+            Command::Coder(CoderCmd::Logs { task, tail }) => {
+                assert_eq!((task.as_str(), tail), ("t1", Some(20)));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let cli = parse(&["coder", "logs", "t1"]).expect("parses");
+        assert!(matches!(
+            cli.command,
+            Command::Coder(CoderCmd::Logs { tail: None, .. })
+        ));
+        for bad in ["0", "-1", "10001", "many"] {
+            let err = parse(&["coder", "logs", "t1", "--tail", bad]).expect_err(bad);
+            assert!(
+                matches!(
+                    err.kind(),
+                    ErrorKind::ValueValidation | ErrorKind::UnknownArgument
+                ),
+                "{bad}: {:?}",
+                err.kind()
+            );
+            assert_eq!(err.exit_code(), 2);
+        }
+        let err = parse(&["coder", "logs"]).expect_err("task required");
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
     }
 
     #[test]

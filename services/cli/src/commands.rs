@@ -368,6 +368,7 @@ pub const RPC_COMMANDS: &[(&str, &str, &str)] = &[
     ("genesis.v1.CoderService", "SpawnCoder", "coder spawn"),
     ("genesis.v1.CoderService", "ListCoders", "coder list"),
     ("genesis.v1.CoderService", "StopCoder", "coder stop"),
+    ("genesis.v1.CoderService", "CoderLogs", "coder logs"),
     ("genesis.v1.CodingTaskService", "CreateTask", "task create"),
     ("genesis.v1.CodingTaskService", "GetTask", "task get"),
     ("genesis.v1.CodingTaskService", "ListTasks", "task list"),
@@ -1322,6 +1323,24 @@ async fn coder(ctx: &mut Ctx<'_>, cmd: &CoderCmd) -> Result<(), CliError> {
             };
             let coder = call!(ctx, coders.stop_coder(req));
             ctx.out.object(&coder)
+        }
+        CoderCmd::Logs { task, tail } => {
+            let req = v1::CoderLogsRequest {
+                tenant_id: ctx.tenant("coder logs")?,
+                task_id: uuid("TASK", task)?,
+                tail_lines: *tail,
+            };
+            let logs = call!(ctx, coders.coder_logs(req));
+            if ctx.out.format() == crate::cli::Output::Json {
+                return ctx.out.object(&logs);
+            }
+            // For people: the text alone, as the coder wrote it (terminal
+            // control sequences stripped, as everywhere); an empty log
+            // prints nothing rather than a blank line.
+            if logs.text.is_empty() {
+                return Ok(());
+            }
+            ctx.out.text(&logs.text)
         }
     }
 }

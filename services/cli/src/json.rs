@@ -73,6 +73,7 @@ wire!(
     RouteResponse,
     Coder,
     ListCodersResponse,
+    CoderLogsResponse,
     CodingTask,
     CodingTaskArtifact,
     ListTasksResponse,

@@ -4,7 +4,9 @@
 //! stdout, stderr and exit codes: tables, JSON, the watch view, usage errors
 //! that never reach the server (`agent mode edit`'s among them, and the one
 //! request a well-formed edit sends), UNAUTHENTICATED / PERMISSION_DENIED answers
-//! and an endpoint nobody listens on.
+//! and an endpoint nobody listens on. A second in-test server answers
+//! CoderService's CoderLogs for `coder logs` (text for people, JSON for
+//! scripts, a bad task id refused before any connection).
 
 use std::pin::Pin;
 use std::process::Output;
@@ -1015,5 +1017,140 @@ async fn a_call_slower_than_the_timeout_is_cut_off() -> anyhow::Result<()> {
         err.starts_with("error: DEADLINE_EXCEEDED: ") || err.starts_with("error: CANCELLED: "),
         "{err}"
     );
+    Ok(())
+}
+
+/// The one task the coder stand-in has a coder for.
+const CODER_TASK: &str = "0195b5a0-7777-7000-8000-000000000007";
+
+/// A CoderService answering CoderLogs only, recording what it was asked.
+#[derive(Default, Clone)]
+struct FakeCoders {
+    asked: Stored<CoderLogsRequest>,
+}
+
+#[tonic::async_trait]
+impl genesis_proto::v1::coder_service_server::CoderService for FakeCoders {
+    async fn spawn_coder(&self, _: Request<SpawnCoderRequest>) -> Result<Response<Coder>, Status> {
+        unimplemented()
+    }
+
+    async fn list_coders(
+        &self,
+        _: Request<ListCodersRequest>,
+    ) -> Result<Response<ListCodersResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn stop_coder(&self, _: Request<StopCoderRequest>) -> Result<Response<Coder>, Status> {
+        unimplemented()
+    }
+
+    async fn coder_logs(
+        &self,
+        request: Request<CoderLogsRequest>,
+    ) -> Result<Response<CoderLogsResponse>, Status> {
+        let r = request.into_inner();
+        lock(&self.asked).push(r.clone());
+        check_tenant(&r.tenant_id)?;
+        if r.task_id != CODER_TASK {
+            return Err(Status::not_found(format!(
+                "coder of task {} not found",
+                r.task_id
+            )));
+        }
+        Ok(Response::new(CoderLogsResponse {
+            pod_name: "coder-01957777-ab12cd34-x7k2p".into(),
+            text: "compiling\n  warning: unused\nall green".into(),
+            truncated: true,
+        }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn coder_logs_prints_the_text_as_is_or_the_response_as_json() -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let endpoint = format!("http://{}", listener.local_addr()?);
+    let fake = FakeCoders::default();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(
+                genesis_proto::v1::coder_service_server::CoderServiceServer::new(fake.clone()),
+            )
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let token = generate_token();
+    let run = |args: &[&str]| {
+        let mut all = vec![
+            "--endpoint",
+            endpoint.as_str(),
+            "--token",
+            token.as_str(),
+            "--tenant",
+            TENANT,
+        ];
+        all.extend_from_slice(args);
+        let all: Vec<String> = all.into_iter().map(str::to_owned).collect();
+        async move {
+            let all: Vec<&str> = all.iter().map(String::as_str).collect();
+            genesisctl(&all, &[]).await
+        }
+    };
+
+    // For people: the text alone, indentation kept, a final newline added.
+    let out = run(&["coder", "logs", CODER_TASK, "--tail", "3"]).await?;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "compiling\n  warning: unused\nall green\n");
+    assert_eq!(stderr(&out), "");
+    {
+        let asked = lock(&fake.asked);
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].task_id, CODER_TASK);
+        assert_eq!(asked[0].tail_lines, Some(3));
+    }
+
+    // For scripts: the whole response, one JSON line.
+    let out = run(&["coder", "logs", CODER_TASK, "--output", "json"]).await?;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim_end())?;
+    assert_eq!(v["pod_name"], "coder-01957777-ab12cd34-x7k2p");
+    assert_eq!(v["text"], "compiling\n  warning: unused\nall green");
+    assert_eq!(v["truncated"], true);
+    assert_eq!(lock(&fake.asked).last().map(|r| r.tail_lines), Some(None));
+
+    // The server's NOT_FOUND keeps its code and message.
+    let other = "0195b5a0-8888-7000-8000-000000000008";
+    let out = run(&["coder", "logs", other]).await?;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+
+    // A bad task id or tail is a usage error that sends nothing.
+    let sent = lock(&fake.asked).len();
+    let out = run(&["coder", "logs", "coder-01957777"]).await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: TASK: not a UUID: \"coder-01957777\"\n"
+    );
+    let out = run(&["coder", "logs", CODER_TASK, "--tail", "0"]).await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(lock(&fake.asked).len(), sent, "nothing was sent");
+    // Before any connection: an endpoint nobody listens on is never tried.
+    let out = genesisctl(
+        &[
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--tenant",
+            TENANT,
+            "coder",
+            "logs",
+            "not-a-task",
+        ],
+        &[],
+    )
+    .await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr(&out), "error: TASK: not a UUID: \"not-a-task\"\n");
     Ok(())
 }

@@ -4,11 +4,15 @@
 //! server's validation refuses of a coder Job). SpawnCoder hands the Job
 //! GENESIS_TASK_ID, GENESIS_CONTROL_URL and GENESIS_CODER_TOKEN; that token
 //! reaches its own task's allowance and nothing else, and is refused once
-//! the task settles or its coder stops.
+//! the task settles or its coder stops. The stand-in also lists a Job's
+//! pods (`job-name` selector) and serves their logs (`tailLines`,
+//! `limitBytes`, refused below range with the API server's 422), for
+//! CoderLogs.
 
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Json;
@@ -161,15 +165,95 @@ async fn delete_one(
     }
 }
 
+/// The stand-in's pods: (namespace, name) → (Pod JSON, its log).
+type Pods = Arc<Mutex<HashMap<(String, String), (Value, String)>>>;
+
+async fn list_pods(
+    State(pods): State<Pods>,
+    Path(ns): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let selector = q.get("labelSelector").cloned().unwrap_or_default();
+    let Ok(pods) = pods.lock() else {
+        return kube_status(500, "InternalError", "poisoned");
+    };
+    let items: Vec<Value> = pods
+        .iter()
+        .filter(|((n, _), (p, _))| {
+            *n == ns
+                && selector.split(',').filter(|s| !s.is_empty()).all(|pair| {
+                    pair.split_once('=')
+                        .is_some_and(|(k, v)| p["metadata"]["labels"][k].as_str() == Some(v))
+                })
+        })
+        .map(|(_, (p, _))| p.clone())
+        .collect();
+    Json(json!({"apiVersion": "v1", "kind": "PodList",
+        "metadata": {"resourceVersion": "1"}, "items": items}))
+    .into_response()
+}
+
+/// GET .../pods/{name}/log: the last `tailLines` lines (every newline ends
+/// one; a final fragment is one too), then their first `limitBytes` bytes,
+/// as text/plain; a negative `tailLines` or a `limitBytes` below 1 is the
+/// API server's 422 Invalid, an unknown pod its 404.
+async fn pod_log(
+    State(pods): State<Pods>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let int = |key: &str| q.get(key).map(|v| v.parse::<i64>().map_err(|_| v.clone()));
+    let (tail, limit) = match (int("tailLines").transpose(), int("limitBytes").transpose()) {
+        (Ok(t), Ok(l)) => (t, l),
+        (Err(v), _) | (_, Err(v)) => {
+            return kube_status(400, "BadRequest", &format!("not an integer: {v:?}"));
+        }
+    };
+    if tail.is_some_and(|t| t < 0) || limit.is_some_and(|l| l < 1) {
+        return kube_status(
+            422,
+            "Invalid",
+            &format!("PodLogOptions {name:?} is invalid: tailLines {tail:?}, limitBytes {limit:?}"),
+        );
+    }
+    let log = pods
+        .lock()
+        .ok()
+        .and_then(|p| p.get(&(ns, name.clone())).map(|(_, log)| log.clone()));
+    let Some(log) = log else {
+        return kube_status(404, "NotFound", &format!("pods {name:?} not found"));
+    };
+    let mut lines: Vec<&str> = log.split_inclusive('\n').collect();
+    if let Some(t) = tail.and_then(|t| usize::try_from(t).ok()) {
+        lines = lines.split_off(lines.len().saturating_sub(t));
+    }
+    let mut body = lines.concat().into_bytes();
+    if let Some(l) = limit.and_then(|l| usize::try_from(l).ok()) {
+        body.truncate(l);
+    }
+    (
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "text/plain")],
+        body,
+    )
+        .into_response()
+}
+
 /// The stand-in cluster and a kubeconfig file naming it.
 struct Cluster {
     jobs: Jobs,
+    pods: Pods,
+    /// Requests the stand-in answered, of any path.
+    hits: Arc<AtomicUsize>,
     kubeconfig: std::path::PathBuf,
 }
 
 impl Cluster {
     async fn start() -> anyhow::Result<Cluster> {
         let jobs: Jobs = Arc::default();
+        let pods: Pods = Arc::default();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
         let app = axum::Router::new()
             .route(
                 "/apis/batch/v1/namespaces/{ns}/jobs",
@@ -179,7 +263,19 @@ impl Cluster {
                 "/apis/batch/v1/namespaces/{ns}/jobs/{name}",
                 get(get_one).delete(delete_one),
             )
-            .with_state(jobs.clone());
+            .with_state(jobs.clone())
+            .merge(
+                axum::Router::new()
+                    .route("/api/v1/namespaces/{ns}/pods", get(list_pods))
+                    .route("/api/v1/namespaces/{ns}/pods/{name}/log", get(pod_log))
+                    .with_state(pods.clone()),
+            )
+            .layer(axum::middleware::from_fn(
+                move |r: axum::extract::Request, next: axum::middleware::Next| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    next.run(r)
+                },
+            ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         tokio::spawn(async move {
@@ -195,7 +291,46 @@ impl Cluster {
             "current-context": "coders",
         });
         std::fs::write(&kubeconfig, serde_json::to_vec(&doc)?)?;
-        Ok(Cluster { jobs, kubeconfig })
+        Ok(Cluster {
+            jobs,
+            pods,
+            hits,
+            kubeconfig,
+        })
+    }
+
+    /// Requests answered so far.
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+
+    /// What the Job controller does once a Job runs: a running pod carrying
+    /// the template's labels plus `job-name`, whose log is `log`.
+    fn run_pod(&self, job: &str, log: &str) -> anyhow::Result<String> {
+        let labels = {
+            let jobs = self.jobs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+            let job_json = jobs
+                .get(&("coders".to_owned(), job.to_owned()))
+                .ok_or_else(|| anyhow::anyhow!("no job {job}"))?;
+            let mut labels = job_json["spec"]["template"]["metadata"]["labels"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            labels.insert("job-name".into(), json!(job));
+            labels
+        };
+        let name = format!("{job}-x7k2p");
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "coders", "labels": labels,
+                "creationTimestamp": "2026-01-01T10:00:00Z"},
+            "status": {"phase": "Running"},
+        });
+        self.pods
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .insert(("coders".to_owned(), name.clone()), (pod, log.to_owned()));
+        Ok(name)
     }
 
     fn count(&self) -> usize {
@@ -844,5 +979,129 @@ async fn spawn_coder_without_the_control_url_is_refused_and_coder_tokens_are_nev
         .await
         .expect_err("coder scope by hand");
     assert_eq!(e.code(), Code::InvalidArgument, "{}", e.message());
+    h.stop().await
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn coder_logs_reads_the_tenant_s_coder_and_refuses_everyone_else(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let b = store.tenants().create("b").await?.id;
+    let op = token(&store, TokenScope::Operator, Some(a)).await?;
+    let op_b = token(&store, TokenScope::Operator, Some(b)).await?;
+    let cluster = Cluster::start().await?;
+    let h = start(coder_config(&pool, &cluster)).await?;
+    let ch = h.channel().await?;
+    let mut tasks = v1::coding_task_service_client::CodingTaskServiceClient::new(ch.clone());
+    let mut coders = v1::coder_service_client::CoderServiceClient::new(ch.clone());
+    let spawn = |tenant: Uuid, task: &str| v1::SpawnCoderRequest {
+        tenant_id: tenant.to_string(),
+        name: "logger".into(),
+        task_id: Some(task.to_owned()),
+        ..Default::default()
+    };
+    let logs = |tenant: Uuid, task: &str, tail_lines: Option<i32>| v1::CoderLogsRequest {
+        tenant_id: tenant.to_string(),
+        task_id: task.to_owned(),
+        tail_lines,
+    };
+
+    let own = tasks
+        .create_task(req(new_task(a, "fix the build"), &op))
+        .await?
+        .into_inner();
+    let spawned = coders
+        .spawn_coder(req(spawn(a, &own.id), &op))
+        .await?
+        .into_inner();
+    let coder = cluster.env(&spawned.job_name)?["GENESIS_CODER_TOKEN"].clone();
+
+    // The Job has no pod yet.
+    let e = coders
+        .coder_logs(req(logs(a, &own.id, None), &op))
+        .await
+        .expect_err("no pod yet");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
+    assert!(e.message().contains("has no pod yet"), "{}", e.message());
+
+    let pod = cluster.run_pod(&spawned.job_name, "compiling\ntesting\nall green\n")?;
+    let tail = coders
+        .coder_logs(req(logs(a, &own.id, Some(2)), &op))
+        .await?
+        .into_inner();
+    assert_eq!(tail.pod_name, pod);
+    assert_eq!(tail.text, "testing\nall green\n");
+    assert!(tail.truncated, "the first line was left out");
+    let all = coders
+        .coder_logs(req(logs(a, &own.id, None), &op))
+        .await?
+        .into_inner();
+    assert_eq!(
+        (all.text.as_str(), all.truncated),
+        ("compiling\ntesting\nall green\n", false)
+    );
+
+    // Tenant b's coder: NOT_FOUND to a's operator, exactly as no coder is.
+    let theirs = tasks
+        .create_task(req(new_task(b, "tenant b's task"), &op_b))
+        .await?
+        .into_inner();
+    let their_coder = coders
+        .spawn_coder(req(spawn(b, &theirs.id), &op_b))
+        .await?
+        .into_inner();
+    cluster.run_pod(&their_coder.job_name, "tenant b's output\n")?;
+    let foreign = coders
+        .coder_logs(req(logs(a, &theirs.id, None), &op))
+        .await
+        .expect_err("another tenant's task");
+    let missing_id = Uuid::new_v4().to_string();
+    let missing = coders
+        .coder_logs(req(logs(a, &missing_id, None), &op))
+        .await
+        .expect_err("no such task");
+    assert_eq!(foreign.code(), Code::NotFound, "{}", foreign.message());
+    assert_eq!(missing.code(), Code::NotFound, "{}", missing.message());
+    assert_eq!(
+        foreign.message().replace(&theirs.id, "ID"),
+        missing.message().replace(&missing_id, "ID")
+    );
+    // Naming tenant b with a's token is the tenant check's refusal.
+    let e = coders
+        .coder_logs(req(logs(b, &theirs.id, None), &op))
+        .await
+        .expect_err("a's token on tenant b");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    // b's own operator reads it.
+    let read = coders
+        .coder_logs(req(logs(b, &theirs.id, None), &op_b))
+        .await?
+        .into_inner();
+    assert_eq!(read.text, "tenant b's output\n");
+
+    // Bad input is refused at the edge: the cluster hears nothing.
+    let before = cluster.hits();
+    for (r, field) in [
+        (logs(a, "not-a-uuid", None), "task_id:"),
+        (logs(a, "", None), "task_id:"),
+        (logs(a, &own.id, Some(0)), "tail_lines:"),
+        (logs(a, &own.id, Some(10_001)), "tail_lines:"),
+    ] {
+        let e = coders.coder_logs(req(r, &op)).await.expect_err("invalid");
+        assert_eq!(e.code(), Code::InvalidArgument, "{}", e.message());
+        assert!(e.message().starts_with(field), "{}", e.message());
+    }
+    // A coder token, even for its own task, is refused at the gate.
+    let e = coders
+        .coder_logs(req(logs(a, &own.id, None), &coder))
+        .await
+        .expect_err("coder token");
+    assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+    assert_eq!(cluster.hits(), before, "nothing reached the cluster");
+    assert!(!genesis_control::auth::coder_may_call(
+        "/genesis.v1.CoderService/CoderLogs"
+    ));
     h.stop().await
 }

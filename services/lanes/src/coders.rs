@@ -3,13 +3,15 @@
 //! task's (model, provider, backend) couple.
 //!
 //! It owns the Job manifest ([`build_job_manifest`], pure), the spawner that
-//! creates, lists and stops a tenant's coder Jobs ([`CoderSpawner`]), and
-//! [`resolve_couple`] (pure: a preset id overrides the explicit triple).
+//! creates, lists and stops a tenant's coder Jobs and reads the log of a
+//! Job's newest pod ([`CoderSpawner`]), and [`resolve_couple`] (pure: a
+//! preset id overrides the explicit triple).
 //!
 //! Every Job carries the owner labels `app.kubernetes.io/managed-by=genesis`,
-//! `genesis.dev/tenant=<tenant id>` and `genesis.dev/task=<task id>`; listing
-//! and stopping are filtered by them, so a tenant can never see or stop
-//! another tenant's coder.
+//! `genesis.dev/tenant=<tenant id>` and `genesis.dev/task=<task id>`; listing,
+//! stopping and log reading are filtered by them (re-checked in code, never
+//! trusted to the label selector alone), so a tenant can never see, stop or
+//! read another tenant's coder.
 //!
 //! The coder contract: every Job's environment names its task
 //! (`GENESIS_TASK_ID`), its own coder id (`GENESIS_CODER_ID`, the Job name)
@@ -18,20 +20,23 @@
 //! a token that reaches only that one task's RPCs, expires, and is revoked
 //! when the task settles. That token is the one credential a manifest may
 //! carry. This module must never create anything but Jobs, never run a
-//! coder as root, never print the coder token (`Debug` redacts it), and
-//! never put any other credential in a manifest (LLM credentials reach
-//! coders through the preset machinery, not env literals).
+//! coder as root, never print the coder token (`Debug` redacts it), never
+//! put any other credential in a manifest (LLM credentials reach coders
+//! through the preset machinery, not env literals), and never hold more of
+//! a pod's log in memory than [`MAX_LOG_BYTES`] and one byte, whatever the
+//! cluster sends.
 
 use std::collections::BTreeMap;
 
+use futures::AsyncReadExt as _;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, PodSecurityContext, PodSpec, PodTemplateSpec,
+    Capabilities, Container, EnvVar, Pod, PodSecurityContext, PodSpec, PodTemplateSpec,
     ResourceRequirements, SeccompProfile, SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -69,6 +74,16 @@ pub const DEFAULT_TTL_SECONDS_AFTER_FINISHED: i32 = 3600;
 pub const DEFAULT_BACKOFF_LIMIT: i32 = 0;
 /// The unprivileged uid coders run as.
 pub const CODER_UID: i64 = 65532;
+/// The label the Job controller puts on every pod it creates for a Job
+/// (value: the Job's name); the pods of a coder are found by it.
+pub const LABEL_JOB_NAME: &str = "job-name";
+/// Lines of a coder's log returned when the caller names no count.
+pub const DEFAULT_LOG_TAIL_LINES: u32 = 500;
+/// Most lines of a coder's log one read returns.
+pub const MAX_LOG_TAIL_LINES: u32 = 10_000;
+/// Most bytes of a coder's log one read returns (1 MiB): the text travels
+/// in one gRPC answer and is held in memory whole.
+pub const MAX_LOG_BYTES: u32 = 1024 * 1024;
 
 /// The concrete (model, provider, backend) couple a coding task runs with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,6 +263,84 @@ pub struct CoderHandle {
     pub task_id: Option<Uuid>,
     /// Current phase.
     pub phase: CoderPhase,
+}
+
+/// How much of a coder's log to read: the last `tail_lines` lines, at most
+/// `limit_bytes` bytes of them. Only [`LogOptions::new`] builds one, so a
+/// value in hand is in range and the read never asks the cluster for more
+/// than [`MAX_LOG_TAIL_LINES`] lines or [`MAX_LOG_BYTES`] bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOptions {
+    tail_lines: u32,
+    limit_bytes: u32,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        Self {
+            tail_lines: DEFAULT_LOG_TAIL_LINES,
+            limit_bytes: MAX_LOG_BYTES,
+        }
+    }
+}
+
+impl LogOptions {
+    /// Checked options: `tail_lines` 1..=[`MAX_LOG_TAIL_LINES`] (unset:
+    /// [`DEFAULT_LOG_TAIL_LINES`]), `limit_bytes` 1..=[`MAX_LOG_BYTES`]
+    /// (unset: [`MAX_LOG_BYTES`]). Out of range is a
+    /// [`LanesError::Validation`] naming the field, never a silent clamp.
+    pub fn new(tail_lines: Option<i64>, limit_bytes: Option<i64>) -> Result<Self, LanesError> {
+        fn in_range(
+            field: &'static str,
+            value: Option<i64>,
+            default: u32,
+            max: u32,
+        ) -> Result<u32, LanesError> {
+            match value {
+                None => Ok(default),
+                Some(v) => u32::try_from(v)
+                    .ok()
+                    .filter(|n| (1..=max).contains(n))
+                    .ok_or_else(|| {
+                        LanesError::validation(field, format!("must be 1..={max}, got {v}"))
+                    }),
+            }
+        }
+        Ok(Self {
+            tail_lines: in_range(
+                "tail_lines",
+                tail_lines,
+                DEFAULT_LOG_TAIL_LINES,
+                MAX_LOG_TAIL_LINES,
+            )?,
+            limit_bytes: in_range("limit_bytes", limit_bytes, MAX_LOG_BYTES, MAX_LOG_BYTES)?,
+        })
+    }
+
+    /// The number of trailing lines asked for.
+    pub fn tail_lines(&self) -> u32 {
+        self.tail_lines
+    }
+
+    /// The byte ceiling of the returned text.
+    pub fn limit_bytes(&self) -> u32 {
+        self.limit_bytes
+    }
+}
+
+/// What [`CoderSpawner::logs`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoderLogs {
+    /// The Job the pod belongs to (the coder's id).
+    pub job_name: String,
+    /// The pod whose log this is (the Job's newest).
+    pub pod_name: String,
+    /// The log text; bytes that are not UTF-8 are replaced by U+FFFD.
+    pub text: String,
+    /// Whether the pod's log holds more than `text`: older lines beyond the
+    /// tail, or (when the byte ceiling was reached) the rest of the tail.
+    /// Exact, not a guess: see [`CoderSpawner::logs`].
+    pub truncated: bool,
 }
 
 fn validate_quantity(field: &'static str, q: &str) -> Result<(), LanesError> {
@@ -497,12 +590,76 @@ fn phase_of(job: &Job) -> CoderPhase {
     }
 }
 
-fn tenant_label(job: &Job) -> Option<&str> {
-    job.metadata
-        .labels
+fn tenant_label(meta: &ObjectMeta) -> Option<&str> {
+    meta.labels
         .as_ref()
         .and_then(|l| l.get(LABEL_TENANT))
         .map(String::as_str)
+}
+
+/// The newest of `items` by creation time (then name, so the choice is
+/// stable when two share a second).
+fn newest<'a, K: kube::Resource + 'a>(items: impl Iterator<Item = &'a K>) -> Option<&'a K> {
+    items.max_by(|a, b| {
+        let (a, b) = (a.meta(), b.meta());
+        (a.creation_timestamp.as_ref(), a.name.as_ref())
+            .cmp(&(b.creation_timestamp.as_ref(), b.name.as_ref()))
+    })
+}
+
+/// `bytes` without an incomplete UTF-8 sequence at its very end, which a
+/// byte ceiling may cut through; anything else is left to the lossy decode.
+fn without_partial_char(bytes: &[u8]) -> &[u8] {
+    // The lead byte of the last sequence is at most 3 bytes back.
+    for back in 1..=bytes.len().min(4) {
+        let at = bytes.len() - back;
+        let Some(&b) = bytes.get(at) else { break };
+        if b & 0xC0 == 0x80 {
+            continue; // a continuation byte: keep looking for the lead
+        }
+        let needed = match b {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        };
+        return if needed > back {
+            bytes.get(..at).unwrap_or(bytes)
+        } else {
+            bytes
+        };
+    }
+    bytes
+}
+
+/// Lines in `bytes` as the kubelet counts them for `tailLines`: every
+/// newline ends one, and a final fragment without one is one more.
+fn count_lines(bytes: &[u8]) -> usize {
+    let newlines = bytes.iter().filter(|b| **b == b'\n').count();
+    newlines + usize::from(bytes.last().is_some_and(|b| *b != b'\n'))
+}
+
+/// The log window the cluster answered for `tailLines = wanted + 1`
+/// (uncut by the byte ceiling), as at most `wanted` lines, and whether the
+/// log has older lines than those: asking one line more than wanted is what
+/// makes that answer exact rather than a guess from a full window. Pure.
+fn settle_tail(mut window: Vec<u8>, wanted: usize) -> (Vec<u8>, bool) {
+    let older = count_lines(&window) > wanted;
+    if older && let Some(end) = window.iter().position(|b| *b == b'\n') {
+        window.drain(..=end);
+    }
+    (window, older)
+}
+
+/// The text of log bytes; `cut` (the byte ceiling was reached) first drops
+/// a character the ceiling split, so the text ends on whole characters.
+fn log_text(bytes: &[u8], cut: bool) -> String {
+    let bytes = if cut {
+        without_partial_char(bytes)
+    } else {
+        bytes
+    };
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn kube_err(e: kube::Error) -> LanesError {
@@ -515,10 +672,12 @@ fn kube_err(e: kube::Error) -> LanesError {
     }
 }
 
-/// Creates, lists and stops coder Jobs in one namespace.
+/// Creates, lists and stops coder Jobs in one namespace, and reads their
+/// pods' logs.
 #[derive(Clone)]
 pub struct CoderSpawner {
     jobs: Api<Job>,
+    pods: Api<Pod>,
     namespace: String,
     policy: JobPolicy,
 }
@@ -537,7 +696,8 @@ impl CoderSpawner {
     pub fn new(client: kube::Client, namespace: impl Into<String>) -> Self {
         let namespace = namespace.into();
         Self {
-            jobs: Api::namespaced(client, &namespace),
+            jobs: Api::namespaced(client.clone(), &namespace),
+            pods: Api::namespaced(client, &namespace),
             namespace,
             policy: JobPolicy::default(),
         }
@@ -640,7 +800,7 @@ impl CoderSpawner {
             .items
             .iter()
             // Re-check: never trust the selector alone for isolation.
-            .filter(|j| tenant_label(j) == Some(tenant.to_string().as_str()))
+            .filter(|j| tenant_label(&j.metadata) == Some(tenant.to_string().as_str()))
             .map(|j| self.handle(tenant, j))
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -674,7 +834,7 @@ impl CoderSpawner {
             .as_ref()
             .and_then(|l| l.get(LABEL_MANAGED_BY))
             .is_some_and(|v| v == MANAGED_BY);
-        if !managed || tenant_label(&job) != Some(tenant.to_string().as_str()) {
+        if !managed || tenant_label(&job.metadata) != Some(tenant.to_string().as_str()) {
             return Err(not_found());
         }
         match self.jobs.delete(name, &DeleteParams::background()).await {
@@ -685,6 +845,137 @@ impl CoderSpawner {
             Err(kube::Error::Api(s)) if s.code == 404 => Err(not_found()),
             Err(e) => Err(kube_err(e)),
         }
+    }
+
+    /// Reads the log of the coder running `task_id` for `tenant`: the
+    /// newest pod of the task's newest Job, its last
+    /// [`LogOptions::tail_lines`] lines, at most [`LogOptions::limit_bytes`]
+    /// bytes of them.
+    ///
+    /// A task with no Job, or whose Job belongs to another tenant, answers
+    /// the same [`LanesError::NotFound`]: the Jobs are selected by the task
+    /// label and the tenant label is then checked here, on every Job and
+    /// pod, so isolation never rests on the selector. A Job without a pod
+    /// (still pending), or whose pod's container has not started, answers
+    /// [`LanesError::NotStarted`].
+    ///
+    /// `truncated` is exact. The cluster is asked for one line and one byte
+    /// more than wanted. Within the ceiling, an extra line back means older
+    /// lines exist (it is dropped). Over the ceiling, something is left out
+    /// either way (the wanted lines do not fit, or the window read was
+    /// bigger than the wanted one because older lines exist); the wanted
+    /// window is then read once more with the exact ceiling, since the
+    /// cluster cuts from the start of the tail window and the first
+    /// answer's window began one line early.
+    pub async fn logs(
+        &self,
+        tenant: Uuid,
+        task_id: Uuid,
+        opts: LogOptions,
+    ) -> Result<CoderLogs, LanesError> {
+        let not_found = || LanesError::NotFound {
+            kind: "coder of task",
+            id: task_id.to_string(),
+        };
+        let own = tenant.to_string();
+        let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_TASK}={task_id}");
+        let jobs = self
+            .jobs
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(kube_err)?;
+        let job = newest(
+            jobs.items
+                .iter()
+                .filter(|j| tenant_label(&j.metadata) == Some(own.as_str())),
+        )
+        .and_then(|j| j.metadata.name.clone())
+        .ok_or_else(not_found)?;
+        let pods = self
+            .pods
+            .list(&ListParams::default().labels(&format!("{LABEL_JOB_NAME}={job}")))
+            .await
+            .map_err(kube_err)?;
+        let newest_pod = newest(
+            pods.items
+                .iter()
+                // The pod template carries the Job's owner labels.
+                .filter(|p| tenant_label(&p.metadata) == Some(own.as_str())),
+        );
+        let Some((pod, pending)) = newest_pod.and_then(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            let pending = phase.is_none_or(|phase| phase == "Pending");
+            p.metadata.name.clone().map(|name| (name, pending))
+        }) else {
+            return Err(LanesError::NotStarted(format!(
+                "the coder's Job {job} has no pod yet"
+            )));
+        };
+        let n = opts.tail_lines;
+        let cap = opts.limit_bytes;
+        let first = self
+            .read_log(&pod, n.saturating_add(1), cap.saturating_add(1), pending)
+            .await
+            .map_err(|e| e.unwrap_or_else(not_found))?;
+        let cap_len = usize::try_from(cap).unwrap_or(usize::MAX);
+        let (text, truncated) = if first.len() > cap_len {
+            let exact = self
+                .read_log(&pod, n, cap, pending)
+                .await
+                .map_err(|e| e.unwrap_or_else(not_found))?;
+            (log_text(&exact, exact.len() >= cap_len), true)
+        } else {
+            let wanted = usize::try_from(n).unwrap_or(usize::MAX);
+            let (window, older) = settle_tail(first, wanted);
+            (log_text(&window, false), older)
+        };
+        Ok(CoderLogs {
+            job_name: job,
+            pod_name: pod,
+            text,
+            truncated,
+        })
+    }
+
+    /// One read of a pod's log, never more than `limit_bytes` into memory
+    /// whatever the server sends. `Err(None)`: the pod is gone (the Job was
+    /// deleted or collected meanwhile). The bytes are read raw rather than
+    /// as a `String` because a byte ceiling may split a character and a
+    /// coder may print anything.
+    async fn read_log(
+        &self,
+        pod: &str,
+        tail_lines: u32,
+        limit_bytes: u32,
+        pending: bool,
+    ) -> Result<Vec<u8>, Option<LanesError>> {
+        let params = LogParams {
+            tail_lines: Some(i64::from(tail_lines)),
+            limit_bytes: Some(i64::from(limit_bytes)),
+            ..LogParams::default()
+        };
+        let stream = match self.pods.log_stream(pod, &params).await {
+            Ok(s) => s,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Err(None),
+            // The API server answers 400 for a container still waiting to start.
+            Err(kube::Error::Api(s)) if s.code == 400 && pending => {
+                return Err(Some(LanesError::NotStarted(format!(
+                    "the coder's pod {pod} has not started yet"
+                ))));
+            }
+            Err(e) => return Err(Some(kube_err(e))),
+        };
+        let mut bytes = Vec::new();
+        stream
+            .take(u64::from(limit_bytes))
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|e| {
+                Some(LanesError::ClusterUnavailable(format!(
+                    "reading the log of pod {pod}: {e}"
+                )))
+            })?;
+        Ok(bytes)
     }
 }
 
@@ -849,6 +1140,64 @@ mod tests {
                 backend: "api".to_string()
             }
         );
+    }
+
+    #[test]
+    fn log_options_default_and_refuse_out_of_range_values() {
+        let d = LogOptions::new(None, None).unwrap();
+        assert_eq!(d, LogOptions::default());
+        assert_eq!((d.tail_lines(), d.limit_bytes()), (500, 1024 * 1024));
+        let o = LogOptions::new(Some(10_000), Some(1)).unwrap();
+        assert_eq!((o.tail_lines(), o.limit_bytes()), (10_000, 1));
+        for bad in [0, -1, 10_001, i64::MAX] {
+            assert!(matches!(
+                LogOptions::new(Some(bad), None),
+                Err(LanesError::Validation {
+                    field: "tail_lines",
+                    ..
+                })
+            ));
+        }
+        for bad in [0, -5, 1024 * 1024 + 1] {
+            assert!(matches!(
+                LogOptions::new(None, Some(bad)),
+                Err(LanesError::Validation {
+                    field: "limit_bytes",
+                    ..
+                })
+            ));
+        }
+    }
+
+    #[test]
+    fn the_extra_tail_line_tells_whether_older_lines_exist() {
+        assert_eq!(count_lines(b""), 0);
+        assert_eq!(count_lines(b"a\nb"), 2);
+        assert_eq!(count_lines(b"a\nb\n"), 2);
+        // n + 1 lines back: older lines exist, the extra one is dropped.
+        let (w, older) = settle_tail(b"0\n1\n2\n".to_vec(), 2);
+        assert_eq!((w.as_slice(), older), (&b"1\n2\n"[..], true));
+        let (w, older) = settle_tail(b"0\n1\n2".to_vec(), 2);
+        assert_eq!((w.as_slice(), older), (&b"1\n2"[..], true));
+        // n or fewer: the whole log.
+        let (w, older) = settle_tail(b"1\n2\n".to_vec(), 2);
+        assert_eq!((w.as_slice(), older), (&b"1\n2\n"[..], false));
+        let (w, older) = settle_tail(Vec::new(), 2);
+        assert_eq!((w.len(), older), (0, false));
+    }
+
+    #[test]
+    fn a_byte_cut_never_leaves_half_a_character() {
+        let s = "ab\u{e9}\u{20ac}\u{1f600}".as_bytes(); // 1+1+2+3+4 bytes
+        for cut in 0..=s.len() {
+            let text = log_text(&s[..cut], true);
+            assert!(!text.contains('\u{fffd}'), "cut at {cut}: {text:?}");
+            assert!(s.starts_with(text.as_bytes()), "cut at {cut}");
+            assert!(cut - text.len() < 4, "cut at {cut}");
+        }
+        // Bytes that are not UTF-8 in the middle are replaced, not dropped.
+        assert_eq!(log_text(b"a\xffb", false), "a\u{fffd}b");
+        assert_eq!(log_text(b"a\xff", true), "a\u{fffd}");
     }
 
     #[test]

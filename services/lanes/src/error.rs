@@ -29,6 +29,11 @@ pub enum LanesError {
         /// The identifier that was looked up.
         id: String,
     },
+    /// The coder exists but has nothing to read yet: its Job has no pod, or
+    /// its pod's container has not started. Asking again later may succeed,
+    /// so the edge answers it as a precondition, not as a missing coder.
+    #[error("{0}")]
+    NotStarted(String),
     /// No Kubernetes configuration (kubeconfig or in-cluster) could be found
     /// or the cluster could not be reached.
     #[error("kubernetes cluster unavailable: {0}")]

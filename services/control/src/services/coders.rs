@@ -7,16 +7,19 @@
 //! bound to that task (expiring after `GENESIS_CODER_TOKEN_TTL_SECS`) and
 //! hands the Job the coder contract: GENESIS_TASK_ID, GENESIS_CONTROL_URL
 //! and GENESIS_CODER_TOKEN. StopCoder revokes the task's coder tokens.
+//! CoderLogs reads the log of a task's coder (an operator's RPC: the gate
+//! refuses coder tokens, as it refuses them everything outside
+//! `auth::CODER_RPCS`).
 //! Without a reachable cluster every RPC answers FAILED_PRECONDITION "no
-//! Kubernetes cluster reachable: ...". Must never touch another tenant's
-//! Job (the spawner re-checks the owner labels), never pass any credential
-//! to a coder but its own task-bound token, and never leave that token
-//! usable when the Job was not created.
+//! Kubernetes cluster reachable: ...". Must never touch or read another
+//! tenant's Job (the spawner re-checks the owner labels), never pass any
+//! credential to a coder but its own task-bound token, and never leave that
+//! token usable when the Job was not created.
 
 use genesis_core::ErrorCode;
 use genesis_lanes::coders::{
-    CoderContract, CoderHandle, CoderPhase, CoderResources, CoderSpawner, CoderSpec, Preset,
-    ResolvedCouple,
+    CoderContract, CoderHandle, CoderPhase, CoderResources, CoderSpawner, CoderSpec, LogOptions,
+    Preset, ResolvedCouple,
 };
 use genesis_proto::convert::invalid_argument;
 use genesis_proto::status::coded;
@@ -29,7 +32,7 @@ use super::lanes::{WINDOWS_POOL_FLAG, lanes_status};
 use super::{observe, record_ids};
 use crate::auth::caller;
 use crate::state::AppState;
-use crate::status::{opt_uuid, store_status};
+use crate::status::{opt_uuid, store_status, uuid};
 
 /// Longest coder name accepted.
 const MAX_CODER_NAME: usize = 128;
@@ -63,6 +66,28 @@ pub fn lane_presets(rows: &[PresetRow]) -> Vec<Preset> {
             },
         })
         .collect()
+}
+
+/// A checked `CoderLogsRequest` (its tenant is authorized separately,
+/// first): what CoderLogs reads, every field validated before the cluster
+/// is called, so a bad id or count never reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoderLogsQuery {
+    /// The coding task whose coder's log is read.
+    pub task_id: uuid::Uuid,
+    /// How much of the log (tail_lines 1..=10000, default 500; the lanes'
+    /// 1 MiB ceiling).
+    pub options: LogOptions,
+}
+
+impl TryFrom<&v1::CoderLogsRequest> for CoderLogsQuery {
+    type Error = Status;
+
+    fn try_from(req: &v1::CoderLogsRequest) -> Result<Self, Status> {
+        let task_id = uuid("task_id", &req.task_id)?;
+        let options = LogOptions::new(req.tail_lines.map(i64::from), None).map_err(lanes_status)?;
+        Ok(Self { task_id, options })
+    }
 }
 
 /// The spawner, or FAILED_PRECONDITION naming why there is none.
@@ -321,5 +346,63 @@ impl CoderService for Coders {
             Ok(out)
         })
         .await
+    }
+
+    async fn coder_logs(
+        &self,
+        request: Request<v1::CoderLogsRequest>,
+    ) -> Result<Response<v1::CoderLogsResponse>, Status> {
+        observe(&self.state, "/genesis.v1.CoderService/CoderLogs", async {
+            let caller = caller(&request)?;
+            let req = request.get_ref();
+            let t = caller.tenant("tenant_id", &req.tenant_id)?;
+            let query = CoderLogsQuery::try_from(req)?;
+            record_ids(t, None);
+            let logs = spawner(&self.state)?
+                .logs(t, query.task_id, query.options)
+                .await
+                .map_err(lanes_status)?;
+            Ok(v1::CoderLogsResponse {
+                pod_name: logs.pod_name,
+                text: logs.text,
+                truncated: logs.truncated,
+            })
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Code;
+
+    fn request(task_id: &str, tail_lines: Option<i32>) -> v1::CoderLogsRequest {
+        v1::CoderLogsRequest {
+            tenant_id: uuid::Uuid::new_v4().to_string(),
+            task_id: task_id.to_owned(),
+            tail_lines,
+        }
+    }
+
+    #[test]
+    fn coder_logs_requests_are_checked_field_by_field() {
+        let task = uuid::Uuid::new_v4();
+        let q = CoderLogsQuery::try_from(&request(&task.to_string(), None)).expect("valid");
+        assert_eq!(q.task_id, task);
+        assert_eq!(q.options, LogOptions::default());
+        let q = CoderLogsQuery::try_from(&request(&task.to_string(), Some(10_000))).expect("max");
+        assert_eq!(q.options.tail_lines(), 10_000);
+        for (r, prefix) in [
+            (request("", None), "task_id: required"),
+            (request("coder-1234", None), "task_id: not a UUID"),
+            (request(&task.to_string(), Some(0)), "tail_lines:"),
+            (request(&task.to_string(), Some(-1)), "tail_lines:"),
+            (request(&task.to_string(), Some(10_001)), "tail_lines:"),
+        ] {
+            let e = CoderLogsQuery::try_from(&r).expect_err("refused");
+            assert_eq!(e.code(), Code::InvalidArgument, "{}", e.message());
+            assert!(e.message().starts_with(prefix), "{}", e.message());
+        }
     }
 }

@@ -246,6 +246,8 @@ pub fn lanes_status(err: LanesError) -> tonic::Status {
         LanesError::NotFound { kind, id } => {
             tonic::Status::not_found(format!("{kind} {id} not found"))
         }
+        // Nothing to read yet (a pending Job): asking later may succeed.
+        LanesError::NotStarted(m) => tonic::Status::failed_precondition(m),
         LanesError::ClusterUnavailable(m)
         | LanesError::Kubernetes {
             status: 0,
