@@ -1319,7 +1319,8 @@ async fn coder(ctx: &mut Ctx<'_>, cmd: &CoderCmd) -> Result<(), CliError> {
         CoderCmd::Stop { id } => {
             let req = v1::StopCoderRequest {
                 tenant_id: ctx.tenant("coder stop")?,
-                coder_id: uuid("ID", id)?,
+                // A coder's id is its Job's name (`coder-…`), not a UUID.
+                coder_id: non_empty("ID", id)?,
             };
             let coder = call!(ctx, coders.stop_coder(req));
             ctx.out.object(&coder)
@@ -1392,7 +1393,10 @@ async fn task(ctx: &mut Ctx<'_>, cmd: &TaskCmd) -> Result<(), CliError> {
                         )
                     })
                     .transpose()?,
-                coder_id: opt_uuid("--coder", coder.as_deref())?,
+                coder_id: coder
+                    .as_deref()
+                    .map(|c| non_empty("--coder", c))
+                    .transpose()?,
             };
             let r = call!(ctx, tasks.list_tasks(req));
             ctx.out.list(&r, "tasks", TASK_COLS)

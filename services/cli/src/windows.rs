@@ -14,7 +14,7 @@ use crate::commands::Ctx;
 use crate::error::CliError;
 use crate::json::Wire;
 use crate::table::{Column, col};
-use crate::validate::{choice, json_text, non_empty, uuid};
+use crate::validate::{choice, json_text, non_empty};
 
 const WINDOW_COLS: &[Column] = &[
     col("HWND", "hwnd"),
@@ -46,7 +46,8 @@ fn session(
 ) -> Result<Option<v1::WindowsSession>, CliError> {
     Ok(Some(v1::WindowsSession {
         tenant_id: ctx.tenant(&format!("windows {verb}"))?,
-        coder_id: uuid("--coder", &args.coder)?,
+        // A coder's id is its Job's name (`coder-…`), not a UUID.
+        coder_id: non_empty("--coder", &args.coder)?,
     }))
 }
 

@@ -1154,3 +1154,29 @@ async fn coder_logs_prints_the_text_as_is_or_the_response_as_json() -> anyhow::R
     assert_eq!(stderr(&out), "error: TASK: not a UUID: \"not-a-task\"\n");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn coder_ids_are_job_names_not_uuids() -> anyhow::Result<()> {
+    // A coder's id is its Job's name: it passes the local checks and the
+    // call goes out (here to an endpoint nobody listens on, so it fails
+    // to connect, exit 1, rather than as a usage error, exit 2).
+    let unreachable = |tail: &[&'static str]| {
+        let mut args = vec!["--endpoint", "http://127.0.0.1:9", "--tenant", TENANT];
+        args.extend_from_slice(tail);
+        args
+    };
+    for args in [
+        unreachable(&["coder", "stop", "coder-01957777-abcd1234"]),
+        unreachable(&["task", "list", "--coder", "coder-01957777-abcd1234"]),
+        unreachable(&["windows", "release", "--coder", "coder-01957777-abcd1234"]),
+    ] {
+        let out = genesisctl(&args, &[]).await?;
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("not a UUID"), "{}", stderr(&out));
+    }
+    // An empty id is still refused before any call.
+    let out = genesisctl(&unreachable(&["coder", "stop", ""]), &[]).await?;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("ID"), "{}", stderr(&out));
+    Ok(())
+}
