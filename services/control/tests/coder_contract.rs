@@ -4,7 +4,8 @@
 //! server's validation refuses of a coder Job). SpawnCoder hands the Job
 //! GENESIS_TASK_ID, GENESIS_CONTROL_URL and GENESIS_CODER_TOKEN; that token
 //! reaches its own task's allowance and nothing else, and is refused once
-//! the task settles or its coder stops. The stand-in also lists a Job's
+//! the task settles or its coder stops, and a stopped coder's task goes
+//! back to pending for a new coder. The stand-in also lists a Job's
 //! pods (`job-name` selector) and serves their logs (`tailLines`,
 //! `limitBytes`, refused below range with the API server's 422), for
 //! CoderLogs.
@@ -887,6 +888,62 @@ async fn spawn_coder_creates_its_task_and_stop_coder_revokes_the_token(
         .await
         .expect_err("stopped");
     assert_eq!(e.code(), Code::Unauthenticated);
+
+    // The stopped coder's task is handed back: pending, no coder, so a new
+    // coder can run it.
+    let back = tasks
+        .get_task(req(
+            v1::GetTaskRequest {
+                tenant_id: a.to_string(),
+                task_id: task_id.clone(),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(
+        (back.status.as_str(), back.coder_id.as_deref()),
+        ("pending", None)
+    );
+    let again = coders
+        .spawn_coder(req(spawn(Some(task_id.clone()), None, None), &op))
+        .await?
+        .into_inner();
+    assert_eq!(again.task_id.as_deref(), Some(task_id.as_str()));
+    assert_ne!(again.job_name, spawned.job_name, "a new coder");
+    // A settled task stays settled when its coder is stopped afterwards.
+    tasks
+        .complete_task(req(
+            v1::CompleteTaskRequest {
+                tenant_id: a.to_string(),
+                task_id: task_id.clone(),
+                status: "failed".into(),
+                ..Default::default()
+            },
+            &op,
+        ))
+        .await?;
+    coders
+        .stop_coder(req(
+            v1::StopCoderRequest {
+                tenant_id: a.to_string(),
+                coder_id: again.job_name.clone(),
+            },
+            &op,
+        ))
+        .await
+        .ok();
+    let settled_back = tasks
+        .get_task(req(
+            v1::GetTaskRequest {
+                tenant_id: a.to_string(),
+                task_id: task_id.clone(),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(settled_back.status, "failed");
 
     // A settled task gets no coder.
     let settled = tasks

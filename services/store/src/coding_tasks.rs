@@ -279,6 +279,46 @@ impl CodingTasks<'_> {
         decode_all(rows)
     }
 
+    /// Hand an unsettled task back when its coder `coder_id` is stopped:
+    /// no coder, status `pending`, its progress and artifacts kept, so a new
+    /// coder may be spawned for it. Answers the task as it now stands, or
+    /// `None` when it is settled or already has another coder (nothing
+    /// changes); unknown → `NotFound`.
+    pub async fn release_coder(
+        &self,
+        tenant_id: Uuid,
+        id: Uuid,
+        coder_id: &str,
+    ) -> Result<Option<CodingTaskRow>, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row: Option<serde_json::Value> = sqlx::query_scalar(concat!(
+            "WITH t AS (
+             UPDATE coding_tasks SET coder_id = NULL, status = 'pending', updated_at = now()
+              WHERE id = $1 AND coder_id = $2 AND status IN ('pending', 'running')
+              RETURNING *) ",
+            task_view!(),
+            " FROM t"
+        ))
+        .bind(id)
+        .bind(coder_id)
+        .fetch_optional(tx.conn())
+        .await?;
+        if row.is_none() {
+            let exists: Option<Uuid> =
+                sqlx::query_scalar("SELECT id FROM coding_tasks WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(tx.conn())
+                    .await?;
+            tx.commit().await?;
+            return match exists {
+                Some(_) => Ok(None),
+                None => Err(StoreError::not_found("coding task")),
+            };
+        }
+        tx.commit().await?;
+        row.map(decode).transpose()
+    }
+
     /// Record the coder (its Job name) that runs a pending or running task
     /// and mark it running. A settled task → `FailedPrecondition`; unknown
     /// (or another tenant's) → `NotFound`.

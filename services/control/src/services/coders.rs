@@ -334,8 +334,25 @@ impl CoderService for Coders {
                 .ok_or_else(|| Status::not_found(format!("coder {} not found", req.coder_id)))?;
             spawner.stop(t, &req.coder_id).await.map_err(lanes_status)?;
             match current.task_id {
-                // The task's tokens end with its coder; the Job is gone.
-                Some(task) => wind_down(&self.state, t, task, Some(&req.coder_id), false).await,
+                Some(task) => {
+                    // The task's tokens end with its coder; the Job is gone.
+                    wind_down(&self.state, t, task, Some(&req.coder_id), false).await;
+                    // An unsettled task goes back to pending with no coder,
+                    // so a new coder can be spawned for it; a settled one,
+                    // or one another coder took, is left as it is.
+                    match self
+                        .state
+                        .store
+                        .coding_tasks()
+                        .release_coder(t, task, &req.coder_id)
+                        .await
+                    {
+                        Ok(_) | Err(genesis_store::StoreError::NotFound { .. }) => {}
+                        Err(e) => {
+                            tracing::warn!(tenant = %t, task = %task, error = %e, "handing the stopped coder's task back failed")
+                        }
+                    }
+                }
                 None => wind_down_lane(&self.state, t, &req.coder_id).await,
             }
             tracing::info!(tenant = %t, coder = %req.coder_id, actor = %caller.actor(), "coder stopped");
