@@ -203,6 +203,20 @@ async fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Respo
     }
 }
 
+/// A page's signed-in session, extracted before the handler runs: without
+/// a valid session cookie the request is answered by the sign-in redirect
+/// (or the rate or availability refusal) [`session`] gives.
+impl axum::extract::FromRequestParts<AppState> for Session {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        session(state, &parts.headers).await
+    }
+}
+
 /// The tonic request the in-process service call sees.
 fn rpc<T>(session: &Session, msg: T) -> tonic::Request<T> {
     let mut r = tonic::Request::new(msg);
@@ -438,26 +452,18 @@ async fn logout(
 
 async fn agents_page(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    s: Session,
     Query(flash): Query<Flash>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     rendered(&s, pages::agents(&state, &s, &flash).await)
 }
 
 async fn agent_page(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    s: Session,
     Path(id): Path<String>,
     Query(flash): Query<Flash>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     let result = match instance_id(&id) {
         Ok(i) => pages::agent(&state, &s, i, &flash).await,
         Err(e) => Err(e),
@@ -467,33 +473,17 @@ async fn agent_page(
 
 async fn decisions_page(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    s: Session,
     Query(flash): Query<Flash>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     rendered(&s, pages::decisions(&state, &s, &flash).await)
 }
 
-async fn tasks_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+async fn tasks_page(State(state): State<AppState>, s: Session) -> Response {
     rendered(&s, pages::tasks(&state, &s).await)
 }
 
-async fn task_page(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+async fn task_page(State(state): State<AppState>, s: Session, Path(id): Path<String>) -> Response {
     let result = match crate::status::uuid("task_id", &id) {
         Ok(i) => pages::task(&state, &s, i).await,
         Err(e) => Err(e),
@@ -501,11 +491,7 @@ async fn task_page(
     rendered(&s, result)
 }
 
-async fn spend_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+async fn spend_page(State(state): State<AppState>, s: Session) -> Response {
     rendered(&s, pages::spend(&state, &s).await)
 }
 
@@ -513,13 +499,9 @@ async fn spend_page(State(state): State<AppState>, headers: HeaderMap) -> Respon
 /// `WatchTurns` stream of the session's tenant, filtered to the instance.
 async fn agent_events(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    s: Session,
     Path(id): Path<String>,
 ) -> Response {
-    let s = match session(&state, &headers).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     let i = match instance_id(&id) {
         Ok(i) => i,
         Err(e) => return (StatusCode::BAD_REQUEST, e.message().to_owned()).into_response(),
