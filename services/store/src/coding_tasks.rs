@@ -303,20 +303,17 @@ impl CodingTasks<'_> {
         .bind(coder_id)
         .fetch_optional(tx.conn())
         .await?;
-        if row.is_none() {
-            let exists: Option<Uuid> =
-                sqlx::query_scalar("SELECT id FROM coding_tasks WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(tx.conn())
-                    .await?;
+        let Some(row) = row else {
+            // Settled or taken by another coder: nothing to hand back.
+            let why = why_not_unsettled(tx.conn(), id).await?;
             tx.commit().await?;
-            return match exists {
-                Some(_) => Ok(None),
-                None => Err(StoreError::not_found("coding task")),
+            return match why {
+                e @ StoreError::NotFound { .. } => Err(e),
+                _ => Ok(None),
             };
-        }
+        };
         tx.commit().await?;
-        row.map(decode).transpose()
+        decode(row).map(Some)
     }
 
     /// Record the coder (its Job name) that runs a pending or running task
