@@ -26,6 +26,19 @@ pub struct ModelPrice {
     pub cache_write_usd_per_mtok: f64,
 }
 
+/// A configured fallback price (dollars per million tokens): a finite
+/// number above zero, so an unpriced model still draws the credit down.
+/// The one parser of the `GENESIS_UNPRICED_*` settings of every service
+/// that prices calls.
+pub fn parse_fallback_price(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "{text:?} is not a price: expected dollars per million tokens, a finite number above 0"
+        )),
+    }
+}
+
 impl ModelPrice {
     /// The price of a call that spent nothing (the offline scripted
     /// provider): zero on every axis, recorded as `free`, never as unpriced.

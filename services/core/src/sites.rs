@@ -23,6 +23,11 @@ pub const PROMPT_REDACTOR_DEFAULT: &str = "PromptRedactor:Default";
 pub const PROMPT_REDACTOR_REDACT: &str = "PromptRedactor:Redact";
 /// The remote agent-pod surface.
 pub const AGENT_POD: &str = "Agent:Pod";
+/// The site a coder's calls are attributed to (their snapshots' `site_id`,
+/// under the call tag `Coder`). Not in the agent registry and not bindable:
+/// a coding task carries its own preset or couple, chosen when the task is
+/// created, so a binding here would choose nothing.
+pub const CODER_DEFAULT: &str = "Coder:Default";
 
 /// Backends every agent site supports.
 pub const AGENT_BACKENDS: &[&str] = &["anthropic", "openai", "scripted"];

@@ -68,6 +68,10 @@ pub struct CodingTaskRow {
     /// task; `None` when it holds none.
     #[serde(default)]
     pub windows_hold: Option<TaskWindowsHold>,
+    /// What its coders' LLM calls have cost so far (the priced attempts
+    /// recorded against the task), in USD.
+    #[serde(default)]
+    pub cost_usd: f64,
 }
 
 /// The Windows lane's hold of a task's coder, as an operator reads it with
@@ -95,7 +99,9 @@ macro_rules! task_view {
         'windows_hold', (SELECT jsonb_build_object('state', h.state, 'host', h.host,
                                                    'lease_expires_at', h.lease_expires_at)
                            FROM windows_holds h
-                          WHERE h.tenant_id = t.tenant_id AND h.holder = t.coder_id))"
+                          WHERE h.tenant_id = t.tenant_id AND h.holder = t.coder_id),
+        'cost_usd', (SELECT coalesce(sum(s.cost_usd), 0)::float8 FROM llm_call_snapshots s
+                      WHERE s.tenant_id = t.tenant_id AND s.coding_task_id = t.id))"
     };
 }
 
@@ -498,6 +504,27 @@ impl CodingTasks<'_> {
         .await?;
         tx.commit().await?;
         decode_all(rows)
+    }
+
+    /// One artifact of a task with its content. `NotFound` for an unknown
+    /// artifact, one of another task, or of another tenant (the same
+    /// answer, so ids of others are never confirmed).
+    pub async fn artifact(
+        &self,
+        tenant_id: Uuid,
+        task_id: Uuid,
+        artifact_id: Uuid,
+    ) -> Result<ArtifactRow, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let row: Option<serde_json::Value> = sqlx::query_scalar(
+            "SELECT to_jsonb(a) FROM coding_task_artifacts a WHERE task_id = $1 AND id = $2",
+        )
+        .bind(task_id)
+        .bind(artifact_id)
+        .fetch_optional(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode(row.ok_or_else(|| StoreError::not_found("coding task artifact"))?)
     }
 
     /// Settle a task with `completed` or `failed`, exactly once: a settled

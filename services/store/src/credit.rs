@@ -147,20 +147,34 @@ impl Credit<'_> {
                 .bind(amount)
                 .fetch_one(self.store.tenant_pool())
                 .await?;
-        let r: RawReservation = decode(raw)?;
-        match r.outcome.as_str() {
-            "granted" | "refused" => Ok(Reservation {
-                granted: r.outcome == "granted",
-                spent_usd: r.spent_usd.unwrap_or(0.0),
-                held_usd: r.held_usd.unwrap_or(0.0),
-                limit_usd,
-            }),
-            "lease_lost" => Err(StoreError::LeaseLost),
-            "not_found" => Err(StoreError::not_found("agent instance")),
-            other => Err(StoreError::Database(format!(
-                "unexpected reserve outcome {other:?}"
-            ))),
-        }
+        reservation(decode(raw)?, limit_usd, "agent instance")
+    }
+
+    /// Reserve `amount` for the next LLM turn of the coder running
+    /// `task_id` (`genesis_reserve_coder_credit`), under the same hold rule
+    /// as [`Credit::reserve`]: agents' and coders' holds count against each
+    /// other. The task is the hold's session; the hold lapses when the task
+    /// settles or loses its coder. `NotFound` for another tenant's task,
+    /// `FailedPrecondition` for a settled task or one no coder runs.
+    pub async fn reserve_coder(
+        &self,
+        (tenant_id, task_id): (Uuid, Uuid),
+        week_start: DateTime<Utc>,
+        limit_usd: f64,
+        amount: f64,
+    ) -> Result<Reservation, StoreError> {
+        check_amount("limit_usd", limit_usd)?;
+        check_amount("amount_usd", amount)?;
+        let raw: serde_json::Value =
+            sqlx::query_scalar("SELECT genesis_reserve_coder_credit($1, $2, $3, $4, $5)")
+                .bind(tenant_id)
+                .bind(task_id)
+                .bind(week_start)
+                .bind(limit_usd)
+                .bind(amount)
+                .fetch_one(self.store.tenant_pool())
+                .await?;
+        reservation(decode(raw)?, limit_usd, "coding task")
     }
 
     /// Draw `amount` from the window (see [`draw_down_in`]) in its own
@@ -190,6 +204,29 @@ pub struct Reservation {
     pub held_usd: f64,
     /// The ceiling it was checked against.
     pub limit_usd: f64,
+}
+
+/// A reserve function's answer as [`Reservation`] or the refusal it names.
+fn reservation(
+    r: RawReservation,
+    limit_usd: f64,
+    subject: &str,
+) -> Result<Reservation, StoreError> {
+    match r.outcome.as_str() {
+        "granted" | "refused" => Ok(Reservation {
+            granted: r.outcome == "granted",
+            spent_usd: r.spent_usd.unwrap_or(0.0),
+            held_usd: r.held_usd.unwrap_or(0.0),
+            limit_usd,
+        }),
+        "lease_lost" => Err(StoreError::LeaseLost),
+        "not_found" => Err(StoreError::not_found(subject)),
+        "settled" => Err(StoreError::precondition("the coding task is settled")),
+        "no_coder" => Err(StoreError::precondition("no coder runs the coding task")),
+        other => Err(StoreError::Database(format!(
+            "unexpected reserve outcome {other:?}"
+        ))),
+    }
 }
 
 #[derive(Deserialize)]

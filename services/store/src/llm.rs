@@ -136,12 +136,99 @@ pub fn choose_pricing(served: &str, requested: &str, rows: &[PricingRow]) -> Opt
     })
 }
 
+/// Most models a credit reservation's chain may name.
+pub const MAX_CHAIN_MODELS: usize = 64;
+
+/// The chain a turn's credit hold is computed from: 1 to
+/// [`MAX_CHAIN_MODELS`] models, each 1 to 200 bytes. The one check of an
+/// agent's ReserveCredit and a coder's ReserveCoderCredit.
+pub fn check_chain_models(models: &[String]) -> Result<(), StoreError> {
+    if models.is_empty() || models.len() > MAX_CHAIN_MODELS {
+        return Err(StoreError::invalid(
+            "models",
+            format!("must name 1 to {MAX_CHAIN_MODELS} models of the chain"),
+        ));
+    }
+    if let Some(i) = models
+        .iter()
+        .position(|m| m.trim().is_empty() || m.len() > 200)
+    {
+        return Err(StoreError::invalid(
+            format!("models[{i}]"),
+            "must be 1 to 200 bytes",
+        ));
+    }
+    Ok(())
+}
+
+/// An attempt's four disjoint token counts (checked non-negative before).
+fn token_usage(a: &NewCallAttempt) -> genesis_core::pricing::TokenUsage {
+    let n = |v: i64| u64::try_from(v).unwrap_or(0);
+    genesis_core::pricing::TokenUsage {
+        input_tokens: n(a.input_tokens),
+        output_tokens: n(a.output_tokens),
+        cache_read_tokens: n(a.cache_read_tokens),
+        cache_write_tokens: n(a.cache_write_tokens),
+    }
+}
+
+/// The most one turn of a chain of `models` can cost: the dearest of its
+/// couples' worst cases (any couple may answer), a model without a row at
+/// the fallback price `unpriced`. What an agent's turn and a coder's turn
+/// hold against the credit window before they are sent.
+pub fn worst_case_usd(
+    models: &[String],
+    rows: &[PricingRow],
+    unpriced: genesis_core::pricing::ModelPrice,
+    prompt_tokens: u64,
+    max_output_tokens: u64,
+) -> f64 {
+    models
+        .iter()
+        .map(|m| {
+            let price = choose_pricing("", m, rows)
+                .map(|c| c.row.price())
+                .unwrap_or(unpriced);
+            price.worst_case_usd(prompt_tokens, max_output_tokens)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Price `attempt` in place: its cost, the row it was billed at and how
+/// that row was chosen. The scripted provider is free; a model no row
+/// prices is charged `unpriced`, never nothing, so the credit window still
+/// draws down. The one pricing rule of an agent's and a coder's attempt.
+pub fn apply_price(
+    attempt: &mut NewCallAttempt,
+    chosen: Option<&ChosenPrice>,
+    unpriced: genesis_core::pricing::ModelPrice,
+) -> genesis_core::pricing::PricingSource {
+    use genesis_core::pricing::{ModelPrice, PricingSource};
+    let (price, priced_as, source) = if attempt.provider == genesis_core::presets::SCRIPTED_PROVIDER
+    {
+        (ModelPrice::FREE, None, PricingSource::Free)
+    } else {
+        match chosen {
+            Some(c) => (c.row.price(), Some(c.row.model.clone()), c.source),
+            None => (unpriced, None, PricingSource::Fallback),
+        }
+    };
+    attempt.cost_usd = price.cost_usd(&token_usage(attempt));
+    attempt.priced_as = priced_as;
+    attempt.pricing_source = Some(source);
+    source
+}
+
 /// An `llm_call_snapshots` row.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct CallSnapshotRow {
     pub id: Uuid,
     pub tenant_id: Uuid,
-    pub instance_id: Uuid,
+    /// The agent instance that made the call; `None` for a coder's.
+    pub instance_id: Option<Uuid>,
+    /// The coding task a coder's call was made for; `None` for an agent's.
+    #[serde(default)]
+    pub coding_task_id: Option<Uuid>,
     pub invocation_id: String,
     pub site_id: String,
     pub call_tag: String,
@@ -185,6 +272,9 @@ pub struct CallAttemptRow {
 /// One attempt to record, already priced by the caller.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewCallAttempt {
+    /// The agent instance whose turn made the call. A coder's attempt
+    /// ([`Llm::record_coder_attempt`]) is recorded against the task passed
+    /// beside it and leaves this and `session` nil.
     pub instance_id: Uuid,
     /// The lease session the attempt was made under.
     pub session: Uuid,
@@ -690,6 +780,86 @@ impl Llm<'_> {
         decode(raw.ok_or_else(|| StoreError::not_found("agent instance"))?)
     }
 
+    /// Record one priced attempt of a coder's call against its coding task
+    /// (call tag `Coder`) in one statement: the invocation's snapshot
+    /// created on its first attempt, the attempt appended with the next
+    /// ordinal, the cost added to the snapshot and drawn from the weekly
+    /// credit window. `NotFound` when the task is not the tenant's;
+    /// `FailedPrecondition` when it has settled (its cost is final);
+    /// nothing is written either way. `attempt`'s instance and session are
+    /// not read.
+    pub async fn record_coder_attempt(
+        &self,
+        tenant_id: Uuid,
+        task_id: Uuid,
+        attempt: &NewCallAttempt,
+        credit: CreditDraw,
+    ) -> Result<RecordedAttempt, StoreError> {
+        let object = attempt_object(attempt, credit)?;
+        let raw: serde_json::Value =
+            sqlx::query_scalar("SELECT genesis_record_coder_attempt($1, $2, $3)")
+                .bind(tenant_id)
+                .bind(task_id)
+                .bind(object)
+                .fetch_one(self.store.tenant_pool())
+                .await?;
+        #[derive(serde::Deserialize)]
+        struct Raw {
+            outcome: String,
+            snapshot: Option<CallSnapshotRow>,
+            ordinal: Option<i32>,
+            credit: Option<CreditWindow>,
+        }
+        let raw: Raw = decode(raw)?;
+        match (raw.outcome.as_str(), raw.snapshot, raw.ordinal, raw.credit) {
+            ("recorded", Some(snapshot), Some(ordinal), Some(credit)) => Ok(RecordedAttempt {
+                snapshot,
+                ordinal,
+                cost_usd: attempt.cost_usd,
+                credit,
+            }),
+            ("not_found", ..) => Err(StoreError::not_found("coding task")),
+            ("settled", ..) => Err(StoreError::precondition(
+                "the coding task is settled: its cost is final",
+            )),
+            (other, ..) => Err(StoreError::Database(format!(
+                "unexpected record outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// What a coder's attempt is priced with, in one read: the tenant's
+    /// DB-first configuration and every price row whose model name begins
+    /// the served or the requested name (the candidates [`choose_pricing`]
+    /// picks from), with the catalogue epoch of the read. The agent type is
+    /// not part of it (a coder is no agent); it reads as
+    /// [`genesis_core::AgentType::Soa`], which nothing of a coder's call uses.
+    pub async fn coder_record_context(
+        &self,
+        tenant_id: Uuid,
+        served_model: &str,
+        requested_model: &str,
+    ) -> Result<RecordContext, StoreError> {
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let raw: serde_json::Value = sqlx::query_scalar(
+            "SELECT jsonb_build_object(
+                'agent_type', 'Soa',
+                'configs', genesis_effective_configs($1),
+                'prices', coalesce(
+                    (SELECT jsonb_agg(to_jsonb(p)) FROM llm_pricing p
+                      WHERE starts_with($2, p.model) OR starts_with($3, p.model)),
+                    '[]'::jsonb),
+                'catalogue_epoch', (SELECT c.epoch FROM catalogue_epoch c))",
+        )
+        .bind(tenant_id)
+        .bind(served_model)
+        .bind(requested_model)
+        .fetch_one(tx.conn())
+        .await?;
+        tx.commit().await?;
+        decode(raw)
+    }
+
     /// One snapshot.
     pub async fn snapshot(&self, tenant_id: Uuid, id: Uuid) -> Result<CallSnapshotRow, StoreError> {
         let mut tx = self.store.tenant_tx(tenant_id).await?;
@@ -841,3 +1011,80 @@ const RECORD_CALL_ATTEMPT: crate::batch::Call = crate::batch::Call {
     name: "record_call_attempt",
     sql: "genesis_record_call_attempt((a->>0)::uuid, (a->>1)::uuid, (a->>2)::uuid, a->3)",
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt_of(
+        provider: &str,
+        input: i64,
+        output: i64,
+        read: i64,
+        write: i64,
+    ) -> NewCallAttempt {
+        NewCallAttempt {
+            instance_id: Uuid::nil(),
+            session: Uuid::nil(),
+            invocation_id: "i".into(),
+            site_id: String::new(),
+            requested_model: "m".into(),
+            served_model: "m-20250101".into(),
+            provider: provider.into(),
+            credential_name: "k".into(),
+            outcome: "success".into(),
+            input_tokens: input,
+            output_tokens: output,
+            cache_read_tokens: read,
+            cache_write_tokens: write,
+            latency_ms: 1,
+            error_message: String::new(),
+            cost_usd: 0.0,
+            priced_as: None,
+            pricing_source: None,
+            prompt_overlay_sha256: None,
+        }
+    }
+
+    #[test]
+    fn an_attempt_is_priced_by_its_row_free_when_scripted_and_never_zero_unpriced() {
+        use genesis_core::pricing::{ModelPrice, PricingSource};
+        let chosen = ChosenPrice {
+            row: PricingRow {
+                model: "m".into(),
+                input_usd_per_mtok: 3.0,
+                output_usd_per_mtok: 15.0,
+                cache_read_usd_per_mtok: 0.3,
+                cache_write_usd_per_mtok: 3.75,
+                updated_at: Utc::now(),
+            },
+            source: PricingSource::Prefix,
+        };
+        let unpriced = ModelPrice::fallback(15.0, 75.0);
+        let mut a = attempt_of("anthropic", 1_000_000, 100_000, 10_000, 1_000);
+        assert_eq!(
+            apply_price(&mut a, Some(&chosen), unpriced),
+            PricingSource::Prefix
+        );
+        assert!(
+            (a.cost_usd - (3.0 + 1.5 + 0.003 + 0.00375)).abs() < 1e-9,
+            "{}",
+            a.cost_usd
+        );
+        assert_eq!(a.priced_as.as_deref(), Some("m"));
+        assert_eq!(a.pricing_source, Some(PricingSource::Prefix));
+
+        let mut a = attempt_of("anthropic", 1_000_000, 0, 0, 0);
+        assert_eq!(apply_price(&mut a, None, unpriced), PricingSource::Fallback);
+        assert!((a.cost_usd - 15.0).abs() < 1e-9, "{}", a.cost_usd);
+        assert_eq!(a.priced_as, None);
+
+        // Even with a row for its model, the scripted provider spent nothing.
+        let mut a = attempt_of("scripted", 1_000_000, 1_000_000, 0, 0);
+        assert_eq!(
+            apply_price(&mut a, Some(&chosen), unpriced),
+            PricingSource::Free
+        );
+        assert_eq!(a.cost_usd, 0.0);
+    }
+}

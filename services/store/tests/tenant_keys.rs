@@ -78,10 +78,35 @@ async fn foreign_keys(pool: &PgPool) -> Vec<Key> {
 /// tenant: by a key on `tenant_id` alone to `tenants(id)`, or by a key whose
 /// other columns are NOT NULL and that maps
 /// `tenant_id` onto the `tenant_id` of a table already proven.
-fn proven(keys: &[Key]) -> BTreeMap<String, String> {
+///
+/// A table named in `one_of` (whose CHECK makes exactly one of its subject
+/// columns non-null, so exactly one of those keys applies to every row) is
+/// proven when every one of its keys with a nullable subject maps
+/// `tenant_id` onto a proven parent's; its parent reads as the first.
+fn proven(keys: &[Key], one_of: &[&str]) -> BTreeMap<String, String> {
     let mut proven: BTreeMap<String, String> = BTreeMap::new();
+    let maps_tenant = |k: &Key, proven: &BTreeMap<String, String>| {
+        k.columns
+            .iter()
+            .position(|c| c == "tenant_id")
+            .and_then(|at| k.parent_columns.get(at))
+            .is_some_and(|c| c == "tenant_id")
+            && proven.contains_key(&k.parent)
+    };
     loop {
         let before = proven.len();
+        for table in one_of {
+            if proven.contains_key(*table) {
+                continue;
+            }
+            let subjects: Vec<&Key> = keys
+                .iter()
+                .filter(|k| k.table == *table && !k.others_not_null && k.columns.len() > 1)
+                .collect();
+            if subjects.len() >= 2 && subjects.iter().all(|k| maps_tenant(k, &proven)) {
+                proven.insert((*table).to_owned(), subjects[0].parent.clone());
+            }
+        }
         for k in keys {
             if proven.contains_key(&k.table) || !k.others_not_null {
                 continue;
@@ -108,7 +133,19 @@ async fn every_tenant_id_still_reaches_tenants_through_foreign_keys(
     pool: PgPool,
 ) -> anyhow::Result<()> {
     let keys = foreign_keys(&pool).await;
-    let proven = proven(&keys);
+    // A call snapshot names exactly one of an agent instance and a coding
+    // task, by its CHECK: one of its two keys applies to every row.
+    let one_subject: String = sqlx::query_scalar(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint
+          WHERE conname = 'llm_call_snapshots_one_subject'",
+    )
+    .fetch_one(&pool)
+    .await?;
+    assert_eq!(
+        one_subject,
+        "CHECK (((instance_id IS NULL) <> (coding_task_id IS NULL)))"
+    );
+    let proven = proven(&keys, &["llm_call_snapshots"]);
     let tables = tenant_tables(&pool).await;
     assert!(tables.len() > 20, "the schema's tenant tables: {tables:?}");
     let unproven: Vec<&String> = tables.iter().filter(|t| !proven.contains_key(*t)).collect();
@@ -167,11 +204,50 @@ fn the_proof_refuses_a_nullable_or_misaligned_key() {
         ),
         key("d", &["a_id", "tenant_id"], true, "a", &["tenant_id", "id"]),
         key("e", &["tenant_id", "x_id"], true, "x", &["tenant_id", "id"]),
+        // One of two nullable subjects: proven only when named as such, and
+        // only when every subject's parent is proven.
+        key(
+            "f",
+            &["tenant_id", "a_id"],
+            false,
+            "a",
+            &["tenant_id", "id"],
+        ),
+        key(
+            "f",
+            &["tenant_id", "b_id"],
+            false,
+            "b",
+            &["tenant_id", "id"],
+        ),
+        key(
+            "g",
+            &["tenant_id", "a_id"],
+            false,
+            "a",
+            &["tenant_id", "id"],
+        ),
+        key(
+            "g",
+            &["tenant_id", "x_id"],
+            false,
+            "x",
+            &["tenant_id", "id"],
+        ),
     ];
-    let proven = proven(&keys);
     assert_eq!(
-        proven.keys().map(String::as_str).collect::<Vec<_>>(),
+        proven(&keys, &[])
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
         ["a", "b"]
+    );
+    assert_eq!(
+        proven(&keys, &["c", "f", "g"])
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ["a", "b", "f"]
     );
 }
 

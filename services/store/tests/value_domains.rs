@@ -274,7 +274,7 @@ const RANGE_DOMAINS: [(&str, &str, &str, &str); 13] = [
         "llm_call_snapshots",
         "call_tag",
         "llm_call_tag",
-        "CHECK ((VALUE = 'AgentPlanning'::text))",
+        "CHECK ((VALUE = ANY (ARRAY['AgentPlanning'::text, 'Coder'::text])))",
     ),
     (
         "llm_call_snapshots",
@@ -358,7 +358,9 @@ async fn the_call_records_ranges_are_domains_and_no_table_check_is_left_but_the_
         assert_eq!(checks, [check], "{domain}");
     }
     // Every table CHECK of the rows a tick writes is re-read and, on an
-    // update, re-checked by each statement; the one left spans two columns.
+    // update, re-checked by each statement; the ones left span two columns:
+    // the event pairing, and a call snapshot naming exactly one of an agent
+    // instance and a coding task.
     let left: Vec<String> = sqlx::query_scalar(
         "SELECT conname::text FROM pg_constraint
           WHERE contype = 'c'
@@ -369,7 +371,10 @@ async fn the_call_records_ranges_are_domains_and_no_table_check_is_left_but_the_
     )
     .fetch_all(&pool)
     .await?;
-    assert_eq!(left, ["agent_event_queue_check"]);
+    assert_eq!(
+        left,
+        ["agent_event_queue_check", "llm_call_snapshots_one_subject"]
+    );
     Ok(())
 }
 

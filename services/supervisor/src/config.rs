@@ -88,11 +88,11 @@ pub struct SupervisorConfig {
     /// has no `llm_pricing` row (a price deleted after its preset was
     /// accepted). Never zero: an unpriced model must still draw down the
     /// weekly credit. Cache reads and writes are charged at this price too.
-    #[arg(long, env = "GENESIS_UNPRICED_INPUT_USD_PER_MTOK", default_value_t = 15.0, value_parser = positive_price, allow_negative_numbers = true)]
+    #[arg(long, env = "GENESIS_UNPRICED_INPUT_USD_PER_MTOK", default_value_t = 15.0, value_parser = genesis_core::pricing::parse_fallback_price, allow_negative_numbers = true)]
     pub unpriced_input_usd_per_mtok: f64,
     /// Dollars per million completion tokens for an unpriced model (see
     /// `GENESIS_UNPRICED_INPUT_USD_PER_MTOK`).
-    #[arg(long, env = "GENESIS_UNPRICED_OUTPUT_USD_PER_MTOK", default_value_t = 75.0, value_parser = positive_price, allow_negative_numbers = true)]
+    #[arg(long, env = "GENESIS_UNPRICED_OUTPUT_USD_PER_MTOK", default_value_t = 75.0, value_parser = genesis_core::pricing::parse_fallback_price, allow_negative_numbers = true)]
     pub unpriced_output_usd_per_mtok: f64,
     /// Milliseconds an admitted agent-pod token is remembered before it is
     /// looked up again (0: every RPC looks it up). Any change to
@@ -162,16 +162,6 @@ pub struct SupervisorConfig {
 impl std::fmt::Debug for SupervisorConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.dump())
-    }
-}
-
-/// A fallback price: a finite number of dollars above zero.
-fn positive_price(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!(
-            "{text:?} is not a price: expected dollars per million tokens, a finite number above 0"
-        )),
     }
 }
 

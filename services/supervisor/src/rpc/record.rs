@@ -19,7 +19,7 @@ use super::model::{RecordCallAttempt, ReserveCredit};
 use super::{AgentPodService, status_of};
 use crate::bundle::effective_options;
 use crate::cache::tick_memo::TickMemo;
-use pricing::worst_case_usd;
+use genesis_store::llm::worst_case_usd;
 
 impl AgentPodService {
     /// ReserveCredit: the worst case of the next LLM turn held against the

@@ -14,9 +14,6 @@ use tonic::Status;
 use super::SessionIds;
 use crate::error::store_status;
 
-/// Most models a reservation's chain may name.
-const MAX_CHAIN_MODELS: usize = 64;
-
 /// A RecordCallAttempt request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordCallAttempt {
@@ -64,16 +61,7 @@ impl TryFrom<pb::ReserveCreditRequest> for ReserveCredit {
 
     fn try_from(req: pb::ReserveCreditRequest) -> Result<Self, Status> {
         let ids = SessionIds::parse(&req.session_id, &req.instance_id, &req.tenant_id)?;
-        if req.models.is_empty() || req.models.len() > MAX_CHAIN_MODELS {
-            return Err(inv("models", "must name 1 to 64 models of the chain"));
-        }
-        if let Some(i) = req
-            .models
-            .iter()
-            .position(|m| m.trim().is_empty() || m.len() > 200)
-        {
-            return Err(inv(&format!("models[{i}]"), "must be 1 to 200 bytes"));
-        }
+        genesis_store::llm::check_chain_models(&req.models).map_err(|e| store_status(&e))?;
         let count =
             |field: &str, v: i64| u64::try_from(v).map_err(|_| inv(field, "must be non-negative"));
         Ok(Self {
