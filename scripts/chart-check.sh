@@ -758,15 +758,28 @@ comp = lambda d: d["metadata"].get("labels", {}).get("app.kubernetes.io/componen
 def env(component):
     d = next(d for d in docs if d["kind"] == "Deployment" and comp(d) == component)
     return {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
-pod, sup = env("agent-pod"), env("supervisor")
+pod, sup, ctl = env("agent-pod"), env("supervisor"), env("control")
 assert pod["ANTHROPIC_BASE_URL"] == "https://gw.internal/anthropic", pod
 assert pod["OPENAI_BASE_URL"] == "https://gw.internal/openai/v1", pod
 assert pod["GENESIS_BACKEND_URLS"] == "eu=https://eu.gw.internal,us=https://us.gw.internal", pod
 assert pod["GENESIS_LLM_MAX_RETRIES"] == "4", pod
 assert sup["GENESIS_UNPRICED_INPUT_USD_PER_MTOK"] == "20", sup
 assert sup["GENESIS_UNPRICED_OUTPUT_USD_PER_MTOK"] == "75", sup
+# Control prices a coder's calls with the same fallback price.
+assert ctl["GENESIS_UNPRICED_INPUT_USD_PER_MTOK"] == "20", ctl
+assert ctl["GENESIS_UNPRICED_OUTPUT_USD_PER_MTOK"] == "75", ctl
+# Coder Jobs reach the same gateway, run the reference coder, and mount
+# keys (only their tenant's own) from the pods' provider-key Secret.
+assert ctl["GENESIS_CODER_ANTHROPIC_BASE_URL"] == "https://gw.internal/anthropic", ctl
+assert ctl["GENESIS_CODER_OPENAI_BASE_URL"] == "https://gw.internal/openai/v1", ctl
+assert ctl["GENESIS_CODER_COMMAND"] == "genesis-coder", ctl
+pod_secret = next(d for d in docs if d["kind"] == "Deployment" and comp(d) == "agent-pod")
+vols = pod_secret["spec"]["template"]["spec"]["volumes"]
+key_secret = [s["secret"]["name"] for v in vols if v["name"] == "llm-keys"
+              for s in v["projected"]["sources"] if "secret" in s]
+assert ctl["GENESIS_CODER_KEY_SECRET"] == key_secret[0], (ctl, key_secret)
 PY
-ok "LLM base URLs, backend routes, retries and the unpriced price reach the pods and the supervisor"
+ok "LLM base URLs, backend routes, retries and the unpriced price reach the pods, the supervisor and control (and its coder Jobs)"
 for bad in llm.anthropicBaseUrl=ftp://x llm.maxRetries=11 llm.unpricedOutputUsdPerMtok=0; do
   if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
     fail "$bad: helm template ACCEPTED a value the services refuse at start"

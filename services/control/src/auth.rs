@@ -25,8 +25,9 @@ use uuid::Uuid;
 use crate::state::AppState;
 
 /// The RPCs a coder token may call, each for its own task only: read the
-/// task, register and heartbeat in the coordination registry, report
-/// progress, attach artifacts, settle the task, and drive the Windows lane
+/// task and its model chain, hold credit for and record its LLM calls,
+/// register and heartbeat in the coordination registry, report progress,
+/// attach artifacts, settle the task, and drive the Windows lane
 /// as its own coder. Every other RPC, including any added later, refuses a
 /// coder token until it is listed here.
 pub const CODER_RPCS: &[&str] = &[
@@ -34,6 +35,9 @@ pub const CODER_RPCS: &[&str] = &[
     "/genesis.v1.CodingTaskService/ReportProgress",
     "/genesis.v1.CodingTaskService/AttachArtifact",
     "/genesis.v1.CodingTaskService/CompleteTask",
+    "/genesis.v1.CodingTaskService/TaskPresetChain",
+    "/genesis.v1.CodingTaskService/ReserveCoderCredit",
+    "/genesis.v1.CodingTaskService/RecordCoderAttempt",
     "/genesis.v1.RegistryService/Register",
     "/genesis.v1.RegistryService/Heartbeat",
     "/genesis.v1.WindowsLaneService/RunSpec",
@@ -155,6 +159,23 @@ pub fn require_own_task<T>(req: &tonic::Request<T>, task_id: Uuid) -> Result<(),
             "a coder token may act on its own coding task only",
         )),
         _ => Ok(()),
+    }
+}
+
+/// Refuse every caller but the coder of `task_id`: the RPCs that hold
+/// credit for and record a coder's LLM calls are the coder's alone, so no
+/// operator token writes a coder's bill (and a coder only its own task's).
+pub fn require_task_coder<T>(req: &tonic::Request<T>, task_id: Uuid) -> Result<(), Status> {
+    match coder_grant(req) {
+        Some(g) if g.task_id == task_id => Ok(()),
+        Some(_) => Err(coded(
+            ErrorCode::PermissionDenied,
+            "a coder token may act on its own coding task only",
+        )),
+        None => Err(coded(
+            ErrorCode::PermissionDenied,
+            "only the task's coder (a coder token) records its LLM calls",
+        )),
     }
 }
 

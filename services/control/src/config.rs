@@ -152,11 +152,45 @@ pub struct ControlConfig {
     #[arg(long, env = "GENESIS_CODER_CONTROL_URL")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub coder_control_url: Option<String>,
+    /// The command a coder Job's container runs (whitespace-separated
+    /// words); the reference coder `genesis-coder` by default, which the
+    /// coder image must have on its `PATH` (the project image ships it, to
+    /// copy into a toolchain image). Empty: the image's own entrypoint.
+    #[arg(long, env = "GENESIS_CODER_COMMAND", default_value = genesis_lanes::coders::DEFAULT_CODER_COMMAND)]
+    pub coder_command: String,
+    /// The Secret holding the platform's provider keys (the agent pods'
+    /// key directory). A coder Job mounts from it only the keys its task's
+    /// chain names that are bound to the task's tenant alone; a key shared
+    /// by every tenant or by several is never handed to a coder, whose build
+    /// tools run the tenant's code. Unset: no key is mounted.
+    #[arg(long, env = "GENESIS_CODER_KEY_SECRET")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coder_key_secret: Option<String>,
+    /// The Anthropic base URL handed to coder Jobs (`ANTHROPIC_BASE_URL`),
+    /// as the agent pods are given theirs; unset: the provider's own.
+    #[arg(long, env = "GENESIS_CODER_ANTHROPIC_BASE_URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coder_anthropic_base_url: Option<String>,
+    /// The OpenAI-compatible base URL handed to coder Jobs
+    /// (`OPENAI_BASE_URL`); unset: the provider's own.
+    #[arg(long, env = "GENESIS_CODER_OPENAI_BASE_URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coder_openai_base_url: Option<String>,
     /// Lifetime of a coder token in seconds (60 to 604800); the token is
     /// revoked sooner when its task settles or its coder is stopped.
     #[arg(long, env = "GENESIS_CODER_TOKEN_TTL_SECS", default_value_t = 86_400,
           value_parser = clap::value_parser!(u64).range(60..=604_800))]
     pub coder_token_ttl_secs: u64,
+    /// Dollars per million prompt tokens charged for a coder's attempt
+    /// whose model has no `llm_pricing` row (cache reads and writes too).
+    /// Never zero: an unpriced model must still draw down the weekly
+    /// credit. The supervisor reads the same setting for agents' calls.
+    #[arg(long, env = "GENESIS_UNPRICED_INPUT_USD_PER_MTOK", default_value_t = 15.0, value_parser = genesis_core::pricing::parse_fallback_price, allow_negative_numbers = true)]
+    pub unpriced_input_usd_per_mtok: f64,
+    /// Dollars per million completion tokens for an unpriced model (see
+    /// `GENESIS_UNPRICED_INPUT_USD_PER_MTOK`).
+    #[arg(long, env = "GENESIS_UNPRICED_OUTPUT_USD_PER_MTOK", default_value_t = 75.0, value_parser = genesis_core::pricing::parse_fallback_price, allow_negative_numbers = true)]
+    pub unpriced_output_usd_per_mtok: f64,
     /// A kubeconfig naming the cluster coder Jobs run in; unset: control's
     /// in-cluster service account, else `KUBECONFIG` / `~/.kube/config`.
     #[arg(long, env = "GENESIS_CODER_KUBECONFIG")]
@@ -299,6 +333,12 @@ impl ControlConfig {
             coder_image: String::new(),
             coder_control_url: None,
             coder_token_ttl_secs: 86_400,
+            coder_command: genesis_lanes::coders::DEFAULT_CODER_COMMAND.into(),
+            coder_key_secret: None,
+            coder_anthropic_base_url: None,
+            coder_openai_base_url: None,
+            unpriced_input_usd_per_mtok: 15.0,
+            unpriced_output_usd_per_mtok: 75.0,
             coder_kubeconfig: None,
             coder_artifact_max_bytes: 1_048_576,
             coder_artifacts_per_task: 100,
@@ -351,6 +391,15 @@ impl ControlConfig {
             .as_deref()
             .map(str::trim)
             .filter(|u| !u.is_empty())
+    }
+
+    /// The price charged for a coder's attempt of a model with no
+    /// `llm_pricing` row.
+    pub fn unpriced_price(&self) -> genesis_core::pricing::ModelPrice {
+        genesis_core::pricing::ModelPrice::fallback(
+            self.unpriced_input_usd_per_mtok,
+            self.unpriced_output_usd_per_mtok,
+        )
     }
 
     /// The caps on a coding task's artifacts.

@@ -8,7 +8,10 @@
 //! back to pending for a new coder. The stand-in also lists a Job's
 //! pods (`job-name` selector) and serves their logs (`tailLines`,
 //! `limitBytes`, refused below range with the API server's 422), for
-//! CoderLogs.
+//! CoderLogs. For the end-to-end test a kubelet stand-in runs a created
+//! Job's command — the real `genesis-coder` binary — with the Job's
+//! environment and its Secret volume's entries, and kills it when the Job
+//! is deleted.
 
 mod common;
 
@@ -1160,5 +1163,728 @@ async fn coder_logs_reads_the_tenant_s_coder_and_refuses_everyone_else(
     assert!(!genesis_control::auth::coder_may_call(
         "/genesis.v1.CoderService/CoderLogs"
     ));
+    h.stop().await
+}
+
+/// A reported attempt of `model`, served as a dated id, with the usage.
+fn coder_attempt(provider: &str, outcome: &str, input: i64, output: i64) -> v1::CallAttempt {
+    v1::CallAttempt {
+        requested_model: "claude-opus-4-8".into(),
+        served_model: if outcome == "success" {
+            "claude-opus-4-8-20261101".into()
+        } else {
+            String::new()
+        },
+        provider: provider.into(),
+        credential_name: "primary".into(),
+        outcome: outcome.into(),
+        input_tokens: input,
+        output_tokens: output,
+        latency_ms: 40,
+        ..Default::default()
+    }
+}
+
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_coder_s_llm_calls_are_held_priced_and_billed_to_its_own_task(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let _soa = soa(&store, a).await?;
+    let op = token(&store, TokenScope::Operator, Some(a)).await?;
+    let cluster = Cluster::start().await?;
+    let h = start(coder_config(&pool, &cluster)).await?;
+    let ch = h.channel().await?;
+    let mut tasks = v1::coding_task_service_client::CodingTaskServiceClient::new(ch.clone());
+    let mut coders = v1::coder_service_client::CoderServiceClient::new(ch.clone());
+    let own = tasks
+        .create_task(req(new_task(a, "fix the build"), &op))
+        .await?
+        .into_inner();
+    let other = tasks
+        .create_task(req(new_task(a, "another task"), &op))
+        .await?
+        .into_inner();
+    let spawned = coders
+        .spawn_coder(req(
+            v1::SpawnCoderRequest {
+                tenant_id: a.to_string(),
+                name: "c1".into(),
+                task_id: Some(own.id.clone()),
+                ..Default::default()
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    let coder = cluster.env(&spawned.job_name)?["GENESIS_CODER_TOKEN"].clone();
+    let ids = |task: &str| (a.to_string(), task.to_owned());
+
+    // The chain: the task's own couple at the coder's site, names only.
+    let chain = tasks
+        .task_preset_chain(req(
+            v1::TaskPresetChainRequest {
+                tenant_id: a.to_string(),
+                task_id: own.id.clone(),
+            },
+            &coder,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(chain.resolved_site_id, "Coder:Default");
+    assert_eq!(chain.couples.len(), 1);
+    assert_eq!(
+        (
+            chain.couples[0].model.as_str(),
+            chain.couples[0].provider.as_str()
+        ),
+        ("claude-opus-4-8", "anthropic")
+    );
+
+    // A hold within the default 60 USD window is granted; one whose worst
+    // case passes it is not, and holds nothing.
+    let reserve = |task: &str, prompt: i64| {
+        let (tenant_id, task_id) = ids(task);
+        v1::ReserveCoderCreditRequest {
+            tenant_id,
+            task_id,
+            models: vec!["claude-opus-4-8".into()],
+            prompt_tokens: prompt,
+            max_output_tokens: 4096,
+        }
+    };
+    let held = tasks
+        .reserve_coder_credit(req(reserve(&own.id, 10_000), &coder))
+        .await?
+        .into_inner();
+    assert!(held.granted, "{held:?}");
+    // 10k prompt tokens at 15 USD/Mtok (the cache-write price is dearer,
+    // 18.75) plus 4096 output tokens at 75 USD/Mtok.
+    assert!(
+        held.reserved_usd > 0.45 && held.reserved_usd < 0.6,
+        "{held:?}"
+    );
+    assert_eq!(held.limit_usd, 60.0);
+    let refused = tasks
+        .reserve_coder_credit(req(reserve(&own.id, 10_000_000), &coder))
+        .await?
+        .into_inner();
+    assert!(!refused.granted, "{refused:?}");
+    assert_eq!(refused.reserved_usd, 0.0);
+    let s = tasks
+        .reserve_coder_credit(req(reserve(&own.id, -1), &coder))
+        .await
+        .expect_err("a negative count");
+    assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+    assert!(s.message().contains("prompt_tokens"), "{s:?}");
+
+    // An attempt is priced by control from its usage: one million prompt
+    // tokens and 100k output of the dated id, priced as claude-opus-4-8.
+    let record = |task: &str, inv: &str, attempt: v1::CallAttempt| {
+        let (tenant_id, task_id) = ids(task);
+        v1::RecordCoderAttemptRequest {
+            tenant_id,
+            task_id,
+            invocation_id: inv.into(),
+            attempt: Some(attempt),
+        }
+    };
+    let failed = tasks
+        .record_coder_attempt(req(
+            record(
+                &own.id,
+                "turn-1",
+                coder_attempt("anthropic", "rate_limited", 0, 0),
+            ),
+            &coder,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(failed.cost_usd, 0.0);
+    let paid = tasks
+        .record_coder_attempt(req(
+            record(
+                &own.id,
+                "turn-1",
+                coder_attempt("anthropic", "success", 1_000_000, 100_000),
+            ),
+            &coder,
+        ))
+        .await?
+        .into_inner();
+    assert!((paid.cost_usd - 22.5).abs() < 1e-9, "{paid:?}");
+    assert_eq!(
+        paid.snapshot_id, failed.snapshot_id,
+        "one snapshot per call"
+    );
+    assert!((paid.snapshot_cost_usd - 22.5).abs() < 1e-9, "{paid:?}");
+    // The scripted provider is free whatever its usage.
+    let free = tasks
+        .record_coder_attempt(req(
+            record(
+                &own.id,
+                "turn-2",
+                coder_attempt("scripted", "success", 1_000_000, 1_000_000),
+            ),
+            &coder,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(free.cost_usd, 0.0);
+
+    // Refusals write nothing: a bad outcome, an operator token (no one but
+    // the coder writes its bill), the coder on another task.
+    let s = tasks
+        .record_coder_attempt(req(
+            record(&own.id, "turn-3", coder_attempt("anthropic", "great", 5, 5)),
+            &coder,
+        ))
+        .await
+        .expect_err("an unknown outcome");
+    assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+    assert!(s.message().contains("outcome"), "{s:?}");
+    let s = tasks
+        .record_coder_attempt(req(
+            record(
+                &own.id,
+                "turn-3",
+                coder_attempt("anthropic", "success", 5, 5),
+            ),
+            &op,
+        ))
+        .await
+        .expect_err("an operator token");
+    assert_eq!(s.code(), Code::PermissionDenied, "{s:?}");
+    let s = tasks
+        .reserve_coder_credit(req(reserve(&own.id, 10), &op))
+        .await
+        .expect_err("an operator token");
+    assert_eq!(s.code(), Code::PermissionDenied, "{s:?}");
+    for s in [
+        tasks
+            .record_coder_attempt(req(
+                record(
+                    &other.id,
+                    "turn-1",
+                    coder_attempt("anthropic", "success", 5, 5),
+                ),
+                &coder,
+            ))
+            .await
+            .expect_err("another task"),
+        tasks
+            .reserve_coder_credit(req(reserve(&other.id, 10), &coder))
+            .await
+            .expect_err("another task"),
+        tasks
+            .task_preset_chain(req(
+                v1::TaskPresetChainRequest {
+                    tenant_id: a.to_string(),
+                    task_id: other.id.clone(),
+                },
+                &coder,
+            ))
+            .await
+            .expect_err("another task"),
+    ] {
+        assert_eq!(s.code(), Code::PermissionDenied, "{s:?}");
+    }
+
+    // The task carries its bill; the other task nothing.
+    let get = |task: &str| v1::GetTaskRequest {
+        tenant_id: a.to_string(),
+        task_id: task.to_owned(),
+    };
+    let seen = tasks.get_task(req(get(&own.id), &op)).await?.into_inner();
+    assert!((seen.cost_usd - 22.5).abs() < 1e-9, "{}", seen.cost_usd);
+    let seen = tasks.get_task(req(get(&other.id), &op)).await?.into_inner();
+    assert_eq!(seen.cost_usd, 0.0);
+    // The tenant's window drew the coder's spend down.
+    let window = store
+        .credit()
+        .current(
+            a,
+            genesis_store::credit::week_start(chrono::Utc::now()),
+            60.0,
+        )
+        .await?;
+    assert!((window.spent_usd - 22.5).abs() < 1e-9, "{window:?}");
+
+    // Settled, the task's coder token is gone: no more calls are billed.
+    tasks
+        .complete_task(req(
+            v1::CompleteTaskRequest {
+                tenant_id: a.to_string(),
+                task_id: own.id.clone(),
+                status: "completed".into(),
+                ..Default::default()
+            },
+            &coder,
+        ))
+        .await?;
+    let s = tasks
+        .record_coder_attempt(req(
+            record(
+                &own.id,
+                "turn-9",
+                coder_attempt("anthropic", "success", 5, 5),
+            ),
+            &coder,
+        ))
+        .await
+        .expect_err("a revoked token");
+    assert_eq!(s.code(), Code::Unauthenticated, "{s:?}");
+    h.stop().await
+}
+
+/// What the kubelet does with a coder Job, for the end-to-end test: runs
+/// the container's command as a local process with the Job's environment,
+/// the named entries of a secret volume written as files (the env variable
+/// naming the mount path pointed at them), and kills the process when the
+/// Job is deleted. Strict like the rest of the stand-in: a Job whose
+/// command is not a workspace binary, whose env takes a value from
+/// anywhere but a literal, or whose volume names a Secret or an entry that
+/// does not exist is not run, and the refusal is recorded.
+struct Kubelet {
+    /// Secret name → entry → value.
+    secrets: HashMap<String, HashMap<String, String>>,
+    /// Each Job run: its name → the exit code (None: killed or running).
+    runs: Arc<Mutex<BTreeMap<String, Option<i32>>>>,
+    /// Why a Job was not run.
+    refused: Arc<Mutex<Vec<String>>>,
+    /// Every file of a run's stderr, for the failure message.
+    logs: Arc<Mutex<BTreeMap<String, std::path::PathBuf>>>,
+    scratch: std::path::PathBuf,
+}
+
+impl Kubelet {
+    fn new(secrets: HashMap<String, HashMap<String, String>>) -> anyhow::Result<Kubelet> {
+        let scratch = std::env::temp_dir().join(format!("c42-kubelet-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(&scratch)?;
+        Ok(Kubelet {
+            secrets,
+            runs: Arc::default(),
+            refused: Arc::default(),
+            logs: Arc::default(),
+            scratch,
+        })
+    }
+
+    /// The command, env and mounted files of `job`, or why the kubelet
+    /// would not start it.
+    fn prepare(&self, name: &str, job: &Value) -> Result<std::process::Command, String> {
+        let pod = &job["spec"]["template"]["spec"];
+        let c = &pod["containers"][0];
+        let command: Vec<&str> = c["command"]
+            .as_array()
+            .ok_or("no command: the stand-in runs only a workspace binary")?
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let program = command.first().ok_or("an empty command")?;
+        if program.contains('/') || !program.starts_with("genesis-") {
+            return Err(format!("{program:?} is not a workspace binary"));
+        }
+        let path = genesis_e2e::binary(program).map_err(|e| e.to_string())?;
+        let mut mounts: HashMap<String, std::path::PathBuf> = HashMap::new();
+        for v in pod["volumes"].as_array().into_iter().flatten() {
+            let secret = v["secret"]["secretName"]
+                .as_str()
+                .ok_or("a volume that is not a Secret")?;
+            let entries = self
+                .secrets
+                .get(secret)
+                .ok_or_else(|| format!("secret {secret:?} not found"))?;
+            let dir = self
+                .scratch
+                .join(name)
+                .join(v["name"].as_str().unwrap_or("vol"));
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            for item in v["secret"]["items"].as_array().into_iter().flatten() {
+                let key = item["key"].as_str().unwrap_or_default();
+                let value = entries
+                    .get(key)
+                    .ok_or_else(|| format!("secret {secret:?} has no key {key:?}"))?;
+                let file = dir.join(item["path"].as_str().unwrap_or(key));
+                std::fs::write(&file, value).map_err(|e| e.to_string())?;
+            }
+            for m in c["volumeMounts"].as_array().into_iter().flatten() {
+                if m["name"] == v["name"] {
+                    mounts.insert(
+                        m["mountPath"].as_str().unwrap_or_default().to_owned(),
+                        dir.clone(),
+                    );
+                }
+            }
+        }
+        let mut cmd = std::process::Command::new(path);
+        cmd.args(&command[1..]).env_clear();
+        cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        cmd.env("HOME", self.scratch.join(name));
+        cmd.env("RUST_LOG", "info");
+        for e in c["env"].as_array().into_iter().flatten() {
+            let key = e["name"].as_str().unwrap_or_default();
+            let value = e["value"]
+                .as_str()
+                .ok_or_else(|| format!("env {key}: only literal values are run"))?;
+            // The mount path as seen inside the container.
+            let value = mounts
+                .get(value)
+                .map(|d| d.display().to_string())
+                .unwrap_or_else(|| value.to_owned());
+            cmd.env(key, value);
+        }
+        Ok(cmd)
+    }
+
+    /// Watch `cluster`'s Jobs: start each new one once, kill a running one
+    /// whose Job is gone.
+    fn run(self, cluster: &Cluster) -> tokio::task::JoinHandle<()> {
+        let jobs = cluster.jobs.clone();
+        tokio::spawn(async move {
+            let mut children: HashMap<String, tokio::process::Child> = HashMap::new();
+            loop {
+                let snapshot: Vec<(String, Value)> = jobs
+                    .lock()
+                    .map(|j| j.iter().map(|((_, n), v)| (n.clone(), v.clone())).collect())
+                    .unwrap_or_default();
+                for (name, job) in &snapshot {
+                    let known = self.runs.lock().is_ok_and(|r| r.contains_key(name));
+                    if known {
+                        continue;
+                    }
+                    if let Ok(mut r) = self.runs.lock() {
+                        r.insert(name.clone(), None);
+                    }
+                    match self.prepare(name, job) {
+                        Ok(cmd) => {
+                            let log = self.scratch.join(format!("{name}.stderr"));
+                            let mut cmd = tokio::process::Command::from(cmd);
+                            if let Ok(f) = std::fs::File::create(&log) {
+                                cmd.stderr(f);
+                            }
+                            cmd.stdout(std::process::Stdio::null()).kill_on_drop(true);
+                            match cmd.spawn() {
+                                Ok(child) => {
+                                    children.insert(name.clone(), child);
+                                    if let Ok(mut l) = self.logs.lock() {
+                                        l.insert(name.clone(), log);
+                                    }
+                                }
+                                Err(e) => {
+                                    if let Ok(mut r) = self.refused.lock() {
+                                        r.push(format!("{name}: {e}"));
+                                    }
+                                }
+                            }
+                        }
+                        Err(why) => {
+                            if let Ok(mut r) = self.refused.lock() {
+                                r.push(format!("{name}: {why}"));
+                            }
+                        }
+                    }
+                }
+                let live: std::collections::HashSet<&String> =
+                    snapshot.iter().map(|(n, _)| n).collect();
+                let mut finished = Vec::new();
+                for (name, child) in children.iter_mut() {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        if let Ok(mut r) = self.runs.lock() {
+                            r.insert(name.clone(), status.code());
+                        }
+                        finished.push(name.clone());
+                    } else if !live.contains(name) {
+                        // The Job was deleted: its pod is killed.
+                        let _ = child.kill().await;
+                        finished.push(name.clone());
+                    }
+                }
+                for n in finished {
+                    children.remove(&n);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        })
+    }
+}
+
+/// The patch the scripted model applies: README gains a line.
+const SCRATCH_DIFF: &str = "diff --git a/README.md b/README.md
+--- a/README.md
++++ b/README.md
+@@ -1 +1,2 @@
+ # scratch
++The build passes.
+";
+
+/// A scratch git repository with one commit, as a task names it.
+fn scratch_repository() -> anyhow::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("c42-repo-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("README.md"), "# scratch\n")?;
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "README.md"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "commit",
+            "-q",
+            "-m",
+            "scratch",
+        ],
+    ] {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &dir)
+            .output()?;
+        anyhow::ensure!(out.status.success(), "git {args:?}: {out:?}");
+    }
+    Ok(dir)
+}
+
+/// End to end without a cluster: SpawnCoder creates the Job, the kubelet
+/// stand-in runs its command — the real `genesis-coder` — with the Job's
+/// environment against this control, PostgreSQL, NATS and a strict
+/// Anthropic stand-in scripted to apply a patch to a scratch repository.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_spawned_coder_runs_its_task_to_a_patch_and_is_gone(pool: PgPool) -> anyhow::Result<()> {
+    if genesis_e2e::binary("genesis-coder").is_err() {
+        match std::env::var("CI").as_deref() {
+            Ok("true") => {
+                anyhow::bail!("genesis-coder is not built (cargo build --workspace --bins)")
+            }
+            _ => {
+                println!("skipped: genesis-coder is not built (cargo build --workspace --bins)");
+                return Ok(());
+            }
+        }
+    }
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let soa = soa(&store, a).await?;
+    let op = token(&store, TokenScope::Operator, Some(a)).await?;
+    // The tenant's own key, bound to it alone: the one a coder may hold.
+    let keys = std::env::temp_dir().join(format!("c42-keys-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&keys)?;
+    std::fs::write(keys.join("ACME_ANTHROPIC"), "sk-acme-coder")?;
+    std::fs::write(keys.join("ACME_ANTHROPIC.tenants"), a.to_string())?;
+    let standin = genesis_llm_standin::StandIn::builder()
+        .key("sk-acme-coder")
+        .anthropic(
+            genesis_llm_standin::Reply::tool_call("apply_diff", json!({"diff": SCRATCH_DIFF}))
+                .usage(genesis_llm_standin::WireUsage::anthropic(1200, 80, 0, 0)),
+        )
+        .anthropic(
+            genesis_llm_standin::Reply::tool_call(
+                "task_complete",
+                json!({"summary": "README now says the build passes."}),
+            )
+            .usage(genesis_llm_standin::WireUsage::anthropic(1500, 40, 0, 0)),
+        )
+        .start()
+        .await?;
+    let repo = scratch_repository()?;
+    let cluster = Cluster::start().await?;
+    let kubelet = Kubelet::new(HashMap::from([(
+        "genesis-llm".to_owned(),
+        HashMap::from([("ACME_ANTHROPIC".to_owned(), "sk-acme-coder".to_owned())]),
+    )]))?;
+    let runs = kubelet.runs.clone();
+    let refused = kubelet.refused.clone();
+    let logs = kubelet.logs.clone();
+    let scratch = kubelet.scratch.clone();
+    let kubelet_task = kubelet.run(&cluster);
+
+    let mut config = coder_config(&pool, &cluster);
+    config.coder_key_secret = Some("genesis-llm".into());
+    config.coder_anthropic_base_url = Some(standin.base_url());
+    config.llm_key_dir = Some(keys.clone());
+    // The coder reaches this control at its real address.
+    let h = start_knowing_address(config, |grpc, c| {
+        c.coder_control_url = Some(format!("http://{grpc}"));
+    })
+    .await?;
+    let ch = h.channel().await?;
+    let mut tasks = v1::coding_task_service_client::CodingTaskServiceClient::new(ch.clone());
+    let mut coders = v1::coder_service_client::CoderServiceClient::new(ch.clone());
+    let mut llm = v1::llm_service_client::LlmServiceClient::new(ch.clone());
+    let preset = llm
+        .upsert_preset(req(
+            v1::UpsertPresetRequest {
+                tenant_id: a.to_string(),
+                preset: Some(v1::Preset {
+                    name: "coder".into(),
+                    primary: Some(v1::PresetCouple {
+                        model: "claude-opus-4-8".into(),
+                        provider: "anthropic".into(),
+                        backend: "api".into(),
+                        credential_names: vec!["ACME_ANTHROPIC".into()],
+                    }),
+                    ..Default::default()
+                }),
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    let task = tasks
+        .create_task(req(
+            v1::CreateTaskRequest {
+                tenant_id: a.to_string(),
+                title: "say the build passes".into(),
+                instructions: "Add a line to README.md saying the build passes.".into(),
+                preset_id: Some(preset.id.clone()),
+                repository: repo.display().to_string(),
+                ..Default::default()
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(task.status, "pending");
+    let spawned = coders
+        .spawn_coder(req(
+            v1::SpawnCoderRequest {
+                tenant_id: a.to_string(),
+                name: "c1".into(),
+                task_id: Some(task.id.clone()),
+                ..Default::default()
+            },
+            &op,
+        ))
+        .await?
+        .into_inner();
+    let coder_token = cluster.env(&spawned.job_name)?["GENESIS_CODER_TOKEN"].clone();
+    let get = v1::GetTaskRequest {
+        tenant_id: a.to_string(),
+        task_id: task.id.clone(),
+    };
+    let mut seen_running = false;
+    let done = tokio::time::timeout(std::time::Duration::from_secs(90), async {
+        loop {
+            let t = tasks.get_task(req(get.clone(), &op)).await?.into_inner();
+            seen_running |= t.status == "running";
+            if t.status == "completed" || t.status == "failed" {
+                return anyhow::Ok(t);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let stderr = logs
+        .lock()
+        .ok()
+        .and_then(|l| l.get(&spawned.job_name).cloned())
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    let refusals = refused.lock().map(|r| r.clone()).unwrap_or_default();
+    let done = match done {
+        Ok(t) => t?,
+        Err(_) => anyhow::bail!(
+            "the coder did not settle its task; refused {refusals:?}; its log:\n{stderr}"
+        ),
+    };
+    assert!(refusals.is_empty(), "{refusals:?}");
+    assert_eq!(done.status, "completed", "{done:?}\n{stderr}");
+    assert!(seen_running, "queued → running → completed");
+    assert_eq!(done.result_summary, "README now says the build passes.");
+    // The patch is an artifact, and it is the change the model made.
+    let listed = tasks
+        .get_task(req(get.clone(), &op))
+        .await?
+        .into_inner()
+        .artifacts;
+    let id_of = |kind: &str| {
+        listed
+            .iter()
+            .find(|a| a.kind == kind)
+            .map(|a| a.id.clone())
+            .ok_or_else(|| anyhow::anyhow!("no {kind} artifact: {listed:?}"))
+    };
+    let read = |artifact_id: String| v1::GetArtifactRequest {
+        tenant_id: a.to_string(),
+        task_id: task.id.clone(),
+        artifact_id,
+    };
+    let patch = tasks
+        .get_artifact(req(read(id_of("patch")?), &op))
+        .await?
+        .into_inner();
+    assert!(
+        patch.content.contains("+The build passes."),
+        "{}",
+        patch.content
+    );
+    assert_eq!(
+        patch.artifact.map(|a| a.size_bytes),
+        Some(patch.content.len() as i64)
+    );
+    let summary = tasks
+        .get_artifact(req(read(id_of("summary")?), &op))
+        .await?
+        .into_inner();
+    assert!(
+        summary.content.contains("README now says"),
+        "{}",
+        summary.content
+    );
+    // Another task's id with this artifact: the same NOT_FOUND as none.
+    let s = tasks
+        .get_artifact(req(
+            v1::GetArtifactRequest {
+                task_id: Uuid::new_v4().to_string(),
+                ..read(id_of("patch")?)
+            },
+            &op,
+        ))
+        .await
+        .expect_err("another task");
+    assert_eq!(s.code(), Code::NotFound, "{s:?}");
+    // Two model turns, each paid once, billed to the task at the
+    // claude-opus-4-8 price: (1200 + 1500) × 15 + (80 + 40) × 75 per Mtok.
+    assert_eq!(standin.request_count(), 2);
+    assert!(
+        (done.cost_usd - 0.0495).abs() < 1e-9,
+        "the task's bill: {}",
+        done.cost_usd
+    );
+    // The steering SOA hears once; the Job is gone; the token is refused.
+    let events =
+        genesis_store::inspect::events_of_kind(&pool, soa.id, "DependencyCompleted").await?;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].1["codingTaskId"], task.id);
+    assert_eq!(cluster.count(), 0, "settling stopped the coder's Job");
+    let s = tasks
+        .get_task(req(get.clone(), &coder_token))
+        .await
+        .expect_err("a settled task's coder token");
+    assert_eq!(s.code(), Code::Unauthenticated, "{s:?}");
+    // The coder process is gone too (it exited, or the Job's deletion
+    // killed it).
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let running = runs
+                .lock()
+                .map(|r| r.get(&spawned.job_name).is_some_and(Option::is_none))
+                .unwrap_or(false);
+            if !running {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .ok();
+    kubelet_task.abort();
+    let _ = std::fs::remove_dir_all(&repo);
+    let _ = std::fs::remove_dir_all(&keys);
+    let _ = std::fs::remove_dir_all(&scratch);
     h.stop().await
 }

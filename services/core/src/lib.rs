@@ -13,6 +13,7 @@
 pub mod budget;
 pub mod cadence;
 pub mod ceilings;
+pub mod coder_contract;
 pub mod constitution;
 pub mod enums;
 pub mod error;

@@ -384,6 +384,30 @@ impl KeySet {
             .ok_or(Refusal::NotAllowed)
     }
 
+    /// Of `names`, the keys that may be handed to a container running
+    /// `tenant`'s own code (a coder's Job, whose allowlisted build tools run
+    /// the tenant's project): only files of the key directory bound to
+    /// `tenant` alone, sorted and once each. A key every tenant or several
+    /// tenants may use is the platform's shared credential, and a key held
+    /// in a variable cannot be mounted: neither is ever handed over, so a
+    /// tenant's code can read no credential but its own.
+    pub fn mountable_for(&self, tenant: Uuid, names: &[String]) -> Vec<String> {
+        let mut out: Vec<String> = names
+            .iter()
+            .filter(|n| {
+                check_key_name(n).is_ok()
+                    && self.keys.get(n.as_str()).is_some_and(|k| {
+                        k.origin == Origin::Dir
+                            && matches!(&k.binding, Binding::Tenants(t) if t.len() == 1 && t.contains(&tenant))
+                    })
+            })
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// The names `tenant` may use, sorted.
     pub fn allowed_for(&self, tenant: Uuid) -> Vec<&str> {
         self.keys
@@ -397,6 +421,40 @@ impl KeySet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_directory_key_bound_to_the_tenant_alone_is_mountable() {
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let mut builder = KeySetBuilder::default();
+        builder
+            .key(Origin::Dir, "A_ONLY")
+            .key(Origin::Dir, "A_AND_B")
+            .key(Origin::Dir, "SHARED")
+            .key(Origin::Env, "A_ENV")
+            .key(Origin::Dir, "B_ONLY");
+        builder.tenants(Origin::Dir, "A_ONLY", a.to_string());
+        builder.tenants(Origin::Dir, "A_AND_B", format!("{a},{b}"));
+        builder.tenants(Origin::Env, "A_ENV", a.to_string());
+        builder.tenants(Origin::Dir, "B_ONLY", b.to_string());
+        let (set, _) = builder.build().expect("a valid set");
+        let names: Vec<String> = [
+            "SHARED",
+            "A_ONLY",
+            "A_AND_B",
+            "A_ENV",
+            "B_ONLY",
+            "ANTHROPIC_API_KEY",
+            "GENESIS_AGENT_POD_TOKEN",
+            "UNKNOWN",
+            "A_ONLY",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        assert_eq!(set.mountable_for(a, &names), ["A_ONLY"]);
+        assert_eq!(set.mountable_for(b, &names), ["B_ONLY"]);
+        assert!(set.mountable_for(Uuid::from_u128(3), &names).is_empty());
+    }
 
     const A: Uuid = Uuid::from_u128(0xa);
     const B: Uuid = Uuid::from_u128(0xb);

@@ -21,8 +21,9 @@
 //! when the task settles. That token is the one credential a manifest may
 //! carry. This module must never create anything but Jobs, never run a
 //! coder as root, never print the coder token (`Debug` redacts it), never
-//! put any other credential in a manifest (LLM credentials reach coders
-//! through the preset machinery, not env literals), and never hold more of
+//! put any other credential in a manifest (provider keys reach a coder as
+//! references to entries of the platform's key Secret, mounted read-only
+//! in [`CODER_KEY_DIR`], never as values), and never hold more of
 //! a pod's log in memory than [`MAX_LOG_BYTES`] and one byte, whatever the
 //! cluster sends.
 
@@ -31,8 +32,8 @@ use std::collections::BTreeMap;
 use futures::AsyncReadExt as _;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, Pod, PodSecurityContext, PodSpec, PodTemplateSpec,
-    ResourceRequirements, SeccompProfile, SecurityContext,
+    Capabilities, Container, EnvVar, KeyToPath, Pod, PodSecurityContext, PodSpec, PodTemplateSpec,
+    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -52,22 +53,19 @@ pub const LABEL_TENANT: &str = "genesis.dev/tenant";
 pub const LABEL_TASK: &str = "genesis.dev/task";
 /// Label naming the component.
 pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
-/// Env var carrying the resolved model.
-pub const ENV_MODEL: &str = "GENESIS_CODER_MODEL";
-/// Env var carrying the resolved provider.
-pub const ENV_PROVIDER: &str = "GENESIS_CODER_PROVIDER";
-/// Env var carrying the resolved backend.
-pub const ENV_BACKEND: &str = "GENESIS_CODER_BACKEND";
-/// Env var carrying the task id.
-pub const ENV_TASK_ID: &str = "GENESIS_TASK_ID";
-/// Env var carrying the tenant id.
-pub const ENV_TENANT_ID: &str = "GENESIS_TENANT_ID";
-/// Env var carrying the coder's own id (its Job name).
-pub const ENV_CODER_ID: &str = "GENESIS_CODER_ID";
-/// Env var carrying control's gRPC endpoint.
-pub const ENV_CONTROL_URL: &str = "GENESIS_CONTROL_URL";
-/// Env var carrying the coder's task-bound token.
-pub const ENV_CODER_TOKEN: &str = "GENESIS_CODER_TOKEN";
+/// The contract's variable names, one home in genesis-core (the coder
+/// reads them from there).
+pub use genesis_core::coder_contract::{
+    ENV_ANTHROPIC_BASE_URL, ENV_BACKEND, ENV_CODER_ID, ENV_CODER_TOKEN, ENV_CONTROL_URL, ENV_MODEL,
+    ENV_OPENAI_BASE_URL, ENV_PROVIDER, ENV_TASK_ID, ENV_TENANT_ID,
+};
+/// Env var naming the directory the provider keys are mounted in.
+pub const ENV_LLM_KEY_DIR: &str = genesis_core::llm_keys::KEY_DIR_ENV;
+/// Where a coder's provider keys are mounted, read-only.
+pub const CODER_KEY_DIR: &str = "/etc/genesis/llm-keys";
+/// The command a coder Job runs by default: the reference coder, found on
+/// the coder image's `PATH`.
+pub const DEFAULT_CODER_COMMAND: &str = "genesis-coder";
 /// Finished coder Jobs are garbage-collected after this long (one hour).
 pub const DEFAULT_TTL_SECONDS_AFTER_FINISHED: i32 = 3600;
 /// A coder that fails is not retried by Kubernetes: the coding task decides.
@@ -199,6 +197,27 @@ pub struct CoderSpec {
     /// serialized.
     #[serde(skip)]
     pub contract: Option<CoderContract>,
+    /// The container's command (the image's entrypoint when empty):
+    /// control's `GENESIS_CODER_COMMAND`, `genesis-coder` by default.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// The provider keys mounted into the coder, when its chain names any
+    /// it may hold.
+    #[serde(default)]
+    pub keys: Option<CoderKeys>,
+}
+
+/// Provider keys a coder's Job mounts: the named entries of the platform's
+/// key Secret, as files of [`CODER_KEY_DIR`], which `GENESIS_LLM_KEY_DIR`
+/// names. Only references travel in the manifest, never a value; the
+/// caller names only keys the tenant may hand to its own code
+/// (`genesis_core::llm_keys::KeySet::mountable_for`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoderKeys {
+    /// The Secret holding the keys (the chart's provider-key Secret).
+    pub secret: String,
+    /// The key names (the Secret's entries) to mount, 1 to 16.
+    pub names: Vec<String>,
 }
 
 /// How a coder reaches control: the endpoint and its task-bound token.
@@ -379,6 +398,41 @@ fn validate_spec(spec: &CoderSpec) -> Result<(), LanesError> {
             "must be 1..=512 bytes without whitespace",
         ));
     }
+    if spec.command.len() > 16
+        || spec
+            .command
+            .iter()
+            .any(|a| a.is_empty() || a.len() > 1024 || a.chars().any(char::is_control))
+    {
+        return Err(LanesError::validation(
+            "command",
+            "at most 16 arguments, each 1..=1024 bytes without control characters",
+        ));
+    }
+    if let Some(keys) = &spec.keys {
+        if !is_dns_subdomain(&keys.secret) {
+            return Err(LanesError::validation(
+                "keys.secret",
+                "must be a Secret name (a DNS subdomain)",
+            ));
+        }
+        if keys.names.is_empty() || keys.names.len() > 16 {
+            return Err(LanesError::validation(
+                "keys.names",
+                "must name 1 to 16 keys",
+            ));
+        }
+        if let Some(bad) = keys
+            .names
+            .iter()
+            .find(|n| genesis_core::llm_keys::check_key_name(n).is_err())
+        {
+            return Err(LanesError::validation(
+                "keys.names",
+                format!("{bad:?} can never be a provider key"),
+            ));
+        }
+    }
     validate_quantity("resources.cpu_request", &spec.resources.cpu_request)?;
     validate_quantity("resources.memory_request", &spec.resources.memory_request)?;
     validate_quantity("resources.cpu_limit", &spec.resources.cpu_limit)?;
@@ -446,6 +500,19 @@ fn validate_spec(spec: &CoderSpec) -> Result<(), LanesError> {
     Ok(())
 }
 
+/// A Kubernetes object name of the DNS-subdomain kind: 1..=253 bytes of
+/// lower-case alphanumerics, `-` and `.`, alphanumeric at both ends.
+fn is_dns_subdomain(name: &str) -> bool {
+    let ok_end = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && ok_end(name.chars().next())
+        && ok_end(name.chars().last())
+}
+
 /// The Job name for a task: `coder-<first 8 hex of task>-<8 random hex>`,
 /// a valid DNS label well under 63 characters.
 pub fn job_name(task_id: Uuid) -> String {
@@ -482,6 +549,38 @@ pub fn build_job_manifest(
         env.push(env_var(ENV_CODER_TOKEN, &c.token));
     }
     env.extend(spec.env.iter().map(|(k, v)| env_var(k, v)));
+    let mut volumes = Vec::new();
+    let mut mounts = Vec::new();
+    if let Some(keys) = &spec.keys {
+        env.push(env_var(ENV_LLM_KEY_DIR, CODER_KEY_DIR));
+        volumes.push(Volume {
+            name: "llm-keys".to_string(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(keys.secret.clone()),
+                items: Some(
+                    keys.names
+                        .iter()
+                        .map(|n| KeyToPath {
+                            key: n.clone(),
+                            path: n.clone(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                // Only the owner reads a key (the coder's uid).
+                default_mode: Some(0o400),
+                optional: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        mounts.push(VolumeMount {
+            name: "llm-keys".to_string(),
+            mount_path: CODER_KEY_DIR.to_string(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
     let resources = ResourceRequirements {
         requests: Some(BTreeMap::from([
             (
@@ -508,6 +607,8 @@ pub fn build_job_manifest(
     let container = Container {
         name: "coder".to_string(),
         image: Some(spec.image.clone()),
+        command: (!spec.command.is_empty()).then(|| spec.command.clone()),
+        volume_mounts: (!mounts.is_empty()).then_some(mounts),
         env: Some(env),
         resources: Some(resources),
         security_context: Some(SecurityContext {
@@ -552,6 +653,7 @@ pub fn build_job_manifest(
                         ..Default::default()
                     }),
                     containers: vec![container],
+                    volumes: (!volumes.is_empty()).then_some(volumes),
                     ..Default::default()
                 }),
             },
@@ -999,6 +1101,101 @@ mod tests {
             env: BTreeMap::from([("RUST_LOG".to_string(), "info".to_string())]),
             task_id: Uuid::new_v4(),
             contract: None,
+            command: Vec::new(),
+            keys: None,
+        }
+    }
+
+    #[test]
+    fn a_job_runs_its_command_and_mounts_only_the_named_keys_by_reference() {
+        let mut s = spec();
+        let bare = build_job_manifest(Uuid::new_v4(), "coder-x", &s, JobPolicy::default()).unwrap();
+        let pod = bare.spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod.containers[0].command, None, "the image's entrypoint");
+        assert_eq!(pod.volumes, None, "no key, no volume");
+        s.command = vec![DEFAULT_CODER_COMMAND.to_string()];
+        s.keys = Some(CoderKeys {
+            secret: "genesis-llm".to_string(),
+            names: vec!["ACME_ANTHROPIC".to_string()],
+        });
+        let job = build_job_manifest(Uuid::new_v4(), "coder-x", &s, JobPolicy::default()).unwrap();
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let c = &pod.containers[0];
+        assert_eq!(
+            c.command.as_deref(),
+            Some(&["genesis-coder".to_string()][..])
+        );
+        let mount = &c.volume_mounts.clone().unwrap()[0];
+        assert_eq!(mount.mount_path, CODER_KEY_DIR);
+        assert_eq!(mount.read_only, Some(true));
+        let env: BTreeMap<_, _> = c
+            .env
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name, e.value.unwrap_or_default()))
+            .collect();
+        assert_eq!(env[ENV_LLM_KEY_DIR], CODER_KEY_DIR);
+        let v = serde_json::to_value(&pod.volumes.unwrap()[0]).unwrap();
+        assert_eq!(v["secret"]["secretName"], "genesis-llm");
+        assert_eq!(
+            v["secret"]["items"],
+            serde_json::json!([{"key": "ACME_ANTHROPIC", "path": "ACME_ANTHROPIC"}]),
+            "only the named entry, never the whole Secret"
+        );
+        assert_eq!(v["secret"]["defaultMode"], 0o400);
+        // No value of any key is in the manifest.
+        assert!(!serde_json::to_string(&v).unwrap().contains("sk-"));
+    }
+
+    #[test]
+    fn a_bad_command_or_key_mount_is_refused() {
+        let t = Uuid::new_v4();
+        let p = JobPolicy::default();
+        for (field, edit) in [
+            (
+                "command",
+                Box::new(|s: &mut CoderSpec| s.command = vec![String::new()])
+                    as Box<dyn Fn(&mut CoderSpec)>,
+            ),
+            (
+                "command",
+                Box::new(|s: &mut CoderSpec| s.command = vec!["a\nb".to_string()]),
+            ),
+            (
+                "keys.secret",
+                Box::new(|s: &mut CoderSpec| {
+                    s.keys = Some(CoderKeys {
+                        secret: "Bad_Name".into(),
+                        names: vec!["K".into()],
+                    })
+                }),
+            ),
+            (
+                "keys.names",
+                Box::new(|s: &mut CoderSpec| {
+                    s.keys = Some(CoderKeys {
+                        secret: "genesis-llm".into(),
+                        names: vec![],
+                    })
+                }),
+            ),
+            (
+                "keys.names",
+                Box::new(|s: &mut CoderSpec| {
+                    s.keys = Some(CoderKeys {
+                        secret: "genesis-llm".into(),
+                        names: vec!["GENESIS_AGENT_POD_TOKEN".into()],
+                    })
+                }),
+            ),
+        ] {
+            let mut s = spec();
+            edit(&mut s);
+            match build_job_manifest(t, "n", &s, p) {
+                Err(LanesError::Validation { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("{field}: {other:?}"),
+            }
         }
     }
 

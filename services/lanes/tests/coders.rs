@@ -377,6 +377,8 @@ fn spec(task: Uuid) -> CoderSpec {
         env: BTreeMap::new(),
         task_id: task,
         contract: None,
+        command: Vec::new(),
+        keys: None,
     }
 }
 

@@ -18,8 +18,8 @@
 
 use genesis_core::ErrorCode;
 use genesis_lanes::coders::{
-    CoderContract, CoderHandle, CoderPhase, CoderResources, CoderSpawner, CoderSpec, LogOptions,
-    Preset, ResolvedCouple,
+    CoderContract, CoderHandle, CoderKeys, CoderPhase, CoderResources, CoderSpawner, CoderSpec,
+    ENV_ANTHROPIC_BASE_URL, ENV_OPENAI_BASE_URL, LogOptions, Preset, ResolvedCouple,
 };
 use genesis_proto::convert::invalid_argument;
 use genesis_proto::status::coded;
@@ -137,6 +137,39 @@ async fn wind_down_lane(state: &AppState, t: uuid::Uuid, coder: &str) {
     }
 }
 
+/// The provider keys a task's coder Job mounts: of the credentials its
+/// chain names, those the tenant alone may use (genesis-core's
+/// `mountable_for`), from `GENESIS_CODER_KEY_SECRET`. `None` when the chain
+/// names none, or no Secret is configured (then the coder finds no
+/// credential and its task fails saying so).
+async fn coder_keys(
+    state: &AppState,
+    t: uuid::Uuid,
+    task: uuid::Uuid,
+) -> Result<Option<CoderKeys>, Status> {
+    let chain = super::coder_calls::preset_chain(state, t, task).await?;
+    let named: Vec<String> = chain
+        .couples
+        .iter()
+        .flat_map(|c| c.credential_names.iter().cloned())
+        .collect();
+    let names = state.llm_keys.mountable_for(t, &named);
+    let withheld = named.iter().filter(|n| !names.contains(n)).count();
+    if withheld > 0 {
+        tracing::warn!(
+            tenant = %t, task = %task, withheld,
+            "a coder is never handed a provider key shared with other tenants or held in a variable; bind a key file to this tenant alone for its coders"
+        );
+    }
+    match state.config.coder_key_secret.as_deref().map(str::trim) {
+        Some(secret) if !secret.is_empty() && !names.is_empty() => Ok(Some(CoderKeys {
+            secret: secret.to_owned(),
+            names,
+        })),
+        _ => Ok(None),
+    }
+}
+
 #[tonic::async_trait]
 impl CoderService for Coders {
     async fn spawn_coder(
@@ -232,6 +265,8 @@ impl CoderService for Coders {
                 provider: row.provider.clone(),
                 backend: row.backend.clone(),
             };
+            // Before the token is minted: a refusal here leaves nothing behind.
+            let keys = coder_keys(&self.state, t, row.id).await?;
             let ttl = chrono::Duration::seconds(
                 i64::try_from(self.state.config.coder_token_ttl_secs).unwrap_or(86_400),
             );
@@ -252,6 +287,16 @@ impl CoderService for Coders {
             if req.enable_windows_mcp {
                 env.insert(ENV_ENABLE_WINDOWS_MCP.to_owned(), "true".to_owned());
             }
+            let config = &self.state.config;
+            for (name, url) in [
+                (ENV_ANTHROPIC_BASE_URL, &config.coder_anthropic_base_url),
+                (ENV_OPENAI_BASE_URL, &config.coder_openai_base_url),
+            ] {
+                if let Some(u) = url.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+                    env.insert(name.to_owned(), u.to_owned());
+                }
+            }
+
             let spawned = spawner
                 .spawn(
                     t,
@@ -262,6 +307,8 @@ impl CoderService for Coders {
                         env,
                         task_id: row.id,
                         contract: Some(CoderContract { control_url, token }),
+                        command: config.coder_command.split_whitespace().map(str::to_owned).collect(),
+                        keys,
                     },
                 )
                 .await;

@@ -8,8 +8,10 @@
 //! by control's caps); CompleteTask settles the task once, enqueues
 //! `DependencyCompleted` to the steering instance (control owns every
 //! enqueue), revokes the task's coder tokens, stops its coder Job and
-//! releases the coder's Windows session. A coder token reaches GetTask,
-//! ReportProgress, AttachArtifact and CompleteTask for its own task only.
+//! releases the coder's Windows session. A coder's LLM calls (its chain,
+//! credit holds and priced attempts) are [`super::coder_calls`]'. A coder
+//! token reaches GetTask, ReportProgress, AttachArtifact, CompleteTask and
+//! the three call RPCs for its own task only.
 //! Must never write a task, an artifact or an event except through
 //! genesis-store.
 
@@ -25,11 +27,12 @@ use serde_json::json;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
+use super::coder_calls;
 use super::coders::{lane_presets, spawner};
 use super::lanes::lanes_status;
 use super::llm::require_preset_keys;
 use super::{observe, record_ids};
-use crate::auth::{Caller, caller, require_own_task};
+use crate::auth::{Caller, caller, require_own_task, require_task_coder};
 use crate::state::AppState;
 use crate::status::{opt_text, opt_uuid, store_status, text, uuid};
 
@@ -82,6 +85,7 @@ pub fn task(t: &CodingTaskRow) -> v1::CodingTask {
             host: h.host.clone().unwrap_or_default(),
             lease_expires_at: optional_timestamp(h.lease_expires_at),
         }),
+        cost_usd: t.cost_usd,
     }
 }
 
@@ -484,6 +488,96 @@ impl CodingTaskService for CodingTasks {
             tracing::info!(tenant = %t, task = %id, kind = %row.kind, bytes = row.size_bytes, actor = %caller.actor(), "artifact attached");
             Ok(artifact(&row))
         })
+        .await
+    }
+
+    async fn get_artifact(
+        &self,
+        request: Request<v1::GetArtifactRequest>,
+    ) -> Result<Response<v1::CodingTaskArtifactContent>, Status> {
+        observe(
+            &self.state,
+            "/genesis.v1.CodingTaskService/GetArtifact",
+            async {
+                let caller = caller(&request)?;
+                let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let task_id = uuid("task_id", &req.task_id)?;
+                let artifact_id = uuid("artifact_id", &req.artifact_id)?;
+                record_ids(t, None);
+                let row = self
+                    .state
+                    .store
+                    .coding_tasks()
+                    .artifact(t, task_id, artifact_id)
+                    .await
+                    .map_err(store_status)?;
+                Ok(v1::CodingTaskArtifactContent {
+                    artifact: Some(artifact(&row)),
+                    content: row.content,
+                })
+            },
+        )
+        .await
+    }
+
+    async fn task_preset_chain(
+        &self,
+        request: Request<v1::TaskPresetChainRequest>,
+    ) -> Result<Response<v1::ResolvedPresetChain>, Status> {
+        observe(
+            &self.state,
+            "/genesis.v1.CodingTaskService/TaskPresetChain",
+            async {
+                let caller = caller(&request)?;
+                let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let id = uuid("task_id", &req.task_id)?;
+                require_own_task(&request, id)?;
+                record_ids(t, None);
+                coder_calls::preset_chain(&self.state, t, id).await
+            },
+        )
+        .await
+    }
+
+    async fn reserve_coder_credit(
+        &self,
+        request: Request<v1::ReserveCoderCreditRequest>,
+    ) -> Result<Response<v1::ReserveCreditResponse>, Status> {
+        observe(
+            &self.state,
+            "/genesis.v1.CodingTaskService/ReserveCoderCredit",
+            async {
+                let caller = caller(&request)?;
+                let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let id = uuid("task_id", &req.task_id)?;
+                require_task_coder(&request, id)?;
+                record_ids(t, None);
+                coder_calls::reserve(&self.state, t, id, req).await
+            },
+        )
+        .await
+    }
+
+    async fn record_coder_attempt(
+        &self,
+        request: Request<v1::RecordCoderAttemptRequest>,
+    ) -> Result<Response<v1::RecordCallAttemptResponse>, Status> {
+        observe(
+            &self.state,
+            "/genesis.v1.CodingTaskService/RecordCoderAttempt",
+            async {
+                let caller = caller(&request)?;
+                let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let id = uuid("task_id", &req.task_id)?;
+                require_task_coder(&request, id)?;
+                record_ids(t, None);
+                coder_calls::record(&self.state, t, id, req).await
+            },
+        )
         .await
     }
 }

@@ -13,6 +13,7 @@ use tracing::Instrument as _;
 use crate::state::AppState;
 
 pub mod agents;
+pub mod coder_calls;
 pub mod coders;
 pub mod coding_tasks;
 pub mod config;

@@ -80,9 +80,19 @@ pub async fn leave_nothing_on_nats(config: &ControlConfig) {
 }
 
 pub async fn start(config: ControlConfig) -> anyhow::Result<Harness> {
+    start_knowing_address(config, |_, _| {}).await
+}
+
+/// [`start`], with `edit` given control's gRPC address before it runs (a
+/// setting that names control itself, as the coder control URL does).
+pub async fn start_knowing_address(
+    mut config: ControlConfig,
+    edit: impl FnOnce(std::net::SocketAddr, &mut ControlConfig),
+) -> anyhow::Result<Harness> {
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let (ga, ha) = (grpc.local_addr()?, http.local_addr()?);
+    edit(ga, &mut config);
     let shutdown = CancellationToken::new();
     let handle = tokio::spawn(genesis_control::run(
         config.clone(),
