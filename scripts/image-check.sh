@@ -52,7 +52,7 @@ for tool in buildah debootstrap chroot mount umount mknod python3 psql curl git;
   command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed (scripts/services.sh installs buildah and debootstrap where apt-get works)"
 done
 
-BINS=(genesis-control genesis-supervisor genesis-agent-pod genesisctl)
+BINS=(genesis-control genesis-supervisor genesis-agent-pod genesis-coder genesisctl)
 SUITE=bookworm
 # What gcr.io/distroless/cc-debian12 carries besides its files of its own
 # (passwd, group, nsswitch.conf): glibc, libgcc, libgomp, libstdc++, OpenSSL,
@@ -295,8 +295,8 @@ ok "no shell and no package manager in the image"
 for b in "${BINS[@]}"; do
   cmp -s "$MNT/usr/local/bin/$b" "$RUN_DIR/bins/$b" || die "/usr/local/bin/$b in the image differs from $BIN_DIR/$b as this run took it"
 done
-extra=$(ls "$MNT/usr/local/bin" | grep -vxF -e genesis-control -e genesis-supervisor -e genesis-agent-pod -e genesisctl || true)
-[ -z "$extra" ] || die "/usr/local/bin in the image holds more than the four binaries: $extra"
+extra=$(ls "$MNT/usr/local/bin" | grep -vxF -e genesis-control -e genesis-supervisor -e genesis-agent-pod -e genesis-coder -e genesisctl || true)
+[ -z "$extra" ] || die "/usr/local/bin in the image holds more than the five binaries: $extra"
 ok "/usr/local/bin holds exactly ${BINS[*]}, identical to $BIN_DIR"
 certs=$(grep -c 'BEGIN CERTIFICATE' "$MNT/etc/ssl/certs/ca-certificates.crt" 2>/dev/null || echo 0)
 [ "$certs" -ge 100 ] || die "/etc/ssl/certs/ca-certificates.crt holds $certs certificates, expected at least 100"

@@ -11,13 +11,13 @@
 //! commit), never compute or send a dollar amount, and never send a control
 //! terminator to the supervisor.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
 use genesis_llm::{
-    ChatMessage, ChatRequest, CredentialRef, FallbackInvoker, ModelCouple, Preset, ProviderKeys,
-    ProviderKind, ToolSpec,
+    ChainCouple, ChatMessage, ChatRequest, FallbackInvoker, Preset, ResolvedChain, ToolSpec,
+    resolve_preset,
 };
 use genesis_proto::v1 as pb;
 use serde_json::{Value, json};
@@ -41,30 +41,9 @@ pub const NUDGE: &str = "You made no tool call. Act only through tool calls: tak
 /// Per-turn output cap when the envelope sets none.
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4_096;
 
-/// Where provider credentials come from, by credential name (e.g.
-/// `ANTHROPIC_API_KEY`) and the tick's tenant: the platform's provider keys
-/// ([`genesis_llm::ProviderKeys`]) in production, never the process
-/// environment as a whole.
-pub trait CredentialSource: Send + Sync {
-    /// The secret `tenant` names as `name`, if there is one it may use.
-    fn credential(&self, tenant: Uuid, name: &str) -> Option<String>;
-}
-
-/// The keys of the set bound to `tenant` only (genesis_core::llm_keys).
-impl CredentialSource for ProviderKeys {
-    fn credential(&self, tenant: Uuid, name: &str) -> Option<String> {
-        self.secret(tenant, name).map(|s| s.expose().to_owned())
-    }
-}
-
-/// A fixed map, for tests and embedders: each name it holds serves every
-/// tenant. [`resolve_preset`] still never looks up a name that can never be
-/// a key.
-impl CredentialSource for HashMap<String, String> {
-    fn credential(&self, _tenant: Uuid, name: &str) -> Option<String> {
-        self.get(name).cloned()
-    }
-}
+/// Where provider credentials come from: genesis-llm's, shared with every
+/// other caller of a resolved chain.
+pub use genesis_llm::CredentialSource;
 
 /// The tool schemas of the two control terminators, always advertised.
 /// Built once per process; each tick's copy shares the schemas.
@@ -102,101 +81,24 @@ pub fn terminator_specs() -> Vec<ToolSpec> {
     TERMINATORS.clone()
 }
 
-/// Build the genesis-llm preset from the bundle's resolved chain, taking each
-/// couple's credentials from `credentials` by name for `tenant` (the tick's;
-/// `None` when its id is not a UUID, and then no credential resolves). A
-/// name that can never be a provider key (`GENESIS_*`, `OTEL_*`,
-/// `DATABASE_*`, `NATS_*`, not a key's syntax) is never looked up. A couple
-/// whose provider is unknown, or that needs a credential this tenant does
-/// not have, is skipped. `Err` names why no couple is usable.
-pub fn resolve_preset(
-    chain: &PresetChain,
-    tenant: Option<Uuid>,
-    credentials: &dyn CredentialSource,
-) -> Result<Preset, String> {
-    let mut couples: Vec<ModelCouple> = Vec::new();
-    let mut refs: Vec<CredentialRef> = Vec::new();
-    let mut skipped: Vec<String> = Vec::new();
-    let mut seen_names: HashSet<String> = HashSet::new();
-    for couple in &chain.couples {
-        let Ok(provider) = couple.provider.parse::<ProviderKind>() else {
-            skipped.push(format!(
-                "{}/{} (unknown provider)",
-                couple.provider, couple.model
-            ));
-            continue;
-        };
-        if couple.model.trim().is_empty() {
-            skipped.push(format!("{} (empty model)", couple.provider));
-            continue;
-        }
-        let mut found_names: Vec<String> = Vec::new();
-        if provider.needs_credential() {
-            for name in &couple.credential_names {
-                if let Err(e) = genesis_core::llm_keys::check_key_name(name) {
-                    tracing::warn!(credential = %name, reason = %e, "a preset names a credential that can never be a provider key; not resolved");
-                    continue;
-                }
-                if let Some(secret) = tenant.and_then(|t| credentials.credential(t, name)) {
-                    found_names.push(name.clone());
-                    // One credential may serve several couples of the same
-                    // provider; the preset lists it once.
-                    if seen_names.insert(name.clone()) {
-                        refs.push(CredentialRef::for_provider(name.clone(), secret, provider));
-                    }
-                }
-            }
-            if found_names.is_empty() {
-                skipped.push(format!(
-                    "{}/{} (no credential)",
-                    couple.provider, couple.model
-                ));
-                continue;
-            }
-        }
-        let backend = if couple.backend.trim().is_empty() {
-            "api".to_string()
-        } else {
-            couple.backend.clone()
-        };
-        couples.push(ModelCouple {
-            model: couple.model.clone(),
-            provider,
-            backend,
-            credentials: found_names,
-        });
+/// The bundle's resolved chain as genesis-llm's [`genesis_llm::resolve_preset`]
+/// takes it (the prompt overlay stays with the system prompt).
+fn resolved_chain(chain: &PresetChain) -> ResolvedChain {
+    ResolvedChain {
+        resolved_site_id: chain.resolved_site_id.clone(),
+        preset_id: chain.preset_id.clone(),
+        preset_name: chain.preset_name.clone(),
+        couples: chain
+            .couples
+            .iter()
+            .map(|c| ChainCouple {
+                model: c.model.clone(),
+                provider: c.provider.clone(),
+                backend: c.backend.clone(),
+                credential_names: c.credential_names.clone(),
+            })
+            .collect(),
     }
-    let mut iter = couples.into_iter();
-    let Some(primary) = iter.next() else {
-        return Err(if skipped.is_empty() {
-            "the resolved preset chain has no couples".to_string()
-        } else {
-            format!(
-                "no usable couple in the preset chain: {}",
-                skipped.join(", ")
-            )
-        });
-    };
-    let id = if chain.preset_id.is_empty() {
-        format!("site:{}", chain.resolved_site_id)
-    } else {
-        chain.preset_id.clone()
-    };
-    let name = if chain.preset_name.is_empty() {
-        id.clone()
-    } else {
-        chain.preset_name.clone()
-    };
-    Ok(Preset {
-        id,
-        name,
-        model: primary.model,
-        provider: primary.provider,
-        backend: primary.backend,
-        credentials: refs,
-        fallback: iter.collect(),
-        overlays: Default::default(),
-    })
 }
 
 /// What the episode has used so far, checked against the envelope.
@@ -357,22 +259,6 @@ fn paid_models(preset: &Preset) -> Option<Vec<String>> {
         .then(|| chain.iter().map(|c| c.model.clone()).collect())
 }
 
-/// An upper bound of a request's prompt tokens: its bytes (every token of a
-/// byte-level tokenizer covers at least one byte).
-fn prompt_bytes(request: &ChatRequest) -> u64 {
-    let messages: usize = request
-        .messages
-        .iter()
-        .map(|m| serde_json::to_vec(m).map_or(0, |v| v.len()))
-        .sum();
-    let tools: usize = request
-        .tools
-        .iter()
-        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
-        .sum();
-    u64::try_from(request.system.len() + messages + tools).unwrap_or(u64::MAX)
-}
-
 fn str_arg(args: &Value, keys: &[&str]) -> Option<String> {
     keys.iter()
         .find_map(|k| args.get(*k).and_then(Value::as_str))
@@ -411,7 +297,8 @@ impl Invoker {
             nudges: 0,
         };
         let tenant = Uuid::parse_str(&ids.tenant_id).ok();
-        let preset = match resolve_preset(&spec.preset_chain, tenant, self.credentials.as_ref()) {
+        let chain = resolved_chain(&spec.preset_chain);
+        let preset = match resolve_preset(&chain, tenant, self.credentials.as_ref()) {
             Ok(p) => p,
             Err(reason) => {
                 // No couple can be called (a credential is missing): an
@@ -458,7 +345,7 @@ impl Invoker {
                         instance_id: ids.instance_id.clone(),
                         tenant_id: ids.tenant_id.clone(),
                         models,
-                        prompt_tokens: to_i64(prompt_bytes(&request)),
+                        prompt_tokens: to_i64(genesis_llm::prompt_token_bound(&request)),
                         max_output_tokens: i64::from(max_output_tokens),
                     })
                     .await?;
@@ -686,8 +573,6 @@ mod tests {
     use super::*;
     use crate::model::PresetCouple;
 
-    const TENANT: Uuid = Uuid::from_u128(7);
-
     #[test]
     fn absent_axes_are_unlimited_and_zero_caps_are_exhausted() {
         let unlimited = TickBudget::from(pb::BudgetEnvelope::default());
@@ -731,80 +616,31 @@ mod tests {
     }
 
     #[test]
-    fn couples_without_a_credential_are_skipped_and_scripted_needs_none() {
+    fn the_bundle_chain_reaches_the_shared_resolver_unchanged() {
         let chain = PresetChain {
             resolved_site_id: "Agent:Default".into(),
             preset_id: "p1".into(),
             preset_name: "P1".into(),
-            couples: vec![
-                PresetCouple {
-                    model: "claude-opus-4-8".into(),
-                    provider: "anthropic".into(),
-                    backend: "api".into(),
-                    credential_names: vec!["ANTHROPIC_API_KEY".into()],
-                },
-                PresetCouple {
-                    model: "scripted-1".into(),
-                    provider: "scripted".into(),
-                    backend: String::new(),
-                    credential_names: vec![],
-                },
-            ],
-            prompt_overlay: String::new(),
+            couples: vec![PresetCouple {
+                model: "claude-opus-4-8".into(),
+                provider: "anthropic".into(),
+                backend: String::new(),
+                credential_names: vec!["ANTHROPIC_API_KEY".into(), "ANTHROPIC_KEY_2".into()],
+            }],
+            prompt_overlay: "overlay".into(),
         };
-        let none: HashMap<String, String> = HashMap::new();
-        let preset =
-            resolve_preset(&chain, Some(TENANT), &none).expect("scripted couple is usable");
-        assert_eq!(preset.provider, ProviderKind::Scripted);
-        assert!(preset.fallback.is_empty());
-
-        let with_key: HashMap<String, String> =
-            [("ANTHROPIC_API_KEY".to_string(), "sk-test".to_string())].into();
-        let preset = resolve_preset(&chain, Some(TENANT), &with_key).expect("both usable");
-        assert_eq!(preset.provider, ProviderKind::Anthropic);
-        assert_eq!(preset.credentials.len(), 1);
-        assert_eq!(preset.credentials[0].name, "ANTHROPIC_API_KEY");
-        assert_eq!(preset.fallback.len(), 1);
-
-        let only_anthropic = PresetChain {
-            couples: chain.couples[..1].to_vec(),
-            ..chain.clone()
-        };
-        let err =
-            resolve_preset(&only_anthropic, Some(TENANT), &none).expect_err("no usable couple");
-        assert!(err.contains("no credential"), "{err}");
-        // A tick whose tenant id is not a UUID resolves no credential.
-        let err = resolve_preset(&only_anthropic, None, &with_key).expect_err("no tenant");
-        assert!(err.contains("no credential"), "{err}");
-    }
-
-    #[test]
-    fn a_name_that_can_never_be_a_key_is_never_looked_up() {
-        let couple = |names: &[&str]| PresetCouple {
-            model: "gpt-4o".into(),
-            provider: "openai".into(),
-            backend: "api".into(),
-            credential_names: names.iter().map(|n| (*n).to_owned()).collect(),
-        };
-        let chain = PresetChain::from(pb::ResolvedPresetChain::default());
-        let chain = PresetChain {
-            couples: vec![couple(&[
-                "GENESIS_AGENT_TOKEN",
-                "OTEL_EXPORTER_OTLP_HEADERS",
-                "DATABASE_URL",
-                "NATS_URL",
-                "oauth-max",
-            ])],
-            ..chain
-        };
-        // Even a source that holds every one of them.
-        let everything: HashMap<String, String> = chain.couples[0]
-            .credential_names
-            .iter()
-            .map(|n| (n.clone(), format!("value-of-{n}")))
-            .collect();
-        let err = resolve_preset(&chain, Some(TENANT), &everything).expect_err("refused");
-        assert!(err.contains("openai/gpt-4o (no credential)"), "{err}");
-        assert!(!err.contains("value-of"), "{err}");
+        let resolved = resolved_chain(&chain);
+        assert_eq!(resolved.resolved_site_id, "Agent:Default");
+        assert_eq!(resolved.preset_id, "p1");
+        assert_eq!(resolved.preset_name, "P1");
+        assert_eq!(
+            resolved.couples,
+            vec![ChainCouple {
+                model: "claude-opus-4-8".into(),
+                provider: "anthropic".into(),
+                backend: String::new(),
+                credential_names: vec!["ANTHROPIC_API_KEY".into(), "ANTHROPIC_KEY_2".into()],
+            }]
+        );
     }
 }

@@ -19,6 +19,7 @@ pub mod keys;
 pub mod metrics;
 pub mod openai;
 pub mod preset;
+pub mod resolve;
 pub mod scripted;
 pub mod secret;
 pub mod types;
@@ -36,6 +37,9 @@ pub use metrics::{LlmMetrics, MetricsSnapshot, metrics_text};
 pub use openai::{MaxTokensField, OpenAiProvider, parse_openai_response};
 pub use preset::{
     CredentialRef, DEFAULT_AGENT_MODEL, ModelCouple, Overlays, Preset, PresetError, ProviderKind,
+};
+pub use resolve::{
+    ChainCouple, CredentialSource, ResolvedChain, prompt_token_bound, resolve_preset,
 };
 pub use scripted::{
     SCRIPTED_MODEL, Script, ScriptError, ScriptRule, ScriptedProvider, ScriptedToolCall,
