@@ -117,6 +117,10 @@ requests!(
     ReportProgressRequest,
     AttachArtifactRequest,
     CoderLogsRequest,
+    GetArtifactRequest,
+    TaskPresetChainRequest,
+    ReserveCoderCreditRequest,
+    RecordCoderAttemptRequest,
 );
 
 /// Run one input: the first byte picks the message type, the rest is the

@@ -680,6 +680,24 @@ pub enum TaskCmd {
         #[arg(long)]
         coder: Option<String>,
     },
+    /// Shows the model chain a task's coder calls: its preset's couples
+    /// (or the task's own couple) and the credential names they use.
+    Chain {
+        /// Task id.
+        id: String,
+    },
+    /// Prints one artifact of a task (ids from `task get`): a patch to
+    /// apply, a log or a summary.
+    Artifact {
+        /// Task id.
+        id: String,
+        /// Artifact id.
+        artifact: String,
+        /// Write the content, exactly as attached, to this file (new or
+        /// replaced) instead of the terminal, e.g. a patch for `git apply`.
+        #[arg(long)]
+        save: Option<std::path::PathBuf>,
+    },
     /// Reports a task's progress (what its coder does; an operator may too).
     Progress {
         /// Task id.

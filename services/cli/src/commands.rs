@@ -233,6 +233,7 @@ const TASK_COLS: &[Column] = &[
     col("CODER", "coder_id"),
     col("PROGRESS", "progress_percent"),
     col("ARTIFACTS", "artifact_count"),
+    col("COST", "cost_usd"),
     col("WINDOWS", "windows_hold.host"),
     col("MODEL", "couple.model"),
     col("UPDATED", "updated_at"),
@@ -247,6 +248,13 @@ const TOKEN_COLS: &[Column] = &[
     col("CREATED", "created_at"),
     col("EXPIRES", "expires_at"),
     col("REVOKED", "revoked_at"),
+];
+
+/// The admin RPCs only a coder token may call (a coder's credit holds and
+/// priced attempts): genesis-coder calls them, no operator command does.
+pub const CODER_ONLY_RPCS: &[(&str, &str)] = &[
+    ("genesis.v1.CodingTaskService", "ReserveCoderCredit"),
+    ("genesis.v1.CodingTaskService", "RecordCoderAttempt"),
 ];
 
 /// Which command calls which admin RPC: `(service, method, command path)`.
@@ -386,6 +394,16 @@ pub const RPC_COMMANDS: &[(&str, &str, &str)] = &[
         "genesis.v1.CodingTaskService",
         "CompleteTask",
         "task complete",
+    ),
+    (
+        "genesis.v1.CodingTaskService",
+        "GetArtifact",
+        "task artifact",
+    ),
+    (
+        "genesis.v1.CodingTaskService",
+        "TaskPresetChain",
+        "task chain",
     ),
     (
         "genesis.v1.WindowsLaneService",
@@ -1401,6 +1419,33 @@ async fn task(ctx: &mut Ctx<'_>, cmd: &TaskCmd) -> Result<(), CliError> {
             let r = call!(ctx, tasks.list_tasks(req));
             ctx.out.list(&r, "tasks", TASK_COLS)
         }
+        TaskCmd::Chain { id } => {
+            let req = v1::TaskPresetChainRequest {
+                tenant_id: ctx.tenant("task chain")?,
+                task_id: uuid("ID", id)?,
+            };
+            let chain = call!(ctx, tasks.task_preset_chain(req));
+            ctx.out.object(&chain)
+        }
+        TaskCmd::Artifact { id, artifact, save } => {
+            let req = v1::GetArtifactRequest {
+                tenant_id: ctx.tenant("task artifact")?,
+                task_id: uuid("ID", id)?,
+                artifact_id: uuid("ARTIFACT", artifact)?,
+            };
+            let a = call!(ctx, tasks.get_artifact(req));
+            if let Some(path) = save {
+                // Exactly as attached: a patch must apply byte for byte.
+                return std::fs::write(path, a.content.as_bytes()).map_err(|source| CliError::Io {
+                    path: path.display().to_string(),
+                    source,
+                });
+            }
+            if ctx.out.format() == crate::cli::Output::Json {
+                return ctx.out.object(&a);
+            }
+            ctx.out.text(&a.content)
+        }
         TaskCmd::Progress {
             id,
             message,
@@ -1519,6 +1564,7 @@ mod tests {
         let admin: Vec<(String, String)> = genesis_proto::convert::all_rpcs()
             .into_iter()
             .filter(|(s, _)| s != genesis_proto::auth::AGENT_POD_SERVICE)
+            .filter(|(s, m)| !CODER_ONLY_RPCS.contains(&(s.as_str(), m.as_str())))
             .collect();
         for (service, method) in &admin {
             assert!(

@@ -76,6 +76,8 @@ wire!(
     CoderLogsResponse,
     CodingTask,
     CodingTaskArtifact,
+    CodingTaskArtifactContent,
+    ResolvedPresetChain,
     ListTasksResponse,
     RunSpecResponse,
     TaskStatusResponse,

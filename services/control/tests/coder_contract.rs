@@ -1835,6 +1835,53 @@ async fn a_spawned_coder_runs_its_task_to_a_patch_and_is_gone(pool: PgPool) -> a
         "{}",
         summary.content
     );
+    // The operator's view through genesisctl: the task's cost in the list,
+    // its chain, and the patch saved byte for byte for `git apply`.
+    // Awaited, never blocking: control answers on this test's one thread.
+    let ctl = async |args: &[&str]| -> anyhow::Result<std::process::Output> {
+        let cmd = genesis_e2e::bin_command(
+            "genesisctl",
+            args,
+            &[
+                ("GENESIS_ENDPOINT", format!("http://{}", h.grpc)),
+                ("GENESIS_TOKEN", op.clone()),
+                ("GENESIS_TENANT", a.to_string()),
+            ],
+        )?;
+        Ok(tokio::process::Command::from(cmd).output().await?)
+    };
+    let out = ctl(&["task", "list"]).await?;
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        listing.lines().next().is_some_and(|h| h.contains("COST")),
+        "{listing}"
+    );
+    assert!(
+        listing.contains(" 0.049"),
+        "the task's cost is listed: {listing}"
+    );
+    let out = ctl(&["-o", "json", "task", "chain", &task.id]).await?;
+    assert!(out.status.success(), "{out:?}");
+    let chain: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(
+        chain["couples"][0]["credential_names"],
+        json!(["ACME_ANTHROPIC"])
+    );
+    let saved = scratch.join("changes.patch");
+    let out = ctl(&[
+        "task",
+        "artifact",
+        &task.id,
+        &id_of("patch")?,
+        "--save",
+        &saved.display().to_string(),
+    ])
+    .await?;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&saved)?, patch.content);
+    let out = ctl(&["task", "artifact", &task.id, "not-a-uuid"]).await?;
+    assert_eq!(out.status.code(), Some(2), "a usage error: {out:?}");
     // Another task's id with this artifact: the same NOT_FOUND as none.
     let s = tasks
         .get_artifact(req(

@@ -729,8 +729,48 @@ async fn the_task_pages_show_coder_progress_artifacts_and_windows_hold(
         max_count: 4,
         max_total_bytes: 4096,
     };
-    tasks
-        .attach_artifact(a, mine.id, "patch", "fix.diff", "--- a\n+++ b\n", caps)
+    let patch = tasks
+        .attach_artifact(
+            a,
+            mine.id,
+            "patch",
+            "fix.diff",
+            "--- a\n+++ b\n+<img src=x onerror=alert(1)>\n",
+            caps,
+        )
+        .await?;
+    // Its coder's calls have cost 1.25 USD.
+    store
+        .llm()
+        .record_coder_attempt(
+            a,
+            mine.id,
+            &genesis_store::llm::NewCallAttempt {
+                instance_id: Uuid::nil(),
+                session: Uuid::nil(),
+                invocation_id: "turn-1".into(),
+                site_id: "Coder:Default".into(),
+                requested_model: "claude-opus-4-8".into(),
+                served_model: "claude-opus-4-8".into(),
+                provider: "anthropic".into(),
+                credential_name: "k".into(),
+                outcome: "success".into(),
+                input_tokens: 10,
+                output_tokens: 10,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
+                latency_ms: 5,
+                error_message: String::new(),
+                cost_usd: 1.25,
+                priced_as: None,
+                pricing_source: None,
+                prompt_overlay_sha256: None,
+            },
+            genesis_store::llm::CreditDraw {
+                week_start: genesis_store::credit::week_start(chrono::Utc::now()),
+                limit_usd: 60.0,
+            },
+        )
         .await?;
     let HoldClaim::Claimed { revision } = store
         .windows_holds()
@@ -771,6 +811,7 @@ async fn the_task_pages_show_coder_progress_artifacts_and_windows_hold(
     assert!(list.contains("coder-7"));
     assert!(list.contains("40% · compiling"), "{list}");
     assert!(list.contains("<td>1</td>"), "one artifact: {list}");
+    assert!(list.contains("<td>$1.25</td>"), "the task's cost: {list}");
     assert!(list.contains("win-host-3"), "the coder's Windows machine");
     assert!(
         !list.contains("secret-session-id"),
@@ -787,8 +828,32 @@ async fn the_task_pages_show_coder_progress_artifacts_and_windows_hold(
     assert!(page.contains("held on <code>win-host-3</code>"), "{page}");
     assert!(
         !page.contains("+++ b"),
-        "artifact content stays with the API"
+        "the task page lists artifacts, not their content"
     );
+    assert!(page.contains("<dd id=\"cost\">$1.25</dd>"), "{page}");
+    let at = format!("/tasks/{}/artifacts/{}", mine.id, patch.id);
+    assert!(page.contains(&format!("href=\"{at}\"")), "{page}");
+    // The artifact's page: its content, escaped.
+    let (st, shown) = d.get(&c, &at).await?;
+    assert_eq!(st, StatusCode::OK);
+    assert!(shown.contains("+++ b"), "{shown}");
+    assert!(
+        shown.contains("&lt;img src=x") && !shown.contains("<img src=x"),
+        "the content is escaped: {shown}"
+    );
+    // Another tenant's operator, or another task's id: not found.
+    let op_b = token(&store, TokenScope::Operator, Some(b)).await?;
+    let cb = d.cookie(&op_b).await?;
+    let (st, _) = d.get(&cb, &at).await?;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) = d
+        .get(&c, &format!("/tasks/{}/artifacts/{}", theirs.id, patch.id))
+        .await?;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) = d
+        .get(&c, &format!("/tasks/{}/artifacts/nope", mine.id))
+        .await?;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
 
     let (st, _) = d.get(&c, &format!("/tasks/{}", theirs.id)).await?;
     assert_eq!(st, StatusCode::NOT_FOUND);

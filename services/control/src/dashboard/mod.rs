@@ -1,5 +1,6 @@
 //! The operator dashboard (spec §2.6): `/agents`, `/agents/{id}`,
-//! `/decisions`, `/tasks`, `/tasks/{id}` and `/spend` as server-rendered pages on control's own
+//! `/decisions`, `/tasks`, `/tasks/{id}`, `/tasks/{id}/artifacts/{artifact}`
+//! and `/spend` as server-rendered pages on control's own
 //! dashboard port, with every asset embedded in the binary.
 //!
 //! Sign-in exchanges an operator token for a random session secret kept in an
@@ -75,6 +76,7 @@ pub fn router(state: AppState) -> Router {
         .route("/decisions/{id}/respond", post(respond))
         .route("/tasks", get(tasks_page))
         .route("/tasks/{id}", get(task_page))
+        .route("/tasks/{id}/artifacts/{artifact}", get(artifact_page))
         .route("/spend", get(spend_page))
         .route(
             "/assets/app.css",
@@ -486,6 +488,20 @@ async fn tasks_page(State(state): State<AppState>, s: Session) -> Response {
 async fn task_page(State(state): State<AppState>, s: Session, Path(id): Path<String>) -> Response {
     let result = match crate::status::uuid("task_id", &id) {
         Ok(i) => pages::task(&state, &s, i).await,
+        Err(e) => Err(e),
+    };
+    rendered(&s, result)
+}
+
+async fn artifact_page(
+    State(state): State<AppState>,
+    s: Session,
+    Path((task, artifact)): Path<(String, String)>,
+) -> Response {
+    let ids = crate::status::uuid("task_id", &task)
+        .and_then(|t| crate::status::uuid("artifact_id", &artifact).map(|a| (t, a)));
+    let result = match ids {
+        Ok((t, a)) => pages::artifact(&state, &s, t, a).await,
         Err(e) => Err(e),
     };
     rendered(&s, result)

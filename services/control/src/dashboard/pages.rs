@@ -675,14 +675,15 @@ pub async fn tasks(state: &AppState, s: &Session) -> Result<String, Status> {
         body.push_str(
             "<table id=\"tasks\"><thead><tr><th scope=\"col\">Task</th><th scope=\"col\">Status</th>\
 <th scope=\"col\">Coder</th><th scope=\"col\">Progress</th><th scope=\"col\">Artifacts</th>\
-<th scope=\"col\">Windows</th><th scope=\"col\">Updated</th></tr></thead><tbody>",
+<th scope=\"col\">Cost</th><th scope=\"col\">Windows</th><th scope=\"col\">Updated</th></tr></thead><tbody>",
         );
         for t in &all {
             let _ = write!(
                 body,
                 "<tr><td><a href=\"/tasks/{id}\">{title}</a></td><td>{status}</td><td>{coder}</td>\
-<td>{progress}</td><td>{artifacts}</td><td>{windows}</td><td>{updated}</td></tr>",
+<td>{progress}</td><td>{artifacts}</td><td>{cost}</td><td>{windows}</td><td>{updated}</td></tr>",
                 id = esc(&t.id),
+                cost = usd(t.cost_usd),
                 title = esc(&clip(&t.title, 80)),
                 status = esc(&t.status),
                 coder = or_dash(t.coder_id.as_deref().unwrap_or_default()),
@@ -715,7 +716,8 @@ pub async fn task(state: &AppState, s: &Session, id: Uuid) -> Result<String, Sta
     let mut body = format!(
         "<section aria-labelledby=\"facts\"><h2 id=\"facts\">{title}</h2><dl class=\"facts\">\
 <dt>Status</dt><dd id=\"status\">{status}</dd><dt>Coder</dt><dd id=\"coder\">{coder}</dd>\
-<dt>Progress</dt><dd id=\"progress\">{progress}</dd><dt>Windows</dt><dd id=\"windows\">{windows}</dd>\
+<dt>Progress</dt><dd id=\"progress\">{progress}</dd><dt>Cost</dt><dd id=\"cost\">{cost}</dd>\
+<dt>Windows</dt><dd id=\"windows\">{windows}</dd>\
 <dt>Model</dt><dd>{model} ({provider})</dd><dt>Repository</dt><dd>{repo} {branch}</dd>\
 <dt>Created</dt><dd>{created}</dd><dt>Settled</dt><dd>{settled}</dd></dl>\
 <h3>Instructions</h3><pre>{instructions}</pre>",
@@ -723,6 +725,7 @@ pub async fn task(state: &AppState, s: &Session, id: Uuid) -> Result<String, Sta
         status = esc(&t.status),
         coder = or_dash(t.coder_id.as_deref().unwrap_or_default()),
         progress = progress(&t),
+        cost = usd(t.cost_usd),
         windows = windows_hold(&t),
         model = esc(&couple.model),
         provider = esc(&couple.provider),
@@ -752,7 +755,10 @@ pub async fn task(state: &AppState, s: &Session, id: Uuid) -> Result<String, Sta
         for a in &t.artifacts {
             let _ = write!(
                 body,
-                "<tr><td>{name}</td><td>{kind}</td><td>{size} B</td><td>{at}</td></tr>",
+                "<tr><td><a href=\"/tasks/{task}/artifacts/{aid}\">{name}</a></td><td>{kind}</td>\
+<td>{size} B</td><td>{at}</td></tr>",
+                task = esc(&t.id),
+                aid = esc(&a.id),
                 name = esc(&a.name),
                 kind = esc(&a.kind),
                 size = a.size_bytes,
@@ -763,6 +769,44 @@ pub async fn task(state: &AppState, s: &Session, id: Uuid) -> Result<String, Sta
     }
     body.push_str("</section>");
     Ok(wrap(s, &format!("Task {}", clip(&t.title, 60)), &body))
+}
+
+/// `/tasks/{id}/artifacts/{artifact}`: one artifact's content, escaped,
+/// as its coder attached it (a patch to review before applying it).
+pub async fn artifact(
+    state: &AppState,
+    s: &Session,
+    task: Uuid,
+    artifact: Uuid,
+) -> Result<String, Status> {
+    let a = CodingTasks::new(state.clone())
+        .get_artifact(rpc(
+            s,
+            v1::GetArtifactRequest {
+                tenant_id: s.tenant(),
+                task_id: task.to_string(),
+                artifact_id: artifact.to_string(),
+            },
+        ))
+        .await?
+        .into_inner();
+    let meta = a.artifact.unwrap_or_default();
+    let body = format!(
+        "<section aria-labelledby=\"artifact\"><h2 id=\"artifact\">{name}</h2>\
+<p><a href=\"/tasks/{task}\">Back to the task</a> · {kind} · {size} B · {at}</p>\
+<pre id=\"content\">{content}</pre></section>",
+        name = esc(&meta.name),
+        task = esc(&task.to_string()),
+        kind = esc(&meta.kind),
+        size = meta.size_bytes,
+        at = ts(meta.created_at.as_ref()),
+        content = esc(&a.content),
+    );
+    Ok(wrap(
+        s,
+        &format!("Artifact {}", clip(&meta.name, 60)),
+        &body,
+    ))
 }
 
 #[cfg(test)]

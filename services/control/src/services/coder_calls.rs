@@ -43,11 +43,13 @@ fn to_pb(c: PresetCouple) -> v1::PresetCouple {
 /// The task's model chain: its preset (primary, then the fallbacks, with
 /// the preset's overlays) while the preset exists, else the couple the task
 /// recorded when it was created (a deleted preset's primary, or the
-/// explicit couple). A settled task has no calls left to make.
+/// explicit couple). For a coder (`for_coder`) a settled task has no calls
+/// left to make; an operator may read a settled task's chain.
 pub async fn preset_chain(
     state: &AppState,
     t: Uuid,
     task_id: Uuid,
+    for_coder: bool,
 ) -> Result<v1::ResolvedPresetChain, Status> {
     let store = &state.store;
     let row = store
@@ -55,7 +57,7 @@ pub async fn preset_chain(
         .get(t, task_id)
         .await
         .map_err(store_status)?;
-    if row.is_settled() {
+    if for_coder && row.is_settled() {
         return Err(Status::failed_precondition(format!(
             "the coding task is settled ({}): its coder has no calls left to make",
             row.status

@@ -147,7 +147,7 @@ async fn coder_keys(
     t: uuid::Uuid,
     task: uuid::Uuid,
 ) -> Result<Option<CoderKeys>, Status> {
-    let chain = super::coder_calls::preset_chain(state, t, task).await?;
+    let chain = super::coder_calls::preset_chain(state, t, task, true).await?;
     let named: Vec<String> = chain
         .couples
         .iter()

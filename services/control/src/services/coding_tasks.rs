@@ -535,7 +535,8 @@ impl CodingTaskService for CodingTasks {
                 let id = uuid("task_id", &req.task_id)?;
                 require_own_task(&request, id)?;
                 record_ids(t, None);
-                coder_calls::preset_chain(&self.state, t, id).await
+                let for_coder = crate::auth::coder_grant(&request).is_some();
+                coder_calls::preset_chain(&self.state, t, id, for_coder).await
             },
         )
         .await
