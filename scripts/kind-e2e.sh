@@ -78,6 +78,10 @@ docker build -f "$ROOT/deploy/Dockerfile" -t "$IMAGE" \
   --build-arg REVISION="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" \
   --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$ROOT"
 kind load docker-image "$IMAGE" --name "$CLUSTER"
+# The coder image (genesis-coder with git) the coder Jobs run.
+CODER_IMAGE="${IMAGE%:*}-coder:${IMAGE##*:}"
+docker build -f "$ROOT/deploy/Dockerfile" --target coder -t "$CODER_IMAGE" "$ROOT"
+kind load docker-image "$CODER_IMAGE" --name "$CLUSTER"
 
 log "NATS with JetStream and a password login"
 # One random password, known to the NATS server (Secret nats-genesis-login,
@@ -122,6 +126,7 @@ log "helm/genesis (ephemeral)"
   --set agentToken.existingSecret=genesis-agent-token \
   --set control.replicaCount=1 --set supervisor.replicaCount=1 \
   --set control.service.type=NodePort --set control.service.grpcNodePort=30051 \
+  --set control.coderImage="$CODER_IMAGE" \
   --set logFormat=text \
   --timeout 10m
 CONTROL="deployment/$RELEASE-control"

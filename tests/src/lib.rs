@@ -452,6 +452,20 @@ impl Admin {
             self.bearer.clone(),
         )
     }
+    /// CoderService.
+    pub fn coders(&self) -> pb::coder_service_client::CoderServiceClient<Authed> {
+        pb::coder_service_client::CoderServiceClient::with_interceptor(
+            self.channel.clone(),
+            self.bearer.clone(),
+        )
+    }
+    /// CodingTaskService.
+    pub fn tasks(&self) -> pb::coding_task_service_client::CodingTaskServiceClient<Authed> {
+        pb::coding_task_service_client::CodingTaskServiceClient::with_interceptor(
+            self.channel.clone(),
+            self.bearer.clone(),
+        )
+    }
 
     /// Create (or, with `id`, update) a preset of `tenant` with no fallback.
     pub async fn upsert_preset(

@@ -1,5 +1,6 @@
 //! Kubernetes tests (scale from zero, drain, scale to zero after cooldown, a
-//! pod killed mid-run loses nothing, helm upgrade runs the migration hook),
+//! pod killed mid-run loses nothing, helm upgrade runs the migration hook, a
+//! spawned coder Job runs its coding task to success),
 //! run by scripts/kind-e2e.sh against a kind cluster. Without a reachable
 //! cluster each prints exactly `skipped: no Kubernetes cluster reachable` and
 //! passes as skipped.
@@ -257,5 +258,87 @@ async fn helm_upgrade_ran_the_migration_hook() -> anyhow::Result<()> {
             "the pre-upgrade hook did not run for revision {rev} (jobs ran for {ran_for:?})"
         );
     }
+    Ok(())
+}
+
+/// A coding task run by a real coder Job: SpawnCoder creates the Job from
+/// the coder image scripts/kind-e2e.sh built (`--target coder`: git and
+/// genesis-coder), its pod reaches control's Service with its task-bound
+/// token, the offline scripted chain completes the task (it writes no
+/// code: the patch path is proven without a cluster by control's coder
+/// end-to-end test), and settling the task deletes the Job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawned_coder_job_runs_its_task_to_success() -> anyhow::Result<()> {
+    let Some(client) = cluster().await else {
+        return Ok(());
+    };
+    let admin = admin().await?;
+    let (tenant, _soa) = tenant(&admin, "kind-coder").await?;
+    let task = admin
+        .tasks()
+        .create_task(pb::CreateTaskRequest {
+            tenant_id: tenant.clone(),
+            title: "an offline coder run".into(),
+            instructions: "Write nothing; finish.".into(),
+            model: "scripted-1".into(),
+            provider: "scripted".into(),
+            backend: "scripted".into(),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    let coder = admin
+        .coders()
+        .spawn_coder(pb::SpawnCoderRequest {
+            tenant_id: tenant.clone(),
+            name: "kind-coder".into(),
+            task_id: Some(task.id.clone()),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns());
+    ensure!(
+        jobs.get_opt(&coder.job_name).await?.is_some(),
+        "SpawnCoder made no Job {}",
+        coder.job_name
+    );
+    let done = wait_for(
+        "the coder to settle its task",
+        Duration::from_secs(300),
+        || {
+            let mut tasks = admin.tasks();
+            let req = pb::GetTaskRequest {
+                tenant_id: tenant.clone(),
+                task_id: task.id.clone(),
+            };
+            async move {
+                let t = tasks.get_task(req).await?.into_inner();
+                Ok((t.status == "completed" || t.status == "failed").then_some(t))
+            }
+        },
+    )
+    .await?;
+    ensure!(
+        done.status == "completed",
+        "the coder's task ended {}: {}",
+        done.status,
+        done.result_summary
+    );
+    ensure!(
+        done.artifacts.iter().any(|a| a.kind == "summary"),
+        "no summary artifact: {:?}",
+        done.artifacts
+    );
+    wait_for(
+        "the coder Job to be deleted",
+        Duration::from_secs(60),
+        || {
+            let jobs = jobs.clone();
+            let name = coder.job_name.clone();
+            async move { Ok(jobs.get_opt(&name).await?.is_none().then_some(())) }
+        },
+    )
+    .await?;
     Ok(())
 }

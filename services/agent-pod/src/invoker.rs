@@ -16,8 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use genesis_llm::{
-    ChainCouple, ChatMessage, ChatRequest, FallbackInvoker, Preset, ResolvedChain, ToolSpec,
-    resolve_preset,
+    ChainCouple, ChatMessage, ChatRequest, FallbackInvoker, ResolvedChain, ToolSpec, resolve_preset,
 };
 use genesis_proto::v1 as pb;
 use serde_json::{Value, json};
@@ -248,17 +247,6 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// The requested models of the chain when any couple bills (a real
-/// provider); `None` for an all-scripted chain, which spends nothing and so
-/// reserves nothing.
-fn paid_models(preset: &Preset) -> Option<Vec<String>> {
-    let chain = preset.chain();
-    chain
-        .iter()
-        .any(|c| c.provider.needs_credential())
-        .then(|| chain.iter().map(|c| c.model.clone()).collect())
-}
-
 fn str_arg(args: &Value, keys: &[&str]) -> Option<String> {
     keys.iter()
         .find_map(|k| args.get(*k).and_then(Value::as_str))
@@ -337,7 +325,7 @@ impl Invoker {
                 temperature: None,
             };
             if spec.credit_enforced
-                && let Some(models) = paid_models(&preset)
+                && let Some(models) = preset.paid_models()
             {
                 let answer = supervisor
                     .reserve_credit(pb::ReserveCreditRequest {

@@ -306,6 +306,52 @@ pub async fn checkout_with_timeout(
     })
 }
 
+/// A fresh repository in `into` (which must not exist, or be an empty
+/// directory) with one empty commit as its base: the work directory of a
+/// task that names no repository and writes its code from nothing. Its
+/// patch then holds every file the task created.
+pub async fn start_empty(into: &Path) -> Result<Checkout, CoderError> {
+    if into.as_os_str().is_empty() {
+        return Err(invalid("into", "is empty"));
+    }
+    std::fs::create_dir_all(into).map_err(|e| CoderError::Io {
+        what: "create the work directory",
+        reason: e.to_string(),
+    })?;
+    let root = into.canonicalize().map_err(|e| CoderError::Io {
+        what: "canonicalize the work directory",
+        reason: e.to_string(),
+    })?;
+    let timeout = DEFAULT_CHECKOUT_TIMEOUT;
+    let mut init = local_git(&root);
+    init.args(["init", "-q", "-b", "main"]);
+    run_git("init", &mut init, timeout, GIT_STDERR_CAP).await?;
+    let mut commit = local_git(&root);
+    commit.args([
+        "-c",
+        "user.name=genesis-coder",
+        "-c",
+        "user.email=genesis-coder@localhost",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "--no-verify",
+        "-m",
+        "empty start",
+    ]);
+    run_git("commit", &mut commit, timeout, GIT_STDERR_CAP).await?;
+    let mut head = local_git(&root);
+    head.args(["rev-parse", "--verify", "HEAD"]);
+    let out = run_git("rev-parse", &mut head, timeout, GIT_STDERR_CAP).await?;
+    let base_commit = String::from_utf8_lossy(&out).trim().to_owned();
+    tracing::info!(root = %root.display(), %base_commit, "started from an empty work directory");
+    Ok(Checkout {
+        root,
+        base_commit,
+        timeout,
+    })
+}
+
 impl Checkout {
     /// The work tree's canonical root.
     pub fn root(&self) -> &Path {

@@ -34,7 +34,7 @@ pub mod run;
 pub mod tools;
 pub mod workspace;
 
-pub use checkout::{Checkout, checkout, checkout_with_timeout};
+pub use checkout::{Checkout, checkout, checkout_with_timeout, start_empty};
 pub use config::CoderConfig;
 pub use control::{ControlClient, ControlError, call_attempt_to_pb};
 pub use error::{CoderError, ToolError};

@@ -126,8 +126,13 @@ fn init_logging(format: &str) -> anyhow::Result<()> {
 /// The model side: HTTP providers (base URLs checked, naming their setting)
 /// and the platform's provider keys.
 fn llm(args: &Args) -> anyhow::Result<Llm> {
+    // The scripted provider answers only a chain that names it (an
+    // operator's choice), with the coder's own offline script.
     let mut factory = genesis_llm::HttpProviderFactory::new(genesis_llm::HttpTimeouts::default())
-        .context("LLM HTTP client")?;
+        .context("LLM HTTP client")?
+        .with_scripted(Arc::new(genesis_llm::ScriptedProvider::with_script(
+            genesis_coder::run::offline_script(),
+        )));
     if let Some(url) = &args.anthropic_base_url {
         factory = factory.with_anthropic_base_url(url.clone());
     }

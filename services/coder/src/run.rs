@@ -60,6 +60,28 @@ pub const TASK_COMPLETE: &str = "task_complete";
 /// The terminator a model calls when the task cannot be done.
 pub const TASK_FAIL: &str = "task_fail";
 
+/// What the offline scripted provider answers a coder (the demo's and the
+/// kind suite's chains name it; an operator chose it, it is never a
+/// fallback): one turn ending the task as done, having written nothing. It
+/// proves the contract (claim, chain, credit, attempts, settlement) without
+/// a real model, which alone can write code.
+pub fn offline_script() -> genesis_llm::Script {
+    genesis_llm::Script {
+        rules: vec![genesis_llm::ScriptRule {
+            event: None,
+            contains: None,
+            objective_contains: None,
+            turns: vec![vec![genesis_llm::ScriptedToolCall {
+                name: TASK_COMPLETE.into(),
+                arguments: serde_json::json!({
+                    "summary": "Offline scripted run: no change was made (the scripted provider writes no code)."
+                }),
+            }]],
+            text: None,
+        }],
+    }
+}
+
 /// Default of [`Limits::max_turns`].
 pub const DEFAULT_MAX_TURNS: u32 = 40;
 /// Default of [`Limits::max_output_tokens`].
@@ -607,8 +629,15 @@ async fn work(
     let shown_repo = genesis_telemetry::config_file::redact_url(&task.repository);
     let branch = Some(task.branch.as_str()).filter(|b| !b.is_empty());
     let at = branch.map(|b| format!(" at {b}")).unwrap_or_default();
-    progress(control, format!("checking out {shown_repo}{at}"), 0).await?;
-    let checked_out = match checkout(&task.repository, branch, &workdir.join("repo")).await {
+    let started = if task.repository.is_empty() {
+        // No repository: the task writes its code from nothing.
+        progress(control, "starting from an empty work directory".into(), 0).await?;
+        crate::checkout::start_empty(&workdir.join("repo")).await
+    } else {
+        progress(control, format!("checking out {shown_repo}{at}"), 0).await?;
+        checkout(&task.repository, branch, &workdir.join("repo")).await
+    };
+    let checked_out = match started {
         Ok(c) => c,
         Err(e) => return Ok(Finished::Fail(format!("checkout failed: {e}"))),
     };
@@ -649,6 +678,7 @@ async fn work(
         .take(12)
         .collect();
     let invocation_prefix = format!("coder-{}-{run_nonce}", control.task_id());
+    let paid = preset.paid_models();
     let mut messages = vec![ChatMessage::user(objective)];
     for turn in 1..=max_turns {
         state.turns = turn;
@@ -660,18 +690,22 @@ async fn work(
             max_output_tokens: config.limits.max_output_tokens,
             temperature: None,
         };
-        let hold = control
-            .reserve_credit(
-                models.clone(),
-                genesis_llm::prompt_token_bound(&request),
-                config.limits.max_output_tokens,
-            )
-            .await?;
-        if !hold.granted {
-            return Ok(Finished::Fail(format!(
-                "weekly credit ceiling: the next turn could cost more than the weekly credit left (spent ${:.4}, held ${:.4}, limit ${:.2})",
-                hold.spent_usd, hold.held_usd, hold.limit_usd
-            )));
+        // A chain of free providers only (the scripted one) spends nothing
+        // and holds nothing, as an agent's turn.
+        if let Some(paid) = &paid {
+            let hold = control
+                .reserve_credit(
+                    paid.clone(),
+                    genesis_llm::prompt_token_bound(&request),
+                    config.limits.max_output_tokens,
+                )
+                .await?;
+            if !hold.granted {
+                return Ok(Finished::Fail(format!(
+                    "weekly credit ceiling: the next turn could cost more than the weekly credit left (spent ${:.4}, held ${:.4}, limit ${:.2})",
+                    hold.spent_usd, hold.held_usd, hold.limit_usd
+                )));
+            }
         }
         let invocation_id = format!("{invocation_prefix}-{turn}");
         let response =
@@ -846,7 +880,14 @@ impl std::fmt::Display for DryRun {
         } else {
             self.branch.as_str()
         };
-        writeln!(f, "repository: {} at {branch}", self.repository)?;
+        if self.repository.is_empty() {
+            writeln!(
+                f,
+                "repository: none (the task starts from an empty work directory)"
+            )?;
+        } else {
+            writeln!(f, "repository: {} at {branch}", self.repository)?;
+        }
         writeln!(f, "chain:      {}", self.preset)?;
         for (i, couple) in self.couples.iter().enumerate() {
             write!(f, "  {}. {}", i + 1, couple.couple)?;

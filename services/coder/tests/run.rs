@@ -76,7 +76,10 @@ fn llm(provider: ScriptedProvider) -> (Llm, Arc<Recording>) {
     });
     let llm = Llm {
         invoker: FallbackInvoker::new(Arc::new(Factory(recording.clone()))),
-        credentials: Arc::new(HashMap::<String, String>::new()),
+        credentials: Arc::new(HashMap::from([(
+            standin::CODER_KEY.to_owned(),
+            "sk-coder-test".to_owned(),
+        )])),
     };
     (llm, recording)
 }
@@ -104,7 +107,7 @@ const README_DIFF: &str = "diff --git a/README.md b/README.md\n--- a/README.md\n
 async fn a_completed_task_attaches_its_patch_and_summary_and_records_every_attempt() {
     let source = common::source_repo();
     let base = common::git(source.path(), &["rev-parse", "HEAD"]);
-    let control = standin::serve(Behaviour::new(standin::task(
+    let control = standin::serve(Behaviour::paid(standin::task(
         source.path().to_str().unwrap(),
     )))
     .await;
@@ -175,8 +178,9 @@ async fn a_completed_task_attaches_its_patch_and_summary_and_records_every_attem
     );
     for (_, attempt) in &records {
         assert_eq!(attempt.outcome, "success");
-        assert_eq!(attempt.provider, "scripted");
-        assert_eq!(attempt.requested_model, "scripted-1");
+        assert_eq!(attempt.provider, "anthropic");
+        assert_eq!(attempt.requested_model, "claude-opus-4-8");
+        assert_eq!(attempt.credential_name, standin::CODER_KEY);
         assert!(attempt.input_tokens > 0);
     }
     let metering: Vec<&str> = control
@@ -201,7 +205,7 @@ async fn a_completed_task_attaches_its_patch_and_summary_and_records_every_attem
             _ => None,
         })
         .collect();
-    assert_eq!(reserves[0].0, ["scripted-1"]);
+    assert_eq!(reserves[0].0, ["claude-opus-4-8"]);
     assert_eq!(reserves[0].2, 4096);
     // The bound covers the request, which grows by the first turn.
     assert!(reserves[1].1 > reserves[0].1, "{reserves:?}");
@@ -256,7 +260,7 @@ async fn a_completed_task_attaches_its_patch_and_summary_and_records_every_attem
 #[tokio::test]
 async fn a_refused_reservation_fails_the_task_without_calling_the_model() {
     let source = common::source_repo();
-    let mut behaviour = Behaviour::new(standin::task(source.path().to_str().unwrap()));
+    let mut behaviour = Behaviour::paid(standin::task(source.path().to_str().unwrap()));
     behaviour.grant = false;
     let control = standin::serve(behaviour).await;
     let (llm, recording) = llm(ScriptedProvider::with_script(script(vec![vec![(
@@ -348,7 +352,7 @@ async fn an_unknown_tool_is_refused_back_to_the_model_and_the_loop_goes_on() {
 #[tokio::test]
 async fn exhausting_the_turns_fails_the_task() {
     let source = common::source_repo();
-    let control = standin::serve(Behaviour::new(standin::task(
+    let control = standin::serve(Behaviour::paid(standin::task(
         source.path().to_str().unwrap(),
     )))
     .await;
@@ -720,4 +724,47 @@ async fn a_second_run_of_the_same_task_records_under_new_invocation_ids() {
         ids.push(records[0].0.clone());
     }
     assert_ne!(ids[0], ids[1]);
+}
+
+/// A task without a repository starts from an empty work directory, and
+/// the offline script ends it as done having written nothing: what the
+/// demo and the kind suite run.
+#[tokio::test]
+async fn an_offline_run_without_a_repository_completes_with_no_patch() {
+    let control = standin::serve(Behaviour::new(standin::task(""))).await;
+    let (llm, recording) = llm(ScriptedProvider::with_script(
+        genesis_coder::run::offline_script(),
+    ));
+    let workdir = tempfile::tempdir().unwrap();
+    let outcome = genesis_coder::run(
+        &client(&control.url).await,
+        &llm,
+        &config(workdir.path(), 40),
+    )
+    .await
+    .unwrap();
+    match &outcome {
+        Outcome::Completed {
+            turns,
+            files_changed,
+            summary,
+            ..
+        } => {
+            assert_eq!(*turns, 1);
+            assert!(files_changed.is_empty(), "{files_changed:?}");
+            assert!(summary.contains("no change was made"), "{summary}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(recording.requests.lock().unwrap().len(), 1);
+    // A chain of the free scripted provider holds no credit.
+    assert_eq!(control.reserves(), 0);
+    assert_eq!(control.records().len(), 1, "its attempt is still recorded");
+    // Only the summary: an empty patch is not attached.
+    let artifacts = control.artifacts();
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    assert_eq!(artifacts[0].0, "summary");
+    let completes = control.completes();
+    assert_eq!(completes.len(), 1);
+    assert_eq!(completes[0].0, "completed");
 }

@@ -299,6 +299,18 @@ impl Preset {
         .collect()
     }
 
+    /// The requested models of the chain, in order, when a call may cost
+    /// money (a couple needs a credential): what a turn's credit hold is
+    /// computed from. `None` for a chain of free providers only (the
+    /// scripted one), which holds no credit.
+    pub fn paid_models(&self) -> Option<Vec<String>> {
+        let chain = self.chain();
+        chain
+            .iter()
+            .any(|c| c.provider.needs_credential())
+            .then(|| chain.iter().map(|c| c.model.clone()).collect())
+    }
+
     /// The credentials for one couple, in priority order: the ones it names,
     /// else those tagged with its provider plus untagged ones when it is the
     /// primary provider.

@@ -169,7 +169,32 @@ pub fn scripted_chain() -> pb::ResolvedPresetChain {
     }
 }
 
+/// A chain of one paid couple (its calls hold credit), whose credential
+/// [`CODER_KEY`] the tests' key source holds.
+pub fn paid_chain() -> pb::ResolvedPresetChain {
+    pb::ResolvedPresetChain {
+        couples: vec![pb::PresetCouple {
+            model: "claude-opus-4-8".into(),
+            provider: "anthropic".into(),
+            backend: String::new(),
+            credential_names: vec![CODER_KEY.into()],
+        }],
+        ..scripted_chain()
+    }
+}
+
+/// The credential name of [`paid_chain`].
+pub const CODER_KEY: &str = "CODER_KEY";
+
 impl Behaviour {
+    /// The paid chain's behaviour: every turn holds credit first.
+    pub fn paid(task: pb::CodingTask) -> Self {
+        Behaviour {
+            chain: paid_chain(),
+            ..Behaviour::new(task)
+        }
+    }
+
     pub fn new(task: pb::CodingTask) -> Self {
         Behaviour {
             task,
