@@ -152,6 +152,16 @@ pub struct ControlConfig {
     #[arg(long, env = "GENESIS_CODER_CONTROL_URL")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub coder_control_url: Option<String>,
+    /// Days an episode journal is kept (1 to 3650): past it, the retention
+    /// loop prunes it; the ledger turn it explains is kept forever.
+    #[arg(long, env = "GENESIS_JOURNAL_RETENTION_DAYS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub journal_retention_days: u64,
+    /// Seconds between two passes of the journal retention loop (60 to
+    /// 86400).
+    #[arg(long, env = "GENESIS_JOURNAL_PRUNE_EVERY_SECS", default_value_t = 3600,
+          value_parser = clap::value_parser!(u64).range(60..=86_400))]
+    pub journal_prune_every_secs: u64,
     /// The command a coder Job's container runs (whitespace-separated
     /// words); the reference coder `genesis-coder` by default, which the
     /// coder image must have on its `PATH` (the project image ships it, to
@@ -333,6 +343,8 @@ impl ControlConfig {
             coder_image: String::new(),
             coder_control_url: None,
             coder_token_ttl_secs: 86_400,
+            journal_retention_days: 30,
+            journal_prune_every_secs: 3600,
             coder_command: genesis_lanes::coders::DEFAULT_CODER_COMMAND.into(),
             coder_key_secret: None,
             coder_anthropic_base_url: None,
@@ -391,6 +403,11 @@ impl ControlConfig {
             .as_deref()
             .map(str::trim)
             .filter(|u| !u.is_empty())
+    }
+
+    /// How long an episode journal is kept.
+    pub fn journal_retention(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.journal_retention_days.saturating_mul(24 * 3600))
     }
 
     /// The price charged for a coder's attempt of a model with no
@@ -657,6 +674,34 @@ mod tests {
                 .to_string()
                 .contains("GENESIS_DASHBOARD_SESSION_HOURS")
         );
+    }
+
+    #[test]
+    fn journal_retention_and_its_pass_are_bounded_and_named_when_refused() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            config: ControlConfig,
+        }
+        let cli = Cli::try_parse_from(["genesis-control"]).expect("defaults");
+        assert_eq!(
+            cli.config.journal_retention(),
+            std::time::Duration::from_secs(30 * 86_400)
+        );
+        assert_eq!(cli.config.journal_prune_every_secs, 3600);
+        for (flag, bad) in [
+            ("--journal-retention-days", "0"),
+            ("--journal-retention-days", "3651"),
+            ("--journal-prune-every-secs", "59"),
+            ("--journal-prune-every-secs", "many"),
+        ] {
+            let err = Cli::try_parse_from(["genesis-control", flag, bad])
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(err.contains(flag), "{flag} {bad}: {err}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod convert;
 pub mod dashboard;
 pub mod error;
 pub mod http;
+pub mod journal_retention;
 pub mod limits;
 pub mod metrics;
 pub mod mode_edit;

@@ -196,6 +196,11 @@ pub async fn run(
         loops.clone(),
     ));
     tracker.spawn(lanes::run_soa_heartbeats(state.clone(), loops.clone()));
+    tracker.spawn(crate::journal_retention::run(
+        state.clone(),
+        Duration::from_secs(state.config.journal_prune_every_secs),
+        loops.clone(),
+    ));
     tracker.spawn(run_bootstrap(
         state.clone(),
         Duration::from_secs(state.config.bootstrap_rescan_secs),

@@ -19,6 +19,7 @@ pub mod enums;
 pub mod error;
 pub mod error_code;
 pub mod instance;
+pub mod journal;
 pub mod lease;
 pub mod llm_keys;
 pub mod mapper;

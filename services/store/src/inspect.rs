@@ -148,6 +148,26 @@ pub async fn force_lease_expired(pool: &PgPool, instance: Uuid) -> Result<(), St
     Ok(())
 }
 
+/// Fixture: date every journal step of `event` `age` in the past, as a
+/// journal written that long ago would be (the tenant path cannot rewrite
+/// a step).
+pub async fn force_journal_age(
+    pool: &PgPool,
+    event: Uuid,
+    age: std::time::Duration,
+) -> Result<(), StoreError> {
+    let secs = i64::try_from(age.as_secs()).unwrap_or(i64::MAX);
+    sqlx::query(
+        "UPDATE agent_episode_journal SET created_at = now() - make_interval(secs => $2::float8)
+          WHERE event_id = $1",
+    )
+    .bind(event)
+    .bind(secs as f64)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// Fixture: clear `instance`'s lease whoever holds it, as a lapsed lease
 /// the next claim took over would leave it.
 pub async fn force_lease_released(pool: &PgPool, instance: Uuid) -> Result<(), StoreError> {

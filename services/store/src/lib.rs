@@ -23,6 +23,7 @@ pub mod error;
 pub mod events;
 pub mod inspect;
 pub mod instances;
+pub mod journal;
 pub mod knowledge;
 pub mod ledger;
 pub mod llm;

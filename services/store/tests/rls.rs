@@ -30,6 +30,20 @@ async fn seed_tenant(store: &Store, pool: &PgPool, t: Uuid, name: &str) -> anyho
         )
         .await?;
     let c = claim(store, t, inst.id).await?;
+    store
+        .journal()
+        .append(
+            t,
+            genesis_store::journal::NewStep {
+                event_id: c.event.id,
+                instance_id: inst.id,
+                session: c.session,
+                kind: genesis_core::journal::JournalKind::LlmTurn,
+                entry: &json!({"request": {}, "response": {}}),
+            },
+            genesis_core::journal::DEFAULT_MAX_EPISODE_BYTES,
+        )
+        .await?;
     let mut done = TickCompletion::new(
         c.event.id,
         derived(
@@ -200,6 +214,9 @@ async fn every_tenant_table_forces_row_level_security_with_the_tenant_policy(
     assert_eq!(
         system,
         vec![
+            // The journal's retention loop: read and prune, nothing else.
+            ("agent_episode_journal", "system_prune", "d", "true", ""),
+            ("agent_episode_journal", "system_read", "r", "true", ""),
             (
                 "agent_event_queue",
                 "system_outbox_mark",
@@ -316,6 +333,7 @@ async fn a_transaction_of_tenant_a_reads_and_writes_nothing_of_tenant_b_in_any_t
         "system_configs",
         "dashboard_sessions",
         "agent_modes",
+        "agent_episode_journal",
     ];
     for (table, ..) in tenant_tables(&pool).await? {
         let total_b: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
