@@ -5,37 +5,15 @@
 //! This module must never hold database credentials or reach anything but the
 //! supervisor; it must never log the token.
 
+use genesis_proto::auth::BearerAuth;
 use std::time::Duration;
 
 use genesis_proto::v1 as pb;
 use pb::agent_pod_client::AgentPodClient;
-use tonic::metadata::AsciiMetadataValue;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::error::PodError;
-
-/// Adds `authorization: Bearer <agent token>` to every request.
-#[derive(Clone)]
-pub struct BearerAuth(AsciiMetadataValue);
-
-impl std::fmt::Debug for BearerAuth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("BearerAuth(<redacted>)")
-    }
-}
-
-impl tonic::service::Interceptor for BearerAuth {
-    fn call(
-        &mut self,
-        mut request: tonic::Request<()>,
-    ) -> Result<tonic::Request<()>, tonic::Status> {
-        request
-            .metadata_mut()
-            .insert(genesis_proto::auth::AUTHORIZATION, self.0.clone());
-        Ok(request)
-    }
-}
 
 /// The generated client with the bearer interceptor.
 pub type AgentPodRpc = AgentPodClient<InterceptedService<Channel, BearerAuth>>;
@@ -67,7 +45,7 @@ impl Supervisor {
         token: &str,
         tls: &genesis_net::ClientTls,
     ) -> Result<Self, PodError> {
-        let auth = genesis_proto::auth::bearer_value(token)
+        let auth = genesis_proto::auth::BearerAuth::new(token)
             .map_err(|e| PodError::Config(format!("GENESIS_AGENT_TOKEN: {e}")))?;
         let shown = genesis_telemetry::config_file::redact_url(url);
         let mut endpoint = Endpoint::from_shared(url.to_string())
@@ -82,7 +60,7 @@ impl Supervisor {
         }
         let channel = endpoint.connect_lazy();
         Ok(Supervisor {
-            client: AgentPodClient::with_interceptor(channel, BearerAuth(auth)),
+            client: AgentPodClient::with_interceptor(channel, auth),
             url: url.to_string(),
         })
     }

@@ -13,12 +13,12 @@
 //! retry a write (a settled task answers FAILED_PRECONDITION, and that is the
 //! answer), and never address a task other than the one it was bound to.
 
+use genesis_proto::auth::BearerAuth;
 use std::time::Duration;
 
 use genesis_proto::v1 as pb;
 use pb::coding_task_service_client::CodingTaskServiceClient;
 use thiserror::Error;
-use tonic::metadata::AsciiMetadataValue;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
@@ -103,28 +103,6 @@ impl ControlError {
     }
 }
 
-/// Adds `authorization: Bearer <coder token>` to every request.
-#[derive(Clone)]
-pub struct BearerAuth(AsciiMetadataValue);
-
-impl std::fmt::Debug for BearerAuth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("BearerAuth(<redacted>)")
-    }
-}
-
-impl tonic::service::Interceptor for BearerAuth {
-    fn call(
-        &mut self,
-        mut request: tonic::Request<()>,
-    ) -> Result<tonic::Request<()>, tonic::Status> {
-        request
-            .metadata_mut()
-            .insert(genesis_proto::auth::AUTHORIZATION, self.0.clone());
-        Ok(request)
-    }
-}
-
 /// The generated client with the bearer interceptor.
 pub type CodingTaskRpc = CodingTaskServiceClient<InterceptedService<Channel, BearerAuth>>;
 
@@ -148,7 +126,7 @@ impl ControlClient {
         tenant_id: &str,
         task_id: &str,
     ) -> Result<Self, ControlError> {
-        let auth = genesis_proto::auth::bearer_value(token)
+        let auth = genesis_proto::auth::BearerAuth::new(token)
             .map_err(|e| ControlError::Config(format!("the coder token is unusable: {e}")))?;
         let shown = genesis_telemetry::config_file::redact_url(url);
         let tls_url = url.starts_with("https://");
@@ -178,7 +156,7 @@ impl ControlClient {
                 detail: error_chain(&e),
             })?;
         Ok(ControlClient {
-            client: CodingTaskServiceClient::with_interceptor(channel, BearerAuth(auth)),
+            client: CodingTaskServiceClient::with_interceptor(channel, auth),
             tenant_id: tenant_id.to_owned(),
             task_id: task_id.to_owned(),
         })

@@ -108,6 +108,35 @@ pub fn bearer_value(token: &str) -> Result<AsciiMetadataValue, AuthError> {
         .map_err(|_| AuthError::Malformed)
 }
 
+/// A client interceptor adding `authorization: Bearer <token>` to every
+/// request: the agent pod's to the supervisor, a coder's to control. Its
+/// `Debug` never shows the token.
+#[derive(Clone)]
+pub struct BearerAuth(AsciiMetadataValue);
+
+impl BearerAuth {
+    /// The interceptor for `token`, checked as [`bearer_value`] checks it.
+    pub fn new(token: &str) -> Result<Self, AuthError> {
+        bearer_value(token).map(BearerAuth)
+    }
+}
+
+impl std::fmt::Debug for BearerAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerAuth(<redacted>)")
+    }
+}
+
+impl tonic::service::Interceptor for BearerAuth {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        request.metadata_mut().insert(AUTHORIZATION, self.0.clone());
+        Ok(request)
+    }
+}
+
 /// Splits a gRPC request path `/package.Service/Method` into
 /// `("package.Service", "Method")`; `None` for anything else. The auth layer
 /// keys its scope decision on the service half.
