@@ -11,8 +11,11 @@ ALTER TABLE llm_call_snapshots ALTER COLUMN instance_id DROP NOT NULL;
 ALTER TABLE llm_call_snapshots ADD COLUMN coding_task_id uuid;
 ALTER TABLE llm_call_snapshots ADD CONSTRAINT llm_call_snapshots_one_subject
     CHECK ((instance_id IS NULL) <> (coding_task_id IS NULL));
-ALTER TABLE llm_call_snapshots ADD CONSTRAINT llm_call_snapshots_tenant_id_coding_task_id_invocation_id_key
-    UNIQUE (tenant_id, coding_task_id, invocation_id);
+-- One snapshot per coder invocation; partial, so an agent's snapshot (the
+-- hot insert of every tick) maintains no entry in it.
+CREATE UNIQUE INDEX llm_call_snapshots_task_invocation
+    ON llm_call_snapshots (tenant_id, coding_task_id, invocation_id)
+    WHERE coding_task_id IS NOT NULL;
 -- The snapshot's tenant is proven through whichever parent it names, as
 -- an agent's always was through its instance: no direct key to tenants is
 -- checked on the hot insert.

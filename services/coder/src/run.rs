@@ -15,7 +15,8 @@
 //! [`EXIT_UNREACHABLE`]), and the read-only [`dry_run`].
 //!
 //! This module must never parse the model's text for state (the tool call
-//! is the commit), never call the model without a granted reservation,
+//! is the commit), never call a paid model without a granted reservation
+//! (a chain of the free scripted provider holds none, as an agent's),
 //! never leave an attempt unrecorded when control is reachable, never
 //! retry a settlement control refused as already settled, never put a
 //! secret (a key, the coder token, a password in a repository URL) into a

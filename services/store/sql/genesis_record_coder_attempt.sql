@@ -26,7 +26,8 @@ BEGIN
     VALUES (p_tenant, p_task, a->>'invocation_id', a->>'site_id', 'Coder', a->>'requested_model',
             a->>'served_model', (a->>'input_tokens')::bigint, (a->>'output_tokens')::bigint,
             (a->>'cost_usd')::double precision)
-    ON CONFLICT (tenant_id, coding_task_id, invocation_id) DO UPDATE SET
+    ON CONFLICT (tenant_id, coding_task_id, invocation_id) WHERE coding_task_id IS NOT NULL
+    DO UPDATE SET
         served_model = coalesce(EXCLUDED.served_model, llm_call_snapshots.served_model),
         input_tokens = llm_call_snapshots.input_tokens + EXCLUDED.input_tokens,
         output_tokens = llm_call_snapshots.output_tokens + EXCLUDED.output_tokens,
