@@ -21,6 +21,7 @@ use genesis_core::sites::CODER_DEFAULT;
 use genesis_llm::preset::Overlays;
 use genesis_proto::convert::invalid_argument;
 use genesis_proto::v1;
+use genesis_store::coding_tasks::CodingTaskRow;
 use genesis_store::llm::{
     CreditDraw, NewCallAttempt, PresetCouple, apply_price, check_chain_models, choose_pricing,
     worst_case_usd,
@@ -40,19 +41,17 @@ fn to_pb(c: PresetCouple) -> v1::PresetCouple {
     }
 }
 
-/// The task's model chain: its preset (primary, then the fallbacks, with
-/// the preset's overlays) while the preset exists, else the couple the task
-/// recorded when it was created (a deleted preset's primary, or the
-/// explicit couple). For a coder (`for_coder`) a settled task has no calls
-/// left to make; an operator may read a settled task's chain.
+/// The task's model chain (see [`chain_of`]), read for the TaskPresetChain
+/// RPC. For a coder (`for_coder`) a settled task has no calls left to make;
+/// an operator may read a settled task's chain.
 pub async fn preset_chain(
     state: &AppState,
     t: Uuid,
     task_id: Uuid,
     for_coder: bool,
 ) -> Result<v1::ResolvedPresetChain, Status> {
-    let store = &state.store;
-    let row = store
+    let row = state
+        .store
         .coding_tasks()
         .get(t, task_id)
         .await
@@ -63,6 +62,19 @@ pub async fn preset_chain(
             row.status
         )));
     }
+    chain_of(state, t, row).await
+}
+
+/// The model chain of a task row the caller has read: its preset (primary,
+/// then the fallbacks, with the preset's overlays) while the preset exists,
+/// else the couple the task recorded when it was created (a deleted
+/// preset's primary, or the explicit couple).
+pub async fn chain_of(
+    state: &AppState,
+    t: Uuid,
+    row: CodingTaskRow,
+) -> Result<v1::ResolvedPresetChain, Status> {
+    let store = &state.store;
     let preset = match row.preset_id {
         Some(id) => store
             .llm()

@@ -145,9 +145,10 @@ async fn wind_down_lane(state: &AppState, t: uuid::Uuid, coder: &str) {
 async fn coder_keys(
     state: &AppState,
     t: uuid::Uuid,
-    task: uuid::Uuid,
+    row: &genesis_store::coding_tasks::CodingTaskRow,
 ) -> Result<Option<CoderKeys>, Status> {
-    let chain = super::coder_calls::preset_chain(state, t, task, true).await?;
+    let task = row.id;
+    let chain = super::coder_calls::chain_of(state, t, row.clone()).await?;
     let named: Vec<String> = chain
         .couples
         .iter()
@@ -266,7 +267,7 @@ impl CoderService for Coders {
                 backend: row.backend.clone(),
             };
             // Before the token is minted: a refusal here leaves nothing behind.
-            let keys = coder_keys(&self.state, t, row.id).await?;
+            let keys = coder_keys(&self.state, t, &row).await?;
             let ttl = chrono::Duration::seconds(
                 i64::try_from(self.state.config.coder_token_ttl_secs).unwrap_or(86_400),
             );
