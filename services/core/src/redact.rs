@@ -192,6 +192,21 @@ fn replace(
     out
 }
 
+/// Mask only credentials in `text`: provider keys and tokens with a known
+/// prefix, and bearer tokens. What an episode journal keeps of a
+/// conversation: personal data the model was shown stays as it was (a
+/// resumed episode must read what the first one read), but no credential is
+/// ever stored, whatever put it in a prompt or a tool result.
+pub fn redact_credentials(text: &str) -> Redaction {
+    let mut counts = Vec::new();
+    let t = replace(text, &API_KEY, FindingKind::ApiKey, |_| true, &mut counts);
+    let t = replace(&t, &BEARER, FindingKind::BearerToken, |_| true, &mut counts);
+    Redaction {
+        text: t,
+        findings: counts,
+    }
+}
+
 /// Find and replace every secret and personal datum in `text`. The most
 /// specific detectors run first (known key prefixes, bearer tokens, emails,
 /// IBANs, card numbers), so a later, broader detector never sees their
