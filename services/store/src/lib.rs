@@ -43,6 +43,7 @@ pub mod tick;
 pub mod token_cache;
 pub mod tokens;
 pub mod tool_invocations;
+pub mod trace;
 pub mod windows_holds;
 
 pub use attention::{AttentionRequest, NewAttentionRequest, ResolveOutcome};
