@@ -116,6 +116,10 @@ pub struct LlmTurnStep {
     /// pod. A resumed episode starts its dollars axis from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_cost_usd: Option<f64>,
+    /// The snapshot the invocation's attempts are recorded under, filled
+    /// with the cost: a resumed episode's turn links it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
 }
 
 /// What a turn sent.
@@ -233,6 +237,9 @@ impl LlmTurnStep {
                 "is priced by the supervisor, never sent",
             ));
         }
+        if self.snapshot_id.is_some() {
+            return Err(bad("snapshot_id", "is set by the store, never sent"));
+        }
         Ok(())
     }
 }
@@ -341,6 +348,7 @@ mod tests {
                 error: None,
             }],
             snapshot_cost_usd: None,
+            snapshot_id: None,
         }
     }
 
@@ -351,7 +359,8 @@ mod tests {
         failed.response = None;
         failed.error = Some("all couples failed".into());
         assert!(failed.check().is_ok());
-        let cases: Vec<(&str, Box<dyn Fn(&mut LlmTurnStep)>)> = vec![
+        type Breakage = Box<dyn Fn(&mut LlmTurnStep)>;
+        let cases: Vec<(&str, Breakage)> = vec![
             ("turn", Box::new(|s| s.turn = 0)),
             ("invocation_id", Box::new(|s| s.invocation_id = " ".into())),
             ("attempts", Box::new(|s| s.attempts.clear())),

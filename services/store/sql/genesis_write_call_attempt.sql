@@ -1,11 +1,18 @@
 -- One priced attempt of an agent's call: the invocation's snapshot upserted,
 -- then the attempt appended and drawn down (genesis_append_call_attempt).
+-- The last attempt of an LLM turn carries the turn's journal step
+-- (a->'journal': event_id, session, entry, max_bytes): it is written here,
+-- in the attempt's own transaction, with the invocation's snapshot and cost so far, so
+-- a turn that was paid for is a turn a resumed episode replays. The caller
+-- has checked the session guard.
 CREATE OR REPLACE FUNCTION public.genesis_write_call_attempt(p_tenant uuid, p_instance uuid, a jsonb)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
 DECLARE
     snap llm_call_snapshots;
+    v_out jsonb;
+    j jsonb := a->'journal';
 BEGIN
     INSERT INTO llm_call_snapshots
         (tenant_id, instance_id, invocation_id, site_id, requested_model, served_model,
@@ -22,7 +29,14 @@ BEGIN
         cost_usd = llm_call_snapshots.cost_usd + EXCLUDED.cost_usd,
         updated_at = now()
     RETURNING * INTO snap;
-    RETURN jsonb_build_object('snapshot', to_jsonb(snap))
+    v_out := jsonb_build_object('snapshot', to_jsonb(snap))
         || genesis_append_call_attempt(p_tenant, snap.id, a);
+    IF jsonb_typeof(j) = 'object' THEN
+        v_out := v_out || jsonb_build_object('journal', genesis_journal_write(
+            p_tenant, p_instance, (j->>'event_id')::uuid, (j->>'session')::uuid, 'llm_turn',
+            (j->'entry') || jsonb_build_object('snapshot_cost_usd', snap.cost_usd, 'snapshot_id', snap.id),
+            (j->>'max_bytes')::integer));
+    END IF;
+    RETURN v_out;
 END
 $function$;

@@ -88,17 +88,7 @@ impl Journal<'_> {
         step: NewStep<'_>,
         max_episode_bytes: u32,
     ) -> Result<Appended, StoreError> {
-        if step.kind == JournalKind::Truncated {
-            return Err(StoreError::invalid(
-                "kind",
-                "the truncation marker is written by the journal itself",
-            ));
-        }
-        if !step.entry.is_object() {
-            return Err(StoreError::invalid("entry", "must be a JSON object"));
-        }
-        let cap = i32::try_from(max_episode_bytes)
-            .map_err(|_| StoreError::invalid("max_episode_bytes", "must fit in 31 bits"))?;
+        let (cap, entry) = checked(&step, max_episode_bytes)?;
         let raw: serde_json::Value =
             sqlx::query_scalar("SELECT genesis_journal_append($1, $2, $3, $4, $5, $6, $7)")
                 .bind(tenant_id)
@@ -106,26 +96,11 @@ impl Journal<'_> {
                 .bind(step.event_id)
                 .bind(step.session)
                 .bind(step.kind.as_str())
-                .bind(step.entry)
+                .bind(entry)
                 .bind(cap)
                 .fetch_one(self.store.tenant_pool())
                 .await?;
-        #[derive(Deserialize)]
-        struct Raw {
-            outcome: String,
-            seq: Option<i32>,
-        }
-        let raw: Raw = decode(raw)?;
-        match (raw.outcome.as_str(), raw.seq) {
-            ("appended", Some(seq)) => Ok(Appended::At(seq)),
-            ("truncated", Some(seq)) => Ok(Appended::Truncated(seq)),
-            ("truncated", None) => Ok(Appended::Dropped),
-            ("lease_lost", _) => Err(StoreError::LeaseLost),
-            ("not_found", _) => Err(StoreError::not_found("agent instance")),
-            (other, _) => Err(StoreError::Database(format!(
-                "unexpected journal outcome {other:?}"
-            ))),
-        }
+        appended(raw)
     }
 
     /// The journal of `event_id`'s episode, in order (empty when it has
@@ -170,5 +145,71 @@ impl Journal<'_> {
         .execute(self.store.system_pool())
         .await?;
         Ok(done.rows_affected())
+    }
+}
+
+/// Write `step` inside a tenant transaction whose caller has already
+/// checked, and still holds, the session guard: InvokeTool journals a tool
+/// call in the transaction of its effect, so the two commit together or not
+/// at all. `InvalidArgument` when the step's event is not the one its
+/// session claimed.
+pub async fn write_in(
+    conn: &mut sqlx::PgConnection,
+    tenant_id: Uuid,
+    step: NewStep<'_>,
+    max_episode_bytes: u32,
+) -> Result<Appended, StoreError> {
+    let (cap, entry) = checked(&step, max_episode_bytes)?;
+    let raw: serde_json::Value =
+        sqlx::query_scalar("SELECT genesis_journal_write($1, $2, $3, $4, $5, $6, $7)")
+            .bind(tenant_id)
+            .bind(step.instance_id)
+            .bind(step.event_id)
+            .bind(step.session)
+            .bind(step.kind.as_str())
+            .bind(entry)
+            .bind(cap)
+            .fetch_one(conn)
+            .await?;
+    appended(raw)
+}
+
+/// A step the journal accepts: no marker (the journal writes its own), an
+/// object, a cap that fits the column.
+fn checked<'a>(
+    step: &NewStep<'a>,
+    max_episode_bytes: u32,
+) -> Result<(i32, &'a serde_json::Value), StoreError> {
+    if step.kind == JournalKind::Truncated {
+        return Err(StoreError::invalid(
+            "kind",
+            "the truncation marker is written by the journal itself",
+        ));
+    }
+    if !step.entry.is_object() {
+        return Err(StoreError::invalid("entry", "must be a JSON object"));
+    }
+    let cap = i32::try_from(max_episode_bytes)
+        .map_err(|_| StoreError::invalid("max_episode_bytes", "must fit in 31 bits"))?;
+    Ok((cap, step.entry))
+}
+
+/// The journal functions' answer as [`Appended`].
+fn appended(raw: serde_json::Value) -> Result<Appended, StoreError> {
+    #[derive(Deserialize)]
+    struct Raw {
+        outcome: String,
+        seq: Option<i32>,
+    }
+    let raw: Raw = decode(raw)?;
+    match (raw.outcome.as_str(), raw.seq) {
+        ("appended", Some(seq)) => Ok(Appended::At(seq)),
+        ("truncated", Some(seq)) => Ok(Appended::Truncated(seq)),
+        ("truncated", None) => Ok(Appended::Dropped),
+        ("lease_lost", _) => Err(StoreError::LeaseLost),
+        ("not_found", _) => Err(StoreError::not_found("agent instance")),
+        (other, _) => Err(StoreError::Database(format!(
+            "unexpected journal outcome {other:?}"
+        ))),
     }
 }

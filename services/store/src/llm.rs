@@ -709,7 +709,28 @@ impl Llm<'_> {
         attempt: &NewCallAttempt,
         credit: CreditDraw,
     ) -> Result<RecordedAttempt, StoreError> {
-        let object = attempt_object(attempt, credit)?;
+        self.record_priced(
+            tenant_id,
+            &PricedAttempt {
+                attempt: attempt.clone(),
+                credit,
+                journal: None,
+            },
+        )
+        .await
+    }
+
+    /// [`Llm::record_call_attempt`] for an attempt that may carry its
+    /// turn's journal step (RecordCallAttempt's last attempt of a turn).
+    /// `InvalidArgument` when the step names an event its session did not
+    /// claim; nothing is written then.
+    pub async fn record_priced(
+        &self,
+        tenant_id: Uuid,
+        priced: &PricedAttempt,
+    ) -> Result<RecordedAttempt, StoreError> {
+        let attempt = &priced.attempt;
+        let object = attempt_object(attempt, priced.credit, priced.journal.as_ref())?;
         self.record_attempt_object(
             tenant_id,
             (attempt.instance_id, attempt.session),
@@ -795,7 +816,7 @@ impl Llm<'_> {
         attempt: &NewCallAttempt,
         credit: CreditDraw,
     ) -> Result<RecordedAttempt, StoreError> {
-        let object = attempt_object(attempt, credit)?;
+        let object = attempt_object(attempt, credit, None)?;
         let raw: serde_json::Value =
             sqlx::query_scalar("SELECT genesis_record_coder_attempt($1, $2, $3)")
                 .bind(tenant_id)
@@ -949,6 +970,22 @@ pub(crate) async fn replace_prompt_overlay_in(
 pub struct PricedAttempt {
     pub attempt: NewCallAttempt,
     pub credit: CreditDraw,
+    /// The turn's journal step, on the turn's last attempt only: written in
+    /// the attempt's transaction, so a turn paid for is a turn journaled.
+    pub journal: Option<TurnJournal>,
+}
+
+/// An LLM turn's step of its episode journal, as the supervisor checked
+/// and redacted it (genesis-core's `LlmTurnStep` as JSON). The store adds
+/// the invocation's cost so far when it writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnJournal {
+    /// The claimed event whose episode the turn belongs to; the write
+    /// refuses an event the attempt's session did not claim.
+    pub event_id: Uuid,
+    pub entry: serde_json::Value,
+    /// The episode's byte cap (genesis-core's `JournalLimits`).
+    pub max_episode_bytes: u32,
 }
 
 /// An attempt checked and shaped as `genesis_write_call_attempt` reads it,
@@ -959,6 +996,7 @@ pub struct PricedAttempt {
 pub(crate) fn attempt_object(
     attempt: &NewCallAttempt,
     credit: CreditDraw,
+    journal: Option<&TurnJournal>,
 ) -> Result<serde_json::Value, StoreError> {
     attempt.check_reported()?;
     check_text("site_id", &attempt.site_id, 200)?;
@@ -973,7 +1011,28 @@ pub(crate) fn attempt_object(
         error_message.truncate(end);
     }
     let served = (!attempt.served_model.is_empty()).then_some(attempt.served_model.as_str());
+    let journal = match journal {
+        None => serde_json::Value::Null,
+        Some(j) => {
+            if !j.entry.is_object() {
+                return Err(StoreError::invalid(
+                    "journal.entry",
+                    "must be a JSON object",
+                ));
+            }
+            let max_bytes = i32::try_from(j.max_episode_bytes).map_err(|_| {
+                StoreError::invalid("journal.max_episode_bytes", "must fit in 31 bits")
+            })?;
+            serde_json::json!({
+                "event_id": j.event_id,
+                "session": attempt.session,
+                "entry": j.entry,
+                "max_bytes": max_bytes,
+            })
+        }
+    };
     Ok(serde_json::json!({
+        "journal": journal,
         "invocation_id": attempt.invocation_id,
         "site_id": attempt.site_id,
         "requested_model": attempt.requested_model,

@@ -371,7 +371,7 @@ fn attempts_arg(
                     "must be made by the completing session on its instance",
                 ));
             }
-            crate::llm::attempt_object(&p.attempt, p.credit)
+            crate::llm::attempt_object(&p.attempt, p.credit, p.journal.as_ref())
         })
         .collect::<Result<Vec<_>, _>>()
         .map(serde_json::Value::Array)

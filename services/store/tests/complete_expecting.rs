@@ -406,6 +406,7 @@ fn priced(c: &TickClaim, cost: f64) -> PricedAttempt {
             week_start: "2026-11-30T00:00:00Z".parse().unwrap(),
             limit_usd: 50.0,
         },
+        journal: None,
     }
 }
 
