@@ -241,6 +241,22 @@ pub async fn events_of_kind(
     .await?)
 }
 
+/// The ids of `instance`'s events of `kind`, any state, oldest first.
+pub async fn event_ids_of_kind(
+    pool: &PgPool,
+    instance: Uuid,
+    kind: &str,
+) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM agent_event_queue WHERE instance_id = $1 AND event_kind = $2
+          ORDER BY sequence_number",
+    )
+    .bind(instance)
+    .bind(kind)
+    .fetch_all(pool)
+    .await?)
+}
+
 /// Every event's claim and consumption as one `|`-joined line, by id: what
 /// a "nothing was written" snapshot compares.
 pub async fn all_event_claim_lines(pool: &PgPool) -> Result<Vec<String>, StoreError> {

@@ -938,6 +938,23 @@ pub async fn count_messages_to_operator_starting(
     .await?)
 }
 
+/// Successful (paid) call attempts under the snapshot the turns of events
+/// of `kind` link: the turns a resumed episode replayed are counted once,
+/// under the one invocation its sessions shared.
+pub async fn count_successful_attempts_of_event_kind(
+    pool: &PgPool,
+    kind: &str,
+) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM llm_call_attempts a
+           JOIN agent_state_ledger l ON l.llm_call_snapshot_id = a.snapshot_id
+          WHERE l.event_kind = $1 AND a.outcome = 'success'",
+    )
+    .bind(kind)
+    .fetch_one(pool)
+    .await?)
+}
+
 /// The prompt overlay of LLM preset `preset` (`None`: it has none).
 pub async fn preset_prompt_overlay(
     pool: &PgPool,
