@@ -774,6 +774,7 @@ assert ctl["GENESIS_CODER_ANTHROPIC_BASE_URL"] == "https://gw.internal/anthropic
 assert ctl["GENESIS_CODER_OPENAI_BASE_URL"] == "https://gw.internal/openai/v1", ctl
 assert ctl["GENESIS_CODER_COMMAND"] == "genesis-coder", ctl
 assert ctl["GENESIS_JOURNAL_RETENTION_DAYS"] == "30", ctl
+assert sup["GENESIS_JOURNAL_MAX_EPISODE_BYTES"] == "4194304", sup
 pod_secret = next(d for d in docs if d["kind"] == "Deployment" and comp(d) == "agent-pod")
 vols = pod_secret["spec"]["template"]["spec"]["volumes"]
 key_secret = [s["secret"]["name"] for v in vols if v["name"] == "llm-keys"
@@ -781,7 +782,7 @@ key_secret = [s["secret"]["name"] for v in vols if v["name"] == "llm-keys"
 assert ctl["GENESIS_CODER_KEY_SECRET"] == key_secret[0], (ctl, key_secret)
 PY
 ok "LLM base URLs, backend routes, retries and the unpriced price reach the pods, the supervisor and control (and its coder Jobs)"
-for bad in llm.anthropicBaseUrl=ftp://x llm.maxRetries=11 llm.unpricedOutputUsdPerMtok=0 control.journalRetentionDays=0; do
+for bad in llm.anthropicBaseUrl=ftp://x llm.maxRetries=11 llm.unpricedOutputUsdPerMtok=0 control.journalRetentionDays=0 supervisor.journalMaxEpisodeBytes=1024; do
   if "$HELM" template genesis "$CHART" "${CHOSEN[@]}" --set "$bad" >/dev/null 2>"$WORK/bad.err"; then
     fail "$bad: helm template ACCEPTED a value the services refuse at start"
   fi

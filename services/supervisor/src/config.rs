@@ -94,6 +94,12 @@ pub struct SupervisorConfig {
     /// `GENESIS_UNPRICED_INPUT_USD_PER_MTOK`).
     #[arg(long, env = "GENESIS_UNPRICED_OUTPUT_USD_PER_MTOK", default_value_t = 75.0, value_parser = genesis_core::pricing::parse_fallback_price, allow_negative_numbers = true)]
     pub unpriced_output_usd_per_mtok: f64,
+    /// Bytes of one episode's journal (its steps' JSON): the first step past
+    /// it is replaced by a truncation marker and nothing later is kept, so a
+    /// resumed episode replays only what came before it. 16 KiB to 256 MiB.
+    #[arg(long, env = "GENESIS_JOURNAL_MAX_EPISODE_BYTES", default_value_t = genesis_core::journal::DEFAULT_MAX_EPISODE_BYTES,
+          value_parser = clap::value_parser!(u32).range(i64::from(genesis_core::journal::MIN_MAX_EPISODE_BYTES)..=i64::from(genesis_core::journal::MAX_MAX_EPISODE_BYTES)))]
+    pub journal_max_episode_bytes: u32,
     /// Milliseconds an admitted agent-pod token is remembered before it is
     /// looked up again (0: every RPC looks it up). Any change to
     /// `api_tokens` (a revocation) empties the memory as soon as it

@@ -144,6 +144,7 @@ pub async fn serve(
         ledger_cache_bytes: config.ledger_cache_bytes(),
         catalogue_cache_bytes: config.catalogue_cache_bytes(),
         unpriced_price: config.unpriced_price(),
+        journal_max_episode_bytes: config.journal_max_episode_bytes,
     };
     let service = AgentPodService::new(
         parts.store.clone(),

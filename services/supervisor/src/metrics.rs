@@ -48,7 +48,8 @@ fn bump<K: Ord>(map: &Mutex<BTreeMap<K, u64>>, key: K) {
 
 impl Metrics {
     /// A ClaimTick answered with `outcome` (bundle, lease_held, nothing_due,
-    /// not_active, error).
+    /// not_active, error), or `resumed`: a bundle (counted as one too) that
+    /// carries an earlier session's journal to resume.
     pub fn claim(&self, outcome: &'static str) {
         bump(&self.claims, outcome);
     }

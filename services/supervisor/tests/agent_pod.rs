@@ -89,6 +89,7 @@ impl Harness {
         args: &str,
     ) -> Request<pb::InvokeToolRequest> {
         self.req(pb::InvokeToolRequest {
+            event_id: String::new(),
             session_id: session.to_owned(),
             instance_id: self.instance.to_string(),
             tenant_id: self.tenant.to_string(),
@@ -522,6 +523,8 @@ async fn an_expired_lease_is_lost_for_tools_and_attempts_before_any_reclaim(pool
         .client
         .clone()
         .record_call_attempt(h.req(pb::RecordCallAttemptRequest {
+            journal_step_json: String::new(),
+            event_id: String::new(),
             session_id: s.clone(),
             instance_id: h.instance.to_string(),
             tenant_id: h.tenant.to_string(),
@@ -677,6 +680,8 @@ async fn record_call_attempt_prices_usage_server_side_and_draws_down_credit(pool
     };
     let req = |a| {
         h.req(pb::RecordCallAttemptRequest {
+            journal_step_json: String::new(),
+            event_id: String::new(),
             session_id: s.clone(),
             instance_id: h.instance.to_string(),
             tenant_id: h.tenant.to_string(),
@@ -1547,6 +1552,8 @@ async fn the_claim_carries_the_presets_overlay_and_the_snapshot_records_its_hash
         .client
         .clone()
         .record_call_attempt(h.req(pb::RecordCallAttemptRequest {
+            journal_step_json: String::new(),
+            event_id: String::new(),
             session_id: b.session_id.clone(),
             instance_id: h.instance.to_string(),
             tenant_id: h.tenant.to_string(),
@@ -1567,6 +1574,8 @@ async fn the_claim_carries_the_presets_overlay_and_the_snapshot_records_its_hash
         .client
         .clone()
         .record_call_attempt(h.req(pb::RecordCallAttemptRequest {
+            journal_step_json: String::new(),
+            event_id: String::new(),
             session_id: b.session_id.clone(),
             instance_id: h.instance.to_string(),
             tenant_id: h.tenant.to_string(),
@@ -1688,6 +1697,7 @@ fn priced_attempt(outcome: &str, input_tokens: i64) -> pb::CallAttempt {
 
 fn pending(attempt: pb::CallAttempt) -> pb::PendingCallAttempt {
     pb::PendingCallAttempt {
+        journal_step_json: String::new(),
         invocation_id: "inv-last".into(),
         attempt: Some(attempt),
         prompt_overlay_sha256: String::new(),
@@ -2831,4 +2841,271 @@ async fn a_reservation_checks_its_input_its_lease_and_enforcement(pool: PgPool) 
         .into_inner();
     assert!(free.granted && free.reserved_usd == 0.0, "{free:?}");
     assert_eq!(h.count("credit_reservations").await, 0);
+}
+
+/// A recorded attempt of `claude-sonnet-4-5` (priced by the seeded row).
+fn sonnet_attempt() -> pb::CallAttempt {
+    pb::CallAttempt {
+        requested_model: "claude-sonnet-4-5".into(),
+        served_model: "claude-sonnet-4-5".into(),
+        provider: "anthropic".into(),
+        credential_name: "ANTHROPIC_API_KEY".into(),
+        outcome: "success".into(),
+        input_tokens: 1000,
+        output_tokens: 100,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        latency_ms: 5,
+        error_message: String::new(),
+    }
+}
+
+/// An LLM turn's journal step as a pod sends it; `system` carries a
+/// credential the supervisor must mask before it stores the step.
+fn turn_step(turn: u32, attempts: usize) -> serde_json::Value {
+    let attempt = serde_json::json!({
+        "provider": "anthropic", "credential_name": "ANTHROPIC_API_KEY",
+        "requested_model": "claude-sonnet-4-5", "served_model": "claude-sonnet-4-5",
+        "outcome": "success", "latency_ms": 5,
+        "usage": {"input_tokens": 1000, "output_tokens": 100},
+    });
+    serde_json::json!({
+        "turn": turn,
+        "invocation_id": "inv-journal",
+        "request": {
+            "model": "claude-sonnet-4-5",
+            "system": "Be brief. Key: sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123",
+            "messages": [{"role": "user", "content": "EVENT: AgentInitialized"}],
+            "tools": ["soa_send_message", "phase_complete"],
+            "max_output_tokens": 512,
+        },
+        "response": {
+            "tool_calls": [{"id": "c1", "name": "soa_send_message", "arguments": {"body": "hello"}}],
+            "served_model": "claude-sonnet-4-5",
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 1000, "output_tokens": 100},
+        },
+        "attempts": vec![attempt; attempts],
+    })
+}
+
+/// The journal's writers: a turn's step is written with its last attempt
+/// and a tool call's with its effect, each in one transaction; a step that
+/// is not one, or names an event the session did not claim, is refused
+/// with nothing written (no attempt, no spend, no tool effect); a
+/// credential in a step is masked; and the claim that takes the event over
+/// after the lease ran out is handed the journal to resume from.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn turns_and_tool_calls_are_journaled_with_their_writes_and_resumed_by_the_next_claim(
+    pool: PgPool,
+) {
+    let mut h = start(pool).await;
+    let b = h.claim().await;
+    let session = b.session_id.clone();
+    let event = b.event.as_ref().unwrap().id.clone();
+    assert!(b.journal.is_empty(), "a first claim has nothing to resume");
+    let record = |step: String, event_id: String| {
+        h.req(pb::RecordCallAttemptRequest {
+            session_id: session.clone(),
+            instance_id: h.instance.to_string(),
+            tenant_id: h.tenant.to_string(),
+            invocation_id: "inv-journal".into(),
+            attempt: Some(sonnet_attempt()),
+            prompt_overlay_sha256: String::new(),
+            journal_step_json: step,
+            event_id,
+        })
+    };
+    // Refused, each naming its field, with nothing written.
+    let refusals = [
+        (turn_step(1, 0).to_string(), event.clone(), "journal_step_json"),
+        ("{\"turn\": 1}".to_owned(), event.clone(), "journal_step_json"),
+        (turn_step(1, 1).to_string(), String::new(), "event_id"),
+    ];
+    for (step, event_id, field) in refusals {
+        let err = h
+            .client
+            .clone()
+            .record_call_attempt(record(step, event_id))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().starts_with(field), "{field}: {err:?}");
+    }
+    // Another event of the instance (not the one this session claimed).
+    h.wake(h.instance, "queued behind the opener").await;
+    let other = inspect::event_ids_of_kind(&h.pool, h.instance, "OperatorMessage")
+        .await
+        .unwrap()
+        .pop()
+        .expect("the operator message is queued");
+    let err = h
+        .client
+        .clone()
+        .record_call_attempt(record(turn_step(1, 1).to_string(), other.to_string()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert_eq!(h.count("llm_call_attempts").await, 0);
+    assert_eq!(h.count("credit_windows").await, 0);
+    assert_eq!(h.count("agent_episode_journal").await, 0);
+
+    // The turn: its attempt and its step in one write.
+    let recorded = h
+        .client
+        .clone()
+        .record_call_attempt(record(turn_step(1, 1).to_string(), event.clone()))
+        .await
+        .unwrap()
+        .into_inner();
+    // A tool call naming another event runs nothing.
+    let mut wrong = h.invoke(&session, "inv-journal:1:c1", "soa_send_message", r#"{"body":"hello"}"#);
+    wrong.get_mut().event_id = other.to_string();
+    let err = h.client.clone().invoke_tool(wrong).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert_eq!(h.count("agent_messages").await, 1, "only the operator's message");
+    assert_eq!(h.count("tool_invocations").await, 0);
+    // The tool call: its effect and its step in one write.
+    let mut call = h.invoke(&session, "inv-journal:1:c1", "soa_send_message", r#"{"body":"hello"}"#);
+    call.get_mut().event_id = event.clone();
+    let ran = h.client.clone().invoke_tool(call).await.unwrap().into_inner();
+    assert!(ran.error.is_none() && !ran.replayed, "{ran:?}");
+    assert_eq!(h.count("agent_messages").await, 2);
+
+    let steps = h
+        .store
+        .journal()
+        .episode(h.tenant, event.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert_eq!(steps[0].kind.as_str(), "llm_turn");
+    let turn: genesis_core::journal::LlmTurnStep =
+        serde_json::from_value(steps[0].entry.clone()).unwrap();
+    assert_eq!(turn.snapshot_id.as_deref(), Some(recorded.snapshot_id.as_str()));
+    assert_eq!(turn.snapshot_cost_usd, Some(recorded.snapshot_cost_usd));
+    assert!(recorded.snapshot_cost_usd > 0.0);
+    let system = turn.request.system.unwrap();
+    assert!(!system.contains("sk-ant-api03"), "{system}");
+    assert!(system.contains("[REDACTED:api_key]"), "{system}");
+    assert_eq!(steps[1].kind.as_str(), "tool_call");
+    let tool: genesis_core::journal::ToolCallStep =
+        serde_json::from_value(steps[1].entry.clone()).unwrap();
+    assert_eq!(tool.call_id, "inv-journal:1:c1");
+    assert_eq!((tool.side_effecting, tool.blocked), (ran.side_effecting, false));
+    assert_eq!(tool.result.to_string(), ran.result_json);
+
+    // The pod dies; its lease runs out; the next claim takes the same
+    // event over and is handed its journal.
+    h.expire_lease().await;
+    let again = h.claim().await;
+    assert_ne!(again.session_id, session);
+    assert_eq!(again.event.as_ref().unwrap().id, event);
+    let kinds: Vec<&str> = again.journal.iter().map(|s| s.kind.as_str()).collect();
+    assert_eq!(kinds, ["llm_turn", "tool_call"]);
+    assert_eq!(
+        again.journal.iter().map(|s| s.seq).collect::<Vec<_>>(),
+        [0, 1]
+    );
+    let handed: genesis_core::journal::ToolCallStep =
+        serde_json::from_str(&again.journal[1].entry_json).unwrap();
+    assert_eq!(handed, tool);
+}
+
+/// An episode whose journal outgrows its cap: the step that would pass it
+/// becomes one truncation marker, later steps are dropped, and the episode
+/// still records its attempts, runs its tool and completes its turn, whose
+/// last attempt (with its own step) rides with the completion.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_journal_past_its_cap_is_cut_with_a_marker_and_the_episode_still_completes(
+    pool: PgPool,
+) {
+    let cap = genesis_core::journal::MIN_MAX_EPISODE_BYTES;
+    let mut h = start_with(pool, |c| c.journal_max_episode_bytes = cap).await;
+    let b = h.claim().await;
+    let session = b.session_id.clone();
+    let event = b.event.as_ref().unwrap().id.clone();
+    let mut big = turn_step(1, 1);
+    big["request"]["messages"][0]["content"] = "x".repeat(cap as usize).into();
+    let recorded = h
+        .client
+        .clone()
+        .record_call_attempt(h.req(pb::RecordCallAttemptRequest {
+            session_id: session.clone(),
+            instance_id: h.instance.to_string(),
+            tenant_id: h.tenant.to_string(),
+            invocation_id: "inv-journal".into(),
+            attempt: Some(sonnet_attempt()),
+            prompt_overlay_sha256: String::new(),
+            journal_step_json: big.to_string(),
+            event_id: event.clone(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(recorded.cost_usd > 0.0, "the attempt is recorded and paid");
+    let mut call = h.invoke(&session, "inv-journal:1:c1", "soa_send_message", r#"{"body":"hello"}"#);
+    call.get_mut().event_id = event.clone();
+    let ran = h.client.clone().invoke_tool(call).await.unwrap().into_inner();
+    assert!(ran.error.is_none(), "{ran:?}");
+    assert_eq!(h.count("agent_messages").await, 1, "the tool ran");
+    let mut last = pending(sonnet_attempt());
+    last.invocation_id = "inv-journal".into();
+    last.journal_step_json = turn_step(2, 1).to_string();
+    let done = h
+        .complete(completion_with(&h, &session, &event, vec![last]))
+        .await;
+    assert!(!done.ledger_id.is_empty(), "the turn is written");
+
+    let steps = h
+        .store
+        .journal()
+        .episode(h.tenant, event.parse().unwrap())
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = steps.iter().map(|s| s.kind.as_str()).collect();
+    assert_eq!(kinds, ["truncated"], "one marker, nothing after it");
+    assert_eq!(steps[0].entry["dropped_kind"], "llm_turn");
+    assert_eq!(steps[0].entry["max_bytes"], cap);
+    assert!(steps[0].entry["dropped_bytes"].as_i64().unwrap() > i64::from(cap));
+    assert_eq!(h.count("llm_call_attempts").await, 2);
+}
+
+/// The completion's last attempt carries its turn's step into the turn's
+/// own transaction; a completion whose step is not one is refused with
+/// nothing written.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_last_turn_is_journaled_with_the_completion_or_not_at_all(pool: PgPool) {
+    let mut h = start(pool).await;
+    let b = h.claim().await;
+    let event = b.event.as_ref().unwrap().id.clone();
+    let mut bad = pending(sonnet_attempt());
+    bad.journal_step_json = turn_step(0, 1).to_string();
+    let err = h
+        .client
+        .clone()
+        .complete_tick(h.req(completion_with(&h, &b.session_id, &event, vec![bad])))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message()
+            .starts_with("call_attempts[0].journal_step_json"),
+        "{err:?}"
+    );
+    assert_eq!(h.count("llm_call_attempts").await, 0);
+    assert_eq!(h.count("agent_state_ledger").await, 0);
+    let mut good = pending(sonnet_attempt());
+    good.journal_step_json = turn_step(1, 1).to_string();
+    h.complete(completion_with(&h, &b.session_id, &event, vec![good]))
+        .await;
+    let steps = h
+        .store
+        .journal()
+        .episode(h.tenant, event.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0].kind.as_str(), "llm_turn");
+    assert!(steps[0].entry["snapshot_cost_usd"].as_f64().unwrap() > 0.0);
 }

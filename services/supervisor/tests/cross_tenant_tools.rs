@@ -55,6 +55,7 @@ fn call(
     authed(
         Some(token),
         pb::InvokeToolRequest {
+            event_id: String::new(),
             session_id: session.to_owned(),
             instance_id: instance.to_string(),
             tenant_id: tenant.to_string(),

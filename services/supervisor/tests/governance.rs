@@ -728,6 +728,7 @@ impl Server {
         args: Value,
     ) -> pb::InvokeToolResponse {
         let req = self.req(pb::InvokeToolRequest {
+            event_id: String::new(),
             session_id: session.to_owned(),
             instance_id: self.soa.to_string(),
             tenant_id: self.tenant.to_string(),

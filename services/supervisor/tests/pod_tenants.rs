@@ -98,6 +98,7 @@ async fn call(
                 .invoke_tool(authed(
                     Some(token),
                     pb::InvokeToolRequest {
+                        event_id: String::new(),
                         session_id: t.session.clone(),
                         instance_id: instance,
                         tenant_id: tenant,
@@ -115,6 +116,8 @@ async fn call(
             .record_call_attempt(authed(
                 Some(token),
                 pb::RecordCallAttemptRequest {
+                    journal_step_json: String::new(),
+                    event_id: String::new(),
                     session_id: t.session.clone(),
                     instance_id: instance,
                     tenant_id: tenant,

@@ -135,8 +135,33 @@ impl AgentPodService {
                 return Err(store_status(&e));
             }
         };
+        // An event claimed before (a session that died or lost its lease,
+        // or a deferred tick) may have an episode to resume.
+        let journal = if event.attempts > 1 || instance.consecutive_provider_failures > 0 {
+            match self.store.journal().episode(tenant_id, event.id).await {
+                Ok(steps) => steps,
+                Err(e) => {
+                    self.metrics.claim("error");
+                    self.release_lease(tenant_id, instance_id, session).await;
+                    return Err(store_status(&e));
+                }
+            }
+        } else {
+            Vec::new()
+        };
         let catalogue_epoch = read.catalogue_epoch;
-        let bundle = self.tick_bundle(&taken, read, terms, &opts, &ops, chat_tail);
+        let mut bundle = self.tick_bundle(&taken, read, terms, &opts, &ops, chat_tail);
+        if !journal.is_empty() {
+            self.metrics.claim("resumed");
+        }
+        bundle.journal = journal
+            .into_iter()
+            .map(|step| pb::JournalStep {
+                seq: step.seq,
+                kind: step.kind.as_str().to_owned(),
+                entry_json: step.entry.to_string(),
+            })
+            .collect();
         self.memos.remember(
             session,
             TickMemo {

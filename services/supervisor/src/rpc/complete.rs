@@ -50,11 +50,12 @@ impl AgentPodService {
         // completion with its turn, after its session guard: a lost lease
         // writes none of them.
         let mut call_attempts = Vec::with_capacity(pending.len());
-        for attempt in pending {
-            call_attempts.push(
-                self.price_attempt(tenant_id, attempt, memo.as_deref())
-                    .await?,
-            );
+        for (attempt, step) in pending {
+            let mut priced = self
+                .price_attempt(tenant_id, attempt, memo.as_deref())
+                .await?;
+            priced.journal = step.map(|entry| self.turn_journal(event_id, entry));
+            call_attempts.push(priced);
         }
         let turn = match memo {
             // What the claim read: no read. A snapshot named without

@@ -11,8 +11,10 @@
 //! band.
 
 use genesis_core::ErrorCode;
+use genesis_core::journal::{JournalKind, ToolCallStep, redact_step};
 use genesis_proto::v1 as pb;
 use genesis_store::StoreError;
+use genesis_store::journal::NewStep;
 use genesis_store::tool_invocations::{NewToolInvocation, find_in, insert_in, lease_held_in};
 use serde_json::Value;
 use tonic::Status;
@@ -198,6 +200,14 @@ impl AgentPodService {
             side_effecting,
         };
         let inserted = insert_in(tx.conn(), tenant_id, &record).await;
+        // The call's journal step commits with its effect, or neither does.
+        let inserted = match (inserted, req.event_id) {
+            (Ok(id), Some(event_id)) => self
+                .journal_tool_call(&mut tx, tenant_id, event_id, record)
+                .await
+                .map(|()| id),
+            (other, _) => other,
+        };
         match inserted {
             Ok(_) => {
                 tx.commit().await.map_err(|e| status_of(e, metrics))?;
@@ -224,5 +234,42 @@ impl AgentPodService {
             }
             Err(e) => Err(status_of(e, metrics)),
         }
+    }
+
+    /// Journal a tool call that ran (or that governance blocked) in the
+    /// transaction of its effect: a resumed episode answers the same call
+    /// from this step and runs nothing. Cleared of credentials first.
+    async fn journal_tool_call(
+        &self,
+        tx: &mut genesis_store::TenantTx,
+        tenant_id: uuid::Uuid,
+        event_id: uuid::Uuid,
+        record: NewToolInvocation,
+    ) -> Result<(), StoreError> {
+        let step = ToolCallStep {
+            call_id: record.call_id,
+            tool_name: record.tool_name,
+            arguments: record.arguments,
+            result: record.result,
+            side_effecting: record.side_effecting,
+            blocked: record.blocked,
+        };
+        let mut entry = serde_json::to_value(&step)
+            .map_err(|e| StoreError::invalid("journal step", e.to_string()))?;
+        redact_step(&mut entry);
+        genesis_store::journal::write_in(
+            tx.conn(),
+            tenant_id,
+            NewStep {
+                event_id,
+                instance_id: record.instance_id,
+                session: record.session,
+                kind: JournalKind::ToolCall,
+                entry: &entry,
+            },
+            self.settings.journal_max_episode_bytes,
+        )
+        .await
+        .map(|_| ())
     }
 }

@@ -58,6 +58,8 @@ pub struct ServiceSettings {
     pub catalogue_cache_bytes: usize,
     /// What an attempt of a model with no price row is charged.
     pub unpriced_price: genesis_core::pricing::ModelPrice,
+    /// The byte cap of one episode's journal.
+    pub journal_max_episode_bytes: u32,
 }
 
 /// The AgentPod implementation.

@@ -11,7 +11,7 @@ mod pricing;
 use chrono::Utc;
 use genesis_core::budget::week_start_for;
 use genesis_proto::v1 as pb;
-use genesis_store::llm::NewCallAttempt;
+use genesis_store::llm::{NewCallAttempt, TurnJournal};
 use tonic::Status;
 use uuid::Uuid;
 
@@ -100,11 +100,16 @@ impl AgentPodService {
         &self,
         req: RecordCallAttempt,
     ) -> Result<pb::RecordCallAttemptResponse, Status> {
-        let RecordCallAttempt { ids, attempt } = req;
+        let RecordCallAttempt {
+            ids,
+            attempt,
+            journal,
+        } = req;
         let (tenant_id, instance_id, session) = ids.triple();
         let memo = self.memos.recall(session, tenant_id, instance_id, None);
+        let journal = journal.map(|(event_id, entry)| self.turn_journal(event_id, entry));
         let recorded = self
-            .write_attempt(tenant_id, attempt, memo.as_deref())
+            .write_attempt(tenant_id, attempt, journal, memo.as_deref())
             .await?;
         Ok(pb::RecordCallAttemptResponse {
             snapshot_id: recorded.snapshot.id.to_string(),
@@ -113,21 +118,34 @@ impl AgentPodService {
         })
     }
 
+    /// An LLM turn's checked step as the store journals it, under this
+    /// supervisor's cap.
+    pub(super) fn turn_journal(&self, event_id: Uuid, entry: serde_json::Value) -> TurnJournal {
+        TurnJournal {
+            event_id,
+            entry,
+            max_episode_bytes: self.settings.journal_max_episode_bytes,
+        }
+    }
+
     /// Record one checked attempt under its invocation's snapshot, priced
-    /// here and drawn from the credit window (RecordCallAttempt). `memo`:
-    /// what this tick's claim read, which spares the context read when the
-    /// price is held too.
+    /// here and drawn from the credit window (RecordCallAttempt), with its
+    /// turn's journal step when it ends one. `memo`: what this tick's
+    /// claim read, which spares the context read when the price is held
+    /// too.
     async fn write_attempt(
         &self,
         tenant_id: Uuid,
         attempt: NewCallAttempt,
+        journal: Option<TurnJournal>,
         memo: Option<&TickMemo>,
     ) -> Result<genesis_store::llm::RecordedAttempt, Status> {
-        let priced = self.price_attempt(tenant_id, attempt, memo).await?;
+        let mut priced = self.price_attempt(tenant_id, attempt, memo).await?;
+        priced.journal = journal;
         let recorded = self
             .store
             .llm()
-            .record_call_attempt(tenant_id, &priced.attempt, priced.credit)
+            .record_priced(tenant_id, &priced)
             .await
             .map_err(|e| status_of(e, &self.metrics))?;
         self.metrics.cost(priced.attempt.cost_usd);

@@ -198,6 +198,7 @@ impl AgentPodService {
                 crate::redaction::Review::of(target, &read.catalogue.bindings).to_proto()
             }),
             chat_tail,
+            journal: Vec::new(),
         }
     }
 }

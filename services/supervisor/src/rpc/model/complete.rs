@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::SessionIds;
 use super::outcome::completion;
-use super::record::reported_attempt;
+use super::record::{reported_attempt, reported_step};
 
 /// A CompleteTick request.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,8 +27,10 @@ pub struct CompleteTick {
     pub event_id: Uuid,
     /// A call snapshot named rather than carried (never with attempts).
     pub snapshot_id: Option<Uuid>,
-    /// The carried attempts, checked and not yet priced.
-    pub pending: Vec<NewCallAttempt>,
+    /// The carried attempts, checked and not yet priced, each with the
+    /// journal step of the turn it ends (checked and cleared of
+    /// credentials), if any.
+    pub pending: Vec<(NewCallAttempt, Option<Value>)>,
     pub turn: ReportedTurn,
 }
 
@@ -95,13 +97,18 @@ impl TryFrom<pb::CompleteTickRequest> for CompleteTick {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                reported_attempt(
+                let attempt = reported_attempt(
                     &format!("call_attempts[{i}]."),
                     ids,
                     p.invocation_id.clone(),
                     p.attempt.as_ref(),
                     p.prompt_overlay_sha256.clone(),
-                )
+                )?;
+                let step = reported_step(
+                    &format!("call_attempts[{i}].journal_step_json"),
+                    &p.journal_step_json,
+                )?;
+                Ok((attempt, step))
             })
             .collect::<Result<Vec<_>, Status>>()?;
         let consumption = req.consumption.as_ref().map(consumption).transpose()?;

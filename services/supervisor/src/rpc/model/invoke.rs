@@ -4,9 +4,10 @@
 //! they match the tool's schema, is answered in band by the handler (the
 //! model reads why), never as an RPC error.
 
-use genesis_proto::convert::invalid_argument as inv;
+use genesis_proto::convert::{invalid_argument as inv, parse_uuid};
 use genesis_proto::v1 as pb;
 use tonic::Status;
+use uuid::Uuid;
 
 use super::SessionIds;
 
@@ -25,6 +26,9 @@ pub struct InvokeTool {
     pub tool_name: String,
     /// At most [`MAX_TOOL_ARGUMENTS_BYTES`]; not yet parsed.
     pub arguments_json: String,
+    /// The event the session claimed: a call that runs is journaled in its
+    /// effect's transaction. `None` from a pod that journals nothing.
+    pub event_id: Option<Uuid>,
 }
 
 impl TryFrom<pb::InvokeToolRequest> for InvokeTool {
@@ -45,11 +49,16 @@ impl TryFrom<pb::InvokeToolRequest> for InvokeTool {
                 format!("must be at most {MAX_TOOL_ARGUMENTS_BYTES} bytes"),
             ));
         }
+        let event_id = match req.event_id.as_str() {
+            "" => None,
+            id => Some(parse_uuid("event_id", id)?),
+        };
         Ok(Self {
             ids,
             call_id: req.call_id,
             tool_name: req.tool_name,
             arguments_json: req.arguments_json,
+            event_id,
         })
     }
 }
@@ -57,7 +66,6 @@ impl TryFrom<pb::InvokeToolRequest> for InvokeTool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uuid::Uuid;
 
     fn request() -> pb::InvokeToolRequest {
         pb::InvokeToolRequest {
@@ -67,6 +75,7 @@ mod tests {
             call_id: "call-1".into(),
             tool_name: "soa_send_message".into(),
             arguments_json: "{}".into(),
+            event_id: Uuid::new_v4().to_string(),
         }
     }
 
@@ -100,5 +109,18 @@ mod tests {
             })
             .starts_with("arguments_json: ")
         );
+        assert!(
+            refused(pb::InvokeToolRequest {
+                event_id: "not-an-event".into(),
+                ..request()
+            })
+            .starts_with("event_id: ")
+        );
+        let unjournaled = InvokeTool::try_from(pb::InvokeToolRequest {
+            event_id: String::new(),
+            ..request()
+        })
+        .expect("an empty event id journals nothing");
+        assert_eq!(unjournaled.event_id, None);
     }
 }

@@ -5,11 +5,14 @@
 //! attempt is not yet priced: its cost is computed by the handler, never
 //! taken from the pod.
 
-use genesis_proto::convert::{invalid_argument as inv, require};
+use genesis_core::journal::{LlmTurnStep, MAX_STEP_BYTES, redact_step};
+use genesis_proto::convert::{invalid_argument as inv, parse_uuid, require};
 use genesis_proto::v1 as pb;
 use genesis_store::StoreError;
 use genesis_store::llm::NewCallAttempt;
+use serde_json::Value;
 use tonic::Status;
+use uuid::Uuid;
 
 use super::SessionIds;
 use crate::error::store_status;
@@ -20,6 +23,9 @@ pub struct RecordCallAttempt {
     pub ids: SessionIds,
     /// Checked, not yet priced (`site_id` and `cost_usd` are filled then).
     pub attempt: NewCallAttempt,
+    /// On a turn's last attempt: the claimed event and the turn's journal
+    /// step, checked and cleared of credentials.
+    pub journal: Option<(Uuid, Value)>,
 }
 
 impl TryFrom<pb::RecordCallAttemptRequest> for RecordCallAttempt {
@@ -34,7 +40,15 @@ impl TryFrom<pb::RecordCallAttemptRequest> for RecordCallAttempt {
             req.attempt.as_ref(),
             req.prompt_overlay_sha256,
         )?;
-        Ok(Self { ids, attempt })
+        let journal = match reported_step("journal_step_json", &req.journal_step_json)? {
+            Some(step) => Some((parse_uuid("event_id", &req.event_id)?, step)),
+            None => None,
+        };
+        Ok(Self {
+            ids,
+            attempt,
+            journal,
+        })
     }
 }
 
@@ -118,4 +132,26 @@ pub(super) fn reported_attempt(
         }
         Err(e) => Err(store_status(&e)),
     }
+}
+
+/// An LLM turn's journal step as the pod sent it (`field` names where):
+/// `None` when empty, else parsed as genesis-core's [`LlmTurnStep`],
+/// checked, and cleared of every credential before anything stores it.
+pub(super) fn reported_step(field: &str, json: &str) -> Result<Option<Value>, Status> {
+    if json.is_empty() {
+        return Ok(None);
+    }
+    if json.len() > MAX_STEP_BYTES {
+        return Err(inv(
+            field,
+            format!("must be at most {MAX_STEP_BYTES} bytes"),
+        ));
+    }
+    let step: LlmTurnStep = serde_json::from_str(json)
+        .map_err(|e| inv(field, format!("is not a journal turn step: {e}")))?;
+    step.check().map_err(|e| inv(field, e.to_string()))?;
+    let mut value =
+        serde_json::to_value(&step).map_err(|e| inv(field, format!("cannot be stored: {e}")))?;
+    redact_step(&mut value);
+    Ok(Some(value))
 }

@@ -96,6 +96,10 @@ impl AgentPodService {
             week_start: week_start_for(Utc::now()),
             limit_usd: opts.weekly_credit_usd,
         };
-        Ok(PricedAttempt { attempt, credit })
+        Ok(PricedAttempt {
+            attempt,
+            credit,
+            journal: None,
+        })
     }
 }
