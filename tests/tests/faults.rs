@@ -330,19 +330,59 @@ async fn a_pod_crashing_at_each_point_of_a_tick_loses_and_duplicates_nothing() -
     .await
 }
 
+/// The opener the stand-in provider answers with: one greeting through a
+/// tool, then the end of the episode.
+const OPENER_GREETING: &str = "Hello, I am your orchestration agent.";
+
+/// The provider requests of the SOA's opener (their objective names its
+/// event), among every request the stand-in took.
+fn opener_requests(standin: &genesis_llm_standin::StandIn) -> usize {
+    standin
+        .requests()
+        .iter()
+        .filter(|r| r.body.to_string().contains("EVENT: AgentInitialized"))
+        .count()
+}
+
 /// One round of one crash point: a fresh one-pod fleet whose pod aborts at
-/// `point` of its first tick, restarted by hand, then checked.
+/// `point` of its first tick, restarted by hand, then checked. The fleet's
+/// provider is the strict Anthropic stand-in, scripted with the opener's
+/// two turns (a greeting, then `phase_complete`): after the crash the
+/// resumed episode replays what the journal kept, so the greeting is sent
+/// once and no turn is asked of the provider twice.
 async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
+    use genesis_llm_standin::{Answer, Endpoint, Reply, StandIn};
     let name = format!("crash-{}", point.replace('_', "-"));
     let logs = log_dir(&format!("faults-{name}-{round}"))?;
     let marker = logs.join(format!("{point}.fired"));
     let _ = std::fs::remove_file(&marker);
+    let key = format!("sk-ant-standin-{}", uuid::Uuid::new_v4().simple());
+    let standin = StandIn::builder().key(key.clone()).start().await?;
+    standin.push(
+        Endpoint::Anthropic,
+        Answer::Reply(Reply::tool_call(
+            "soa_send_message",
+            serde_json::json!({"body": OPENER_GREETING}),
+        )),
+    );
+    standin.push(
+        Endpoint::Anthropic,
+        Answer::Reply(Reply::tool_call(
+            "phase_complete",
+            serde_json::json!({"summary": "Greeted the operator."}),
+        )),
+    );
     let mut opts = FleetOptions::new(&format!("faults-{name}-{round}-fleet"), 1);
     opts.lease_ttl_secs = 3;
-    opts.extra_env.push((
-        "GENESIS_FAULT_EXIT_AT".into(),
-        format!("{point}:{}", marker.display()),
-    ));
+    opts.provider = "anthropic".into();
+    opts.extra_env.extend([
+        ("ANTHROPIC_BASE_URL".to_owned(), standin.base_url()),
+        ("ANTHROPIC_API_KEY".to_owned(), key.clone()),
+        (
+            "GENESIS_FAULT_EXIT_AT".to_owned(),
+            format!("{point}:{}", marker.display()),
+        ),
+    ]);
     let mut fleet = Fleet::start(opts).await?;
     // The SOA's opener is the first tick: the pod aborts at `point`.
     let tenant = fleet.create_tenant("crash").await?;
@@ -358,6 +398,7 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
     .await;
     ensure!(died.is_ok(), "{name}: the pod never reached {point}");
     ensure!(marker.is_file(), "{name}: aborted without its marker");
+    let asked_before_restart = opener_requests(&standin);
     // Restart it (the marker disarms it) and let the fleet recover.
     fleet.kill_pod(0);
     fleet.start_pod(0).await?;
@@ -384,12 +425,27 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
             "{name}: {reclaimed} events claimed twice, yet the pod died holding no claim"
         );
     }
-    // Tool side effects are at-least-once across a crash: a greeting
-    // sent before the abort is sent again by the reclaimed tick.
-    let greetings =
-        checks::count_messages_to_operator_starting(&fleet.db, "Hello, I am your").await?;
+    // Exactly once: the greeting the first session sent is answered from
+    // the journal by the resumed episode, never sent again.
+    let greetings = checks::count_messages_to_operator_starting(&fleet.db, OPENER_GREETING).await?;
+    ensure!(
+        greetings == 1,
+        "{name}: the greeting was sent {greetings} times"
+    );
+    // Paid once: every turn the first session was answered is replayed, so
+    // the provider saw each of the opener's two turns exactly once.
+    let asked = opener_requests(&standin);
+    ensure!(
+        asked == 2,
+        "{name}: the provider was asked {asked} times for the opener's 2 turns ({asked_before_restart} before the crash)"
+    );
+    let paid = checks::count_successful_attempts_of_event_kind(&fleet.db, "AgentInitialized").await?;
+    ensure!(
+        paid == 2,
+        "{name}: {paid} paid attempts recorded for the opener's 2 turns"
+    );
     println!(
-        "FAULT {name}: round={round} reclaimed_events={reclaimed} greetings_for_the_opener={greetings}"
+        "FAULT {name}: round={round} reclaimed_events={reclaimed} greetings_for_the_opener={greetings} provider_requests_for_the_opener={asked} asked_before_the_crash={asked_before_restart}"
     );
     ensure!(
         s.dead_lettered == 0,

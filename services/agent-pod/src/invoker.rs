@@ -22,8 +22,13 @@ use genesis_proto::v1 as pb;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use genesis_core::journal::{
+    JournalToolCall, LlmTurnStep, TurnAttempt, TurnRequest, TurnResponse, TurnUsage,
+};
+
 use crate::error::PodError;
 use crate::model::{PresetChain, TickBudget};
+use crate::resume::{Resume, recorded_response};
 use crate::supervisor::{Supervisor, TickIds};
 
 /// The control terminator for a finished episode (handled by the pod).
@@ -201,6 +206,10 @@ pub struct EpisodeReport {
     pub llm_calls: u32,
     /// Synthetic nudges appended.
     pub nudges: u32,
+    /// Turns answered from an earlier session's journal (no provider call).
+    pub replayed_turns: u32,
+    /// Tool calls answered from an earlier session's journal (not run).
+    pub replayed_tool_calls: u32,
 }
 
 /// The inputs of one episode.
@@ -228,6 +237,11 @@ pub struct EpisodeSpec {
     /// Whether the tenant's weekly credit is enforced: then every turn of a
     /// real provider first reserves its worst case (`ReserveCredit`).
     pub credit_enforced: bool,
+    /// The claimed event: every turn and tool call is journaled under it.
+    pub event_id: String,
+    /// What an earlier session of this event journaled: the episode resumes
+    /// there instead of starting over.
+    pub resume: Resume,
 }
 
 /// The invoker: the fallback chain plus where credentials come from.
@@ -267,7 +281,7 @@ impl Invoker {
         &self,
         supervisor: &Supervisor,
         ids: &TickIds,
-        spec: EpisodeSpec,
+        mut spec: EpisodeSpec,
     ) -> Result<EpisodeReport, PodError> {
         let started = Instant::now();
         let mut report = EpisodeReport {
@@ -283,6 +297,8 @@ impl Invoker {
             used: Used::default(),
             llm_calls: 0,
             nudges: 0,
+            replayed_turns: 0,
+            replayed_tool_calls: 0,
         };
         let tenant = Uuid::parse_str(&ids.tenant_id).ok();
         let chain = resolved_chain(&spec.preset_chain);
@@ -304,7 +320,28 @@ impl Invoker {
             .and_then(|v| u32::try_from(v).ok())
             .filter(|v| *v > 0)
             .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
-        let mut messages = vec![ChatMessage::user(spec.objective.clone())];
+        // A resumed episode continues the conversation its first session
+        // began, under the same invocation (so its tool calls keep their
+        // keys), whatever the catalogue says now.
+        let mut resume = std::mem::take(&mut spec.resume);
+        if let Some(id) = resume.invocation_id() {
+            spec.invocation_id = id.to_owned();
+        }
+        if let Some(system) = resume.system() {
+            spec.system_prompt = system.to_owned();
+        }
+        let mut messages = resume
+            .opening()
+            .map(<[ChatMessage]>::to_vec)
+            .unwrap_or_else(|| vec![ChatMessage::user(spec.objective.clone())]);
+        // A paid turn is journaled before the episode moves on, even when
+        // only the completion follows it: a crash must never make it paid
+        // twice. A free one (the scripted provider) may ride with the
+        // completion: asking it again costs nothing.
+        let paid = preset.paid_models();
+        let tool_names: Vec<String> = spec.tools.iter().map(|t| t.name.clone()).collect();
+        // messages[journaled..] are not yet in any turn's step.
+        let mut journaled = 0;
         loop {
             report.used.wall_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
             if let Some(axis) = exhausted_axis(&spec.budget, &report.used) {
@@ -316,110 +353,144 @@ impl Invoker {
                 }
                 return Ok(report);
             }
-            let request = ChatRequest {
-                model: preset.model.clone(),
-                system: spec.system_prompt.clone(),
-                messages: messages.as_slice().into(),
-                tools: Arc::clone(&spec.tools),
-                max_output_tokens,
-                temperature: None,
-            };
-            if spec.credit_enforced
-                && let Some(models) = preset.paid_models()
-            {
-                let answer = supervisor
-                    .reserve_credit(pb::ReserveCreditRequest {
-                        session_id: ids.session_id.clone(),
-                        instance_id: ids.instance_id.clone(),
-                        tenant_id: ids.tenant_id.clone(),
-                        models,
-                        prompt_tokens: to_i64(genesis_llm::prompt_token_bound(&request)),
-                        max_output_tokens: i64::from(max_output_tokens),
-                    })
-                    .await?;
-                if !answer.granted {
-                    report.end = EpisodeEnd::CreditExhausted;
-                    report.reason = format!(
-                        "the next turn could cost up to the weekly credit left (spent ${:.4}, held ${:.4}, limit ${:.2})",
-                        answer.spent_usd, answer.held_usd, answer.limit_usd
-                    );
-                    report.reasoning_summary =
-                        "Stopped before the next model call: the weekly agent-planning credit would be exceeded.".into();
-                    report.wait_condition = "the weekly credit window regenerates".into();
-                    return Ok(report);
+            let turn = u32::try_from(report.used.turns.saturating_add(1)).unwrap_or(u32::MAX);
+            let recorded = resume
+                .take_turn(turn)
+                .and_then(|step| recorded_response(&step).map(|r| (step, r)));
+            let response = if let Some((step, response)) = recorded {
+                // Answered before the crash, and paid for then: replayed.
+                report.used.turns += 1;
+                if let Some(cost) = step.snapshot_cost_usd {
+                    report.used.cost_usd = cost;
                 }
-            }
-            report.used.turns += 1;
-            report.llm_calls += 1;
-            // A rate-limited chain may wait out a Retry-After, but never past
-            // the episode's wall budget.
-            let deadline = spec
-                .budget
-                .max_wall_ms
-                .limited()
-                .map(|ms| started + std::time::Duration::from_millis(ms));
-            let result = self.llm.invoke_until(&preset, request, deadline).await;
-            let (attempts, ends_here) = match &result {
-                Ok(inv) => (inv.attempts.as_slice(), ends_the_episode(&inv.response)),
-                Err(e) => (e.attempts.as_slice(), true),
-            };
-            let attempts = attempts.iter().map(|attempt| pb::CallAttempt {
-                requested_model: attempt.requested_model.clone(),
-                served_model: attempt.served_model.clone().unwrap_or_default(),
-                provider: attempt.provider.as_str().to_string(),
-                credential_name: attempt.credential_name.clone(),
-                outcome: attempt.stored_outcome().to_string(),
-                input_tokens: to_i64(attempt.usage.input_tokens),
-                output_tokens: to_i64(attempt.usage.output_tokens),
-                cache_read_tokens: to_i64(attempt.usage.cache_read_tokens),
-                cache_write_tokens: to_i64(attempt.usage.cache_write_tokens),
-                latency_ms: to_i64(attempt.latency_ms),
-                error_message: attempt.error.clone().unwrap_or_default(),
-            });
-            if ends_here {
-                // Nothing reads the cost before the completion records it.
-                report.pending_attempts = attempts
-                    .map(|attempt| pb::PendingCallAttempt {
-                        invocation_id: spec.invocation_id.clone(),
-                        attempt: Some(attempt),
-                        prompt_overlay_sha256: spec.prompt_overlay_sha256.clone(),
-                    })
-                    .collect();
+                if let Some(id) = step.snapshot_id {
+                    report.snapshot_id = Some(id);
+                }
+                report.replayed_turns += 1;
+                response
             } else {
-                for attempt in attempts {
+                let request = ChatRequest {
+                    model: preset.model.clone(),
+                    system: spec.system_prompt.clone(),
+                    messages: messages.as_slice().into(),
+                    tools: Arc::clone(&spec.tools),
+                    max_output_tokens,
+                    temperature: None,
+                };
+                if spec.credit_enforced
+                    && let Some(models) = paid.clone()
+                {
                     let answer = supervisor
-                        .record_call_attempt(pb::RecordCallAttemptRequest {
+                        .reserve_credit(pb::ReserveCreditRequest {
                             session_id: ids.session_id.clone(),
                             instance_id: ids.instance_id.clone(),
                             tenant_id: ids.tenant_id.clone(),
-                            invocation_id: spec.invocation_id.clone(),
-                            prompt_overlay_sha256: spec.prompt_overlay_sha256.clone(),
-                            attempt: Some(attempt),
+                            models,
+                            prompt_tokens: to_i64(genesis_llm::prompt_token_bound(&request)),
+                            max_output_tokens: i64::from(max_output_tokens),
                         })
                         .await?;
-                    report.used.cost_usd += answer.cost_usd;
-                    report.snapshot_id = Some(answer.snapshot_id);
+                    if !answer.granted {
+                        report.end = EpisodeEnd::CreditExhausted;
+                        report.reason = format!(
+                            "the next turn could cost up to the weekly credit left (spent ${:.4}, held ${:.4}, limit ${:.2})",
+                            answer.spent_usd, answer.held_usd, answer.limit_usd
+                        );
+                        report.reasoning_summary =
+                            "Stopped before the next model call: the weekly agent-planning credit would be exceeded.".into();
+                        report.wait_condition = "the weekly credit window regenerates".into();
+                        return Ok(report);
+                    }
                 }
-            }
-            let invocation = match result {
-                Ok(inv) => inv,
-                Err(failure) => {
-                    // Deferring re-runs the episode later; that is safe only
-                    // while it has changed nothing. Once a tool acted, the
-                    // turn is written with its actions instead.
-                    report.end = if report.actions.is_empty() {
-                        EpisodeEnd::ProviderFailed
-                    } else {
-                        EpisodeEnd::Failed
-                    };
-                    report.reason = format!("LLM call failed: {}", failure.error);
-                    report.reasoning_summary =
-                        format!("Could not reach a model this tick: {}.", failure.error);
-                    report.wait_condition = "a provider becomes available".into();
-                    return Ok(report);
+                report.used.turns += 1;
+                report.llm_calls += 1;
+                // A rate-limited chain may wait out a Retry-After, but never
+                // past the episode's wall budget.
+                let deadline = spec
+                    .budget
+                    .max_wall_ms
+                    .limited()
+                    .map(|ms| started + std::time::Duration::from_millis(ms));
+                let result = self.llm.invoke_until(&preset, request, deadline).await;
+                let (attempts, ends_here) = match &result {
+                    Ok(inv) => (inv.attempts.as_slice(), ends_the_episode(&inv.response)),
+                    Err(e) => (e.attempts.as_slice(), true),
+                };
+                let step = turn_step(TurnDraft {
+                    turn,
+                    invocation_id: &spec.invocation_id,
+                    model: &preset.model,
+                    system: (turn == 1).then_some(spec.system_prompt.as_str()),
+                    messages: &messages[journaled.min(messages.len())..],
+                    tools: &tool_names,
+                    max_output_tokens,
+                    result: &result,
+                });
+                let mut attempts: Vec<pb::CallAttempt> =
+                    attempts.iter().map(wire_attempt).collect();
+                let last = attempts.len().saturating_sub(1);
+                if ends_here && paid.is_none() {
+                    // Nothing reads the cost before the completion records
+                    // it, with the turn's step.
+                    report.pending_attempts = attempts
+                        .drain(..)
+                        .enumerate()
+                        .map(|(i, attempt)| pb::PendingCallAttempt {
+                            invocation_id: spec.invocation_id.clone(),
+                            attempt: Some(attempt),
+                            prompt_overlay_sha256: spec.prompt_overlay_sha256.clone(),
+                            journal_step_json: if i == last {
+                                step.clone()
+                            } else {
+                                String::new()
+                            },
+                        })
+                        .collect();
+                } else {
+                    for (i, attempt) in attempts.into_iter().enumerate() {
+                        let (journal_step_json, event_id) = if i == last {
+                            (step.clone(), spec.event_id.clone())
+                        } else {
+                            (String::new(), String::new())
+                        };
+                        let answer = supervisor
+                            .record_call_attempt(pb::RecordCallAttemptRequest {
+                                session_id: ids.session_id.clone(),
+                                instance_id: ids.instance_id.clone(),
+                                tenant_id: ids.tenant_id.clone(),
+                                invocation_id: spec.invocation_id.clone(),
+                                prompt_overlay_sha256: spec.prompt_overlay_sha256.clone(),
+                                attempt: Some(attempt),
+                                journal_step_json,
+                                event_id,
+                            })
+                            .await?;
+                        report.used.cost_usd = answer.snapshot_cost_usd;
+                        report.snapshot_id = Some(answer.snapshot_id);
+                    }
+                }
+                match result {
+                    Ok(inv) => inv.response,
+                    Err(failure) => {
+                        // Deferring re-runs the episode later; that is safe
+                        // only while it has changed nothing. Once a tool
+                        // acted, the turn is written with its actions
+                        // instead.
+                        report.end = if report.actions.is_empty() {
+                            EpisodeEnd::ProviderFailed
+                        } else {
+                            EpisodeEnd::Failed
+                        };
+                        report.reason = format!("LLM call failed: {}", failure.error);
+                        report.reasoning_summary =
+                            format!("Could not reach a model this tick: {}.", failure.error);
+                        report.wait_condition = "a provider becomes available".into();
+                        return Ok(report);
+                    }
                 }
             };
-            let response = invocation.response;
+            // The answer below is in this turn's step.
+            journaled = messages.len() + 1;
             report.used.tokens = report
                 .used
                 .tokens
@@ -480,16 +551,26 @@ impl Invoker {
                 report.used.tool_calls += 1;
                 let call_id = format!("{}:{}:{}", spec.invocation_id, report.used.turns, call.id);
                 let arguments_json = call.arguments.to_string();
-                let (result_json, blocked, side_effecting, ok) = if !spec
-                    .authorized
-                    .contains(&call.name)
+                let (result_json, blocked, side_effecting, ok) = if let Some(ran) =
+                    resume.tool(&call_id)
                 {
+                    // It ran before the crash (its effect and this record
+                    // committed together), under the mode the episode
+                    // began in: answered, not run again.
+                    report.replayed_tool_calls += 1;
                     (
-                            json!({"error": {"code": genesis_core::ErrorCode::ToolNotAuthorized.as_str(), "message": format!("{} is not in this mode's toolset", call.name)}}).to_string(),
-                            false,
-                            false,
-                            false,
-                        )
+                        ran.result.to_string(),
+                        ran.blocked,
+                        ran.side_effecting,
+                        !ran.blocked,
+                    )
+                } else if !spec.authorized.contains(&call.name) {
+                    (
+                        json!({"error": {"code": genesis_core::ErrorCode::ToolNotAuthorized.as_str(), "message": format!("{} is not in this mode's toolset", call.name)}}).to_string(),
+                        false,
+                        false,
+                        false,
+                    )
                 } else {
                     let answer = supervisor
                         .invoke_tool(pb::InvokeToolRequest {
@@ -499,6 +580,7 @@ impl Invoker {
                             call_id,
                             tool_name: call.name.clone(),
                             arguments_json: arguments_json.clone(),
+                            event_id: spec.event_id.clone(),
                         })
                         .await?;
                     match &answer.error {
@@ -544,6 +626,112 @@ impl Invoker {
             }
         }
     }
+}
+
+/// A genesis-llm attempt as the supervisor records it.
+fn wire_attempt(attempt: &genesis_llm::CallAttempt) -> pb::CallAttempt {
+    pb::CallAttempt {
+        requested_model: attempt.requested_model.clone(),
+        served_model: attempt.served_model.clone().unwrap_or_default(),
+        provider: attempt.provider.as_str().to_string(),
+        credential_name: attempt.credential_name.clone(),
+        outcome: attempt.stored_outcome().to_string(),
+        input_tokens: to_i64(attempt.usage.input_tokens),
+        output_tokens: to_i64(attempt.usage.output_tokens),
+        cache_read_tokens: to_i64(attempt.usage.cache_read_tokens),
+        cache_write_tokens: to_i64(attempt.usage.cache_write_tokens),
+        latency_ms: to_i64(attempt.latency_ms),
+        error_message: attempt.error.clone().unwrap_or_default(),
+    }
+}
+
+/// What a turn's journal step is made of.
+struct TurnDraft<'a> {
+    turn: u32,
+    invocation_id: &'a str,
+    model: &'a str,
+    /// On the episode's first turn only.
+    system: Option<&'a str>,
+    /// The messages added since the previous turn's answer.
+    messages: &'a [ChatMessage],
+    tools: &'a [String],
+    max_output_tokens: u32,
+    result: &'a Result<genesis_llm::Invocation, genesis_llm::InvocationError>,
+}
+
+fn usage_of(u: &genesis_llm::Usage) -> TurnUsage {
+    TurnUsage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cache_read_tokens: u.cache_read_tokens,
+        cache_write_tokens: u.cache_write_tokens,
+    }
+}
+
+/// The turn's journal step as JSON (genesis-core's [`LlmTurnStep`]): the
+/// request as sent, the answer or the failure, every attempt. The
+/// supervisor clears it of credentials before it is stored.
+fn turn_step(d: TurnDraft<'_>) -> String {
+    let (response, error, attempts) = match d.result {
+        Ok(inv) => (
+            Some(TurnResponse {
+                text: inv.response.text.clone(),
+                tool_calls: inv
+                    .response
+                    .tool_calls
+                    .iter()
+                    .map(|c| JournalToolCall {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    })
+                    .collect(),
+                served_model: inv.response.served_model.clone(),
+                stop_reason: serde_json::to_value(&inv.response.stop_reason).unwrap_or(Value::Null),
+                usage: usage_of(&inv.response.usage),
+            }),
+            None,
+            inv.attempts.as_slice(),
+        ),
+        Err(failure) => (
+            None,
+            Some(failure.error.to_string()),
+            failure.attempts.as_slice(),
+        ),
+    };
+    let step = LlmTurnStep {
+        turn: d.turn,
+        invocation_id: d.invocation_id.to_owned(),
+        request: TurnRequest {
+            model: d.model.to_owned(),
+            system: d.system.map(str::to_owned),
+            messages: d
+                .messages
+                .iter()
+                .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
+                .collect(),
+            tools: d.tools.to_vec(),
+            max_output_tokens: d.max_output_tokens,
+        },
+        response,
+        error,
+        attempts: attempts
+            .iter()
+            .map(|a| TurnAttempt {
+                provider: a.provider.as_str().to_owned(),
+                credential_name: a.credential_name.clone(),
+                requested_model: a.requested_model.clone(),
+                served_model: a.served_model.clone().unwrap_or_default(),
+                outcome: a.stored_outcome().to_owned(),
+                latency_ms: a.latency_ms,
+                usage: usage_of(&a.usage),
+                error: a.error.clone(),
+            })
+            .collect(),
+        snapshot_cost_usd: None,
+        snapshot_id: None,
+    };
+    serde_json::to_string(&step).unwrap_or_default()
 }
 
 /// Whether the episode ends on this answer with no further call to the

@@ -43,7 +43,7 @@ pub struct BundleError {
 }
 
 impl BundleError {
-    fn new(field: &'static str, problem: impl Into<String>) -> Self {
+    pub(crate) fn new(field: &'static str, problem: impl Into<String>) -> Self {
         BundleError {
             field,
             problem: problem.into(),
@@ -101,6 +101,9 @@ pub struct ClaimedTick {
     pub forced_replan_due: bool,
     /// What the objective shows the model.
     pub context: TickContext,
+    /// The earlier episode of this event to resume, if a session before
+    /// this one journaled any of it.
+    pub resume: crate::resume::Resume,
 }
 
 /// The instance as the tick reads it.
@@ -361,6 +364,7 @@ impl TryFrom<pb::TickBundle> for ClaimedTick {
                 redaction_target: b.redaction_target.map(RedactionTarget::from),
                 chat_tail: b.chat_tail.map(ChatTail::from),
             },
+            resume: crate::resume::Resume::from_steps(b.journal)?,
         })
     }
 }
@@ -614,6 +618,7 @@ mod tests {
 
     fn wire() -> pb::TickBundle {
         pb::TickBundle {
+            journal: Vec::new(),
             session_id: SESSION.into(),
             lease_expires_at: Some(prost_types::Timestamp {
                 seconds: 1_700_000_000,

@@ -656,7 +656,17 @@ async fn plan(ctx: &PodContext, ids: &TickIds, tick: &ClaimedTick) -> Result<Com
     // Step 4: B1 short-circuit.
     let hash = PlanInputHash::compute(kind, Some(payload), ops_bucket);
     let was_idle = is_idle_tick(kind, &hash, instance.plan_input_hash.as_ref());
-    if was_idle && !tick.forced_replan_due {
+    // An episode an earlier session began is finished, whatever its inputs
+    // and the credit say now: its recorded steps were already paid for and
+    // its tools may have acted (the next paid turn still holds credit).
+    let resuming = !tick.resume.is_empty();
+    if resuming {
+        tracing::info!(
+            truncated = tick.resume.truncated(),
+            "resuming the episode an earlier session journaled"
+        );
+    }
+    if was_idle && !tick.forced_replan_due && !resuming {
         let mut c = Completing::without_llm(
             TickCompletion::ShortCircuited,
             hash.to_string(),
@@ -679,7 +689,7 @@ async fn plan(ctx: &PodContext, ids: &TickIds, tick: &ClaimedTick) -> Result<Com
         &tools,
     );
     // Step 9: the credit gate.
-    if tick.credit.blocks_planning() {
+    if tick.credit.blocks_planning() && !resuming {
         let mut c = Completing::without_llm(
             TickCompletion::CreditExhausted,
             hash.to_string(),
@@ -710,6 +720,8 @@ async fn plan(ctx: &PodContext, ids: &TickIds, tick: &ClaimedTick) -> Result<Com
         budget: tick.budget,
         preset_chain: tick.preset_chain.clone(),
         credit_enforced: tick.credit.enforced,
+        event_id: tick.event.id.to_string(),
+        resume: tick.resume.clone(),
     };
     let report = ctx.invoker.run_episode(&ctx.supervisor, ids, spec).await?;
     let (completion, budget_axis) = match report.end {

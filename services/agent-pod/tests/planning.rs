@@ -1286,3 +1286,142 @@ fn the_chat_tail_follows_the_preamble_with_cut_bodies_marked() {
     );
     assert!(!objective.contains("CONVERSATION"));
 }
+
+/// Every turn carries its journal step to the supervisor (the first turn
+/// with the system prompt and the objective, each later one with what was
+/// added since), and every governed tool call names the claimed event, so
+/// the supervisor journals it with its effect.
+#[tokio::test]
+async fn each_turn_carries_its_journal_step_and_each_tool_call_its_event() {
+    use genesis_core::journal::LlmTurnStep;
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let b = bundle("AgentInitialized", "{}");
+    let event_id = b.event.clone().unwrap().id;
+    run_tick(&ctx, &ids(&b), b).await.expect("tick completes");
+
+    let attempts = fake.state.attempts();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].event_id, event_id);
+    let first: LlmTurnStep = serde_json::from_str(&attempts[0].journal_step_json).unwrap();
+    first.check().unwrap();
+    assert_eq!(first.turn, 1);
+    assert_eq!(first.invocation_id, attempts[0].invocation_id);
+    assert!(first.request.system.as_deref().is_some_and(|s| !s.is_empty()));
+    assert_eq!(first.request.messages.len(), 1, "the objective");
+    assert!(
+        first.request.messages[0].to_string().contains("EVENT: AgentInitialized"),
+        "{:?}",
+        first.request.messages
+    );
+    assert!(first.request.tools.iter().any(|t| t == "phase_complete"));
+    let answer = first.response.as_ref().unwrap();
+    assert_eq!(answer.tool_calls[0].name, "soa_send_message");
+    assert_eq!(first.attempts.len(), 1);
+    assert_eq!(first.attempts[0].outcome, "success");
+
+    let invokes = fake.state.invokes();
+    assert_eq!(invokes[0].event_id, event_id);
+
+    // The scripted chain is free: its last turn rides with the completion,
+    // its step on the last pending attempt.
+    let c = &fake.state.completes()[0];
+    let last: LlmTurnStep =
+        serde_json::from_str(&c.call_attempts.last().unwrap().journal_step_json).unwrap();
+    assert_eq!(last.turn, 2);
+    assert_eq!(last.request.system, None, "the system prompt is on turn 1 only");
+    // Turn 2 sent what was added since turn 1's answer: the tool result.
+    assert_eq!(last.request.messages.len(), 1);
+    assert_eq!(last.request.messages[0]["role"], "tool");
+    assert_eq!(
+        last.response.as_ref().unwrap().tool_calls[0].name,
+        "phase_complete"
+    );
+}
+
+/// A claim handed an earlier session's journal resumes its episode: the
+/// journaled answer is replayed without asking the provider, the journaled
+/// tool call is answered from its record without running again, and the
+/// episode goes on from the first step that has no record, under the same
+/// invocation and conversation.
+#[tokio::test]
+async fn a_journaled_episode_resumes_without_asking_or_running_again() {
+    use genesis_core::journal::LlmTurnStep;
+    let fake = start_fake().await;
+    // A first run journals what a crashed session would have left.
+    let first = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, first.clone());
+    let b = bundle("AgentInitialized", "{}");
+    run_tick(&ctx, &ids(&b), b.clone()).await.expect("tick completes");
+    let turn1 = fake.state.attempts()[0].clone();
+    let call = fake.state.invokes()[0].clone();
+    let tool_step = genesis_core::journal::ToolCallStep {
+        call_id: call.call_id.clone(),
+        tool_name: call.tool_name.clone(),
+        arguments: serde_json::from_str(&call.arguments_json).unwrap(),
+        result: serde_json::json!({"messageId": "m-1", "recorded": true}),
+        side_effecting: true,
+        blocked: false,
+    };
+    let mut step: LlmTurnStep = serde_json::from_str(&turn1.journal_step_json).unwrap();
+    step.snapshot_cost_usd = Some(0.25);
+    step.snapshot_id = Some(uuid::Uuid::new_v4().to_string());
+
+    // The reclaim: a new session, the journal handed over.
+    let fake = start_fake().await;
+    let again = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, again.clone());
+    let mut b = b;
+    b.session_id = uuid::Uuid::new_v4().to_string();
+    b.journal = vec![
+        pb::JournalStep {
+            seq: 0,
+            kind: "llm_turn".into(),
+            entry_json: serde_json::to_string(&step).unwrap(),
+        },
+        pb::JournalStep {
+            seq: 1,
+            kind: "tool_call".into(),
+            entry_json: serde_json::to_string(&tool_step).unwrap(),
+        },
+    ];
+    let result = run_tick(&ctx, &ids(&b), b).await.expect("tick completes");
+    assert_eq!(result.completion, TickCompletion::Complete);
+    assert_eq!(again.calls(), 1, "only the turn with no record is asked");
+    assert!(fake.state.invokes().is_empty(), "the greeting is not sent again");
+    let c = &fake.state.completes()[0];
+    assert_eq!(c.actions.len(), 1);
+    assert_eq!(c.actions[0].tool_name, "soa_send_message");
+    assert!(c.actions[0].side_effecting);
+    assert!(c.actions[0].result_json.contains("recorded"), "{:?}", c.actions[0]);
+    assert_eq!(outcome(c).side_effecting_actions, 1);
+    let consumption = c.consumption.unwrap();
+    assert_eq!(consumption.turns, 2, "the replayed turn still counts");
+    assert_eq!(consumption.tool_calls, 1);
+    // The asked turn is recorded under the first session's invocation.
+    let asked = &c.call_attempts[0];
+    assert_eq!(asked.invocation_id, turn1.invocation_id);
+    let asked_step: LlmTurnStep = serde_json::from_str(&asked.journal_step_json).unwrap();
+    assert_eq!(asked_step.turn, 2);
+}
+
+/// A journal a pod cannot read is a malformed bundle: nothing is planned,
+/// asked or sent, as for any other bad field.
+#[tokio::test]
+async fn an_unreadable_journal_step_is_refused_as_a_malformed_bundle() {
+    let fake = start_fake().await;
+    let scripted = Arc::new(ScriptedProvider::new());
+    let ctx = context(&fake, scripted.clone());
+    let mut b = bundle("AgentInitialized", "{}");
+    b.journal = vec![pb::JournalStep {
+        seq: 0,
+        kind: "llm_turn".into(),
+        entry_json: "{\"turn\": \"one\"}".into(),
+    }];
+    let err = run_tick(&ctx, &ids(&b), b).await.unwrap_err();
+    assert!(err.to_string().contains("bundle.journal"), "{err}");
+    assert_eq!(scripted.calls(), 0);
+    assert!(fake.state.completes().is_empty());
+    assert!(fake.state.attempts().is_empty());
+}

@@ -267,6 +267,7 @@ pub fn bundle(kind: &str, payload_json: &str) -> pb::TickBundle {
         "agent_query_memory",
     ];
     pb::TickBundle {
+        journal: Vec::new(),
         session_id: uuid::Uuid::new_v4().to_string(),
         lease_expires_at: None,
         instance: Some(pb::AgentInstance {
