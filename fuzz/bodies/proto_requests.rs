@@ -121,6 +121,7 @@ requests!(
     TaskPresetChainRequest,
     ReserveCoderCreditRequest,
     RecordCoderAttemptRequest,
+    GetAgentTraceRequest,
 );
 
 /// Run one input: the first byte picks the message type, the rest is the

@@ -230,6 +230,17 @@ pub enum AgentCmd {
         #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
         before: Option<i64>,
     },
+    /// One ledger turn's episode: the turn, its budget per axis, its
+    /// decision's mapping, then each LLM turn (request messages, answer,
+    /// attempts with their cost) and tool call in order. Long texts are cut
+    /// in table mode; `-o json` prints the whole trace.
+    Trace {
+        /// Instance id.
+        id: String,
+        /// The ledger turn's number (see `agent ledger`).
+        #[arg(value_parser = clap::value_parser!(i64).range(1..))]
+        turn: i64,
+    },
     /// Raises a Prompt Engineer signal for a call-site.
     RaiseRedactorSignal {
         /// Call-site id, e.g. Agent:Planning.

@@ -292,6 +292,7 @@ pub const RPC_COMMANDS: &[(&str, &str, &str)] = &[
     ("genesis.v1.AgentService", "GetMode", "agent mode get"),
     ("genesis.v1.AgentService", "EditMode", "agent mode edit"),
     ("genesis.v1.AgentService", "GetLedger", "agent ledger"),
+    ("genesis.v1.AgentService", "GetAgentTrace", "agent trace"),
     ("genesis.v1.AgentService", "WatchTurns", "watch"),
     (
         "genesis.v1.AgentService",
@@ -664,6 +665,18 @@ async fn agent(ctx: &mut Ctx<'_>, cmd: &AgentCmd) -> Result<(), CliError> {
             };
             let r = call!(ctx, agents.get_ledger(req));
             ctx.out.list(&r, "turns", LEDGER_COLS)
+        }
+        AgentCmd::Trace { id, turn } => {
+            let req = v1::GetAgentTraceRequest {
+                tenant_id: ctx.tenant("agent trace")?,
+                instance_id: uuid("ID", id)?,
+                turn_number: *turn,
+            };
+            let trace = call!(ctx, agents.get_agent_trace(req));
+            if ctx.out.format() == crate::cli::Output::Json {
+                return ctx.out.object(&trace);
+            }
+            ctx.out.text(&crate::trace::render(&trace))
         }
         AgentCmd::RaiseRedactorSignal {
             call_site,

@@ -45,6 +45,7 @@ wire!(
     Mode,
     EditModeResponse,
     GetLedgerResponse,
+    AgentTrace,
     WatchTurnsEvent,
     TurnEvent,
     AgentMessage,

@@ -2,8 +2,9 @@
 //! subcommand per admin RPC ([`cli`]), local argument checks ([`validate`]),
 //! the authenticated connection ([`client`]), tables and JSON output
 //! ([`table`], [`json`], [`output`]), the handlers ([`commands`],
-//! [`windows`]) and the live turn view ([`watch`]). Nothing the server sent
-//! reaches the terminal with its control sequences ([`terminal`]).
+//! [`windows`]), a turn's episode trace ([`trace`]) and the live turn view
+//! ([`watch`]). Nothing the server sent reaches the terminal with its
+//! control sequences ([`terminal`]).
 //!
 //! Everything the binary does goes through [`run`], so tests drive the same
 //! path. This crate is a client only: it must never hold database
@@ -17,6 +18,7 @@ pub mod json;
 pub mod output;
 pub mod table;
 pub mod terminal;
+pub mod trace;
 pub mod validate;
 pub mod watch;
 pub mod windows;

@@ -246,6 +246,13 @@ impl AgentService for Fake {
         unimplemented()
     }
 
+    async fn get_agent_trace(
+        &self,
+        _: Request<GetAgentTraceRequest>,
+    ) -> Result<Response<AgentTrace>, Status> {
+        unimplemented()
+    }
+
     async fn get_ledger(
         &self,
         request: Request<GetLedgerRequest>,

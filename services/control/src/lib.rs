@@ -28,6 +28,7 @@ pub mod state;
 pub mod status;
 pub mod streams;
 pub mod tokens;
+pub mod trace;
 pub mod watch;
 
 pub use auth::Caller;

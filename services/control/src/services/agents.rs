@@ -4,8 +4,10 @@
 //! of it (EditMode: validated at the edge, a tenant-bound caller's budget
 //! override held within the platform's per-tick maxima, a preset's
 //! credential names re-checked, written and audited by the store), the
-//! ledger, the live turn stream (its credential checked again while it is
-//! open, open streams capped: [`crate::streams`]) and the redactor signal.
+//! ledger and a turn's episode trace (GetAgentTrace: the journal with its
+//! priced attempts, [`crate::trace`]), the live turn stream (its credential
+//! checked again while it is open, open streams capped: [`crate::streams`])
+//! and the redactor signal.
 //! Control owns every enqueue here.
 //! Must never write `active_mode`, the ledger or the queue except through the
 //! store calls built for them.
@@ -36,6 +38,7 @@ use crate::status::{
     control_status, field_status, limit, opt_text, parse_enum, parse_opt_enum, store_status, uuid,
 };
 use crate::streams::{Recheck, SessionStream, StreamCredential, next_check, recheck};
+use crate::trace::TraceQuery;
 use crate::watch::{HubEvent, HubKind};
 
 /// Longest call-site id accepted.
@@ -548,6 +551,32 @@ impl AgentService for Agents {
             }
             Ok(v1::GetLedgerResponse { turns })
         })
+        .await
+    }
+
+    async fn get_agent_trace(
+        &self,
+        request: Request<v1::GetAgentTraceRequest>,
+    ) -> Result<Response<v1::AgentTrace>, Status> {
+        observe(
+            &self.state,
+            "/genesis.v1.AgentService/GetAgentTrace",
+            async {
+                let caller = caller(&request)?;
+                let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let q = TraceQuery::try_from(req)?;
+                record_ids(t, Some(q.instance_id));
+                let trace = self
+                    .state
+                    .store
+                    .traces()
+                    .turn(t, q.instance_id, q.turn_number)
+                    .await
+                    .map_err(store_status)?;
+                Ok(crate::trace::agent_trace(&trace))
+            },
+        )
         .await
     }
 

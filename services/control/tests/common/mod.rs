@@ -186,3 +186,245 @@ pub fn queue_shape(rows: Vec<genesis_store::EventRow>) -> Vec<QueueEntry> {
         })
         .collect()
 }
+
+/// What [`seed_episode`] wrote.
+pub struct SeededEpisode {
+    pub instance: InstanceRow,
+    /// The ledger turn the episode explains.
+    pub turn_number: i64,
+    pub snapshot_id: Uuid,
+}
+
+/// The user message of the seeded episode's first turn: markup (a page
+/// must escape it) and more text than a table cell shows.
+pub fn episode_objective() -> String {
+    format!(
+        "<script>alert(1)</script> Say hello to the operator. {}END-OF-OBJECTIVE",
+        "Be thorough. ".repeat(40)
+    )
+}
+
+/// A completed three-turn episode of a fresh SOA of `tenant`, written
+/// through the store's own API as its writers do: four priced attempts of
+/// one invocation (turn 2's first attempt a `server_error`, its fallback
+/// on another provider), the journal's three LLM turns and the tool call
+/// between turns 1 and 2, and the ledger turn linked to the snapshot.
+/// Costs: 0.01, 0 (the failure), 0.02, 0.03.
+pub async fn seed_episode(store: &Store, tenant: Uuid) -> anyhow::Result<SeededEpisode> {
+    use genesis_core::journal::JournalKind;
+    use genesis_core::{AgentDecisionKind, AgentEventKind, Phase};
+    use genesis_store::journal::NewStep;
+    use genesis_store::llm::{CreditDraw, NewCallAttempt};
+    use genesis_store::{ClaimOutcome, LedgerAction, TickCompletion, TickDecision};
+    use serde_json::json;
+
+    const INVOCATION: &str = "inv-episode";
+    let instance = soa(store, tenant).await?;
+    store
+        .events()
+        .enqueue(
+            tenant,
+            instance.id,
+            AgentEventKind::OperatorMessage,
+            &json!({}),
+            None,
+        )
+        .await?;
+    let session = Uuid::new_v4();
+    let ClaimOutcome::Claimed(claim) = store
+        .claim_tick(tenant, instance.id, session, Duration::from_secs(60), 5)
+        .await?
+    else {
+        anyhow::bail!("the fresh SOA's event is claimable");
+    };
+    // (provider, model, outcome, error, cost) per attempt, per turn.
+    type Attempt = (
+        &'static str,
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        f64,
+    );
+    let ok: Attempt = ("anthropic", "claude-opus-4-8", "success", None, 0.01);
+    let turns: [Vec<Attempt>; 3] = [
+        vec![ok],
+        vec![
+            (
+                "anthropic",
+                "claude-opus-4-8",
+                "server_error",
+                Some("HTTP 529 overloaded"),
+                0.0,
+            ),
+            ("openai", "gpt-5", "success", None, 0.02),
+        ],
+        vec![("anthropic", "claude-opus-4-8", "success", None, 0.03)],
+    ];
+    let draw = CreditDraw {
+        week_start: genesis_store::credit::week_start(chrono::Utc::now()),
+        limit_usd: 60.0,
+    };
+    let mut snapshot = None;
+    for (provider, model, outcome, error, cost) in turns.iter().flatten() {
+        let failed = error.is_some();
+        let r = store
+            .llm()
+            .record_call_attempt(
+                tenant,
+                &NewCallAttempt {
+                    instance_id: instance.id,
+                    session,
+                    invocation_id: INVOCATION.into(),
+                    site_id: "Agent:Planning".into(),
+                    requested_model: (*model).into(),
+                    served_model: if failed { "" } else { model }.into(),
+                    provider: (*provider).into(),
+                    credential_name: format!("{provider}-key"),
+                    outcome: (*outcome).into(),
+                    input_tokens: if failed { 0 } else { 100 },
+                    output_tokens: if failed { 0 } else { 20 },
+                    cache_read_tokens: 0,
+                    cache_write_tokens: 0,
+                    latency_ms: 40,
+                    error_message: error.unwrap_or_default().into(),
+                    cost_usd: *cost,
+                    priced_as: None,
+                    pricing_source: None,
+                    prompt_overlay_sha256: None,
+                },
+                draw,
+            )
+            .await?;
+        snapshot = Some(r.snapshot.id);
+    }
+    let snapshot_id = snapshot.ok_or_else(|| anyhow::anyhow!("no attempt recorded"))?;
+    let step = |n: usize, messages: serde_json::Value| {
+        let attempts: Vec<_> = turns[n - 1]
+            .iter()
+            .map(|(provider, model, outcome, error, _)| {
+                let failed = error.is_some();
+                let mut a = json!({
+                    "provider": provider, "credential_name": format!("{provider}-key"),
+                    "requested_model": model, "served_model": if failed { "" } else { model },
+                    "outcome": outcome, "latency_ms": 40,
+                    "usage": {"input_tokens": if failed { 0 } else { 100 }, "output_tokens": if failed { 0 } else { 20 }},
+                });
+                if let Some(e) = error {
+                    a["error"] = json!(e);
+                }
+                a
+            })
+            .collect();
+        let served = turns[n - 1].last().map(|a| a.1).unwrap_or_default();
+        let mut request = json!({
+            "model": "claude-opus-4-8", "messages": messages,
+            "tools": ["soa_send_message"], "max_output_tokens": 1024,
+        });
+        if n == 1 {
+            request["system"] = json!("You are the SOA of this tenant.");
+        }
+        let (text, calls, stop) = match n {
+            1 => (
+                None,
+                json!([{"id": "call-1", "name": "soa_send_message", "arguments": {"message": "hello <b>operator</b>"}}]),
+                "tool_use",
+            ),
+            2 => (Some("The message is sent."), json!([]), "end_turn"),
+            _ => (Some("Nothing else to do."), json!([]), "end_turn"),
+        };
+        let mut response = json!({
+            "tool_calls": calls, "served_model": served, "stop_reason": stop,
+            "usage": {"input_tokens": 100, "output_tokens": 20},
+        });
+        if let Some(t) = text {
+            response["text"] = json!(t);
+        }
+        json!({
+            "turn": n, "invocation_id": INVOCATION, "request": request,
+            "response": response, "attempts": attempts,
+        })
+    };
+    let steps = [
+        (
+            JournalKind::LlmTurn,
+            step(1, json!([{"role": "user", "content": episode_objective()}])),
+        ),
+        (
+            JournalKind::ToolCall,
+            json!({
+                "call_id": format!("{INVOCATION}:1:call-1"), "tool_name": "soa_send_message",
+                "arguments": {"message": "hello <b>operator</b>"}, "result": {"delivered": true},
+                "side_effecting": true, "blocked": false,
+            }),
+        ),
+        (
+            JournalKind::LlmTurn,
+            step(
+                2,
+                json!([{"role": "tool", "tool_call_id": "call-1", "content": "{\"delivered\":true}"}]),
+            ),
+        ),
+        (
+            JournalKind::LlmTurn,
+            step(3, json!([{"role": "user", "content": "Anything else?"}])),
+        ),
+    ];
+    for (kind, entry) in &steps {
+        store
+            .journal()
+            .append(
+                tenant,
+                NewStep {
+                    event_id: claim.event.id,
+                    instance_id: instance.id,
+                    session,
+                    kind: *kind,
+                    entry,
+                },
+                64 * 1024,
+            )
+            .await?;
+    }
+    let mut completion = TickCompletion::new(
+        claim.event.id,
+        TickDecision::Derived {
+            kind: AgentDecisionKind::ActedWithTool,
+            phase: Phase::Idle,
+            planned: true,
+        },
+    );
+    completion.actions = vec![LedgerAction {
+        tool_name: "soa_send_message".into(),
+        arguments: json!({"message": "hello <b>operator</b>"}),
+        result: Some(json!({"delivered": true})),
+        side_effecting: true,
+        blocked: false,
+    }];
+    completion.reasoning_summary = Some("greeted the operator".into());
+    completion.decision_payload = json!({
+        "actions": [{"tool": "soa_send_message"}],
+        "reasoningSummary": "greeted the operator",
+        "activeMode": "default",
+        "completion": "completed",
+        "consumption": {"tokens": 360, "toolCalls": 1, "turns": 3, "wallMs": 1500},
+    });
+    completion.llm_call_snapshot_id = Some(snapshot_id);
+    completion.served_model = Some("claude-opus-4-8".into());
+    completion.cost_usd = Some(0.06);
+    completion.input_tokens = Some(300);
+    completion.output_tokens = Some(60);
+    let done = store
+        .complete_tick(
+            tenant,
+            instance.id,
+            session,
+            completion,
+            &Default::default(),
+        )
+        .await?;
+    Ok(SeededEpisode {
+        instance,
+        turn_number: done.turn_number,
+        snapshot_id,
+    })
+}
