@@ -861,3 +861,96 @@ async fn the_task_pages_show_coder_progress_artifacts_and_windows_hold(
     assert_eq!(st, StatusCode::BAD_REQUEST);
     h.stop().await
 }
+
+/// The agent page links each ledger turn to its trace; the trace page shows
+/// the three-turn episode with its fallback attempt and each attempt's
+/// cost, every text escaped; another tenant's trace is 404, bad ids 400,
+/// and a pruned journal is said so.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn the_trace_page_shows_an_episode_with_a_fallback_and_another_tenants_is_404(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let a = store.tenants().create("a").await?.id;
+    let b = store.tenants().create("b").await?.id;
+    let ep = seed_episode(&store, a).await?;
+    let op_a = token(&store, TokenScope::Operator, Some(a)).await?;
+    let op_b = token(&store, TokenScope::Operator, Some(b)).await?;
+    let (h, d) = start_dashboard(&pool).await?;
+    let c = d.cookie(&op_a).await?;
+    let inst = ep.instance.id;
+    let at = format!("/agents/{inst}/turns/{}/trace", ep.turn_number);
+
+    let (st, page) = d.get(&c, &format!("/agents/{inst}")).await?;
+    assert_eq!(st, StatusCode::OK);
+    assert!(page.contains(&format!("href=\"{at}\"")), "{page}");
+
+    let (st, trace) = d.get(&c, &at).await?;
+    assert_eq!(st, StatusCode::OK, "{trace}");
+    for part in [
+        "<dd id=\"completion\">completed</dd>",
+        "Budget used",
+        "Decision mapping",
+        "You are the SOA of this tenant.",
+        "<h3>LLM turn 1</h3>",
+        "<h3>LLM turn 2</h3>",
+        "<h3>LLM turn 3</h3>",
+        "Tool call <code>soa_send_message</code>",
+        "<td>server_error</td>",
+        "HTTP 529 overloaded",
+        "<td>openai</td><td>gpt-5</td><td>gpt-5</td><td>success</td>",
+        "<td class=\"num\">$0.02</td>",
+        "END-OF-OBJECTIVE",
+    ] {
+        assert!(trace.contains(part), "{part:?} missing in {trace}");
+    }
+    assert_eq!(trace.matches("class=\"step llm-turn\"").count(), 3);
+    // Everything is escaped: the objective's script and the arguments' markup.
+    assert!(
+        trace.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !trace.contains("<script>alert"),
+        "the messages are escaped"
+    );
+    assert!(trace.contains("hello &lt;b&gt;operator&lt;/b&gt;") && !trace.contains("<b>operator"));
+
+    // Another tenant's operator: 404; bad ids: 400.
+    let cb = d.cookie(&op_b).await?;
+    let (st, _) = d.get(&cb, &at).await?;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) = d
+        .get(
+            &c,
+            &format!("/agents/{inst}/turns/{}/trace", ep.turn_number + 1),
+        )
+        .await?;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    for bad in [
+        "/agents/not-a-uuid/turns/1/trace".to_owned(),
+        format!("/agents/{inst}/turns/0/trace"),
+        format!("/agents/{inst}/turns/one/trace"),
+    ] {
+        let (st, _) = d.get(&c, &bad).await?;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}");
+    }
+
+    // The journal pruned: the turn is still shown, and the page says why
+    // it has no steps.
+    let event = store
+        .traces()
+        .turn(a, inst, ep.turn_number)
+        .await?
+        .turn
+        .event_id
+        .ok_or_else(|| anyhow::anyhow!("the turn consumed an event"))?;
+    genesis_store::inspect::force_journal_age(&pool, event, Duration::from_secs(31 * 24 * 3600))
+        .await?;
+    store
+        .journal()
+        .prune(genesis_core::journal::DEFAULT_RETENTION, 100)
+        .await?;
+    let (st, pruned) = d.get(&c, &at).await?;
+    assert_eq!(st, StatusCode::OK);
+    assert!(pruned.contains("id=\"no-journal\""), "{pruned}");
+    assert!(pruned.contains("<dd id=\"completion\">completed</dd>"));
+    assert!(!pruned.contains("class=\"step llm-turn\""));
+    h.stop().await
+}

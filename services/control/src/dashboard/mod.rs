@@ -1,6 +1,6 @@
 //! The operator dashboard (spec §2.6): `/agents`, `/agents/{id}`,
-//! `/decisions`, `/tasks`, `/tasks/{id}`, `/tasks/{id}/artifacts/{artifact}`
-//! and `/spend` as server-rendered pages on control's own
+//! `/agents/{id}/turns/{turn}/trace`, `/decisions`, `/tasks`, `/tasks/{id}`,
+//! `/tasks/{id}/artifacts/{artifact}` and `/spend` as server-rendered pages on control's own
 //! dashboard port, with every asset embedded in the binary.
 //!
 //! Sign-in exchanges an operator token for a random session secret kept in an
@@ -72,6 +72,7 @@ pub fn router(state: AppState) -> Router {
         .route("/agents/{id}/message", post(send_message))
         .route("/agents/{id}/mode", post(set_mode))
         .route("/agents/{id}/lifecycle", post(lifecycle))
+        .route("/agents/{id}/turns/{turn}/trace", get(trace_page))
         .route("/decisions", get(decisions_page))
         .route("/decisions/{id}/respond", post(respond))
         .route("/tasks", get(tasks_page))
@@ -468,6 +469,21 @@ async fn agent_page(
 ) -> Response {
     let result = match instance_id(&id) {
         Ok(i) => pages::agent(&state, &s, i, &flash).await,
+        Err(e) => Err(e),
+    };
+    rendered(&s, result)
+}
+
+async fn trace_page(
+    State(state): State<AppState>,
+    s: Session,
+    Path((id, turn)): Path<(String, String)>,
+) -> Response {
+    let turn_number = turn.parse::<i64>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+        genesis_proto::convert::invalid_argument("turn_number", "must be a turn number from 1")
+    });
+    let result = match instance_id(&id).and_then(|i| turn_number.map(|n| (i, n))) {
+        Ok((i, n)) => pages::trace(&state, &s, i, n).await,
         Err(e) => Err(e),
     };
     rendered(&s, result)

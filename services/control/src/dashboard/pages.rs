@@ -321,7 +321,7 @@ data-fetch data-state=\"message-state\">{csrf}\
             };
             let _ = write!(
                 body,
-                "<tr><td class=\"num\">{n}</td><td>{at}</td><td>{ev}</td><td><strong>{dec}</strong></td><td>{mode}</td>\
+                "<tr><td class=\"num\"><a href=\"/agents/{eid}/turns/{n}/trace\" title=\"The turn's episode trace\">{n}</a></td><td>{at}</td><td>{ev}</td><td><strong>{dec}</strong></td><td>{mode}</td>\
 <td>{why}</td><td><ul class=\"plain\">{actions}</ul></td><td>{model}</td><td class=\"num\">{i}/{o}</td>\
 <td class=\"num\">{cost}</td></tr>",
                 n = t.turn_number,
@@ -363,6 +363,268 @@ data-fetch data-state=\"message-state\">{csrf}\
     }
     body.push_str("</section>");
     Ok(wrap(s, &format!("Agent {}", clip(&id, 8)), &body))
+}
+
+/// `/agents/{id}/turns/{turn}/trace`: one ledger turn's episode, as
+/// `genesisctl agent trace` shows it — the turn, its budget per axis, its
+/// decision's mapping, then each step in order (an LLM turn's request
+/// messages, its answer and its attempts with their cost; a tool call's
+/// arguments and result). Every text is escaped and shown whole.
+pub async fn trace(
+    state: &AppState,
+    s: &Session,
+    instance: Uuid,
+    turn_number: i64,
+) -> Result<String, Status> {
+    let t = Agents::new(state.clone())
+        .get_agent_trace(rpc(
+            s,
+            v1::GetAgentTraceRequest {
+                tenant_id: s.tenant(),
+                instance_id: instance.to_string(),
+                turn_number,
+            },
+        ))
+        .await?
+        .into_inner();
+    let turn = t.turn.clone().unwrap_or_default();
+    let eid = esc(&instance.to_string());
+    let model = match (turn.requested_model.as_str(), turn.served_model.as_str()) {
+        ("", "") => "—".to_owned(),
+        ("", served) => esc(served),
+        (req, served) if req == served => esc(req),
+        (req, served) => format!("{} → {}", esc(req), or_dash(served)),
+    };
+    let mut body = format!(
+        "<p><a href=\"/agents/{eid}\">Back to the agent</a></p>\
+<section aria-labelledby=\"turn\"><h2 id=\"turn\">Turn {n}</h2><dl class=\"facts\">\
+<dt>Time</dt><dd>{at}</dd><dt>Event</dt><dd>{ev} <code>{event_id}</code></dd>\
+<dt>Decision</dt><dd id=\"decision\"><strong>{dec}</strong></dd><dt>Phase</dt><dd>{phase}</dd>\
+<dt>Mode</dt><dd>{mode}</dd><dt>Completion</dt><dd id=\"completion\">{completion}</dd>\
+<dt>Budget axis</dt><dd>{axis}</dd><dt>End reason</dt><dd>{reason}</dd>\
+<dt>Model (requested → served)</dt><dd>{model}</dd><dt>Tokens in/out</dt><dd>{i}/{o}</dd>\
+<dt>Cost</dt><dd id=\"turn-cost\">{cost}</dd><dt>Reasoning</dt><dd>{why}</dd></dl></section>",
+        n = turn.turn_number,
+        at = ts(turn.created_at.as_ref()),
+        ev = esc(&turn.event_kind),
+        event_id = or_dash(&turn.event_id),
+        dec = esc(&turn.decision_kind),
+        phase = or_dash(&turn.phase),
+        mode = or_dash(&turn.active_mode),
+        completion = or_dash(&t.completion),
+        axis = or_dash(&t.budget_axis),
+        reason = or_dash(&t.end_reason),
+        i = turn.input_tokens,
+        o = turn.output_tokens,
+        cost = usd(turn.cost_usd),
+        why = or_dash(&turn.reasoning_summary),
+    );
+    let used = t.consumption.unwrap_or_default();
+    let _ = write!(
+        body,
+        "<section aria-labelledby=\"budget\"><h2 id=\"budget\">Budget used</h2>\
+<table id=\"budget-used\"><thead><tr><th scope=\"col\">Axis</th><th scope=\"col\" class=\"num\">Used</th></tr></thead><tbody>\
+<tr><td>Tokens</td><td class=\"num\">{}</td></tr><tr><td>Tool calls</td><td class=\"num\">{}</td></tr>\
+<tr><td>Turns</td><td class=\"num\">{}</td></tr><tr><td>Wall clock</td><td class=\"num\">{} ms</td></tr>\
+</tbody></table></section>",
+        used.tokens, used.tool_calls, used.turns, used.wall_ms
+    );
+    body.push_str("<section aria-labelledby=\"mapping\"><h2 id=\"mapping\">Decision mapping</h2>");
+    if turn.actions.is_empty() {
+        body.push_str("<p>No actions.</p>");
+    } else {
+        body.push_str(
+            "<div class=\"scroll\"><table id=\"actions\"><thead><tr><th scope=\"col\">Tool</th>\
+<th scope=\"col\">Side effect</th><th scope=\"col\">Blocked</th><th scope=\"col\">Arguments</th>\
+<th scope=\"col\">Result</th></tr></thead><tbody>",
+        );
+        for a in &turn.actions {
+            let _ = write!(
+                body,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td><pre>{}</pre></td><td><pre>{}</pre></td></tr>",
+                esc(&a.tool_name),
+                yes_no(a.side_effecting),
+                yes_no(a.blocked),
+                esc(&a.arguments_json),
+                esc(&a.result_json),
+            );
+        }
+        body.push_str("</tbody></table></div>");
+    }
+    body.push_str("</section>");
+    if !t.system_prompt.is_empty() {
+        let _ = write!(
+            body,
+            "<section aria-labelledby=\"system\"><h2 id=\"system\">System prompt</h2><pre id=\"system-prompt\">{}</pre></section>",
+            esc(&t.system_prompt)
+        );
+    }
+    body.push_str("<section aria-labelledby=\"steps\"><h2 id=\"steps\">Steps</h2>");
+    if t.journal_pruned {
+        body.push_str(
+            "<p id=\"no-journal\">No journal for this turn: it was pruned after its retention, \
+or never written. The ledger turn above is what is kept.</p>",
+        );
+    }
+    body.push_str("<ol id=\"trace-steps\" class=\"plain\">");
+    for step in &t.steps {
+        use v1::trace_step::Step;
+        match &step.step {
+            Some(Step::LlmTurn(l)) => trace_llm_turn(&mut body, step.seq, l),
+            Some(Step::ToolCall(c)) => {
+                let flag = if c.blocked {
+                    " <span class=\"tag blocked\">blocked</span>"
+                } else if c.side_effecting {
+                    " <span class=\"tag\">side effect</span>"
+                } else {
+                    ""
+                };
+                let _ = write!(
+                    body,
+                    "<li class=\"step tool-call\" data-seq=\"{seq}\"><h3>Tool call <code>{name}</code>{flag}</h3>\
+<p class=\"muted\">{call} · {at}</p><h4>Arguments</h4><pre>{args}</pre><h4>Result</h4><pre>{result}</pre></li>",
+                    seq = step.seq,
+                    name = esc(&c.tool_name),
+                    call = esc(&c.call_id),
+                    at = ts(step.created_at.as_ref()),
+                    args = esc(&c.arguments_json),
+                    result = esc(&c.result_json),
+                );
+            }
+            Some(Step::UnreadableJson(raw)) => {
+                let _ = write!(
+                    body,
+                    "<li class=\"step\" data-seq=\"{}\"><h3>Unreadable step</h3><pre>{}</pre></li>",
+                    step.seq,
+                    esc(raw)
+                );
+            }
+            None => {}
+        }
+    }
+    body.push_str("</ol>");
+    if let Some(x) = &t.truncated {
+        let _ = write!(
+            body,
+            "<p id=\"truncated\" class=\"note\">The journal reached its cap of {} bytes ({} journaled): \
+the next {} step ({} bytes) and everything after it were not journaled.</p>",
+            x.max_bytes,
+            x.journal_bytes,
+            esc(&x.dropped_kind),
+            x.dropped_bytes
+        );
+    }
+    body.push_str("</section>");
+    Ok(wrap(
+        s,
+        &format!(
+            "Agent {} turn {}",
+            clip(&instance.to_string(), 8),
+            turn.turn_number
+        ),
+        &body,
+    ))
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+/// A priced amount, or "unknown" when the attempt could not be paired with
+/// a priced one (never shown as zero).
+fn usd_or_unknown(v: Option<f64>) -> String {
+    v.map(usd).unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn trace_llm_turn(body: &mut String, seq: i32, l: &v1::TraceLlmTurn) {
+    let _ = write!(
+        body,
+        "<li class=\"step llm-turn\" data-seq=\"{seq}\"><h3>LLM turn {n}</h3>\
+<p class=\"muted\">{model} → {served} · stop {stop} · invocation <code>{inv}</code></p><h4>Request</h4><ol class=\"chat\">",
+        n = l.turn,
+        model = esc(&l.model),
+        served = or_dash(&l.served_model),
+        stop = or_dash(&l.stop_reason),
+        inv = esc(&l.invocation_id),
+    );
+    for m in &l.messages {
+        trace_message(body, m);
+    }
+    body.push_str("</ol><h4>Response</h4>");
+    if !l.error.is_empty() {
+        let _ = write!(body, "<p class=\"error\">{}</p>", esc(&l.error));
+    }
+    if !l.text.is_empty() {
+        let _ = write!(body, "<pre>{}</pre>", esc(&l.text));
+    }
+    if !l.tool_calls.is_empty() {
+        body.push_str("<ul class=\"plain\">");
+        for c in &l.tool_calls {
+            let _ = write!(
+                body,
+                "<li>Tool call <code>{}</code> <code>{}</code><pre>{}</pre></li>",
+                esc(&c.id),
+                esc(&c.name),
+                esc(&c.arguments_json)
+            );
+        }
+        body.push_str("</ul>");
+    }
+    if let Some(u) = &l.usage {
+        let _ = write!(
+            body,
+            "<p class=\"muted\">Tokens {}/{}</p>",
+            u.input_tokens, u.output_tokens
+        );
+    }
+    body.push_str(
+        "<h4>Attempts</h4><div class=\"scroll\"><table class=\"attempts\"><thead><tr><th scope=\"col\">Provider</th>\
+<th scope=\"col\">Requested</th><th scope=\"col\">Served</th><th scope=\"col\">Outcome</th>\
+<th scope=\"col\" class=\"num\">Latency</th><th scope=\"col\" class=\"num\">Tokens in/out</th>\
+<th scope=\"col\" class=\"num\">Cost</th><th scope=\"col\">Error</th></tr></thead><tbody>",
+    );
+    for a in &l.attempts {
+        let u = a.usage.unwrap_or_default();
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} ms</td>\
+<td class=\"num\">{}/{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            esc(&a.provider),
+            esc(&a.requested_model),
+            or_dash(&a.served_model),
+            esc(&a.outcome),
+            a.latency_ms,
+            u.input_tokens,
+            u.output_tokens,
+            usd_or_unknown(a.cost_usd),
+            or_dash(&a.error),
+        );
+    }
+    body.push_str("</tbody></table></div></li>");
+}
+
+fn trace_message(body: &mut String, m: &v1::TraceMessage) {
+    let answers = if m.tool_call_id.is_empty() {
+        String::new()
+    } else {
+        format!(" (answers <code>{}</code>)", esc(&m.tool_call_id))
+    };
+    let _ = write!(
+        body,
+        "<li class=\"msg {role}\"><span class=\"who\">{role}</span>{answers}<pre>{content}</pre>",
+        role = esc(&m.role),
+        content = esc(&m.content),
+    );
+    for c in &m.tool_calls {
+        let _ = write!(
+            body,
+            "<p>Tool call <code>{}</code> <code>{}</code></p><pre>{}</pre>",
+            esc(&c.id),
+            esc(&c.name),
+            esc(&c.arguments_json)
+        );
+    }
+    body.push_str("</li>");
 }
 
 /// `/decisions`: the open queue with answer forms, then recent answers.
