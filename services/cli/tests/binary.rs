@@ -1,6 +1,7 @@
 //! Runs the real `genesisctl` binary against a small in-test AgentService
-//! (ListAgents, GetAgent, SendMessage, GetLedger and the WatchTurns stream)
-//! served by tonic on 127.0.0.1:0 with bearer-token checking, and asserts
+//! (ListAgents, GetAgent, SendMessage, GetLedger, GetAgentTrace and the
+//! WatchTurns stream) served by tonic on 127.0.0.1:0 with bearer-token
+//! checking, and asserts
 //! stdout, stderr and exit codes: tables, JSON, the watch view, usage errors
 //! that never reach the server (`agent mode edit`'s among them, and the one
 //! request a well-formed edit sends), UNAUTHENTICATED / PERMISSION_DENIED answers
@@ -40,6 +41,7 @@ struct Fake {
     lists: Stored<ListAgentsRequest>,
     watches: Stored<WatchTurnsRequest>,
     mode_edits: Stored<EditModeRequest>,
+    traces: Stored<GetAgentTraceRequest>,
 }
 
 fn ts(seconds: i64) -> Option<Timestamp> {
@@ -248,9 +250,49 @@ impl AgentService for Fake {
 
     async fn get_agent_trace(
         &self,
-        _: Request<GetAgentTraceRequest>,
+        request: Request<GetAgentTraceRequest>,
     ) -> Result<Response<AgentTrace>, Status> {
-        unimplemented()
+        let req = request.into_inner();
+        check_tenant(&req.tenant_id)?;
+        let n = req.turn_number;
+        lock(&self.traces).push(req);
+        let attempt = |provider: &str, outcome: &str, cost: Option<f64>| TraceAttempt {
+            provider: provider.into(),
+            requested_model: "claude-opus-4-8".into(),
+            outcome: outcome.into(),
+            latency_ms: 40,
+            cost_usd: cost,
+            ..Default::default()
+        };
+        Ok(Response::new(AgentTrace {
+            turn: Some(LedgerTurn {
+                turn_number: n,
+                instance_id: SOA.into(),
+                decision_kind: "ActedWithTool".into(),
+                ..Default::default()
+            }),
+            completion: "completed".into(),
+            steps: vec![TraceStep {
+                seq: 0,
+                created_at: ts(1_772_368_200),
+                step: Some(trace_step::Step::LlmTurn(TraceLlmTurn {
+                    turn: 1,
+                    model: "claude-opus-4-8".into(),
+                    messages: vec![TraceMessage {
+                        role: "user".into(),
+                        content: format!("hello {PWN}agent"),
+                        turn: 1,
+                        ..Default::default()
+                    }],
+                    attempts: vec![
+                        attempt("anthropic", "server_error", Some(0.0)),
+                        attempt("openai", "success", None),
+                    ],
+                    ..Default::default()
+                })),
+            }],
+            ..Default::default()
+        }))
     }
 
     async fn get_ledger(
@@ -811,6 +853,58 @@ async fn bad_arguments_are_usage_errors_that_send_nothing() -> anyhow::Result<()
     assert!(lock(&server.fake.lists).is_empty());
     assert!(lock(&server.fake.ledgers).is_empty());
     assert!(lock(&server.fake.watches).is_empty());
+    Ok(())
+}
+
+/// `agent trace`: the instance and turn reach the server; the sections
+/// carry the attempts (an unmatched cost as `unknown`) and no terminal
+/// control sequence; JSON is the trace exact; a bad turn or id is a usage
+/// error that sends nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_trace_sends_the_turn_and_renders_its_steps() -> anyhow::Result<()> {
+    let server = start().await?;
+    let out = server.run(&["agent", "trace", SOA, "3"]).await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let sent = lock(&server.fake.traces).clone();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        (sent[0].instance_id.as_str(), sent[0].turn_number),
+        (SOA, 3)
+    );
+    let text = stdout(&out);
+    assert!(text.starts_with(&format!("Turn 3 of {SOA}\n")), "{text}");
+    assert!(text.contains("[0] LLM turn 1"), "{text}");
+    assert!(text.contains("server_error"), "{text}");
+    assert!(text.contains("unknown"), "an unmatched cost: {text}");
+    assert!(
+        !text.contains("pwned") && !text.contains('\u{1b}'),
+        "{text:?}"
+    );
+
+    let out = server
+        .run(&["-o", "json", "agent", "trace", SOA, "3"])
+        .await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_str(&stdout(&out))?;
+    assert_eq!(
+        value["steps"][0]["llm_turn"]["messages"][0]["content"],
+        format!("hello {PWN}agent")
+    );
+    assert_eq!(value["completion"], "completed");
+
+    for args in [
+        ["agent", "trace", SOA, "0"],
+        ["agent", "trace", SOA, "one"],
+        ["agent", "trace", "not-a-uuid", "1"],
+    ] {
+        let out = server.run(&args).await?;
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    assert_eq!(
+        lock(&server.fake.traces).len(),
+        2,
+        "usage errors send nothing"
+    );
     Ok(())
 }
 
