@@ -151,17 +151,24 @@ fn unreadable(entry: &JournalEntry) -> v1::trace_step::Step {
 /// ordinal n — when every pair agrees on provider, requested model and
 /// outcome, and the journal holds them all (or was cut at its cap, which
 /// drops only the tail). Anything else (a resumed episode whose snapshot
-/// holds an attempt the journal does not) leaves every cost unknown rather
-/// than billing one attempt with another's.
+/// holds an attempt the journal does not, a turn that does not read) leaves
+/// every cost unknown rather than billing one attempt with another's.
 fn paired_costs(journal: &[JournalEntry], priced: &[CallAttemptRow]) -> Vec<Option<f64>> {
-    let attempts: Vec<TurnAttempt> = journal
+    let turns: Vec<Option<LlmTurnStep>> = journal
         .iter()
         .filter(|e| e.kind == JournalKind::LlmTurn)
-        .filter_map(|e| read_turn(&e.entry))
+        .map(|e| read_turn(&e.entry))
+        .collect();
+    // A turn that does not read hides its attempts: nothing after it pairs.
+    let readable = turns.iter().all(Option::is_some);
+    let attempts: Vec<TurnAttempt> = turns
+        .into_iter()
+        .flatten()
         .flat_map(|t| t.attempts)
         .collect();
     let cut = journal.iter().any(|e| e.kind == JournalKind::Truncated);
-    let complete = attempts.len() == priced.len() || (cut && attempts.len() < priced.len());
+    let complete =
+        readable && (attempts.len() == priced.len() || (cut && attempts.len() < priced.len()));
     let agree = attempts.iter().zip(priced).all(|(a, p)| {
         a.provider == p.provider && a.requested_model == p.requested_model && a.outcome == p.outcome
     });
@@ -383,6 +390,10 @@ mod tests {
         let mut other = snapshot.clone();
         other[2].provider = "c".into();
         assert_eq!(paired_costs(&journal, &other), [None, None, None]);
+        // A turn between them that does not read: none either.
+        let mut broken = journal.clone();
+        broken.insert(1, entry(1, JournalKind::LlmTurn, json!({"turn": "?"})));
+        assert_eq!(paired_costs(&broken, &snapshot), [None, None, None]);
         // No snapshot: unknown, never zero.
         assert_eq!(paired_costs(&journal, &[]), [None, None, None]);
         // A journal cut at its cap pairs its prefix.
