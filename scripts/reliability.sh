@@ -117,9 +117,9 @@ CRASH = {
     "after_claim": ("right after claiming",
                     "the lease expires and the event is reclaimed"),
     "after_tool": ("after a tool call",
-                   "the reclaimed tick runs the tool again (its greeting is sent twice, see below)"),
+                   "the reclaimed tick resumes the journaled episode: the greeting is answered from its record, not sent again, and the journaled turn is not asked of the provider again"),
     "before_complete": ("before CompleteTick",
-                        "the reclaimed tick runs the tool again (its greeting is sent twice, see below)"),
+                        "the reclaimed tick resumes the journaled episode: both turns are replayed, nothing is asked or sent again"),
     "after_complete": ("after CompleteTick, before the JetStream ack",
                        "the redelivered message finds the event consumed"),
 }

@@ -1308,10 +1308,18 @@ async fn each_turn_carries_its_journal_step_and_each_tool_call_its_event() {
     first.check().unwrap();
     assert_eq!(first.turn, 1);
     assert_eq!(first.invocation_id, attempts[0].invocation_id);
-    assert!(first.request.system.as_deref().is_some_and(|s| !s.is_empty()));
+    assert!(
+        first
+            .request
+            .system
+            .as_deref()
+            .is_some_and(|s| !s.is_empty())
+    );
     assert_eq!(first.request.messages.len(), 1, "the objective");
     assert!(
-        first.request.messages[0].to_string().contains("EVENT: AgentInitialized"),
+        first.request.messages[0]
+            .to_string()
+            .contains("EVENT: AgentInitialized"),
         "{:?}",
         first.request.messages
     );
@@ -1330,7 +1338,10 @@ async fn each_turn_carries_its_journal_step_and_each_tool_call_its_event() {
     let last: LlmTurnStep =
         serde_json::from_str(&c.call_attempts.last().unwrap().journal_step_json).unwrap();
     assert_eq!(last.turn, 2);
-    assert_eq!(last.request.system, None, "the system prompt is on turn 1 only");
+    assert_eq!(
+        last.request.system, None,
+        "the system prompt is on turn 1 only"
+    );
     // Turn 2 sent what was added since turn 1's answer: the tool result.
     assert_eq!(last.request.messages.len(), 1);
     assert_eq!(last.request.messages[0]["role"], "tool");
@@ -1353,7 +1364,9 @@ async fn a_journaled_episode_resumes_without_asking_or_running_again() {
     let first = Arc::new(ScriptedProvider::new());
     let ctx = context(&fake, first.clone());
     let b = bundle("AgentInitialized", "{}");
-    run_tick(&ctx, &ids(&b), b.clone()).await.expect("tick completes");
+    run_tick(&ctx, &ids(&b), b.clone())
+        .await
+        .expect("tick completes");
     let turn1 = fake.state.attempts()[0].clone();
     let call = fake.state.invokes()[0].clone();
     let tool_step = genesis_core::journal::ToolCallStep {
@@ -1389,12 +1402,19 @@ async fn a_journaled_episode_resumes_without_asking_or_running_again() {
     let result = run_tick(&ctx, &ids(&b), b).await.expect("tick completes");
     assert_eq!(result.completion, TickCompletion::Complete);
     assert_eq!(again.calls(), 1, "only the turn with no record is asked");
-    assert!(fake.state.invokes().is_empty(), "the greeting is not sent again");
+    assert!(
+        fake.state.invokes().is_empty(),
+        "the greeting is not sent again"
+    );
     let c = &fake.state.completes()[0];
     assert_eq!(c.actions.len(), 1);
     assert_eq!(c.actions[0].tool_name, "soa_send_message");
     assert!(c.actions[0].side_effecting);
-    assert!(c.actions[0].result_json.contains("recorded"), "{:?}", c.actions[0]);
+    assert!(
+        c.actions[0].result_json.contains("recorded"),
+        "{:?}",
+        c.actions[0]
+    );
     assert_eq!(outcome(c).side_effecting_actions, 1);
     let consumption = c.consumption.unwrap();
     assert_eq!(consumption.turns, 2, "the replayed turn still counts");

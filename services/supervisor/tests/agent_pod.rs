@@ -2918,8 +2918,16 @@ async fn turns_and_tool_calls_are_journaled_with_their_writes_and_resumed_by_the
     };
     // Refused, each naming its field, with nothing written.
     let refusals = [
-        (turn_step(1, 0).to_string(), event.clone(), "journal_step_json"),
-        ("{\"turn\": 1}".to_owned(), event.clone(), "journal_step_json"),
+        (
+            turn_step(1, 0).to_string(),
+            event.clone(),
+            "journal_step_json",
+        ),
+        (
+            "{\"turn\": 1}".to_owned(),
+            event.clone(),
+            "journal_step_json",
+        ),
         (turn_step(1, 1).to_string(), String::new(), "event_id"),
     ];
     for (step, event_id, field) in refusals {
@@ -2959,16 +2967,36 @@ async fn turns_and_tool_calls_are_journaled_with_their_writes_and_resumed_by_the
         .unwrap()
         .into_inner();
     // A tool call naming another event runs nothing.
-    let mut wrong = h.invoke(&session, "inv-journal:1:c1", "soa_send_message", r#"{"body":"hello"}"#);
+    let mut wrong = h.invoke(
+        &session,
+        "inv-journal:1:c1",
+        "soa_send_message",
+        r#"{"body":"hello"}"#,
+    );
     wrong.get_mut().event_id = other.to_string();
     let err = h.client.clone().invoke_tool(wrong).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
-    assert_eq!(h.count("agent_messages").await, 1, "only the operator's message");
+    assert_eq!(
+        h.count("agent_messages").await,
+        1,
+        "only the operator's message"
+    );
     assert_eq!(h.count("tool_invocations").await, 0);
     // The tool call: its effect and its step in one write.
-    let mut call = h.invoke(&session, "inv-journal:1:c1", "soa_send_message", r#"{"body":"hello"}"#);
+    let mut call = h.invoke(
+        &session,
+        "inv-journal:1:c1",
+        "soa_send_message",
+        r#"{"body":"hello"}"#,
+    );
     call.get_mut().event_id = event.clone();
-    let ran = h.client.clone().invoke_tool(call).await.unwrap().into_inner();
+    let ran = h
+        .client
+        .clone()
+        .invoke_tool(call)
+        .await
+        .unwrap()
+        .into_inner();
     assert!(ran.error.is_none() && !ran.replayed, "{ran:?}");
     assert_eq!(h.count("agent_messages").await, 2);
 
@@ -2982,7 +3010,10 @@ async fn turns_and_tool_calls_are_journaled_with_their_writes_and_resumed_by_the
     assert_eq!(steps[0].kind.as_str(), "llm_turn");
     let turn: genesis_core::journal::LlmTurnStep =
         serde_json::from_value(steps[0].entry.clone()).unwrap();
-    assert_eq!(turn.snapshot_id.as_deref(), Some(recorded.snapshot_id.as_str()));
+    assert_eq!(
+        turn.snapshot_id.as_deref(),
+        Some(recorded.snapshot_id.as_str())
+    );
     assert_eq!(turn.snapshot_cost_usd, Some(recorded.snapshot_cost_usd));
     assert!(recorded.snapshot_cost_usd > 0.0);
     let system = turn.request.system.unwrap();
@@ -2992,7 +3023,10 @@ async fn turns_and_tool_calls_are_journaled_with_their_writes_and_resumed_by_the
     let tool: genesis_core::journal::ToolCallStep =
         serde_json::from_value(steps[1].entry.clone()).unwrap();
     assert_eq!(tool.call_id, "inv-journal:1:c1");
-    assert_eq!((tool.side_effecting, tool.blocked), (ran.side_effecting, false));
+    assert_eq!(
+        (tool.side_effecting, tool.blocked),
+        (ran.side_effecting, false)
+    );
     assert_eq!(tool.result.to_string(), ran.result_json);
 
     // The pod dies; its lease runs out; the next claim takes the same
@@ -3017,9 +3051,7 @@ async fn turns_and_tool_calls_are_journaled_with_their_writes_and_resumed_by_the
 /// still records its attempts, runs its tool and completes its turn, whose
 /// last attempt (with its own step) rides with the completion.
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
-async fn a_journal_past_its_cap_is_cut_with_a_marker_and_the_episode_still_completes(
-    pool: PgPool,
-) {
+async fn a_journal_past_its_cap_is_cut_with_a_marker_and_the_episode_still_completes(pool: PgPool) {
     let cap = genesis_core::journal::MIN_MAX_EPISODE_BYTES;
     let mut h = start_with(pool, |c| c.journal_max_episode_bytes = cap).await;
     let b = h.claim().await;
@@ -3044,9 +3076,20 @@ async fn a_journal_past_its_cap_is_cut_with_a_marker_and_the_episode_still_compl
         .unwrap()
         .into_inner();
     assert!(recorded.cost_usd > 0.0, "the attempt is recorded and paid");
-    let mut call = h.invoke(&session, "inv-journal:1:c1", "soa_send_message", r#"{"body":"hello"}"#);
+    let mut call = h.invoke(
+        &session,
+        "inv-journal:1:c1",
+        "soa_send_message",
+        r#"{"body":"hello"}"#,
+    );
     call.get_mut().event_id = event.clone();
-    let ran = h.client.clone().invoke_tool(call).await.unwrap().into_inner();
+    let ran = h
+        .client
+        .clone()
+        .invoke_tool(call)
+        .await
+        .unwrap()
+        .into_inner();
     assert!(ran.error.is_none(), "{ran:?}");
     assert_eq!(h.count("agent_messages").await, 1, "the tool ran");
     let mut last = pending(sonnet_attempt());
