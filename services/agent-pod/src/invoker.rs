@@ -705,6 +705,7 @@ fn turn_step(d: TurnDraft<'_>) -> String {
         request: TurnRequest {
             model: d.model.to_owned(),
             system: d.system.map(str::to_owned),
+            system_sha256: None,
             messages: d
                 .messages
                 .iter()

@@ -175,6 +175,7 @@ mod tests {
             request: TurnRequest {
                 model: "m".into(),
                 system: (n == 1).then(|| "sys".into()),
+                system_sha256: None,
                 messages: vec![json!({"role": "user", "content": format!("msg {n}")})],
                 tools: vec!["soa_send_message".into()],
                 max_output_tokens: 10,

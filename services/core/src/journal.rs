@@ -131,6 +131,11 @@ pub struct TurnRequest {
     /// changes within an episode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
+    /// How the stored step names its system prompt: the store keeps each
+    /// distinct prompt once per tenant and puts the text back in `system`
+    /// when the journal is read. Set by the supervisor, never by the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_sha256: Option<String>,
     /// The messages added since the previous turn's answer (on the first
     /// turn, the objective): the conversation is the concatenation of every
     /// turn's messages and answers.
@@ -240,6 +245,12 @@ impl LlmTurnStep {
         if self.snapshot_id.is_some() {
             return Err(bad("snapshot_id", "is set by the store, never sent"));
         }
+        if self.request.system_sha256.is_some() {
+            return Err(bad(
+                "request.system_sha256",
+                "is set by the supervisor, never sent",
+            ));
+        }
         Ok(())
     }
 }
@@ -317,6 +328,7 @@ mod tests {
             request: TurnRequest {
                 model: "claude-x".into(),
                 system: Some("be brief".into()),
+                system_sha256: None,
                 messages: vec![serde_json::json!({"role": "user", "content": "hi"})],
                 tools: vec!["soa_send_message".into()],
                 max_output_tokens: 64,

@@ -21,6 +21,7 @@ BEGIN
     IF holder IS DISTINCT FROM p_session OR expires < now() THEN
         RETURN jsonb_build_object('outcome', 'lease_lost');
     END IF;
-    RETURN genesis_journal_write(p_tenant, p_instance, p_event, p_session, p_kind, p_entry, p_max_bytes);
+    RETURN genesis_journal_write(p_tenant, p_instance, p_event, p_session, p_kind, p_entry, p_max_bytes,
+                                 octet_length(p_entry::text));
 END
 $function$;

@@ -7,10 +7,12 @@
 -- order of the commits and none is taken twice. The episode's journal holds
 -- at most p_max_bytes of entries: the first step that would pass it is
 -- replaced by one `truncated` marker naming what was dropped, and every
--- later step is dropped without a row. Returns {"outcome": "appended",
+-- later step is dropped without a row. p_bytes is the entry's size as its
+-- writer serialized it (what the cap counts; the writer has the text, the
+-- database would have to print the value again). Returns {"outcome": "appended",
 -- "seq": n} or {"outcome": "truncated", "seq": n of the marker, or null once
 -- it exists}; raises (SQLSTATE 22023) for an event the session did not claim.
-CREATE OR REPLACE FUNCTION public.genesis_journal_write(p_tenant uuid, p_instance uuid, p_event uuid, p_session uuid, p_kind text, p_entry jsonb, p_max_bytes integer)
+CREATE OR REPLACE FUNCTION public.genesis_journal_write(p_tenant uuid, p_instance uuid, p_event uuid, p_session uuid, p_kind text, p_entry jsonb, p_max_bytes integer, p_bytes integer)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
@@ -18,7 +20,7 @@ DECLARE
     v_next integer;
     v_total bigint;
     v_truncated boolean;
-    v_bytes integer;
+    v_bytes integer := p_bytes;
 BEGIN
     PERFORM 1 FROM agent_event_queue
      WHERE id = p_event AND tenant_id = p_tenant AND instance_id = p_instance
@@ -34,7 +36,6 @@ BEGIN
     IF v_truncated THEN
         RETURN jsonb_build_object('outcome', 'truncated', 'seq', NULL);
     END IF;
-    v_bytes := octet_length(p_entry::text);
     IF v_total + v_bytes > p_max_bytes THEN
         INSERT INTO agent_episode_journal
             (tenant_id, event_id, seq, instance_id, session, kind, entry, bytes)

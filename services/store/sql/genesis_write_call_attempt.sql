@@ -1,7 +1,8 @@
 -- One priced attempt of an agent's call: the invocation's snapshot upserted,
 -- then the attempt appended and drawn down (genesis_append_call_attempt).
 -- The last attempt of an LLM turn carries the turn's journal step
--- (a->'journal': event_id, session, entry, max_bytes): it is written here,
+-- (a->'journal': event_id, session, entry, bytes, max_bytes, and the system
+-- prompt's text and SHA-256 when the turn sent one): it is written here,
 -- in the attempt's own transaction, with the invocation's snapshot and cost so far, so
 -- a turn that was paid for is a turn a resumed episode replays. The caller
 -- has checked the session guard.
@@ -32,10 +33,15 @@ BEGIN
     v_out := jsonb_build_object('snapshot', to_jsonb(snap))
         || genesis_append_call_attempt(p_tenant, snap.id, a);
     IF jsonb_typeof(j) = 'object' THEN
+        IF j ? 'system_text' THEN
+            INSERT INTO agent_prompt_texts (tenant_id, sha256, text)
+            VALUES (p_tenant, j->>'system_sha256', j->>'system_text')
+            ON CONFLICT DO NOTHING;
+        END IF;
         v_out := v_out || jsonb_build_object('journal', genesis_journal_write(
             p_tenant, p_instance, (j->>'event_id')::uuid, (j->>'session')::uuid, 'llm_turn',
             (j->'entry') || jsonb_build_object('snapshot_cost_usd', snap.cost_usd, 'snapshot_id', snap.id),
-            (j->>'max_bytes')::integer));
+            (j->>'max_bytes')::integer, (j->>'bytes')::integer));
     END IF;
     RETURN v_out;
 END

@@ -111,16 +111,9 @@ impl Journal<'_> {
         event_id: Uuid,
     ) -> Result<Vec<JournalEntry>, StoreError> {
         let mut tx = self.store.tenant_tx(tenant_id).await?;
-        let rows: Vec<serde_json::Value> = sqlx::query_scalar(
-            "SELECT to_jsonb(j) FROM agent_episode_journal j
-              WHERE tenant_id = $1 AND event_id = $2 ORDER BY seq",
-        )
-        .bind(tenant_id)
-        .bind(event_id)
-        .fetch_all(tx.conn())
-        .await?;
+        let rows = episode_in(tx.conn(), tenant_id, event_id).await?;
         tx.commit().await?;
-        decode_all(rows)
+        Ok(rows)
     }
 
     /// Delete, across tenants, up to `batch` journal steps written more
@@ -160,8 +153,9 @@ pub async fn write_in(
     max_episode_bytes: u32,
 ) -> Result<Appended, StoreError> {
     let (cap, entry) = checked(&step, max_episode_bytes)?;
+    let bytes = entry_bytes(entry)?;
     let raw: serde_json::Value =
-        sqlx::query_scalar("SELECT genesis_journal_write($1, $2, $3, $4, $5, $6, $7)")
+        sqlx::query_scalar("SELECT genesis_journal_write($1, $2, $3, $4, $5, $6, $7, $8)")
             .bind(tenant_id)
             .bind(step.instance_id)
             .bind(step.event_id)
@@ -169,9 +163,49 @@ pub async fn write_in(
             .bind(step.kind.as_str())
             .bind(entry)
             .bind(cap)
+            .bind(bytes)
             .fetch_one(conn)
             .await?;
     appended(raw)
+}
+
+/// The steps of `event_id`'s episode in order, as a reader wants them: a
+/// turn's system prompt, stored once per tenant and named by its SHA-256,
+/// put back in `request.system`. The one read of a journal (a resumed
+/// episode's and the trace's), inside the caller's tenant transaction.
+pub async fn episode_in(
+    conn: &mut sqlx::PgConnection,
+    tenant_id: Uuid,
+    event_id: Uuid,
+) -> Result<Vec<JournalEntry>, StoreError> {
+    let rows: Vec<serde_json::Value> = sqlx::query_scalar(
+        "SELECT CASE WHEN p.text IS NULL THEN to_jsonb(j)
+                     ELSE jsonb_set(to_jsonb(j), '{entry,request,system}', to_jsonb(p.text)) END
+           FROM agent_episode_journal j
+           LEFT JOIN agent_prompt_texts p
+                  ON p.tenant_id = j.tenant_id
+                 AND p.sha256 = j.entry->'request'->>'system_sha256'
+          WHERE j.tenant_id = $1 AND j.event_id = $2 ORDER BY j.seq",
+    )
+    .bind(tenant_id)
+    .bind(event_id)
+    .fetch_all(conn)
+    .await?;
+    decode_all(rows)
+}
+
+/// An entry's size as the cap counts it: its JSON text as serialized here
+/// (the writer has it; the database would print the value again).
+pub(crate) fn entry_bytes(entry: &serde_json::Value) -> Result<i32, StoreError> {
+    let text = serde_json::to_string(entry)
+        .map_err(|e| StoreError::invalid("journal entry", e.to_string()))?;
+    i32::try_from(text.len()).map_err(|_| StoreError::invalid("journal entry", "too large"))
+}
+
+/// Whether `s` is a SHA-256 as the journal names a prompt: 64 lowercase
+/// hex digits.
+pub(crate) fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// A step the journal accepts: no marker (the journal writes its own), an

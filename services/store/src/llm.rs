@@ -986,6 +986,17 @@ pub struct TurnJournal {
     pub entry: serde_json::Value,
     /// The episode's byte cap (genesis-core's `JournalLimits`).
     pub max_episode_bytes: u32,
+    /// The system prompt the entry names by `request.system_sha256`: kept
+    /// once per tenant and text, not in every step.
+    pub system: Option<PromptText>,
+}
+
+/// A system prompt as the journal keeps it, once per tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptText {
+    /// 64 lowercase hex.
+    pub sha256: String,
+    pub text: String,
 }
 
 /// An attempt checked and shaped as `genesis_write_call_attempt` reads it,
@@ -1023,12 +1034,25 @@ pub(crate) fn attempt_object(
             let max_bytes = i32::try_from(j.max_episode_bytes).map_err(|_| {
                 StoreError::invalid("journal.max_episode_bytes", "must fit in 31 bits")
             })?;
-            serde_json::json!({
+            let bytes = crate::journal::entry_bytes(&j.entry)?;
+            let mut object = serde_json::json!({
                 "event_id": j.event_id,
                 "session": attempt.session,
                 "entry": j.entry,
+                "bytes": bytes,
                 "max_bytes": max_bytes,
-            })
+            });
+            if let Some(p) = &j.system {
+                if !crate::journal::is_sha256_hex(&p.sha256) {
+                    return Err(StoreError::invalid(
+                        "journal.system.sha256",
+                        "must be 64 lowercase hex digits",
+                    ));
+                }
+                object["system_sha256"] = p.sha256.clone().into();
+                object["system_text"] = p.text.clone().into();
+            }
+            object
         }
     };
     Ok(serde_json::json!({

@@ -82,20 +82,10 @@ impl Traces<'_> {
         .bind(turn.id)
         .fetch_all(tx.conn())
         .await?;
-        let journal: Vec<serde_json::Value> = match turn.event_id {
-            Some(event_id) => {
-                sqlx::query_scalar(
-                    "SELECT to_jsonb(j) FROM agent_episode_journal j
-                      WHERE tenant_id = $1 AND event_id = $2 ORDER BY seq",
-                )
-                .bind(tenant_id)
-                .bind(event_id)
-                .fetch_all(tx.conn())
-                .await?
-            }
+        let journal: Vec<JournalEntry> = match turn.event_id {
+            Some(event_id) => crate::journal::episode_in(tx.conn(), tenant_id, event_id).await?,
             None => Vec::new(),
         };
-        let journal: Vec<JournalEntry> = decode_all(journal)?;
         let snapshot_id = match turn.llm_call_snapshot_id {
             Some(id) => Some(id),
             None => match invocation_of(&journal) {

@@ -546,6 +546,8 @@ async fn seed_the_other_tables(store: &Store, pool: &PgPool, t: Uuid) -> anyhow:
         "INSERT INTO constitution_rules (tenant_id, name, kind, params)
          VALUES ($1, 'rule', 'ForbiddenTerm', '{}')",
         "INSERT INTO credit_windows (tenant_id, week_start, limit_usd) VALUES ($1, now(), 10)",
+        "INSERT INTO agent_prompt_texts (tenant_id, sha256, text)
+         VALUES ($1, encode(sha256(convert_to($1::text, 'UTF8')), 'hex'), 'system')",
         "INSERT INTO knowledge_documents (tenant_id, kind, title, body)
          VALUES ($1, 'intelligence', 'doc', 'body')",
         "INSERT INTO llm_default_seeds (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING",

@@ -3016,6 +3016,23 @@ async fn turns_and_tool_calls_are_journaled_with_their_writes_and_resumed_by_the
     );
     assert_eq!(turn.snapshot_cost_usd, Some(recorded.snapshot_cost_usd));
     assert!(recorded.snapshot_cost_usd > 0.0);
+    // The system prompt is kept once per tenant, named by its hash in the
+    // step, and put back when the journal is read.
+    assert_eq!(h.count("agent_prompt_texts").await, 1);
+    let stored: String = sqlx::query_scalar(
+        "SELECT entry->'request'->>'system_sha256' FROM agent_episode_journal WHERE seq = 0",
+    )
+    .fetch_one(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!(turn.request.system_sha256.as_deref(), Some(stored.as_str()));
+    let raw: Option<String> = sqlx::query_scalar(
+        "SELECT entry->'request'->>'system' FROM agent_episode_journal WHERE seq = 0",
+    )
+    .fetch_one(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!(raw, None, "the step does not repeat the prompt's text");
     let system = turn.request.system.unwrap();
     assert!(!system.contains("sk-ant-api03"), "{system}");
     assert!(system.contains("[REDACTED:api_key]"), "{system}");

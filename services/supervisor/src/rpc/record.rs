@@ -15,7 +15,7 @@ use genesis_store::llm::{NewCallAttempt, TurnJournal};
 use tonic::Status;
 use uuid::Uuid;
 
-use super::model::{RecordCallAttempt, ReserveCredit};
+use super::model::{RecordCallAttempt, ReportedStep, ReserveCredit};
 use super::{AgentPodService, status_of};
 use crate::bundle::effective_options;
 use crate::cache::tick_memo::TickMemo;
@@ -120,11 +120,12 @@ impl AgentPodService {
 
     /// An LLM turn's checked step as the store journals it, under this
     /// supervisor's cap.
-    pub(super) fn turn_journal(&self, event_id: Uuid, entry: serde_json::Value) -> TurnJournal {
+    pub(super) fn turn_journal(&self, event_id: Uuid, step: ReportedStep) -> TurnJournal {
         TurnJournal {
             event_id,
-            entry,
+            entry: step.entry,
             max_episode_bytes: self.settings.journal_max_episode_bytes,
+            system: step.system,
         }
     }
 

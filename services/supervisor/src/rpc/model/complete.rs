@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::SessionIds;
 use super::outcome::completion;
-use super::record::{reported_attempt, reported_step};
+use super::record::{ReportedStep, reported_attempt, reported_step};
 
 /// A CompleteTick request.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,7 +30,7 @@ pub struct CompleteTick {
     /// The carried attempts, checked and not yet priced, each with the
     /// journal step of the turn it ends (checked and cleared of
     /// credentials), if any.
-    pub pending: Vec<(NewCallAttempt, Option<Value>)>,
+    pub pending: Vec<(NewCallAttempt, Option<ReportedStep>)>,
     pub turn: ReportedTurn,
 }
 

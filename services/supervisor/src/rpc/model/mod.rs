@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 pub use complete::{CompleteTick, ReportedConsumption, ReportedTurn};
 pub use invoke::{InvokeTool, MAX_TOOL_ARGUMENTS_BYTES};
-pub use record::{RecordCallAttempt, ReserveCredit};
+pub use record::{RecordCallAttempt, ReportedStep, ReserveCredit};
 
 /// The ids every RPC of a claimed tick names: the tenant, the instance and
 /// the session holding its lease.

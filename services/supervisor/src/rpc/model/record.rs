@@ -6,11 +6,14 @@
 //! taken from the pod.
 
 use genesis_core::journal::{LlmTurnStep, MAX_STEP_BYTES, redact_step};
+use genesis_core::redact::redact_credentials;
 use genesis_proto::convert::{invalid_argument as inv, parse_uuid, require};
 use genesis_proto::v1 as pb;
 use genesis_store::StoreError;
 use genesis_store::llm::NewCallAttempt;
+use genesis_store::llm::PromptText;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use tonic::Status;
 use uuid::Uuid;
 
@@ -25,7 +28,7 @@ pub struct RecordCallAttempt {
     pub attempt: NewCallAttempt,
     /// On a turn's last attempt: the claimed event and the turn's journal
     /// step, checked and cleared of credentials.
-    pub journal: Option<(Uuid, Value)>,
+    pub journal: Option<(Uuid, ReportedStep)>,
 }
 
 impl TryFrom<pb::RecordCallAttemptRequest> for RecordCallAttempt {
@@ -134,10 +137,19 @@ pub(super) fn reported_attempt(
     }
 }
 
+/// An LLM turn's journal step, checked and cleared of credentials: the
+/// entry as stored, and the system prompt it names by SHA-256 (kept once
+/// per tenant, not in every step).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportedStep {
+    pub entry: Value,
+    pub system: Option<PromptText>,
+}
+
 /// An LLM turn's journal step as the pod sent it (`field` names where):
 /// `None` when empty, else parsed as genesis-core's [`LlmTurnStep`],
 /// checked, and cleared of every credential before anything stores it.
-pub(super) fn reported_step(field: &str, json: &str) -> Result<Option<Value>, Status> {
+pub(super) fn reported_step(field: &str, json: &str) -> Result<Option<ReportedStep>, Status> {
     if json.is_empty() {
         return Ok(None);
     }
@@ -147,11 +159,19 @@ pub(super) fn reported_step(field: &str, json: &str) -> Result<Option<Value>, St
             format!("must be at most {MAX_STEP_BYTES} bytes"),
         ));
     }
-    let step: LlmTurnStep = serde_json::from_str(json)
+    let mut step: LlmTurnStep = serde_json::from_str(json)
         .map_err(|e| inv(field, format!("is not a journal turn step: {e}")))?;
     step.check().map_err(|e| inv(field, e.to_string()))?;
-    let mut value =
+    let system = step.request.system.take().map(|text| {
+        let text = redact_credentials(&text).text;
+        PromptText {
+            sha256: hex::encode(Sha256::digest(text.as_bytes())),
+            text,
+        }
+    });
+    step.request.system_sha256 = system.as_ref().map(|p| p.sha256.clone());
+    let mut entry =
         serde_json::to_value(&step).map_err(|e| inv(field, format!("cannot be stored: {e}")))?;
-    redact_step(&mut value);
-    Ok(Some(value))
+    redact_step(&mut entry);
+    Ok(Some(ReportedStep { entry, system }))
 }
