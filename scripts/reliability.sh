@@ -90,6 +90,8 @@ KNOWN = [
      "each invariant the checker names broken by hand in a settled fleet's database (a dead letter covered only by another event's request, an operator message pending beside the heartbeat, a lease just past its expiry), undone before the next"),
     ("backpressure", "publisher at its back-pressure limit",
      "`GENESIS_OUTBOX_MAX_PENDING=10`, batch 4, 40 messages with no pods, then two pods"),
+    ("partition-pod", "an agent pod cut from the supervisor mid-tick, after a tool call",
+     "the pod runs in a network namespace made by the test (`ip netns`, one veth pair to the host); `GENESIS_FAULT_PAUSE_AT=after_tool` holds it after the greeting's tool call while the test takes the link down; a pod on the host takes the event over; the link comes back once the cut pod gave its tick up; provider: the strict Anthropic stand-in"),
 ]
 # Faults described here but not required in every run (a newer test).
 OPTIONAL = {
@@ -108,6 +110,7 @@ MEANING = {
     "failing-provider": "the other tenant answered every message within 3 × its baseline p95 + 2 s; every failing message got one `WaitingForEvent / idle:blocked` turn (none dead-lettered), every provider request is a recorded `server_error` attempt; with the guard at 3 each failing agent halted (`halted:stuck`, closed, one `stuck_halt` attention request)",
     "checker": "the checker refused every breakage and accepted the repaired fleet",
     "backpressure": "the stream held at the limit, the rest stayed in PostgreSQL; all 40 answered once",
+    "partition-pod": "the host pod resumed the journaled episode: one greeting, each of the opener's two turns asked of the provider once and paid once, no lease left behind; the cut pod rejoined on its own",
 }
 # The crash points of GENESIS_FAULT_EXIT_AT: where the pod aborts, and what
 # recovery means there. A point missing here still gets a row.

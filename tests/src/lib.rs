@@ -10,6 +10,7 @@
 //! must never fake a service: what a binary lacks, a test reports and skips.
 
 pub mod certs;
+pub mod netns;
 pub mod reflection;
 
 use std::collections::BTreeMap;
@@ -499,6 +500,9 @@ impl Admin {
 pub struct NatsServer {
     /// Client port.
     pub port: u16,
+    /// The address it listens on (`127.0.0.1` unless started with
+    /// [`NatsServer::start_listening`]).
+    listen: String,
     /// Monitoring (HTTP) port.
     pub monitor_port: u16,
     store: tempfile::TempDir,
@@ -509,7 +513,15 @@ pub struct NatsServer {
 impl NatsServer {
     /// Start one on free ports with a fresh store directory.
     pub async fn start(logs: &Path) -> anyhow::Result<Self> {
+        Self::start_listening(logs, "127.0.0.1").await
+    }
+
+    /// [`NatsServer::start`] listening on `addr` (`0.0.0.0`: every
+    /// address, so a child in a network namespace reaches it over the
+    /// namespace's link).
+    pub async fn start_listening(logs: &Path, addr: &str) -> anyhow::Result<Self> {
         let mut s = NatsServer {
+            listen: addr.to_owned(),
             port: free_port()?,
             monitor_port: free_port()?,
             store: tempfile::tempdir()?,
@@ -545,7 +557,7 @@ impl NatsServer {
         }
         let (out, err) = log_file(&self.logs, "nats-server")?;
         let child = Command::new("nats-server")
-            .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-a", &self.listen, "-p", &self.port.to_string()])
             .args(["-m", &self.monitor_port.to_string(), "-js", "-sd"])
             .arg(self.store.path())
             .stdout(Stdio::from(out))
@@ -634,6 +646,10 @@ pub struct FleetOptions {
     /// Pods reach the supervisor at `https://` (its certificate given in
     /// `process_env`).
     pub supervisor_https: bool,
+    /// The supervisor listens on every address, not loopback only, so a
+    /// pod in a network namespace ([`netns::NetNs`]) reaches it over the
+    /// namespace's link.
+    pub supervisor_listen_any: bool,
 }
 
 impl FleetOptions {
@@ -650,6 +666,7 @@ impl FleetOptions {
             chart_default_names: false,
             process_env: Vec::new(),
             supervisor_https: false,
+            supervisor_listen_any: false,
         }
     }
 
@@ -678,6 +695,9 @@ struct Proc {
     env: Vec<(String, String)>,
     http: SocketAddr,
     child: Option<Child>,
+    /// The network namespace it runs in (`ip netns exec`), if not this
+    /// host's.
+    netns: Option<String>,
 }
 
 /// One child of a fleet, as [`Fleet::processes`] lists it.
@@ -754,7 +774,29 @@ fn spawn(logs: &Path, p: &mut Proc) -> anyhow::Result<()> {
         }
     };
     let (out, err) = log_file(logs, &p.name)?;
-    let mut cmd = bin_command(bin_name, &p.args, &p.env)?;
+    let mut cmd = match &p.netns {
+        None => bin_command(bin_name, &p.args, &p.env)?,
+        Some(ns) => {
+            // `ip netns exec` execs the binary in place: the child's pid
+            // is the service's own, so killing it kills the service.
+            let mut args: Vec<std::ffi::OsString> = vec![
+                "netns".into(),
+                "exec".into(),
+                ns.into(),
+                binary(bin_name)?.into(),
+            ];
+            args.extend(p.args.iter().map(Into::into));
+            let mut cmd = Command::new("ip");
+            cmd.env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .args(args)
+                .stdin(Stdio::null());
+            for (k, v) in &p.env {
+                cmd.env(k, v);
+            }
+            cmd
+        }
+    };
     cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
     p.child = Some(cmd.spawn().with_context(|| format!("spawn {bin_name}"))?);
     Ok(())
@@ -927,6 +969,7 @@ impl Fleet {
                 env,
                 http,
                 child: None,
+                netns: None,
             })
         };
         let dashboard: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
@@ -936,7 +979,13 @@ impl Fleet {
             Some(control_grpc),
             vec![("GENESIS_DASHBOARD_ADDR".into(), dashboard.to_string())],
         )?;
-        let supervisor = mk("supervisor", vec![], Some(supervisor_grpc), vec![])?;
+        let mut supervisor = mk("supervisor", vec![], Some(supervisor_grpc), vec![])?;
+        if options.supervisor_listen_any {
+            let any: SocketAddr = ([0, 0, 0, 0], supervisor_grpc.port()).into();
+            supervisor
+                .env
+                .push(("GENESIS_GRPC_ADDR".into(), any.to_string()));
+        }
         let mut fleet = Fleet {
             options: options.clone(),
             db_name,
@@ -1079,6 +1128,65 @@ impl Fleet {
             env,
             http,
             child: None,
+            netns: None,
+        });
+        self.start_pod(i).await?;
+        Ok(i)
+    }
+
+    /// Add one more agent pod running inside `ns` and start it; returns
+    /// its index. It reaches the supervisor (started with
+    /// [`FleetOptions::supervisor_listen_any`]) and `nats_url` (a server
+    /// listening on the namespace's host address) over the namespace's link
+    /// only, and serves `/readyz` on the namespace's address.
+    pub async fn add_pod_in(
+        &mut self,
+        ns: &netns::NetNs,
+        nats_url: &str,
+        extra_env: Vec<(String, String)>,
+    ) -> anyhow::Result<usize> {
+        ensure!(
+            self.options.supervisor_listen_any,
+            "a pod in a namespace needs the supervisor listening on every address"
+        );
+        let i = self.pods.len();
+        let http: SocketAddr = (ns.ns_ip, free_port()?).into();
+        let mut env: Vec<(String, String)> = self
+            .control
+            .env
+            .iter()
+            .filter(|(k, _)| {
+                !matches!(
+                    k.as_str(),
+                    "GENESIS_GRPC_ADDR"
+                        | "GENESIS_HTTP_ADDR"
+                        | "GENESIS_DATABASE_URL"
+                        | "GENESIS_NATS_URL"
+                )
+            })
+            .cloned()
+            .collect();
+        env.push(("GENESIS_HTTP_ADDR".into(), http.to_string()));
+        env.push(("GENESIS_NATS_URL".into(), nats_url.to_owned()));
+        env.push((
+            "GENESIS_SUPERVISOR_URL".into(),
+            format!(
+                "{}://{}:{}",
+                self.options.supervisor_scheme(),
+                ns.host_ip,
+                self.supervisor_grpc.port()
+            ),
+        ));
+        env.push(("GENESIS_AGENT_TOKEN".into(), self.pod_token.clone()));
+        env.extend(self.options.env_of("agent-pod"));
+        env.extend(extra_env);
+        self.pods.push(Proc {
+            name: format!("agent-pod-{i}"),
+            args: vec![],
+            env,
+            http,
+            child: None,
+            netns: Some(ns.name.clone()),
         });
         self.start_pod(i).await?;
         Ok(i)

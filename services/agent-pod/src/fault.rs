@@ -9,8 +9,11 @@
 //! (always, outside the fault tests) every check is a comparison against
 //! `None`. `GENESIS_FAULT_FAIL_ON=<text>` is the poison that does not crash:
 //! the pod treats such a claimed tick as failed (as if the supervisor were
-//! unavailable) and NAKs it, every time. Must never do anything but abort or
-//! fail a tick.
+//! unavailable) and NAKs it, every time. `GENESIS_FAULT_PAUSE_AT=<point>:<marker>:<secs>`
+//! holds the tick at `<point>` for `<secs>` seconds, once (the marker is
+//! created when the pause starts): the partition rows cut the pod's network
+//! while it waits there. Must never do anything but abort, fail or hold a
+//! tick.
 
 use std::sync::OnceLock;
 
@@ -78,6 +81,53 @@ pub fn hit(point: &str) {
     std::process::abort();
 }
 
+/// A pause at a point: `<point>:<marker>:<secs>`.
+#[derive(Debug, PartialEq)]
+struct Pause {
+    point: String,
+    marker: std::path::PathBuf,
+    secs: u64,
+}
+
+/// Parse `<point>:<marker>:<secs>`; `None` (disarmed) for anything else.
+fn parse_pause(raw: &str) -> Option<Pause> {
+    let (point, rest) = raw.split_once(':')?;
+    let (marker, secs) = rest.rsplit_once(':')?;
+    let secs = secs.parse().ok().filter(|s| (1..=600).contains(s))?;
+    (POINTS.contains(&point) && !marker.is_empty()).then(|| Pause {
+        point: point.to_owned(),
+        marker: marker.into(),
+        secs,
+    })
+}
+
+/// Hold the tick here for the armed pause, once (the first tick to reach
+/// the point creates the marker, which the test waits for).
+pub async fn pause(point: &str) {
+    static PAUSE: OnceLock<Option<Pause>> = OnceLock::new();
+    let armed = PAUSE.get_or_init(|| {
+        let raw = std::env::var("GENESIS_FAULT_PAUSE_AT").ok()?;
+        let parsed = parse_pause(&raw);
+        if parsed.is_none() {
+            tracing::error!(value = %raw, "GENESIS_FAULT_PAUSE_AT is not <point>:<marker>:<secs>; ignored");
+        }
+        parsed
+    });
+    let Some(p) = armed else { return };
+    if p.point != point
+        || std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p.marker)
+            .is_err()
+    {
+        return;
+    }
+    eprintln!("fault injection: pausing {} s at {point}", p.secs);
+    tokio::time::sleep(std::time::Duration::from_secs(p.secs)).await;
+    eprintln!("fault injection: resuming after the pause at {point}");
+}
+
 /// Abort after claiming an event whose payload carries the armed poison text.
 pub fn poison(payload_json: &str) {
     static POISON: OnceLock<Option<String>> = OnceLock::new();
@@ -139,6 +189,28 @@ mod tests {
                 marker: Some("/tmp/x.fired".into())
             })
         );
+    }
+
+    #[test]
+    fn a_pause_needs_a_known_point_a_marker_and_its_seconds() {
+        assert_eq!(
+            parse_pause("after_tool:/tmp/p.fired:8"),
+            Some(Pause {
+                point: "after_tool".into(),
+                marker: "/tmp/p.fired".into(),
+                secs: 8
+            })
+        );
+        for bad in [
+            "after_tool:/tmp/p.fired",
+            "after_tool::8",
+            "after_tol:/tmp/p.fired:8",
+            "after_tool:/tmp/p.fired:0",
+            "after_tool:/tmp/p.fired:601",
+            "after_tool:/tmp/p.fired:soon",
+        ] {
+            assert_eq!(parse_pause(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -157,6 +157,7 @@ impl Supervisor {
             .map(tonic::Response::into_inner)
             .map_err(|s| PodError::from_status("InvokeTool", &s));
         crate::fault::hit("after_tool");
+        crate::fault::pause("after_tool").await;
         r
     }
 
