@@ -1102,26 +1102,12 @@ impl Fleet {
     pub async fn add_pod(&mut self) -> anyhow::Result<usize> {
         let i = self.pods.len();
         let http: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-        let template = self
-            .control
-            .env
-            .iter()
-            .filter(|(k, _)| {
-                k != "GENESIS_GRPC_ADDR" && k != "GENESIS_HTTP_ADDR" && k != "GENESIS_DATABASE_URL"
-            })
-            .cloned();
-        let mut env: Vec<(String, String)> = template.collect();
-        env.push(("GENESIS_HTTP_ADDR".into(), http.to_string()));
-        env.push((
-            "GENESIS_SUPERVISOR_URL".into(),
-            format!(
-                "{}://{}",
-                self.options.supervisor_scheme(),
-                self.supervisor_grpc
-            ),
-        ));
-        env.push(("GENESIS_AGENT_TOKEN".into(), self.pod_token.clone()));
-        env.extend(self.options.env_of("agent-pod"));
+        let supervisor = format!(
+            "{}://{}",
+            self.options.supervisor_scheme(),
+            self.supervisor_grpc
+        );
+        let env = self.added_pod_env(http, &supervisor, None, Vec::new());
         self.pods.push(Proc {
             name: format!("agent-pod-{i}"),
             args: vec![],
@@ -1151,35 +1137,13 @@ impl Fleet {
         );
         let i = self.pods.len();
         let http: SocketAddr = (ns.ns_ip, free_port()?).into();
-        let mut env: Vec<(String, String)> = self
-            .control
-            .env
-            .iter()
-            .filter(|(k, _)| {
-                !matches!(
-                    k.as_str(),
-                    "GENESIS_GRPC_ADDR"
-                        | "GENESIS_HTTP_ADDR"
-                        | "GENESIS_DATABASE_URL"
-                        | "GENESIS_NATS_URL"
-                )
-            })
-            .cloned()
-            .collect();
-        env.push(("GENESIS_HTTP_ADDR".into(), http.to_string()));
-        env.push(("GENESIS_NATS_URL".into(), nats_url.to_owned()));
-        env.push((
-            "GENESIS_SUPERVISOR_URL".into(),
-            format!(
-                "{}://{}:{}",
-                self.options.supervisor_scheme(),
-                ns.host_ip,
-                self.supervisor_grpc.port()
-            ),
-        ));
-        env.push(("GENESIS_AGENT_TOKEN".into(), self.pod_token.clone()));
-        env.extend(self.options.env_of("agent-pod"));
-        env.extend(extra_env);
+        let supervisor = format!(
+            "{}://{}:{}",
+            self.options.supervisor_scheme(),
+            ns.host_ip,
+            self.supervisor_grpc.port()
+        );
+        let env = self.added_pod_env(http, &supervisor, Some(nats_url), extra_env);
         self.pods.push(Proc {
             name: format!("agent-pod-{i}"),
             args: vec![],
@@ -1190,6 +1154,41 @@ impl Fleet {
         });
         self.start_pod(i).await?;
         Ok(i)
+    }
+
+    /// The environment of a pod added after the start: control's (less its
+    /// own addresses and its database), then the pod's address, supervisor,
+    /// token and NATS (when not control's), the options' pod env, `extra`.
+    fn added_pod_env(
+        &self,
+        http: SocketAddr,
+        supervisor_url: &str,
+        nats_url: Option<&str>,
+        extra: Vec<(String, String)>,
+    ) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = self
+            .control
+            .env
+            .iter()
+            .filter(|(k, _)| {
+                let own = matches!(
+                    k.as_str(),
+                    "GENESIS_GRPC_ADDR" | "GENESIS_HTTP_ADDR" | "GENESIS_DATABASE_URL"
+                );
+                let replaced = nats_url.is_some() && k == "GENESIS_NATS_URL";
+                !own && !replaced
+            })
+            .cloned()
+            .collect();
+        env.push(("GENESIS_HTTP_ADDR".into(), http.to_string()));
+        if let Some(url) = nats_url {
+            env.push(("GENESIS_NATS_URL".into(), url.to_owned()));
+        }
+        env.push(("GENESIS_SUPERVISOR_URL".into(), supervisor_url.to_owned()));
+        env.push(("GENESIS_AGENT_TOKEN".into(), self.pod_token.clone()));
+        env.extend(self.options.env_of("agent-pod"));
+        env.extend(extra);
+        env
     }
 
     /// Every child of the fleet (control, supervisor, pods): its name, its

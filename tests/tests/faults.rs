@@ -334,6 +334,36 @@ async fn a_pod_crashing_at_each_point_of_a_tick_loses_and_duplicates_nothing() -
 /// tool, then the end of the episode.
 const OPENER_GREETING: &str = "Hello, I am your orchestration agent.";
 
+/// The strict Anthropic stand-in on `listen`, with a fresh key, scripted
+/// with the opener's two turns: the greeting through a tool, then
+/// `phase_complete` (every later request gets its default `phase_complete`).
+async fn opener_standin(
+    listen: std::net::SocketAddr,
+) -> anyhow::Result<(genesis_llm_standin::StandIn, String)> {
+    use genesis_llm_standin::{Answer, Endpoint, Reply, StandIn};
+    let key = format!("sk-ant-standin-{}", uuid::Uuid::new_v4().simple());
+    let standin = StandIn::builder()
+        .key(key.clone())
+        .listen(listen)
+        .start()
+        .await?;
+    standin.push(
+        Endpoint::Anthropic,
+        Answer::Reply(Reply::tool_call(
+            "soa_send_message",
+            serde_json::json!({"body": OPENER_GREETING}),
+        )),
+    );
+    standin.push(
+        Endpoint::Anthropic,
+        Answer::Reply(Reply::tool_call(
+            "phase_complete",
+            serde_json::json!({"summary": "Greeted the operator."}),
+        )),
+    );
+    Ok((standin, key))
+}
+
 /// The provider requests of the SOA's opener (their objective names its
 /// event), among every request the stand-in took.
 fn opener_requests(standin: &genesis_llm_standin::StandIn) -> usize {
@@ -351,27 +381,11 @@ fn opener_requests(standin: &genesis_llm_standin::StandIn) -> usize {
 /// resumed episode replays what the journal kept, so the greeting is sent
 /// once and no turn is asked of the provider twice.
 async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
-    use genesis_llm_standin::{Answer, Endpoint, Reply, StandIn};
     let name = format!("crash-{}", point.replace('_', "-"));
     let logs = log_dir(&format!("faults-{name}-{round}"))?;
     let marker = logs.join(format!("{point}.fired"));
     let _ = std::fs::remove_file(&marker);
-    let key = format!("sk-ant-standin-{}", uuid::Uuid::new_v4().simple());
-    let standin = StandIn::builder().key(key.clone()).start().await?;
-    standin.push(
-        Endpoint::Anthropic,
-        Answer::Reply(Reply::tool_call(
-            "soa_send_message",
-            serde_json::json!({"body": OPENER_GREETING}),
-        )),
-    );
-    standin.push(
-        Endpoint::Anthropic,
-        Answer::Reply(Reply::tool_call(
-            "phase_complete",
-            serde_json::json!({"summary": "Greeted the operator."}),
-        )),
-    );
+    let (standin, key) = opener_standin(([127, 0, 0, 1], 0).into()).await?;
     let mut opts = FleetOptions::new(&format!("faults-{name}-{round}-fleet"), 1);
     opts.lease_ttl_secs = 3;
     opts.provider = "anthropic".into();
@@ -715,7 +729,6 @@ fn namespace_or_skip(row: &str) -> anyhow::Result<Option<genesis_e2e::netns::Net
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_cut_from_the_supervisor_after_a_tool_call_is_taken_over_exactly_once()
 -> anyhow::Result<()> {
-    use genesis_llm_standin::{Answer, Endpoint, Reply, StandIn};
     if skipped() {
         return Ok(());
     }
@@ -728,27 +741,8 @@ async fn a_pod_cut_from_the_supervisor_after_a_tool_call_is_taken_over_exactly_o
         let marker = logs.join("after_tool.paused");
         let _ = std::fs::remove_file(&marker);
         let nats = NatsServer::start_listening(&logs, "0.0.0.0").await?;
-        let key = format!("sk-ant-standin-{}", uuid::Uuid::new_v4().simple());
         // On the link's host address: both sides reach it.
-        let standin = StandIn::builder()
-            .key(key.clone())
-            .listen((ns.host_ip, 0).into())
-            .start()
-            .await?;
-        standin.push(
-            Endpoint::Anthropic,
-            Answer::Reply(Reply::tool_call(
-                "soa_send_message",
-                serde_json::json!({"body": OPENER_GREETING}),
-            )),
-        );
-        standin.push(
-            Endpoint::Anthropic,
-            Answer::Reply(Reply::tool_call(
-                "phase_complete",
-                serde_json::json!({"summary": "Greeted the operator."}),
-            )),
-        );
+        let (standin, key) = opener_standin((ns.host_ip, 0).into()).await?;
         let mut opts = FleetOptions::new(&format!("faults-{name}-fleet"), 0);
         opts.lease_ttl_secs = 3;
         opts.provider = "anthropic".into();
