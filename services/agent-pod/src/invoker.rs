@@ -206,10 +206,6 @@ pub struct EpisodeReport {
     pub llm_calls: u32,
     /// Synthetic nudges appended.
     pub nudges: u32,
-    /// Turns answered from an earlier session's journal (no provider call).
-    pub replayed_turns: u32,
-    /// Tool calls answered from an earlier session's journal (not run).
-    pub replayed_tool_calls: u32,
 }
 
 /// The inputs of one episode.
@@ -297,8 +293,6 @@ impl Invoker {
             used: Used::default(),
             llm_calls: 0,
             nudges: 0,
-            replayed_turns: 0,
-            replayed_tool_calls: 0,
         };
         let tenant = Uuid::parse_str(&ids.tenant_id).ok();
         let chain = resolved_chain(&spec.preset_chain);
@@ -366,7 +360,6 @@ impl Invoker {
                 if let Some(id) = step.snapshot_id {
                     report.snapshot_id = Some(id);
                 }
-                report.replayed_turns += 1;
                 response
             } else {
                 let request = ChatRequest {
@@ -557,7 +550,6 @@ impl Invoker {
                     // It ran before the crash (its effect and this record
                     // committed together), under the mode the episode
                     // began in: answered, not run again.
-                    report.replayed_tool_calls += 1;
                     (
                         ran.result.to_string(),
                         ran.blocked,

@@ -709,13 +709,12 @@ impl Llm<'_> {
         attempt: &NewCallAttempt,
         credit: CreditDraw,
     ) -> Result<RecordedAttempt, StoreError> {
-        self.record_priced(
+        let object = attempt_object(attempt, credit, None)?;
+        self.record_attempt_object(
             tenant_id,
-            &PricedAttempt {
-                attempt: attempt.clone(),
-                credit,
-                journal: None,
-            },
+            (attempt.instance_id, attempt.session),
+            object,
+            attempt.cost_usd,
         )
         .await
     }
