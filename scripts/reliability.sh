@@ -85,13 +85,15 @@ KNOWN = [
     ("hanging-provider", "one tenant's LLM provider hangs",
      "its preset points at a loopback OpenAI-compatible server that holds every request open; 5 due ticks on a 4-slot pod, then another tenant starts and sends 3 messages"),
     ("failing-provider", "one tenant's LLM provider always fails fast",
-     "its preset points at a loopback server answering 500 at once; 4 of its agents get 12 messages/s while another tenant's enqueue→answered latency is measured against a baseline from the same run; then its STUCK guard is set back to 3"),
+     "its preset points at a loopback server answering 500 at once; 4 of its agents get 12 messages/s while another tenant's enqueue→answered latency is measured against a baseline from the same run"),
     ("checker", "the invariant checker itself",
      "each invariant the checker names broken by hand in a settled fleet's database (a dead letter covered only by another event's request, an operator message pending beside the heartbeat, a lease just past its expiry), undone before the next"),
     ("backpressure", "publisher at its back-pressure limit",
      "`GENESIS_OUTBOX_MAX_PENDING=10`, batch 4, 40 messages with no pods, then two pods"),
     ("partition-pod", "an agent pod cut from the supervisor mid-tick, after a tool call",
      "the pod runs in a network namespace made by the test (`ip netns`, one veth pair to the host); `GENESIS_FAULT_PAUSE_AT=after_tool` holds it after the greeting's tool call while the test takes the link down; a pod on the host takes the event over; the link comes back once the cut pod gave its tick up; provider: the strict Anthropic stand-in"),
+    ("partition-control", "control cut from NATS between a publish and its mark",
+     "control runs in a network namespace made by the test (`ip netns`, one veth pair; PostgreSQL through a relay on the link); an nftables rule there drops every segment from NATS, so a publish reaches the stream and its ack is lost (`GENESIS_PUBLISH_ACK_TIMEOUT_MS=1000`); first with no pod running, then with one"),
 ]
 # Faults described here but not required in every run (a newer test).
 OPTIONAL = {
@@ -107,9 +109,10 @@ MEANING = {
     "pg-terminate": "every pool reconnected; nothing lost",
     "poison": "dead-lettered with one `dead_letter` attention request; the other agent answered every message",
     "hanging-provider": "the stuck tenant held only its share of the slots (`GENESIS_POD_TENANT_CONCURRENCY`); the other tenant answered every message while the requests hung; once the provider failed fast the ticks ended `WaitingForEvent / idle:blocked`",
-    "failing-provider": "the other tenant answered every message within 3 × its baseline p95 + 2 s; every failing message got one `WaitingForEvent / idle:blocked` turn (none dead-lettered), every provider request is a recorded `server_error` attempt; with the guard at 3 each failing agent halted (`halted:stuck`, closed, one `stuck_halt` attention request)",
+    "failing-provider": "the other tenant answered every message within 3 × its baseline p95 + 2 s; no failing message was answered, consumed or dead-lettered (each was deferred for a later retry), every provider request is a recorded `server_error` attempt, and each failing agent stayed active (a provider outage is never STUCK) with one `provider_failure` attention request",
     "checker": "the checker refused every breakage and accepted the repaired fleet",
     "backpressure": "the stream held at the limit, the rest stayed in PostgreSQL; all 40 answered once",
+    "partition-control": "the event stayed unmarked while the ack was lost, with one copy in the stream; healed, control published it again, the stream dropped the duplicate and the event was marked; the pod answered each message once, and a message it had answered while control was cut was not published again",
     "partition-pod": "the host pod resumed the journaled episode: one greeting, each of the opener's two turns asked of the provider once and paid once, no lease left behind; the cut pod rejoined on its own",
 }
 # The crash points of GENESIS_FAULT_EXIT_AT: where the pod aborts, and what

@@ -4,7 +4,8 @@
 # service that already answers is left alone; a missing one is installed with
 # apt-get and started. It also installs gcc and make when either is missing, for
 # the build, and, run as root where apt-get works, buildah and debootstrap for
-# scripts/image-check.sh. Source it or run it; it prints one line per service.
+# scripts/image-check.sh and iproute2 and nftables for the fault suite's network
+# partitions. Source it or run it; it prints one line per service.
 set -euo pipefail
 
 PGPORT=${PGPORT:-5432}
@@ -105,7 +106,27 @@ ensure_image_tools() {
   fi
 }
 
+# The fault suite's partition rows run services in network namespaces (`ip
+# netns`, veth) and cut one of them one way (nftables). Only root can, so the
+# tools are installed only then; a failed install is reported, not fatal, and
+# the rows say why they skip (under CI=true they fail instead).
+ensure_partition_tools() {
+  local missing=()
+  command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+  command -v nft >/dev/null 2>&1 || missing+=(nftables)
+  if [ "${#missing[@]}" = 0 ]; then return; fi
+  if [ "$(id -u)" != 0 ]; then
+    say "partition tools: ${missing[*]} missing; not installed (the partition rows run only as root)"
+  elif ! command -v apt-get >/dev/null 2>&1; then
+    say "partition tools: ${missing[*]} missing; not installed (no apt-get here)"
+  else
+    say "partition tools: installing ${missing[*]}"
+    apt_install "${missing[@]}" || say "partition tools: could not install ${missing[*]}"
+  fi
+}
+
 ensure_build_tools
 ensure_image_tools
+ensure_partition_tools
 ensure_postgres
 ensure_nats

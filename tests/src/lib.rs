@@ -78,6 +78,30 @@ pub fn with_login(url: &str, user: &str, password: &str) -> anyhow::Result<Strin
     Ok(u.into())
 }
 
+/// The server address of database URL `url` (its host must be an IP
+/// address; the port defaults to PostgreSQL's).
+pub fn database_addr(url: &str) -> anyhow::Result<SocketAddr> {
+    let u = reqwest::Url::parse(url).context("parse the database URL")?;
+    let host = u
+        .host_str()
+        .ok_or_else(|| anyhow!("the database URL names no host"))?;
+    let ip: std::net::IpAddr = host
+        .trim_matches(|c| c == '[' || c == ']')
+        .parse()
+        .with_context(|| format!("the database host {host:?} is not an IP address"))?;
+    Ok((ip, u.port().unwrap_or(5432)).into())
+}
+
+/// `url` reaching its server at `addr` instead.
+pub fn with_database_addr(url: &str, addr: SocketAddr) -> anyhow::Result<String> {
+    let mut u = reqwest::Url::parse(url).context("parse the database URL")?;
+    u.set_ip_host(addr.ip())
+        .map_err(|()| anyhow!("the database URL takes no host"))?;
+    u.set_port(Some(addr.port()))
+        .map_err(|()| anyhow!("the database URL takes no port"))?;
+    Ok(u.into())
+}
+
 /// `url` with its database name replaced by `db`.
 pub fn with_database(url: &str, db: &str) -> String {
     let (head, query) = match url.split_once('?') {
@@ -1154,6 +1178,81 @@ impl Fleet {
         });
         self.start_pod(i).await?;
         Ok(i)
+    }
+
+    /// Stop control (SIGKILL) and start it again inside `ns`: its gRPC,
+    /// HTTP and dashboard addresses move to the namespace's address (the
+    /// harness reaches them over the link), and it reaches NATS at
+    /// `nats_url` and PostgreSQL at `database_url` (through a
+    /// [`netns::Relay`] on the link's host address), over the link only.
+    pub async fn move_control_into(
+        &mut self,
+        ns: &netns::NetNs,
+        nats_url: &str,
+        database_url: &str,
+    ) -> anyhow::Result<()> {
+        kill(&mut self.control);
+        let grpc: SocketAddr = (ns.ns_ip, free_port()?).into();
+        let http: SocketAddr = (ns.ns_ip, free_port()?).into();
+        let dashboard: SocketAddr = (ns.ns_ip, free_port()?).into();
+        let control = &mut self.control;
+        control.env.retain(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "GENESIS_GRPC_ADDR"
+                    | "GENESIS_HTTP_ADDR"
+                    | "GENESIS_DASHBOARD_ADDR"
+                    | "GENESIS_NATS_URL"
+                    | "GENESIS_DATABASE_URL"
+            )
+        });
+        control.env.extend([
+            ("GENESIS_GRPC_ADDR".to_owned(), grpc.to_string()),
+            ("GENESIS_HTTP_ADDR".to_owned(), http.to_string()),
+            ("GENESIS_DASHBOARD_ADDR".to_owned(), dashboard.to_string()),
+            ("GENESIS_NATS_URL".to_owned(), nats_url.to_owned()),
+            ("GENESIS_DATABASE_URL".to_owned(), database_url.to_owned()),
+        ]);
+        control.http = http;
+        control.netns = Some(ns.name.clone());
+        self.control_grpc = grpc;
+        self.dashboard = dashboard;
+        self.start_control().await
+    }
+
+    /// How many messages the fleet's stream holds whose `Nats-Msg-Id`
+    /// names event `id` (its id, or its id and a publish epoch): 1 while a
+    /// published event waits for a pod, whatever number of times control
+    /// published it (the duplicate window keeps one), and 0 once a pod
+    /// acknowledged it (the stream is a work queue).
+    pub async fn stream_copies(&self, id: Uuid) -> anyhow::Result<usize> {
+        let client = self
+            .nats
+            .get_or_try_init(|| async_nats::connect(&self.nats_url))
+            .await?;
+        let js = async_nats::jetstream::new(client.clone());
+        let mut stream = js.get_stream(&self.stream).await?;
+        let (held, first, last) = {
+            let state = &stream.info().await?.state;
+            (state.messages, state.first_sequence, state.last_sequence)
+        };
+        let id = id.to_string();
+        let mut copies = 0;
+        if held == 0 {
+            return Ok(0);
+        }
+        for seq in first..=last {
+            // A sequence acknowledged and removed is not found: skip it.
+            let Ok(m) = stream.get_raw_message(seq).await else {
+                continue;
+            };
+            let named = m
+                .headers
+                .get("Nats-Msg-Id")
+                .is_some_and(|v| v.as_str().starts_with(&id));
+            copies += usize::from(named);
+        }
+        Ok(copies)
     }
 
     /// The environment of a pod added after the start: control's (less its

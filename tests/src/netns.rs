@@ -4,13 +4,16 @@
 //! link, and the test can cut the link and heal it.
 //!
 //! Owns the namespace, the pair and their /30 addresses, and removes them
-//! when dropped (deleting the namespace takes its end of the pair with it).
+//! when dropped (deleting the namespace takes its end of the pair with it);
+//! a one-way cut inside the namespace (an nftables table of its own); and a
+//! [`Relay`] that lets a child inside reach a host service listening on
+//! loopback only (PostgreSQL).
 //! Must never touch any interface it did not create, and never run without
 //! the privileges `ip netns` needs: [`NetNs::create`] says why it cannot,
 //! and the caller skips with that line (or fails under `CI=true`, where the
 //! suite runs as root and a partition row must not pass unrun).
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
 
 use anyhow::{Context as _, bail};
@@ -114,6 +117,95 @@ impl NetNs {
     /// Bring the link back (its address is kept).
     pub fn heal(&self) -> anyhow::Result<()> {
         self.exec(&["ip", "link", "set", &self.ns_if, "up"])
+    }
+
+    /// Cut one way only: every TCP segment arriving in the namespace from
+    /// the host's `port` is dropped, while what a child inside sends still
+    /// leaves. A request it writes therefore reaches the server, and the
+    /// server's answer (and its TCP acknowledgements) never come back: a
+    /// publish lands in the stream and its ack is lost. Needs `nft`
+    /// (nftables; `scripts/services.sh` installs it as root). One table of
+    /// the namespace's own, removed by [`NetNs::allow_inbound`] or with the
+    /// namespace.
+    pub fn drop_inbound_from(&self, port: u16) -> anyhow::Result<()> {
+        self.exec(&["nft", "add", "table", "inet", CUT_TABLE])?;
+        self.exec(&[
+            "nft",
+            "add",
+            "chain",
+            "inet",
+            CUT_TABLE,
+            "input",
+            "{ type filter hook input priority 0 ; policy accept ; }",
+        ])?;
+        self.exec(&[
+            "nft",
+            "add",
+            "rule",
+            "inet",
+            CUT_TABLE,
+            "input",
+            "ip",
+            "saddr",
+            &self.host_ip.to_string(),
+            "tcp",
+            "sport",
+            &port.to_string(),
+            "drop",
+        ])
+    }
+
+    /// Undo [`NetNs::drop_inbound_from`]: what was held back by the cut is
+    /// retransmitted by the host's TCP and arrives late.
+    pub fn allow_inbound(&self) -> anyhow::Result<()> {
+        self.exec(&["nft", "delete", "table", "inet", CUT_TABLE])
+    }
+}
+
+/// The namespace's nftables table of the one-way cut.
+const CUT_TABLE: &str = "gx_cut";
+
+/// A TCP relay on the host: connections to [`Relay::addr`] are joined to
+/// `to`. A child in a namespace reaches a host service that listens on
+/// loopback only (the suite's PostgreSQL) through one on the link's host
+/// address. Stops accepting when dropped; joined connections end with
+/// either side.
+#[derive(Debug)]
+pub struct Relay {
+    /// Where it accepts.
+    pub addr: SocketAddr,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    /// Listen on `listen` (port 0: any free one) and relay to `to`.
+    pub async fn start(listen: SocketAddr, to: SocketAddr) -> anyhow::Result<Relay> {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("relay: bind {listen}"))?;
+        let addr = listener.local_addr()?;
+        let accept = tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    // Out of descriptors or the like: try again shortly
+                    // rather than spin.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                };
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Ok(Relay { addr, accept })
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.accept.abort();
     }
 }
 

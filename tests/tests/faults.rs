@@ -828,3 +828,169 @@ async fn a_pod_cut_from_the_supervisor_after_a_tool_call_is_taken_over_exactly_o
     })
     .await
 }
+
+/// Whether this machine can cut a namespace one way (`nft`, nftables), or
+/// the one line saying why not; as [`namespace_or_skip`], a row that cannot
+/// run fails under `CI=true`.
+fn one_way_cut_or_skip(row: &str) -> anyhow::Result<bool> {
+    let found = std::process::Command::new("nft")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    match found {
+        true => Ok(true),
+        false if std::env::var("CI").as_deref() == Ok("true") => anyhow::bail!(
+            "{row}: CI=true runs the partition rows, and `nft` (nftables) is missing \
+             (scripts/services.sh installs it as root)"
+        ),
+        false => {
+            println!("SKIP {row}: no `nft` (nftables) here to cut a namespace one way");
+            Ok(false)
+        }
+    }
+}
+
+/// Control cut from NATS between a publish and its mark: control runs in a
+/// network namespace where every segment from NATS is dropped, so what it
+/// publishes reaches the stream and the ack never comes back. The event
+/// stays unmarked: control gives the connection up after the ack timeout
+/// and cannot connect again while cut (the server's answers are lost too).
+/// Once the cut heals, control connects and publishes the event again, the
+/// stream drops that copy as a duplicate (its duplicate window keeps one
+/// per message id), the event is marked, and the one pod answers it once.
+/// A second message is cut the same way while the pod runs: the pod answers
+/// it from the stream before control ever sees the ack, and control,
+/// healed, does not publish an event already consumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_cut_from_nats_between_publish_and_mark_publishes_once() -> anyhow::Result<()> {
+    if skipped() {
+        return Ok(());
+    }
+    let name = "partition-control";
+    let Some(ns) = namespace_or_skip(name)? else {
+        return Ok(());
+    };
+    if !one_way_cut_or_skip(name)? {
+        return Ok(());
+    }
+    bounded(limit(180), async {
+        let logs = log_dir(&format!("faults-{name}"))?;
+        let nats = NatsServer::start_listening(&logs, "0.0.0.0").await?;
+        let mut opts = FleetOptions::new(&format!("faults-{name}-fleet"), 1);
+        opts.nats_url = Some(nats.url());
+        // A lost ack is given up quickly, so control publishes the same
+        // event again several times while cut.
+        opts.process_env.push((
+            "control".into(),
+            "GENESIS_PUBLISH_ACK_TIMEOUT_MS".into(),
+            "1000".into(),
+        ));
+        let mut fleet = Fleet::start(opts).await?;
+        let tenant = fleet.create_tenant("partition").await?;
+        let soa = fleet.wait_soa(&tenant, Duration::from_secs(30)).await?;
+        fleet
+            .wait_decision(&soa, 0, "Initialized", SETTLE)
+            .await
+            .with_context(|| format!("{name}: the opener was never completed"))?;
+
+        // Control moves into the namespace: NATS at the link's host end,
+        // PostgreSQL through a relay there.
+        let pg = genesis_e2e::database_addr(&fleet.service_db_url)?;
+        let relay = genesis_e2e::netns::Relay::start((ns.host_ip, 0).into(), pg).await?;
+        let db_url = genesis_e2e::with_database_addr(&fleet.service_db_url, relay.addr)?;
+        let nats_in_ns = format!("nats://{}:{}", ns.host_ip, nats.port);
+        fleet.move_control_into(&ns, &nats_in_ns, &db_url).await?;
+
+        // 1. No pod runs: the copy waits in the stream.
+        fleet.terminate("agent-pod-0", Duration::from_secs(30)).await?;
+        let errors_before = fleet
+            .counter("control", "genesis_outbox_publish_errors_total")
+            .await?;
+        ns.drop_inbound_from(nats.port)?;
+        let first = fleet.send(&tenant, &soa, "while control's acks are lost").await?;
+        wait_for(
+            "the cut control's publish to reach the stream",
+            Duration::from_secs(30),
+            || {
+                let copies = fleet.stream_copies(first);
+                async move { Ok((copies.await? == 1).then_some(())) }
+            },
+        )
+        .await?;
+        // Past several ack timeouts: the ack is lost, and nothing is marked.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let errors = fleet
+            .counter("control", "genesis_outbox_publish_errors_total")
+            .await?;
+        ensure!(
+            errors > errors_before,
+            "{name}: control reported no lost ack while cut ({errors_before} then {errors})"
+        );
+        ensure!(
+            checks::event_published_at(&fleet.db, first).await?.is_none(),
+            "{name}: an event was marked published with its ack lost"
+        );
+        let copies = fleet.stream_copies(first).await?;
+        ensure!(copies == 1, "{name}: {copies} copies of one event in the stream while cut");
+        ns.allow_inbound()?;
+        wait_for(
+            "the healed control to mark the event",
+            Duration::from_secs(60),
+            || {
+                let at = checks::event_published_at(&fleet.db, first);
+                async move { Ok(at.await?.map(|_| ())) }
+            },
+        )
+        .await?;
+        let copies = fleet.stream_copies(first).await?;
+        ensure!(copies == 1, "{name}: {copies} copies of one event after the heal");
+        fleet.start_pod(0).await?;
+        wait_for(
+            "the restarted pod to answer the first message",
+            Duration::from_secs(60),
+            || {
+                let answered = fleet.answered_messages(&soa);
+                async move { Ok((answered.await? == 1).then_some(())) }
+            },
+        )
+        .await?;
+
+        // 2. The pod runs: it answers from the stream while the ack is
+        // still lost.
+        ns.drop_inbound_from(nats.port)?;
+        let second = fleet.send(&tenant, &soa, "while control's acks are lost, again").await?;
+        wait_for(
+            "the pod to answer the second message while control is cut",
+            Duration::from_secs(60),
+            || {
+                let answered = fleet.answered_messages(&soa);
+                async move { Ok((answered.await? == 2).then_some(())) }
+            },
+        )
+        .await?;
+        ensure!(
+            checks::event_published_at(&fleet.db, second).await?.is_none(),
+            "{name}: the second event was marked published with its ack lost"
+        );
+        ns.allow_inbound()?;
+        let s = settle(&mut fleet, name, 2, 2).await?;
+        let answered = fleet.answered_messages(&soa).await?;
+        ensure!(answered == 2, "{name}: {answered} turns for 2 messages");
+        for id in [first, second] {
+            let copies = fleet.stream_copies(id).await?;
+            ensure!(copies == 0, "{name}: event {id} is in the stream again after its turn");
+        }
+        let reclaimed = reclaimed_events(&fleet).await?;
+        ensure!(reclaimed == 0, "{name}: {reclaimed} events claimed twice");
+        ensure!(s.dead_lettered == 0, "{name}: {} dead-lettered", s.dead_lettered);
+        println!(
+            "FAULT {name}: publish_errors_while_cut={} answered={answered} copies_in_stream_while_cut=1",
+            errors - errors_before
+        );
+        drop(fleet);
+        drop(relay);
+        drop(nats);
+        Ok(())
+    })
+    .await
+}
