@@ -739,6 +739,45 @@ impl Llm<'_> {
         .await
     }
 
+    /// Record a priced attempt of a session that no longer holds its lease
+    /// (its call outlived the lease, or a partition kept its renewals from
+    /// the supervisor): the provider was paid, so the attempt, its
+    /// snapshot and its draw on the credit window are written as for
+    /// [`Llm::record_priced`], and its journal step is not (the event may
+    /// be another session's episode by now). The caller must have proven
+    /// the session genuine (one the supervisor issued for this tenant's
+    /// instance): this write has no session guard of its own.
+    pub async fn record_after_lease_lost(
+        &self,
+        tenant_id: Uuid,
+        attempt: &NewCallAttempt,
+        credit: CreditDraw,
+    ) -> Result<RecordedAttempt, StoreError> {
+        let object = attempt_object(attempt, credit, None)?;
+        let mut tx = self.store.tenant_tx(tenant_id).await?;
+        let raw: serde_json::Value =
+            sqlx::query_scalar("SELECT genesis_write_call_attempt($1, $2, $3)")
+                .bind(tenant_id)
+                .bind(attempt.instance_id)
+                .bind(object)
+                .fetch_one(tx.conn())
+                .await?;
+        tx.commit().await?;
+        #[derive(serde::Deserialize)]
+        struct Raw {
+            snapshot: CallSnapshotRow,
+            ordinal: i32,
+            credit: CreditWindow,
+        }
+        let raw: Raw = decode(raw)?;
+        Ok(RecordedAttempt {
+            snapshot: raw.snapshot,
+            ordinal: raw.ordinal,
+            cost_usd: attempt.cost_usd,
+            credit: raw.credit,
+        })
+    }
+
     /// [`Llm::record_call_attempt`]'s write, for an attempt [`attempt_object`]
     /// has already checked and shaped (a refused completion's attempts are
     /// recorded from the objects it sent).

@@ -505,10 +505,13 @@ async fn invoke_tool_with_a_lost_lease_writes_nothing(pool: PgPool) {
 }
 
 /// The holder's own session after its lease ran out, before anyone else
-/// claimed: InvokeTool and RecordCallAttempt both answer LEASE_LOST and
-/// write nothing (no message, no recorded call, no snapshot, no spend).
+/// claimed: InvokeTool answers LEASE_LOST and writes nothing. A call the
+/// session made and reports now was billed by the provider, so
+/// RecordCallAttempt answers LEASE_LOST too (the tick ends) but keeps the
+/// attempt, its snapshot and its spend. A session id this supervisor never
+/// issued writes nothing.
 #[sqlx::test(migrator = "genesis_store::MIGRATOR")]
-async fn an_expired_lease_is_lost_for_tools_and_attempts_before_any_reclaim(pool: PgPool) {
+async fn an_expired_lease_is_lost_for_tools_and_kept_for_a_billed_attempt(pool: PgPool) {
     let mut h = start(pool).await;
     let s = h.claim().await.session_id;
     h.expire_lease().await;
@@ -519,38 +522,56 @@ async fn an_expired_lease_is_lost_for_tools_and_attempts_before_any_reclaim(pool
         .await
         .unwrap_err();
     assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
+    let attempt = |session: &str| pb::RecordCallAttemptRequest {
+        journal_step_json: String::new(),
+        event_id: String::new(),
+        session_id: session.to_owned(),
+        instance_id: h.instance.to_string(),
+        tenant_id: h.tenant.to_string(),
+        invocation_id: "inv-1".into(),
+        attempt: Some(pb::CallAttempt {
+            requested_model: "claude-sonnet-4-5".into(),
+            served_model: "claude-sonnet-4-5".into(),
+            provider: "anthropic".into(),
+            credential_name: "ANTHROPIC_API_KEY".into(),
+            outcome: "success".into(),
+            input_tokens: 1000,
+            output_tokens: 1000,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            latency_ms: 5,
+            error_message: String::new(),
+        }),
+        prompt_overlay_sha256: String::new(),
+    };
+    // A session nobody issued: refused, nothing written.
+    let forged = Uuid::new_v4().to_string();
     let err = h
         .client
         .clone()
-        .record_call_attempt(h.req(pb::RecordCallAttemptRequest {
-            journal_step_json: String::new(),
-            event_id: String::new(),
-            session_id: s.clone(),
-            instance_id: h.instance.to_string(),
-            tenant_id: h.tenant.to_string(),
-            invocation_id: "inv-1".into(),
-            attempt: Some(pb::CallAttempt {
-                requested_model: "claude-sonnet-4-5".into(),
-                served_model: "claude-sonnet-4-5".into(),
-                provider: "anthropic".into(),
-                credential_name: "ANTHROPIC_API_KEY".into(),
-                outcome: "success".into(),
-                input_tokens: 1000,
-                output_tokens: 1000,
-                cache_read_tokens: 0,
-                cache_write_tokens: 0,
-                latency_ms: 5,
-                error_message: String::new(),
-            }),
-            prompt_overlay_sha256: String::new(),
-        }))
+        .record_call_attempt(h.req(attempt(&forged)))
+        .await
+        .unwrap_err();
+    assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
+    assert_eq!(h.count("llm_call_snapshots").await, 0);
+    assert_eq!(h.count("llm_call_attempts").await, 0);
+    assert_eq!(h.count("credit_windows").await, 0);
+    // The genuine session's billed call: LEASE_LOST, and on the books.
+    let err = h
+        .client
+        .clone()
+        .record_call_attempt(h.req(attempt(&s)))
         .await
         .unwrap_err();
     assert!(genesis_proto::convert::is_lease_lost(&err), "{err:?}");
     assert_eq!(h.count("agent_messages").await, 0);
     assert_eq!(h.count("tool_invocations").await, 0);
-    assert_eq!(h.count("llm_call_snapshots").await, 0);
-    assert_eq!(h.count("credit_windows").await, 0);
+    assert_eq!(h.count("llm_call_snapshots").await, 1);
+    assert_eq!(h.count("llm_call_attempts").await, 1);
+    assert_eq!(h.count("agent_episode_journal").await, 0);
+    // 1,000 in and 1,000 out at Sonnet 4.5's $3 / $15 per million.
+    let spent = inspect::one_credit_window_spent(&h.pool).await.unwrap();
+    assert!((spent - 0.018).abs() < 1e-9, "spent {spent}");
     // The session is still the recorded holder: nothing reclaimed it.
     let (holder, _) = inspect::instance_lease(&h.pool, h.instance).await.unwrap();
     assert_eq!(holder.map(|u| u.to_string()), Some(s));

@@ -3,7 +3,9 @@
 //! snapshot, priced here and drawn from the tenant's weekly credit window;
 //! ReserveCredit holds the worst case of the next turn against that window
 //! before the turn is sent. Both requests come checked
-//! ([`super::model`]). Must never take a cost from the pod (every cost is
+//! ([`super::model`]). An attempt a genuine session reports after losing
+//! its lease is still written (the provider billed it), without its
+//! journal step. Must never take a cost from the pod (every cost is
 //! computed in [`pricing`]), and never write an attempt it has not checked.
 
 mod pricing;
@@ -11,7 +13,8 @@ mod pricing;
 use chrono::Utc;
 use genesis_core::budget::week_start_for;
 use genesis_proto::v1 as pb;
-use genesis_store::llm::{NewCallAttempt, TurnJournal};
+use genesis_store::StoreError;
+use genesis_store::llm::{NewCallAttempt, PricedAttempt, TurnJournal};
 use tonic::Status;
 use uuid::Uuid;
 
@@ -143,13 +146,49 @@ impl AgentPodService {
     ) -> Result<genesis_store::llm::RecordedAttempt, Status> {
         let mut priced = self.price_attempt(tenant_id, attempt, memo).await?;
         priced.journal = journal;
-        let recorded = self
-            .store
-            .llm()
-            .record_priced(tenant_id, &priced)
-            .await
-            .map_err(|e| status_of(e, &self.metrics))?;
+        let recorded = match self.store.llm().record_priced(tenant_id, &priced).await {
+            Err(StoreError::LeaseLost) if memo.is_some() => {
+                self.record_after_lease_lost(tenant_id, &priced).await;
+                return Err(status_of(StoreError::LeaseLost, &self.metrics));
+            }
+            r => r.map_err(|e| status_of(e, &self.metrics))?,
+        };
         self.metrics.cost(priced.attempt.cost_usd);
         Ok(recorded)
+    }
+
+    /// An attempt reported by a session that lost its lease while the
+    /// call was out: the provider billed it, so the books keep it (without
+    /// its journal step) and the pod is still answered LEASE_LOST, which
+    /// ends its tick. Only for a session this supervisor issued for the
+    /// tenant's instance (its memo proves it): a session id nobody issued
+    /// writes nothing, as before.
+    async fn record_after_lease_lost(&self, tenant_id: Uuid, priced: &PricedAttempt) {
+        let attempt = &priced.attempt;
+        match self
+            .store
+            .llm()
+            .record_after_lease_lost(tenant_id, attempt, priced.credit)
+            .await
+        {
+            Ok(_) => {
+                self.metrics.cost(attempt.cost_usd);
+                tracing::warn!(
+                    %tenant_id,
+                    instance_id = %attempt.instance_id,
+                    session_id = %attempt.session,
+                    cost_usd = attempt.cost_usd,
+                    "an attempt paid after its session lost the lease was recorded without its journal step"
+                );
+            }
+            Err(e) => tracing::error!(
+                %tenant_id,
+                instance_id = %attempt.instance_id,
+                session_id = %attempt.session,
+                cost_usd = attempt.cost_usd,
+                error = %e,
+                "an attempt paid after its session lost the lease could not be recorded"
+            ),
+        }
     }
 }
