@@ -214,7 +214,7 @@ for name in order:
         where, meaning = CRASH.get(point, (f"at `{point}`", ""))
         e = faults[name]
         row(f"agent pod crashes {where}",
-            f"`GENESIS_FAULT_EXIT_AT={point}` aborts the pod (no shutdown path) on its first tick; the harness restarts it",
+            f"a fleet of 2 controls, 2 supervisors and 2 pods (the chart's defaults) with both pods armed; `GENESIS_FAULT_EXIT_AT={point}` aborts the pod that takes the first tick (no shutdown path), the other may take the event over, and the harness restarts the dead one; provider: the strict Anthropic stand-in",
             e["test"], e["kv"],
             result_of(name, e, "; ".join(x for x in [meaning, "the opener completed exactly once (one turn)"] if x)))
 known_names = {k for k, _, _ in KNOWN}

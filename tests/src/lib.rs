@@ -674,6 +674,14 @@ pub struct FleetOptions {
     /// pod in a network namespace ([`netns::NetNs`]) reaches it over the
     /// namespace's link.
     pub supervisor_listen_any: bool,
+    /// Control replicas (the chart's default is 2); 0 counts as 1. The
+    /// first is `control`, the others `control-1`, … on their own ports;
+    /// the harness talks to the first.
+    pub controls: usize,
+    /// Supervisor replicas (the chart's default is 2); 0 counts as 1. Pod
+    /// `i` reaches supervisor `i mod supervisors` (`supervisor`,
+    /// `supervisor-1`, …), as a Service spreads pods' connections.
+    pub supervisors: usize,
 }
 
 impl FleetOptions {
@@ -691,6 +699,8 @@ impl FleetOptions {
             process_env: Vec::new(),
             supervisor_https: false,
             supervisor_listen_any: false,
+            controls: 1,
+            supervisors: 1,
         }
     }
 
@@ -777,6 +787,8 @@ pub struct Fleet {
     pub logs: PathBuf,
     control: Proc,
     supervisor: Proc,
+    /// The second and later replicas of control and of the supervisor.
+    replicas: Vec<Proc>,
     pods: Vec<Proc>,
     dropped: bool,
     /// One NATS connection for the harness's own reads of the stream,
@@ -790,12 +802,12 @@ fn spawn(logs: &Path, p: &mut Proc) -> anyhow::Result<()> {
     }
     let bin_name = if p.name.starts_with("agent-pod") {
         "genesis-agent-pod"
+    } else if p.name.starts_with("control") {
+        "genesis-control"
+    } else if p.name.starts_with("supervisor") {
+        "genesis-supervisor"
     } else {
-        match p.name.as_str() {
-            "control" => "genesis-control",
-            "supervisor" => "genesis-supervisor",
-            other => bail!("unknown process {other}"),
-        }
+        bail!("unknown process {}", p.name)
     };
     let (out, err) = log_file(logs, &p.name)?;
     let mut cmd = match &p.netns {
@@ -1010,6 +1022,30 @@ impl Fleet {
                 .env
                 .push(("GENESIS_GRPC_ADDR".into(), any.to_string()));
         }
+        let mut replicas = Vec::new();
+        for i in 1..options.controls.max(1) {
+            let grpc: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+            let dashboard: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+            replicas.push(mk(
+                &format!("control-{i}"),
+                vec!["serve".into()],
+                Some(grpc),
+                vec![("GENESIS_DASHBOARD_ADDR".into(), dashboard.to_string())],
+            )?);
+        }
+        let mut supervisor_addrs = vec![supervisor_grpc];
+        for i in 1..options.supervisors.max(1) {
+            let grpc: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+            let mut replica = mk(&format!("supervisor-{i}"), vec![], Some(grpc), vec![])?;
+            if options.supervisor_listen_any {
+                let any: SocketAddr = ([0, 0, 0, 0], grpc.port()).into();
+                replica
+                    .env
+                    .push(("GENESIS_GRPC_ADDR".into(), any.to_string()));
+            }
+            replicas.push(replica);
+            supervisor_addrs.push(grpc);
+        }
         let mut fleet = Fleet {
             options: options.clone(),
             db_name,
@@ -1028,6 +1064,7 @@ impl Fleet {
             logs,
             control,
             supervisor,
+            replicas,
             pods: Vec::new(),
             nats: tokio::sync::OnceCell::new(),
             dropped: false,
@@ -1070,6 +1107,7 @@ impl Fleet {
             ],
         )?)?;
         for i in 0..options.pods {
+            let supervisor = supervisor_addrs[i % supervisor_addrs.len()];
             let p = mk(
                 &format!("agent-pod-{i}"),
                 vec![],
@@ -1077,7 +1115,7 @@ impl Fleet {
                 vec![
                     (
                         "GENESIS_SUPERVISOR_URL".into(),
-                        format!("{}://{supervisor_grpc}", options.supervisor_scheme()),
+                        format!("{}://{supervisor}", options.supervisor_scheme()),
                     ),
                     ("GENESIS_AGENT_TOKEN".into(), fleet.pod_token.clone()),
                 ],
@@ -1086,6 +1124,12 @@ impl Fleet {
         }
         fleet.start_control().await?;
         fleet.start_supervisor().await?;
+        for i in 0..fleet.replicas.len() {
+            let logs = fleet.logs.clone();
+            let p = &mut fleet.replicas[i];
+            spawn(&logs, p)?;
+            wait_ready(p, Duration::from_secs(30)).await?;
+        }
         for i in 0..fleet.pods.len() {
             fleet.start_pod(i).await?;
         }
@@ -1295,6 +1339,7 @@ impl Fleet {
     /// can read `/proc/<pid>` and the counters of each service.
     pub fn processes(&self) -> Vec<FleetProcess> {
         let mut procs: Vec<&Proc> = vec![&self.control, &self.supervisor];
+        procs.extend(self.replicas.iter());
         procs.extend(self.pods.iter());
         procs
             .into_iter()
@@ -1356,8 +1401,9 @@ impl Fleet {
             "control" => &mut self.control,
             "supervisor" => &mut self.supervisor,
             other => self
-                .pods
+                .replicas
                 .iter_mut()
+                .chain(self.pods.iter_mut())
                 .find(|p| p.name == other)
                 .ok_or_else(|| anyhow!("no process {other}"))?,
         };
@@ -1422,6 +1468,7 @@ impl Fleet {
     /// Whether every started child is still running (none crashed).
     pub fn all_alive(&mut self) -> Result<(), String> {
         let mut procs: Vec<&mut Proc> = vec![&mut self.control, &mut self.supervisor];
+        procs.extend(self.replicas.iter_mut());
         procs.extend(self.pods.iter_mut());
         for p in procs {
             if let Some(c) = p.child.as_mut()
@@ -1749,6 +1796,9 @@ impl Fleet {
         }
         self.dropped = true;
         for p in self.pods.iter_mut() {
+            kill(p);
+        }
+        for p in self.replicas.iter_mut() {
             kill(p);
         }
         kill(&mut self.supervisor);

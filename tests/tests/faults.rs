@@ -320,8 +320,10 @@ async fn a_pod_crashing_at_each_point_of_a_tick_loses_and_duplicates_nothing() -
         return Ok(());
     }
     bounded(limit(300), async {
-        for point in CRASH_POINTS {
-            for round in 0..soak() {
+        // Round by round, every point in each: a soak stopped early has
+        // run every point about as often.
+        for round in 0..soak() {
+            for point in CRASH_POINTS {
                 crash_at(point, round).await?;
             }
         }
@@ -374,8 +376,12 @@ fn opener_requests(standin: &genesis_llm_standin::StandIn) -> usize {
         .count()
 }
 
-/// One round of one crash point: a fresh one-pod fleet whose pod aborts at
-/// `point` of its first tick, restarted by hand, then checked. The fleet's
+/// One round of one crash point: a fresh fleet at the chart's default
+/// replica counts (two controls, two supervisors, two pods, each pod on
+/// its own supervisor) whose pods are armed to abort at `point`; the one
+/// that takes the first tick aborts (the marker lets only one), the other
+/// may take the event over, and the dead one is restarted by hand, then
+/// everything is checked. The fleet's
 /// provider is the strict Anthropic stand-in, scripted with the opener's
 /// two turns (a greeting, then `phase_complete`): after the crash the
 /// resumed episode replays what the journal kept, so the greeting is sent
@@ -386,7 +392,9 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
     let marker = logs.join(format!("{point}.fired"));
     let _ = std::fs::remove_file(&marker);
     let (standin, key) = opener_standin(([127, 0, 0, 1], 0).into()).await?;
-    let mut opts = FleetOptions::new(&format!("faults-{name}-{round}-fleet"), 1);
+    let mut opts = FleetOptions::new(&format!("faults-{name}-{round}-fleet"), 2);
+    opts.controls = 2;
+    opts.supervisors = 2;
     opts.lease_ttl_secs = 3;
     opts.provider = "anthropic".into();
     opts.extra_env.extend([
@@ -414,8 +422,11 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
     ensure!(marker.is_file(), "{name}: aborted without its marker");
     let asked_before_restart = opener_requests(&standin);
     // Restart it (the marker disarms it) and let the fleet recover.
-    fleet.kill_pod(0);
-    fleet.start_pod(0).await?;
+    let restarted = fleet.restart_dead_pods().await?;
+    ensure!(
+        restarted == 1,
+        "{name}: {restarted} pods died at {point}, not one"
+    );
     fleet
         .wait_decision(&soa, 0, "Initialized", SETTLE)
         .await
