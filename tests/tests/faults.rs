@@ -748,94 +748,127 @@ async fn a_pod_cut_from_the_supervisor_after_a_tool_call_is_taken_over_exactly_o
         return Ok(());
     };
     bounded(limit(180), async {
-        let logs = log_dir(&format!("faults-{name}"))?;
-        let marker = logs.join("after_tool.paused");
-        let _ = std::fs::remove_file(&marker);
-        let nats = NatsServer::start_listening(&logs, "0.0.0.0").await?;
-        // On the link's host address: both sides reach it.
-        let (standin, key) = opener_standin((ns.host_ip, 0).into()).await?;
-        let mut opts = FleetOptions::new(&format!("faults-{name}-fleet"), 0);
-        opts.lease_ttl_secs = 3;
-        opts.provider = "anthropic".into();
-        opts.nats_url = Some(nats.url());
-        opts.supervisor_listen_any = true;
-        opts.extra_env.extend([
-            ("ANTHROPIC_BASE_URL".to_owned(), standin.base_url()),
-            ("ANTHROPIC_API_KEY".to_owned(), key.clone()),
-        ]);
-        let mut fleet = Fleet::start(opts).await?;
-        let cut = fleet
-            .add_pod_in(
-                &ns,
-                &format!("nats://{}:{}", ns.host_ip, nats.port),
-                vec![(
-                    "GENESIS_FAULT_PAUSE_AT".into(),
-                    format!("after_tool:{}:8", marker.display()),
-                )],
-            )
-            .await?;
-        let tenant = fleet.create_tenant("partition").await?;
-        let soa = fleet.wait_soa(&tenant, Duration::from_secs(30)).await?;
-        wait_for(
-            "the namespaced pod to be held after its tool call",
-            Duration::from_secs(30),
-            || {
-                let held = marker.is_file();
-                async move { Ok(held.then_some(())) }
-            },
-        )
-        .await?;
-        ns.cut()?;
-        let greeted = checks::count_messages_to_operator_starting(&fleet.db, OPENER_GREETING).await?;
-        ensure!(greeted == 1, "{name}: the tool had not run when the link was cut");
-        // A pod on the host takes the event over once the lease runs out.
-        let host = fleet.add_pod().await?;
-        ensure!(host != cut);
-        fleet
-            .wait_decision(&soa, 0, "Initialized", SETTLE)
-            .await
-            .with_context(|| format!("{name}: the opener was never completed"))?;
-        // The cut pod's hold ends while it is still cut off: its next turn
-        // finds no route to the provider and the tick is given up. Only
-        // then does the link come back.
-        let log = fleet.logs.join(format!("agent-pod-{cut}.log"));
-        wait_for(
-            "the cut pod to give its tick up after the hold",
-            Duration::from_secs(90),
-            || {
-                let text = std::fs::read_to_string(&log).unwrap_or_default();
-                let after = text
-                    .split_once("resuming after the pause")
-                    .map(|(_, rest)| rest.contains("NAK"));
-                async move { Ok(after.unwrap_or(false).then_some(())) }
-            },
-        )
-        .await?;
-        ns.heal()?;
-        let sent = burst(&fleet, &[(tenant.clone(), soa.clone())], 0).await?;
-        let s = settle(&mut fleet, name, 1, sent).await?;
-        let turns = checks::count_turns_of_event_kind(&fleet.db, "AgentInitialized").await?;
-        ensure!(turns == 1, "{name}: {turns} turns for the one opener");
-        let reclaimed = reclaimed_events(&fleet).await?;
-        ensure!(reclaimed >= 1, "{name}: the opener was never taken over");
-        let greetings =
-            checks::count_messages_to_operator_starting(&fleet.db, OPENER_GREETING).await?;
-        ensure!(greetings == 1, "{name}: the greeting was sent {greetings} times");
-        let asked = opener_requests(&standin);
-        ensure!(
-            asked == 2,
-            "{name}: the provider was asked {asked} times for the opener's 2 turns"
-        );
-        let paid =
-            checks::count_successful_attempts_of_event_kind(&fleet.db, "AgentInitialized").await?;
-        ensure!(paid == 2, "{name}: {paid} paid attempts for the opener's 2 turns");
-        ensure!(s.dead_lettered == 0, "{name}: {} dead-lettered", s.dead_lettered);
-        println!(
-            "FAULT {name}: reclaimed_events={reclaimed} greetings_for_the_opener={greetings} provider_requests_for_the_opener={asked}"
-        );
-        drop(fleet);
-        drop(nats);
+        for round in 0..soak() {
+            partition_pod_round(name, &ns, round).await?;
+        }
         Ok(())
+    })
+    .await
+}
+
+/// One round of the `partition-pod` row, on a fresh fleet.
+async fn partition_pod_round(
+    name: &str,
+    ns: &genesis_e2e::netns::NetNs,
+    round: usize,
+) -> anyhow::Result<()> {
+    let logs = log_dir(&format!("faults-{name}-{round}"))?;
+    let marker = logs.join("after_tool.paused");
+    let _ = std::fs::remove_file(&marker);
+    let nats = NatsServer::start_listening(&logs, "0.0.0.0").await?;
+    // On the link's host address: both sides reach it.
+    let (standin, key) = opener_standin((ns.host_ip, 0).into()).await?;
+    let mut opts = FleetOptions::new(&format!("faults-{name}-{round}-fleet"), 0);
+    opts.lease_ttl_secs = 3;
+    opts.provider = "anthropic".into();
+    opts.nats_url = Some(nats.url());
+    opts.supervisor_listen_any = true;
+    opts.extra_env.extend([
+        ("ANTHROPIC_BASE_URL".to_owned(), standin.base_url()),
+        ("ANTHROPIC_API_KEY".to_owned(), key.clone()),
+    ]);
+    let mut fleet = Fleet::start(opts).await?;
+    let cut = fleet
+        .add_pod_in(
+            ns,
+            &format!("nats://{}:{}", ns.host_ip, nats.port),
+            vec![(
+                "GENESIS_FAULT_PAUSE_AT".into(),
+                format!("after_tool:{}:8", marker.display()),
+            )],
+        )
+        .await?;
+    let tenant = fleet.create_tenant("partition").await?;
+    let soa = fleet.wait_soa(&tenant, Duration::from_secs(30)).await?;
+    wait_for(
+        "the namespaced pod to be held after its tool call",
+        Duration::from_secs(30),
+        || {
+            let held = marker.is_file();
+            async move { Ok(held.then_some(())) }
+        },
+    )
+    .await?;
+    ns.cut()?;
+    let greeted = checks::count_messages_to_operator_starting(&fleet.db, OPENER_GREETING).await?;
+    ensure!(
+        greeted == 1,
+        "{name}: the tool had not run when the link was cut"
+    );
+    // A pod on the host takes the event over once the lease runs out.
+    let host = fleet.add_pod().await?;
+    ensure!(host != cut);
+    fleet
+        .wait_decision(&soa, 0, "Initialized", SETTLE)
+        .await
+        .with_context(|| format!("{name}: the opener was never completed"))?;
+    // The cut pod's hold ends while it is still cut off: its next turn
+    // finds no route to the provider and the tick is given up. Only
+    // then does the link come back.
+    let log = fleet.logs.join(format!("agent-pod-{cut}.log"));
+    wait_for(
+        "the cut pod to give its tick up after the hold",
+        Duration::from_secs(90),
+        || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let after = text
+                .split_once("resuming after the pause")
+                .map(|(_, rest)| rest.contains("NAK"));
+            async move { Ok(after.unwrap_or(false).then_some(())) }
+        },
+    )
+    .await?;
+    ns.heal()?;
+    let sent = burst(&fleet, &[(tenant.clone(), soa.clone())], 0).await?;
+    let s = settle(&mut fleet, name, 1, sent).await?;
+    let turns = checks::count_turns_of_event_kind(&fleet.db, "AgentInitialized").await?;
+    ensure!(turns == 1, "{name}: {turns} turns for the one opener");
+    let reclaimed = reclaimed_events(&fleet).await?;
+    ensure!(reclaimed >= 1, "{name}: the opener was never taken over");
+    let greetings = checks::count_messages_to_operator_starting(&fleet.db, OPENER_GREETING).await?;
+    ensure!(
+        greetings == 1,
+        "{name}: the greeting was sent {greetings} times"
+    );
+    let asked = opener_requests(&standin);
+    ensure!(
+        asked == 2,
+        "{name}: the provider was asked {asked} times for the opener's 2 turns"
+    );
+    let paid =
+        checks::count_successful_attempts_of_event_kind(&fleet.db, "AgentInitialized").await?;
+    ensure!(
+        paid == 2,
+        "{name}: {paid} paid attempts for the opener's 2 turns"
+    );
+    ensure!(
+        s.dead_lettered == 0,
+        "{name}: {} dead-lettered",
+        s.dead_lettered
+    );
+    println!(
+        "FAULT {name}: round={round} reclaimed_events={reclaimed} greetings_for_the_opener={greetings} provider_requests_for_the_opener={asked}"
+    );
+    drop(fleet);
+    drop(nats);
+    Ok(())
+}
+
+/// Wait until `instance` has `n` operator messages answered.
+async fn wait_answered(fleet: &Fleet, instance: &str, n: i64, what: &str) -> anyhow::Result<()> {
+    wait_for(what, Duration::from_secs(60), || {
+        let answered = fleet.answered_messages(instance);
+        async move { Ok((answered.await? == n).then_some(())) }
     })
     .await
 }
@@ -912,82 +945,89 @@ async fn control_cut_from_nats_between_publish_and_mark_publishes_once() -> anyh
         let nats_in_ns = format!("nats://{}:{}", ns.host_ip, nats.port);
         fleet.move_control_into(&ns, &nats_in_ns, &db_url).await?;
 
-        // 1. No pod runs: the copy waits in the stream.
-        fleet.terminate("agent-pod-0", Duration::from_secs(30)).await?;
-        let errors_before = fleet
-            .counter("control", "genesis_outbox_publish_errors_total")
-            .await?;
-        ns.drop_inbound_from(nats.port)?;
-        let first = fleet.send(&tenant, &soa, "while control's acks are lost").await?;
-        wait_for(
-            "the cut control's publish to reach the stream",
-            Duration::from_secs(30),
-            || {
-                let copies = fleet.stream_copies(first);
-                async move { Ok((copies.await? == 1).then_some(())) }
-            },
-        )
-        .await?;
-        // Past several ack timeouts: the ack is lost, and nothing is marked.
-        tokio::time::sleep(Duration::from_secs(4)).await;
-        let errors = fleet
-            .counter("control", "genesis_outbox_publish_errors_total")
-            .await?;
-        ensure!(
-            errors > errors_before,
-            "{name}: control reported no lost ack while cut ({errors_before} then {errors})"
-        );
-        ensure!(
-            checks::event_published_at(&fleet.db, first).await?.is_none(),
-            "{name}: an event was marked published with its ack lost"
-        );
-        let copies = fleet.stream_copies(first).await?;
-        ensure!(copies == 1, "{name}: {copies} copies of one event in the stream while cut");
-        ns.allow_inbound()?;
-        wait_for(
-            "the healed control to mark the event",
-            Duration::from_secs(60),
-            || {
-                let at = checks::event_published_at(&fleet.db, first);
+        let rounds = soak();
+        let mut ids = Vec::new();
+        let mut lost_acks = 0.0;
+        for round in 0..rounds {
+            let before = 3 * round as i64;
+            // 0. A message published, marked and answered over the whole
+            // link: control is connected before the cut.
+            let probe = fleet.send(&tenant, &soa, &format!("round {round}: before the cut")).await?;
+            wait_for("the probe to be marked", Duration::from_secs(60), || {
+                let at = checks::event_published_at(&fleet.db, probe);
                 async move { Ok(at.await?.map(|_| ())) }
-            },
-        )
-        .await?;
-        let copies = fleet.stream_copies(first).await?;
-        ensure!(copies == 1, "{name}: {copies} copies of one event after the heal");
-        fleet.start_pod(0).await?;
-        wait_for(
-            "the restarted pod to answer the first message",
-            Duration::from_secs(60),
-            || {
-                let answered = fleet.answered_messages(&soa);
-                async move { Ok((answered.await? == 1).then_some(())) }
-            },
-        )
-        .await?;
+            })
+            .await?;
+            wait_answered(&fleet, &soa, before + 1, "the probe's answer").await?;
 
-        // 2. The pod runs: it answers from the stream while the ack is
-        // still lost.
-        ns.drop_inbound_from(nats.port)?;
-        let second = fleet.send(&tenant, &soa, "while control's acks are lost, again").await?;
-        wait_for(
-            "the pod to answer the second message while control is cut",
-            Duration::from_secs(60),
-            || {
-                let answered = fleet.answered_messages(&soa);
-                async move { Ok((answered.await? == 2).then_some(())) }
-            },
-        )
-        .await?;
-        ensure!(
-            checks::event_published_at(&fleet.db, second).await?.is_none(),
-            "{name}: the second event was marked published with its ack lost"
-        );
-        ns.allow_inbound()?;
-        let s = settle(&mut fleet, name, 2, 2).await?;
+            // 1. No pod runs: the copy waits in the stream.
+            fleet.terminate("agent-pod-0", Duration::from_secs(30)).await?;
+            let errors_before = fleet
+                .counter("control", "genesis_outbox_publish_errors_total")
+                .await?;
+            ns.drop_inbound_from(nats.port)?;
+            let first = fleet
+                .send(&tenant, &soa, &format!("round {round}: while control's acks are lost"))
+                .await?;
+            wait_for(
+                "the cut control's publish to reach the stream",
+                Duration::from_secs(30),
+                || {
+                    let copies = fleet.stream_copies(first);
+                    async move { Ok((copies.await? == 1).then_some(())) }
+                },
+            )
+            .await?;
+            // Past several ack timeouts: the ack is lost, and nothing is marked.
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            let errors = fleet
+                .counter("control", "genesis_outbox_publish_errors_total")
+                .await?;
+            ensure!(
+                errors > errors_before,
+                "{name}: control reported no lost ack while cut ({errors_before} then {errors})"
+            );
+            lost_acks += errors - errors_before;
+            ensure!(
+                checks::event_published_at(&fleet.db, first).await?.is_none(),
+                "{name}: an event was marked published with its ack lost"
+            );
+            let copies = fleet.stream_copies(first).await?;
+            ensure!(copies == 1, "{name}: {copies} copies of one event in the stream while cut");
+            ns.allow_inbound()?;
+            wait_for(
+                "the healed control to mark the event",
+                Duration::from_secs(60),
+                || {
+                    let at = checks::event_published_at(&fleet.db, first);
+                    async move { Ok(at.await?.map(|_| ())) }
+                },
+            )
+            .await?;
+            let copies = fleet.stream_copies(first).await?;
+            ensure!(copies == 1, "{name}: {copies} copies of one event after the heal");
+            fleet.start_pod(0).await?;
+            wait_answered(&fleet, &soa, before + 2, "the restarted pod's answer").await?;
+
+            // 2. The pod runs: it answers from the stream while the ack is
+            // still lost.
+            ns.drop_inbound_from(nats.port)?;
+            let second = fleet
+                .send(&tenant, &soa, &format!("round {round}: while control's acks are lost, again"))
+                .await?;
+            wait_answered(&fleet, &soa, before + 3, "the answer while control is cut").await?;
+            ensure!(
+                checks::event_published_at(&fleet.db, second).await?.is_none(),
+                "{name}: the second event was marked published with its ack lost"
+            );
+            ns.allow_inbound()?;
+            ids.extend([probe, first, second]);
+        }
+        let sent = ids.len();
+        let s = settle(&mut fleet, name, rounds, sent).await?;
         let answered = fleet.answered_messages(&soa).await?;
-        ensure!(answered == 2, "{name}: {answered} turns for 2 messages");
-        for id in [first, second] {
+        ensure!(answered == sent as i64, "{name}: {answered} turns for {sent} messages");
+        for id in ids {
             let copies = fleet.stream_copies(id).await?;
             ensure!(copies == 0, "{name}: event {id} is in the stream again after its turn");
         }
@@ -995,8 +1035,7 @@ async fn control_cut_from_nats_between_publish_and_mark_publishes_once() -> anyh
         ensure!(reclaimed == 0, "{name}: {reclaimed} events claimed twice");
         ensure!(s.dead_lettered == 0, "{name}: {} dead-lettered", s.dead_lettered);
         println!(
-            "FAULT {name}: publish_errors_while_cut={} answered={answered} copies_in_stream_while_cut=1",
-            errors - errors_before
+            "FAULT {name}: lost_acks_while_cut={lost_acks} answered={answered} copies_in_stream_while_cut=1"
         );
         drop(fleet);
         drop(relay);
