@@ -1270,12 +1270,7 @@ impl Fleet {
     /// published it (the duplicate window keeps one), and 0 once a pod
     /// acknowledged it (the stream is a work queue).
     pub async fn stream_copies(&self, id: Uuid) -> anyhow::Result<usize> {
-        let client = self
-            .nats
-            .get_or_try_init(|| async_nats::connect(&self.nats_url))
-            .await?;
-        let js = async_nats::jetstream::new(client.clone());
-        let mut stream = js.get_stream(&self.stream).await?;
+        let mut stream = self.jetstream_stream().await?;
         let (held, first, last) = {
             let state = &stream.info().await?.state;
             (state.messages, state.first_sequence, state.last_sequence)
@@ -1671,15 +1666,21 @@ impl Fleet {
         }
     }
 
-    /// The stream's held messages and the durable consumer's counters: whether
-    /// a wake-up for what is left is still queued, in a pod's hands, or gone.
-    pub async fn consumer_state(&self) -> anyhow::Result<String> {
+    /// The fleet's stream, over the harness's own NATS connection (opened
+    /// on first use).
+    async fn jetstream_stream(&self) -> anyhow::Result<async_nats::jetstream::stream::Stream> {
         let client = self
             .nats
             .get_or_try_init(|| async_nats::connect(&self.nats_url))
             .await?;
         let js = async_nats::jetstream::new(client.clone());
-        let mut stream = js.get_stream(&self.stream).await?;
+        Ok(js.get_stream(&self.stream).await?)
+    }
+
+    /// The stream's held messages and the durable consumer's counters: whether
+    /// a wake-up for what is left is still queued, in a pod's hands, or gone.
+    pub async fn consumer_state(&self) -> anyhow::Result<String> {
+        let mut stream = self.jetstream_stream().await?;
         let held = stream.info().await?.state.messages;
         let mut consumer: async_nats::jetstream::consumer::PullConsumer = stream
             .get_consumer(&self.consumer)

@@ -376,6 +376,36 @@ fn opener_requests(standin: &genesis_llm_standin::StandIn) -> usize {
         .count()
 }
 
+/// The opener's effects after a fault, exactly once: the greeting the
+/// first session sent was answered from the journal by the resumed
+/// episode, never sent again; every turn the first session was answered
+/// was replayed, so the provider saw each of the opener's two turns once
+/// and two paid attempts were recorded. Returns (greetings, provider
+/// requests).
+async fn opener_once(
+    fleet: &Fleet,
+    standin: &genesis_llm_standin::StandIn,
+    name: &str,
+) -> anyhow::Result<(i64, usize)> {
+    let greetings = checks::count_messages_to_operator_starting(&fleet.db, OPENER_GREETING).await?;
+    ensure!(
+        greetings == 1,
+        "{name}: the greeting was sent {greetings} times"
+    );
+    let asked = opener_requests(standin);
+    ensure!(
+        asked == 2,
+        "{name}: the provider was asked {asked} times for the opener's 2 turns"
+    );
+    let paid =
+        checks::count_successful_attempts_of_event_kind(&fleet.db, "AgentInitialized").await?;
+    ensure!(
+        paid == 2,
+        "{name}: {paid} paid attempts recorded for the opener's 2 turns"
+    );
+    Ok((greetings, asked))
+}
+
 /// One round of one crash point: a fresh fleet at the chart's default
 /// replica counts (two controls, two supervisors, two pods, each pod on
 /// its own supervisor) whose pods are armed to abort at `point`; the one
@@ -450,26 +480,9 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
             "{name}: {reclaimed} events claimed twice, yet the pod died holding no claim"
         );
     }
-    // Exactly once: the greeting the first session sent is answered from
-    // the journal by the resumed episode, never sent again.
-    let greetings = checks::count_messages_to_operator_starting(&fleet.db, OPENER_GREETING).await?;
-    ensure!(
-        greetings == 1,
-        "{name}: the greeting was sent {greetings} times"
-    );
-    // Paid once: every turn the first session was answered is replayed, so
-    // the provider saw each of the opener's two turns exactly once.
-    let asked = opener_requests(&standin);
-    ensure!(
-        asked == 2,
-        "{name}: the provider was asked {asked} times for the opener's 2 turns ({asked_before_restart} before the crash)"
-    );
-    let paid =
-        checks::count_successful_attempts_of_event_kind(&fleet.db, "AgentInitialized").await?;
-    ensure!(
-        paid == 2,
-        "{name}: {paid} paid attempts recorded for the opener's 2 turns"
-    );
+    let (greetings, asked) = opener_once(&fleet, &standin, &name)
+        .await
+        .with_context(|| format!("{asked_before_restart} provider requests before the crash"))?;
     println!(
         "FAULT {name}: round={round} reclaimed_events={reclaimed} greetings_for_the_opener={greetings} provider_requests_for_the_opener={asked} asked_before_the_crash={asked_before_restart}"
     );
@@ -835,22 +848,7 @@ async fn partition_pod_round(
     ensure!(turns == 1, "{name}: {turns} turns for the one opener");
     let reclaimed = reclaimed_events(&fleet).await?;
     ensure!(reclaimed >= 1, "{name}: the opener was never taken over");
-    let greetings = checks::count_messages_to_operator_starting(&fleet.db, OPENER_GREETING).await?;
-    ensure!(
-        greetings == 1,
-        "{name}: the greeting was sent {greetings} times"
-    );
-    let asked = opener_requests(&standin);
-    ensure!(
-        asked == 2,
-        "{name}: the provider was asked {asked} times for the opener's 2 turns"
-    );
-    let paid =
-        checks::count_successful_attempts_of_event_kind(&fleet.db, "AgentInitialized").await?;
-    ensure!(
-        paid == 2,
-        "{name}: {paid} paid attempts for the opener's 2 turns"
-    );
+    let (greetings, asked) = opener_once(&fleet, &standin, name).await?;
     ensure!(
         s.dead_lettered == 0,
         "{name}: {} dead-lettered",
