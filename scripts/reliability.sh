@@ -113,7 +113,7 @@ MEANING = {
     "checker": "the checker refused every breakage and accepted the repaired fleet",
     "backpressure": "the stream held at the limit, the rest stayed in PostgreSQL; all 40 answered once",
     "partition-control": "the event stayed unmarked while the ack was lost, with one copy in the stream; healed, control published it again, the stream dropped the duplicate and the event was marked; the pod answered each message once, and a message it had answered while control was cut was not published again",
-    "partition-pod": "the host pod resumed the journaled episode: one greeting, each of the opener's two turns asked of the provider once and paid once, no lease left behind; the cut pod rejoined on its own",
+    "partition-pod": "the host pod resumed the journaled episode: one greeting, one decision and one mission, each of the opener's four turns asked of the provider once and paid once, no lease left behind; the cut pod rejoined on its own",
 }
 # The crash points of GENESIS_FAULT_EXIT_AT: where the pod aborts, and what
 # recovery means there. A point missing here still gets a row.
@@ -123,9 +123,9 @@ CRASH = {
     "after_claim": ("right after claiming",
                     "the lease expires and the event is reclaimed"),
     "after_tool": ("after a tool call",
-                   "the reclaimed tick resumes the journaled episode: the greeting is answered from its record, not sent again, and the journaled turn is not asked of the provider again"),
+                   "the reclaimed tick resumes the journaled episode: the greeting is answered from its record, not sent again, and the journaled turn is not asked of the provider again; the decision and the mission are made once"),
     "before_complete": ("before CompleteTick",
-                        "the reclaimed tick resumes the journaled episode: both turns are replayed, nothing is asked or sent again"),
+                        "the reclaimed tick resumes the journaled episode: all four turns are replayed, nothing is asked, sent, proposed or put to the operator again"),
     "after_complete": ("after CompleteTick, before the JetStream ack",
                        "the redelivered message finds the event consumed"),
 }
@@ -216,7 +216,7 @@ for name in order:
         row(f"agent pod crashes {where}",
             f"a fleet of 2 controls, 2 supervisors and 2 pods (the chart's defaults) with both pods armed; `GENESIS_FAULT_EXIT_AT={point}` aborts the pod that takes the first tick (no shutdown path), the other may take the event over, and the harness restarts the dead one; provider: the strict Anthropic stand-in",
             e["test"], e["kv"],
-            result_of(name, e, "; ".join(x for x in [meaning, "the opener completed exactly once (one turn)"] if x)))
+            result_of(name, e, "; ".join(x for x in [meaning, "the opener (a greeting, a decision, a mission over four turns) completed exactly once: one turn, one of each effect, each turn asked of the provider and paid once"] if x)))
 known_names = {k for k, _, _ in KNOWN}
 for name, title, how in KNOWN:
     if name in faults:

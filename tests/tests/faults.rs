@@ -332,12 +332,17 @@ async fn a_pod_crashing_at_each_point_of_a_tick_loses_and_duplicates_nothing() -
     .await
 }
 
-/// The opener the stand-in provider answers with: one greeting through a
-/// tool, then the end of the episode.
+/// The opener the stand-in provider answers with: a greeting, a decision
+/// put to the operator and a mission proposed, each through its tool in a
+/// turn of its own, then the end of the episode.
 const OPENER_GREETING: &str = "Hello, I am your orchestration agent.";
 
+/// The opener's turns, each asked of the provider and paid once.
+const OPENER_TURNS: usize = 4;
+
 /// The strict Anthropic stand-in on `listen`, with a fresh key, scripted
-/// with the opener's two turns: the greeting through a tool, then
+/// with the opener's four turns: the greeting (`soa_send_message`), a
+/// decision (`soa_propose_decision`), a mission (`soa_propose_task`), then
 /// `phase_complete` (every later request gets its default `phase_complete`).
 async fn opener_standin(
     listen: std::net::SocketAddr,
@@ -359,8 +364,30 @@ async fn opener_standin(
     standin.push(
         Endpoint::Anthropic,
         Answer::Reply(Reply::tool_call(
+            "soa_propose_decision",
+            serde_json::json!({
+                "title": "Which repository first?",
+                "body": "Two repositories are in scope.",
+                "options": ["api", "web"]
+            }),
+        )),
+    );
+    standin.push(
+        Endpoint::Anthropic,
+        Answer::Reply(Reply::tool_call(
+            "soa_propose_task",
+            serde_json::json!({
+                "kind": "MissionResearch",
+                "title": "Map the services",
+                "description": "List the tenant's services and who owns each."
+            }),
+        )),
+    );
+    standin.push(
+        Endpoint::Anthropic,
+        Answer::Reply(Reply::tool_call(
             "phase_complete",
-            serde_json::json!({"summary": "Greeted the operator."}),
+            serde_json::json!({"summary": "Greeted the operator, asked a decision, proposed a mission."}),
         )),
     );
     Ok((standin, key))
@@ -376,34 +403,77 @@ fn opener_requests(standin: &genesis_llm_standin::StandIn) -> usize {
         .count()
 }
 
-/// The opener's effects after a fault, exactly once: the greeting the
-/// first session sent was answered from the journal by the resumed
-/// episode, never sent again; every turn the first session was answered
-/// was replayed, so the provider saw each of the opener's two turns once
-/// and two paid attempts were recorded. Returns (greetings, provider
-/// requests).
+/// The opener's effects after a fault, exactly once: the greeting, the
+/// decision and the mission the first session made were answered from the
+/// journal by the resumed episode, never made again; every turn the first
+/// session was answered was replayed, so the provider saw each of the
+/// opener's turns once and one paid attempt of each was recorded; and the
+/// opener has one ledger turn. Returns what it counted.
 async fn opener_once(
     fleet: &Fleet,
     standin: &genesis_llm_standin::StandIn,
     name: &str,
-) -> anyhow::Result<(i64, usize)> {
+) -> anyhow::Result<OpenerEffects> {
+    let turns = checks::count_turns_of_event_kind(&fleet.db, "AgentInitialized").await?;
+    ensure!(turns == 1, "{name}: {turns} turns for the one opener");
     let greetings = checks::count_messages_to_operator_starting(&fleet.db, OPENER_GREETING).await?;
     ensure!(
         greetings == 1,
         "{name}: the greeting was sent {greetings} times"
     );
+    let decisions = inspect::count_rows(&fleet.db, "attention_requests").await?;
+    ensure!(
+        decisions == 1,
+        "{name}: {decisions} decisions put to the operator, not 1"
+    );
+    let missions = inspect::count_rows(&fleet.db, "missions").await?;
+    ensure!(missions == 1, "{name}: {missions} missions proposed, not 1");
     let asked = opener_requests(standin);
     ensure!(
-        asked == 2,
-        "{name}: the provider was asked {asked} times for the opener's 2 turns"
+        asked == OPENER_TURNS,
+        "{name}: the provider was asked {asked} times for the opener's {OPENER_TURNS} turns"
     );
     let paid =
         checks::count_successful_attempts_of_event_kind(&fleet.db, "AgentInitialized").await?;
     ensure!(
-        paid == 2,
-        "{name}: {paid} paid attempts recorded for the opener's 2 turns"
+        paid == OPENER_TURNS as i64,
+        "{name}: {paid} paid attempts recorded for the opener's {OPENER_TURNS} turns"
     );
-    Ok((greetings, asked))
+    Ok(OpenerEffects {
+        greetings,
+        decisions,
+        missions,
+        asked,
+    })
+}
+
+/// What [`opener_once`] counted, for the row's line.
+struct OpenerEffects {
+    greetings: i64,
+    decisions: i64,
+    missions: i64,
+    asked: usize,
+}
+
+impl std::fmt::Display for OpenerEffects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "greetings={} decisions={} missions={} provider_requests={}",
+            self.greetings, self.decisions, self.missions, self.asked
+        )
+    }
+}
+
+/// Wait until the SOA's opener has its ledger turn (an `Escalated` one:
+/// the opener puts a decision to the operator).
+async fn wait_opener(fleet: &Fleet, name: &str) -> anyhow::Result<()> {
+    wait_for("the opener's turn", SETTLE, || {
+        let turns = checks::count_turns_of_event_kind(&fleet.db, "AgentInitialized");
+        async move { Ok((turns.await? >= 1).then_some(())) }
+    })
+    .await
+    .with_context(|| format!("{name}: the opener was never completed"))
 }
 
 /// One round of one crash point: a fresh fleet at the chart's default
@@ -411,10 +481,10 @@ async fn opener_once(
 /// its own supervisor) whose pods are armed to abort at `point`; the one
 /// that takes the first tick aborts (the marker lets only one), the other
 /// may take the event over, and the dead one is restarted by hand, then
-/// everything is checked. The fleet's
-/// provider is the strict Anthropic stand-in, scripted with the opener's
-/// two turns (a greeting, then `phase_complete`): after the crash the
-/// resumed episode replays what the journal kept, so the greeting is sent
+/// everything is checked. The fleet's provider is the strict Anthropic
+/// stand-in, scripted with the opener's four turns (a greeting, a
+/// decision, a mission, then `phase_complete`): after the crash the
+/// resumed episode replays what the journal kept, so each effect happens
 /// once and no turn is asked of the provider twice.
 async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
     let name = format!("crash-{}", point.replace('_', "-"));
@@ -457,15 +527,10 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
         restarted == 1,
         "{name}: {restarted} pods died at {point}, not one"
     );
-    fleet
-        .wait_decision(&soa, 0, "Initialized", SETTLE)
-        .await
-        .with_context(|| format!("{name}: the opener was never completed"))?;
+    wait_opener(&fleet, &name).await?;
     let sent = burst(&fleet, &[(tenant.clone(), soa.clone())], 0).await?;
     // One round per fleet: the reliability script sums `rounds=` over lines.
     let s = settle(&mut fleet, &name, 1, sent).await?;
-    let turns = checks::count_turns_of_event_kind(&fleet.db, "AgentInitialized").await?;
-    ensure!(turns == 1, "{name}: {turns} turns for the one opener");
     // The crash happened where it was named: only a crash between a claim
     // and its completion leaves an event to be claimed a second time.
     let reclaimed = reclaimed_events(&fleet).await?;
@@ -480,11 +545,11 @@ async fn crash_at(point: &str, round: usize) -> anyhow::Result<()> {
             "{name}: {reclaimed} events claimed twice, yet the pod died holding no claim"
         );
     }
-    let (greetings, asked) = opener_once(&fleet, &standin, &name)
+    let opener = opener_once(&fleet, &standin, &name)
         .await
         .with_context(|| format!("{asked_before_restart} provider requests before the crash"))?;
     println!(
-        "FAULT {name}: round={round} reclaimed_events={reclaimed} greetings_for_the_opener={greetings} provider_requests_for_the_opener={asked} asked_before_the_crash={asked_before_restart}"
+        "FAULT {name}: round={round} reclaimed_events={reclaimed} {opener} asked_before_the_crash={asked_before_restart}"
     );
     ensure!(
         s.dead_lettered == 0,
@@ -747,9 +812,9 @@ fn namespace_or_skip(row: &str) -> anyhow::Result<Option<genesis_e2e::netns::Net
 /// is held just after the call. Its lease runs out; a pod on the host takes
 /// the event over and resumes the journaled episode; the link comes back
 /// and the cut pod carries on. The provider is the strict Anthropic
-/// stand-in: the greeting is sent once and each of the opener's turns is
-/// asked of the provider once (the cut pod's second request never left its
-/// namespace).
+/// stand-in: the greeting, the decision and the mission are each made once
+/// and each of the opener's turns is asked of the provider once (the cut
+/// pod's second request never left its namespace).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_cut_from_the_supervisor_after_a_tool_call_is_taken_over_exactly_once()
 -> anyhow::Result<()> {
@@ -821,10 +886,7 @@ async fn partition_pod_round(
     // A pod on the host takes the event over once the lease runs out.
     let host = fleet.add_pod().await?;
     ensure!(host != cut);
-    fleet
-        .wait_decision(&soa, 0, "Initialized", SETTLE)
-        .await
-        .with_context(|| format!("{name}: the opener was never completed"))?;
+    wait_opener(&fleet, name).await?;
     // The cut pod's hold ends while it is still cut off: its next turn
     // finds no route to the provider and the tick is given up. Only
     // then does the link come back.
@@ -844,19 +906,15 @@ async fn partition_pod_round(
     ns.heal()?;
     let sent = burst(&fleet, &[(tenant.clone(), soa.clone())], 0).await?;
     let s = settle(&mut fleet, name, 1, sent).await?;
-    let turns = checks::count_turns_of_event_kind(&fleet.db, "AgentInitialized").await?;
-    ensure!(turns == 1, "{name}: {turns} turns for the one opener");
     let reclaimed = reclaimed_events(&fleet).await?;
     ensure!(reclaimed >= 1, "{name}: the opener was never taken over");
-    let (greetings, asked) = opener_once(&fleet, &standin, name).await?;
+    let opener = opener_once(&fleet, &standin, name).await?;
     ensure!(
         s.dead_lettered == 0,
         "{name}: {} dead-lettered",
         s.dead_lettered
     );
-    println!(
-        "FAULT {name}: round={round} reclaimed_events={reclaimed} greetings_for_the_opener={greetings} provider_requests_for_the_opener={asked}"
-    );
+    println!("FAULT {name}: round={round} reclaimed_events={reclaimed} {opener}");
     drop(fleet);
     drop(nats);
     Ok(())
