@@ -22,12 +22,14 @@ use genesis_proto::v1 as pb;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use genesis_core::budget::Limit;
 use genesis_core::journal::{
-    JournalToolCall, LlmTurnStep, TurnAttempt, TurnRequest, TurnResponse, TurnUsage,
+    ContextBudget, ContextCouple, EpisodeContext, JournalToolCall, LlmTurnStep, TurnAttempt,
+    TurnRequest, TurnResponse, TurnUsage,
 };
 
 use crate::error::PodError;
-use crate::model::{PresetChain, TickBudget};
+use crate::model::{PresetChain, PresetCouple, TickBudget};
 use crate::resume::{Resume, recorded_response};
 use crate::supervisor::{Supervisor, TickIds};
 
@@ -102,6 +104,69 @@ fn resolved_chain(chain: &PresetChain) -> ResolvedChain {
                 credential_names: c.credential_names.clone(),
             })
             .collect(),
+    }
+}
+
+/// The chain and budget an episode is claimed with, as its first step
+/// records them.
+fn context_of(chain: &PresetChain, budget: &TickBudget) -> EpisodeContext {
+    EpisodeContext {
+        resolved_site_id: chain.resolved_site_id.clone(),
+        preset_id: chain.preset_id.clone(),
+        preset_name: chain.preset_name.clone(),
+        couples: chain
+            .couples
+            .iter()
+            .map(|c| ContextCouple {
+                model: c.model.clone(),
+                provider: c.provider.clone(),
+                backend: c.backend.clone(),
+                credential_names: c.credential_names.clone(),
+            })
+            .collect(),
+        budget: ContextBudget {
+            max_tokens: budget.max_tokens.limited(),
+            max_output_tokens_per_turn: budget.max_output_tokens_per_turn.limited(),
+            max_tool_calls: budget.max_tool_calls.limited(),
+            max_wall_ms: budget.max_wall_ms.limited(),
+            max_dollars: budget.max_dollars.limited(),
+            max_turns: budget.max_turns.limited(),
+        },
+    }
+}
+
+/// The recorded chain, for a resumed episode; the claim's prompt overlay
+/// is kept (it only ever reaches the system prompt, which the episode
+/// keeps from its first step anyway).
+fn chain_of(context: &EpisodeContext, prompt_overlay: String) -> PresetChain {
+    PresetChain {
+        resolved_site_id: context.resolved_site_id.clone(),
+        preset_id: context.preset_id.clone(),
+        preset_name: context.preset_name.clone(),
+        couples: context
+            .couples
+            .iter()
+            .map(|c| PresetCouple {
+                model: c.model.clone(),
+                provider: c.provider.clone(),
+                backend: c.backend.clone(),
+                credential_names: c.credential_names.clone(),
+            })
+            .collect(),
+        prompt_overlay,
+    }
+}
+
+/// The recorded budget, for a resumed episode.
+fn budget_of(b: &ContextBudget) -> TickBudget {
+    let limit = |v: Option<u64>| v.map_or(Limit::Unlimited, Limit::Limited);
+    TickBudget {
+        max_tokens: limit(b.max_tokens),
+        max_output_tokens_per_turn: limit(b.max_output_tokens_per_turn),
+        max_tool_calls: limit(b.max_tool_calls),
+        max_wall_ms: limit(b.max_wall_ms),
+        max_dollars: b.max_dollars.map_or(Limit::Unlimited, Limit::Limited),
+        max_turns: limit(b.max_turns),
     }
 }
 
@@ -295,6 +360,14 @@ impl Invoker {
             nudges: 0,
         };
         let tenant = Uuid::parse_str(&ids.tenant_id).ok();
+        // A resumed episode runs under the chain and budget it was claimed
+        // with, whatever the catalogue says now (its first step recorded
+        // them when the chain was paid).
+        if let Some(context) = spec.resume.context() {
+            let overlay = std::mem::take(&mut spec.preset_chain.prompt_overlay);
+            spec.preset_chain = chain_of(context, overlay);
+            spec.budget = budget_of(&context.budget);
+        }
         let chain = resolved_chain(&spec.preset_chain);
         let preset = match resolve_preset(&chain, tenant, self.credentials.as_ref()) {
             Ok(p) => p,
@@ -333,6 +406,11 @@ impl Invoker {
         // twice. A free one (the scripted provider) may ride with the
         // completion: asking it again costs nothing.
         let paid = preset.paid_models();
+        // What a resumed episode must keep: recorded with the first turn of
+        // a paid chain (a free one asks again at no cost).
+        let context = paid
+            .as_ref()
+            .map(|_| context_of(&spec.preset_chain, &spec.budget));
         let tool_names: Vec<String> = spec.tools.iter().map(|t| t.name.clone()).collect();
         // messages[journaled..] are not yet in any turn's step.
         let mut journaled = 0;
@@ -417,6 +495,7 @@ impl Invoker {
                     messages: &messages[journaled.min(messages.len())..],
                     tools: &tool_names,
                     max_output_tokens,
+                    context: context.as_ref().filter(|_| turn == 1),
                     result: &result,
                 });
                 let mut attempts: Vec<pb::CallAttempt> =
@@ -648,6 +727,8 @@ struct TurnDraft<'a> {
     messages: &'a [ChatMessage],
     tools: &'a [String],
     max_output_tokens: u32,
+    /// On a paid chain's first turn only.
+    context: Option<&'a EpisodeContext>,
     result: &'a Result<genesis_llm::Invocation, genesis_llm::InvocationError>,
 }
 
@@ -705,6 +786,7 @@ fn turn_step(d: TurnDraft<'_>) -> String {
                 .collect(),
             tools: d.tools.to_vec(),
             max_output_tokens: d.max_output_tokens,
+            context: d.context.cloned(),
         },
         response,
         error,

@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use genesis_core::journal::{JournalKind, LlmTurnStep, ToolCallStep};
+use genesis_core::journal::{EpisodeContext, JournalKind, LlmTurnStep, ToolCallStep};
 use genesis_llm::{ChatMessage, ChatResponse, StopReason, ToolCall, Usage};
 use genesis_proto::v1 as pb;
 
@@ -29,6 +29,9 @@ pub struct Resume {
     /// The first turn's invocation, system prompt and opening messages:
     /// the conversation a resumed episode continues.
     first: Option<(String, Option<String>, Vec<ChatMessage>)>,
+    /// The chain and budget the episode was claimed with, when its first
+    /// step recorded them (a paid chain's).
+    context: Option<EpisodeContext>,
     /// Whether the journal was cut at its cap.
     truncated: bool,
 }
@@ -65,6 +68,7 @@ impl Resume {
                             turn.request.system.clone(),
                             opening,
                         ));
+                        resume.context = turn.request.context.clone();
                     }
                     // A failed turn ends its session's episode; the resumed
                     // one asks again.
@@ -107,6 +111,13 @@ impl Resume {
             .as_ref()
             .map(|(_, _, m)| m.as_slice())
             .filter(|m| !m.is_empty())
+    }
+
+    /// The chain and budget the episode was claimed with, if its first
+    /// step recorded them: a resumed episode runs under them, not the new
+    /// claim's.
+    pub fn context(&self) -> Option<&EpisodeContext> {
+        self.context.as_ref()
     }
 
     /// Whether the journal was cut at its cap (steps after the cut run
@@ -179,6 +190,7 @@ mod tests {
                 messages: vec![json!({"role": "user", "content": format!("msg {n}")})],
                 tools: vec!["soa_send_message".into()],
                 max_output_tokens: 10,
+                context: None,
             },
             response: answered.then(|| TurnResponse {
                 text: Some(format!("answer {n}")),

@@ -1324,6 +1324,10 @@ async fn each_turn_carries_its_journal_step_and_each_tool_call_its_event() {
         first.request.messages
     );
     assert!(first.request.tools.iter().any(|t| t == "phase_complete"));
+    assert_eq!(
+        first.request.context, None,
+        "a free chain records no context: asking it again costs nothing"
+    );
     let answer = first.response.as_ref().unwrap();
     assert_eq!(answer.tool_calls[0].name, "soa_send_message");
     assert_eq!(first.attempts.len(), 1);
@@ -1444,4 +1448,135 @@ async fn an_unreadable_journal_step_is_refused_as_a_malformed_bundle() {
     assert_eq!(scripted.calls(), 0);
     assert!(fake.state.completes().is_empty());
     assert!(fake.state.attempts().is_empty());
+}
+
+/// A paid chain's first step records the chain and budget the episode was
+/// claimed with, and a resumed episode runs under them rather than the new
+/// claim's: the catalogue changed the model and cut the turns to one in
+/// between, yet the next turn asks the recorded model and the episode
+/// finishes. (A free chain's steps record none: see
+/// `each_turn_carries_its_journal_step_and_each_tool_call_its_event`.)
+#[tokio::test]
+async fn a_resumed_episode_keeps_the_chain_and_budget_it_was_claimed_with() {
+    use genesis_core::journal::{LlmTurnStep, ToolCallStep};
+    use genesis_llm_standin::{Answer, Endpoint, Reply, StandIn};
+    let key = "sk-ant-resume-context";
+    let standin = StandIn::builder().key(key).start().await.unwrap();
+    standin.push(
+        Endpoint::Anthropic,
+        Answer::Reply(Reply::tool_call(
+            "soa_send_message",
+            serde_json::json!({"body": "hello"}),
+        )),
+    );
+    let on_standin = |fake: &FakeSupervisor| {
+        let factory = HttpProviderFactory::new(HttpTimeouts::default())
+            .unwrap()
+            .with_anthropic_base_url(standin.base_url());
+        let keys: std::collections::HashMap<String, String> =
+            [("TEST_ANTHROPIC_KEY".to_owned(), key.to_owned())].into();
+        let mut ctx = context(fake, Arc::new(ScriptedProvider::new()));
+        ctx.invoker = Invoker::new(FallbackInvoker::new(Arc::new(factory)), Arc::new(keys));
+        ctx
+    };
+    let chain = |model: &str| {
+        vec![pb::PresetCouple {
+            model: model.into(),
+            provider: "anthropic".into(),
+            backend: String::new(),
+            credential_names: vec!["TEST_ANTHROPIC_KEY".into()],
+        }]
+    };
+
+    // The first session: its first turn (paid, so recorded before the
+    // episode moves on) carries the context.
+    let fake = start_fake().await;
+    let ctx = on_standin(&fake);
+    let mut b = bundle("AgentInitialized", "{}");
+    b.preset_chain.as_mut().unwrap().couples = chain("claude-opus-4-8");
+    run_tick(&ctx, &ids(&b), b.clone())
+        .await
+        .expect("tick completes");
+    let turn1 = fake.state.attempts()[0].clone();
+    let mut step: LlmTurnStep = serde_json::from_str(&turn1.journal_step_json).unwrap();
+    step.check().unwrap();
+    let recorded = step
+        .request
+        .context
+        .clone()
+        .expect("a paid chain records its context");
+    assert_eq!(recorded.couples.len(), 1);
+    assert_eq!(recorded.couples[0].model, "claude-opus-4-8");
+    assert_eq!(recorded.couples[0].credential_names, ["TEST_ANTHROPIC_KEY"]);
+    let claimed = b.budget.unwrap();
+    assert_eq!(
+        recorded.budget.max_turns,
+        claimed.max_turns.map(|t| t as u64),
+        "the claim's turn ceiling"
+    );
+    let later: Vec<LlmTurnStep> = fake
+        .state
+        .attempts()
+        .iter()
+        .skip(1)
+        .map(|a| serde_json::from_str(&a.journal_step_json).unwrap())
+        .collect();
+    assert!(
+        later.iter().all(|s| s.request.context.is_none()),
+        "turn 1 only"
+    );
+    let call = fake.state.invokes()[0].clone();
+    let tool_step = ToolCallStep {
+        call_id: call.call_id.clone(),
+        tool_name: call.tool_name.clone(),
+        arguments: serde_json::from_str(&call.arguments_json).unwrap(),
+        result: serde_json::json!({"messageId": "m-1"}),
+        side_effecting: true,
+        blocked: false,
+    };
+    step.snapshot_cost_usd = Some(0.01);
+    step.snapshot_id = Some(uuid::Uuid::new_v4().to_string());
+    let asked_before = standin.requests().len();
+
+    // The reclaim, after the catalogue moved the site to another model and
+    // cut the budget to one turn.
+    let fake = start_fake().await;
+    let ctx = on_standin(&fake);
+    b.session_id = uuid::Uuid::new_v4().to_string();
+    b.preset_chain.as_mut().unwrap().couples = chain("claude-sonnet-4-5");
+    b.budget = Some(pb::BudgetEnvelope {
+        max_turns: Some(1),
+        ..claimed
+    });
+    b.journal = vec![
+        pb::JournalStep {
+            seq: 0,
+            kind: "llm_turn".into(),
+            entry_json: serde_json::to_string(&step).unwrap(),
+        },
+        pb::JournalStep {
+            seq: 1,
+            kind: "tool_call".into(),
+            entry_json: serde_json::to_string(&tool_step).unwrap(),
+        },
+    ];
+    let result = run_tick(&ctx, &ids(&b), b).await.expect("tick completes");
+    assert_eq!(
+        result.completion,
+        TickCompletion::Complete,
+        "the recorded budget, not the one-turn cut, applies"
+    );
+    let asked = standin.requests();
+    assert_eq!(
+        asked.len(),
+        asked_before + 1,
+        "one turn asked, the journaled one replayed"
+    );
+    assert_eq!(asked.last().unwrap().body["model"], "claude-opus-4-8");
+    let c = &fake.state.completes()[0];
+    assert_eq!(c.consumption.unwrap().turns, 2);
+    assert!(
+        fake.state.invokes().is_empty(),
+        "the greeting is not sent again"
+    );
 }

@@ -143,6 +143,116 @@ pub struct TurnRequest {
     /// The advertised tools, by name.
     pub tools: Vec<String>,
     pub max_output_tokens: u32,
+    /// The preset chain and budget the episode was claimed with, on its
+    /// first turn's step when the chain is paid: a resumed episode keeps
+    /// them whatever the catalogue says by then, as it keeps the system
+    /// prompt and the conversation. A free chain's step has none (asking
+    /// it again costs nothing, so its resumed episode takes the new
+    /// claim's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<EpisodeContext>,
+}
+
+/// The most couples an episode's recorded chain may hold.
+pub const MAX_CONTEXT_COUPLES: usize = 16;
+
+/// The preset chain and budget an episode was claimed with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeContext {
+    /// The site whose binding supplied the preset.
+    pub resolved_site_id: String,
+    /// Empty when resolution fell through to the code default.
+    #[serde(default)]
+    pub preset_id: String,
+    #[serde(default)]
+    pub preset_name: String,
+    /// The couples to try, in order.
+    pub couples: Vec<ContextCouple>,
+    pub budget: ContextBudget,
+}
+
+/// One couple of a recorded chain (credential names only, never secrets).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextCouple {
+    pub model: String,
+    pub provider: String,
+    /// Empty means `api`.
+    #[serde(default)]
+    pub backend: String,
+    #[serde(default)]
+    pub credential_names: Vec<String>,
+}
+
+/// The per-tick budget envelope as recorded; `None` is an unlimited axis.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextBudget {
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default)]
+    pub max_output_tokens_per_turn: Option<u64>,
+    #[serde(default)]
+    pub max_tool_calls: Option<u64>,
+    #[serde(default)]
+    pub max_wall_ms: Option<u64>,
+    #[serde(default)]
+    pub max_dollars: Option<f64>,
+    #[serde(default)]
+    pub max_turns: Option<u64>,
+}
+
+impl EpisodeContext {
+    /// Refuse a context no claim could have handed out: no couple or too
+    /// many, an empty model or provider, a name over 200 bytes, more than
+    /// 16 credential names on a couple, or a dollar ceiling that is not a
+    /// finite amount of at least 0.
+    pub fn check(&self) -> Result<(), CoreError> {
+        let bad = |field: &str, reason: String| CoreError::InvalidArgument {
+            field: format!("journal_step.request.context.{field}"),
+            reason,
+        };
+        let name = |field: &str, v: &str, empty_ok: bool| {
+            if (!empty_ok && v.trim().is_empty()) || v.len() > 200 {
+                Err(bad(
+                    field,
+                    format!("must be {} to 200 bytes", if empty_ok { 0 } else { 1 }),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        name("resolved_site_id", &self.resolved_site_id, false)?;
+        name("preset_id", &self.preset_id, true)?;
+        name("preset_name", &self.preset_name, true)?;
+        if self.couples.is_empty() || self.couples.len() > MAX_CONTEXT_COUPLES {
+            return Err(bad(
+                "couples",
+                format!("must hold 1 to {MAX_CONTEXT_COUPLES} couples"),
+            ));
+        }
+        for (i, c) in self.couples.iter().enumerate() {
+            name(&format!("couples[{i}].model"), &c.model, false)?;
+            name(&format!("couples[{i}].provider"), &c.provider, false)?;
+            name(&format!("couples[{i}].backend"), &c.backend, true)?;
+            if c.credential_names.len() > 16 {
+                return Err(bad(
+                    &format!("couples[{i}].credential_names"),
+                    "must hold at most 16 names".into(),
+                ));
+            }
+            for (j, n) in c.credential_names.iter().enumerate() {
+                name(&format!("couples[{i}].credential_names[{j}]"), n, false)?;
+            }
+        }
+        if let Some(d) = self.budget.max_dollars
+            && !(d.is_finite() && d >= 0.0)
+        {
+            return Err(bad(
+                "budget.max_dollars",
+                format!("must be a finite amount of at least 0, got {d}"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What a turn received.
@@ -251,6 +361,15 @@ impl LlmTurnStep {
                 "is set by the supervisor, never sent",
             ));
         }
+        if let Some(context) = &self.request.context {
+            if self.turn != 1 {
+                return Err(bad(
+                    "request.context",
+                    "is recorded on the episode's first turn only",
+                ));
+            }
+            context.check()?;
+        }
         Ok(())
     }
 }
@@ -332,6 +451,7 @@ mod tests {
                 messages: vec![serde_json::json!({"role": "user", "content": "hi"})],
                 tools: vec!["soa_send_message".into()],
                 max_output_tokens: 64,
+                context: None,
             },
             response: Some(TurnResponse {
                 text: None,
@@ -385,6 +505,88 @@ mod tests {
         ];
         for (field, breakage) in cases {
             let mut s = step();
+            breakage(&mut s);
+            let err = s.check().expect_err(field).to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+    }
+
+    fn context() -> EpisodeContext {
+        EpisodeContext {
+            resolved_site_id: "Agent:Planning".into(),
+            preset_id: "p-1".into(),
+            preset_name: "cheap".into(),
+            couples: vec![ContextCouple {
+                model: "claude-x".into(),
+                provider: "anthropic".into(),
+                backend: String::new(),
+                credential_names: vec!["ANTHROPIC_API_KEY".into()],
+            }],
+            budget: ContextBudget {
+                max_turns: Some(8),
+                max_dollars: Some(0.5),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_recorded_context_is_checked_and_kept_to_the_first_turn() {
+        let mut s = step();
+        s.request.context = Some(context());
+        assert!(s.check().is_ok());
+        // It survives the step's JSON, and a step without one stays
+        // without the key.
+        let back: LlmTurnStep = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        assert!(
+            serde_json::to_value(step()).unwrap()["request"]
+                .get("context")
+                .is_none()
+        );
+        type Breakage = Box<dyn Fn(&mut LlmTurnStep)>;
+        let ctx = |f: fn(&mut EpisodeContext)| -> Breakage {
+            Box::new(move |s: &mut LlmTurnStep| f(s.request.context.as_mut().unwrap()))
+        };
+        let cases: Vec<(&str, Breakage)> = vec![
+            ("request.context", Box::new(|s| s.turn = 2)),
+            (
+                "context.resolved_site_id",
+                ctx(|c| c.resolved_site_id.clear()),
+            ),
+            ("context.couples", ctx(|c| c.couples.clear())),
+            (
+                "context.couples",
+                ctx(|c| c.couples = vec![c.couples[0].clone(); MAX_CONTEXT_COUPLES + 1]),
+            ),
+            (
+                "context.couples[0].model",
+                ctx(|c| c.couples[0].model = " ".into()),
+            ),
+            (
+                "context.couples[0].provider",
+                ctx(|c| c.couples[0].provider = "p".repeat(201)),
+            ),
+            (
+                "context.couples[0].credential_names",
+                ctx(|c| c.couples[0].credential_names = vec!["K".into(); 17]),
+            ),
+            (
+                "context.couples[0].credential_names[0]",
+                ctx(|c| c.couples[0].credential_names[0].clear()),
+            ),
+            (
+                "context.budget.max_dollars",
+                ctx(|c| c.budget.max_dollars = Some(-1.0)),
+            ),
+            (
+                "context.budget.max_dollars",
+                ctx(|c| c.budget.max_dollars = Some(f64::NAN)),
+            ),
+        ];
+        for (field, breakage) in cases {
+            let mut s = step();
+            s.request.context = Some(context());
             breakage(&mut s);
             let err = s.check().expect_err(field).to_string();
             assert!(err.contains(field), "{field}: {err}");

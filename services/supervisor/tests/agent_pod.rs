@@ -2950,6 +2950,11 @@ async fn turns_and_tool_calls_are_journaled_with_their_writes_and_resumed_by_the
             "journal_step_json",
         ),
         (turn_step(1, 1).to_string(), String::new(), "event_id"),
+        (
+            with_context(turn_step(1, 1), serde_json::json!([])).to_string(),
+            event.clone(),
+            "journal_step_json",
+        ),
     ];
     for (step, event_id, field) in refusals {
         let err = h
@@ -2979,11 +2984,19 @@ async fn turns_and_tool_calls_are_journaled_with_their_writes_and_resumed_by_the
     assert_eq!(h.count("credit_windows").await, 0);
     assert_eq!(h.count("agent_episode_journal").await, 0);
 
-    // The turn: its attempt and its step in one write.
+    // The turn: its attempt and its step in one write, with the context
+    // the episode was claimed with.
+    let couples = serde_json::json!([{
+        "model": "claude-sonnet-4-5", "provider": "anthropic",
+        "credential_names": ["ANTHROPIC_API_KEY"]
+    }]);
     let recorded = h
         .client
         .clone()
-        .record_call_attempt(record(turn_step(1, 1).to_string(), event.clone()))
+        .record_call_attempt(record(
+            with_context(turn_step(1, 1), couples).to_string(),
+            event.clone(),
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -3054,6 +3067,9 @@ async fn turns_and_tool_calls_are_journaled_with_their_writes_and_resumed_by_the
     .await
     .unwrap();
     assert_eq!(raw, None, "the step does not repeat the prompt's text");
+    let context = turn.request.context.as_ref().expect("the context is kept");
+    assert_eq!(context.couples[0].model, "claude-sonnet-4-5");
+    assert_eq!(context.budget.max_turns, Some(12));
     let system = turn.request.system.unwrap();
     assert!(!system.contains("sk-ant-api03"), "{system}");
     assert!(system.contains("[REDACTED:api_key]"), "{system}");
@@ -3082,6 +3098,16 @@ async fn turns_and_tool_calls_are_journaled_with_their_writes_and_resumed_by_the
     let handed: genesis_core::journal::ToolCallStep =
         serde_json::from_str(&again.journal[1].entry_json).unwrap();
     assert_eq!(handed, tool);
+}
+
+/// `step` with a recorded claim context of `couples` and a 12-turn budget.
+fn with_context(mut step: serde_json::Value, couples: serde_json::Value) -> serde_json::Value {
+    step["request"]["context"] = serde_json::json!({
+        "resolved_site_id": "Agent:Planning",
+        "couples": couples,
+        "budget": {"max_turns": 12}
+    });
+    step
 }
 
 /// An episode whose journal outgrows its cap: the step that would pass it
