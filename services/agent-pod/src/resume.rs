@@ -32,6 +32,9 @@ pub struct Resume {
     /// The chain and budget the episode was claimed with, when its first
     /// step recorded them (a paid chain's).
     context: Option<EpisodeContext>,
+    /// Whether the journal's last turn failed on every couple: the episode
+    /// was deferred for a provider failure.
+    last_turn_failed: bool,
     /// Whether the journal was cut at its cap.
     truncated: bool,
 }
@@ -72,6 +75,7 @@ impl Resume {
                     }
                     // A failed turn ends its session's episode; the resumed
                     // one asks again.
+                    resume.last_turn_failed = turn.response.is_none();
                     if turn.response.is_some() {
                         resume.turns.push_back(turn);
                     }
@@ -115,9 +119,13 @@ impl Resume {
 
     /// The chain and budget the episode was claimed with, if its first
     /// step recorded them: a resumed episode runs under them, not the new
-    /// claim's.
+    /// claim's. Not after a deferral for a provider failure (the journal's
+    /// last turn failed on every couple of that chain): the episode then
+    /// takes the new claim's chain, so an operator who mends or replaces
+    /// the failing preset reaches the deferred event too, instead of it
+    /// retrying the broken chain for ever.
     pub fn context(&self) -> Option<&EpisodeContext> {
-        self.context.as_ref()
+        self.context.as_ref().filter(|_| !self.last_turn_failed)
     }
 
     /// Whether the journal was cut at its cap (steps after the cut run
@@ -297,5 +305,39 @@ mod tests {
             .expect_err(kind);
             assert!(err.field.starts_with("bundle.journal."), "{err:?}");
         }
+    }
+
+    #[test]
+    fn the_recorded_context_is_kept_unless_the_last_turn_failed() {
+        use genesis_core::journal::{ContextBudget, ContextCouple, EpisodeContext};
+        let context = EpisodeContext {
+            resolved_site_id: "Agent:Planning".into(),
+            preset_id: String::new(),
+            preset_name: String::new(),
+            couples: vec![ContextCouple {
+                model: "m".into(),
+                provider: "anthropic".into(),
+                backend: String::new(),
+                credential_names: vec![],
+            }],
+            budget: ContextBudget::default(),
+        };
+        let mut first = turn(1, true);
+        first.request.context = Some(context.clone());
+        let step = |t: &LlmTurnStep| pb::JournalStep {
+            seq: i32::try_from(t.turn).unwrap() - 1,
+            kind: "llm_turn".into(),
+            entry_json: serde_json::to_string(t).unwrap(),
+        };
+        // A crash after an answered turn: kept.
+        let r = Resume::from_steps(vec![step(&first)]).unwrap();
+        assert_eq!(r.context(), Some(&context));
+        // A deferral after the chain failed: the new claim's chain.
+        let r = Resume::from_steps(vec![step(&first), step(&turn(2, false))]).unwrap();
+        assert_eq!(r.context(), None);
+        let mut failed_first = turn(1, false);
+        failed_first.request.context = Some(context);
+        let r = Resume::from_steps(vec![step(&failed_first)]).unwrap();
+        assert_eq!(r.context(), None);
     }
 }
