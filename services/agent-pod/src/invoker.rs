@@ -362,11 +362,25 @@ impl Invoker {
         let tenant = Uuid::parse_str(&ids.tenant_id).ok();
         // A resumed episode runs under the chain and budget it was claimed
         // with, whatever the catalogue says now (its first step recorded
-        // them when the chain was paid).
+        // them when the chain was paid) — while that chain can still be
+        // called: one whose credentials were taken away since would defer
+        // the event for ever, so the claim's own chain serves instead.
         if let Some(context) = spec.resume.context() {
-            let overlay = std::mem::take(&mut spec.preset_chain.prompt_overlay);
-            spec.preset_chain = chain_of(context, overlay);
-            spec.budget = budget_of(&context.budget);
+            let recorded = chain_of(context, spec.preset_chain.prompt_overlay.clone());
+            match resolve_preset(
+                &resolved_chain(&recorded),
+                tenant,
+                self.credentials.as_ref(),
+            ) {
+                Ok(_) => {
+                    spec.preset_chain = recorded;
+                    spec.budget = budget_of(&context.budget);
+                }
+                Err(reason) => tracing::warn!(
+                    %reason,
+                    "the chain this episode was claimed with can no longer be called; resuming under the claim's"
+                ),
+            }
         }
         let chain = resolved_chain(&spec.preset_chain);
         let preset = match resolve_preset(&chain, tenant, self.credentials.as_ref()) {

@@ -1560,7 +1560,9 @@ async fn a_resumed_episode_keeps_the_chain_and_budget_it_was_claimed_with() {
             entry_json: serde_json::to_string(&tool_step).unwrap(),
         },
     ];
-    let result = run_tick(&ctx, &ids(&b), b).await.expect("tick completes");
+    let result = run_tick(&ctx, &ids(&b), b.clone())
+        .await
+        .expect("tick completes");
     assert_eq!(
         result.completion,
         TickCompletion::Complete,
@@ -1579,4 +1581,25 @@ async fn a_resumed_episode_keeps_the_chain_and_budget_it_was_claimed_with() {
         fake.state.invokes().is_empty(),
         "the greeting is not sent again"
     );
+
+    // A recorded chain that can no longer be called (its credential taken
+    // away since) would defer the event for ever: the claim's chain and
+    // budget serve instead.
+    let mut revoked = step.clone();
+    revoked.request.context.as_mut().unwrap().couples[0].credential_names =
+        vec!["TEST_REVOKED_KEY".into()];
+    b.journal[0].entry_json = serde_json::to_string(&revoked).unwrap();
+    b.budget = Some(pb::BudgetEnvelope {
+        max_turns: Some(5),
+        ..claimed
+    });
+    b.session_id = uuid::Uuid::new_v4().to_string();
+    let fake = start_fake().await;
+    let ctx = on_standin(&fake);
+    let asked_before = standin.requests().len();
+    let result = run_tick(&ctx, &ids(&b), b).await.expect("tick completes");
+    assert_eq!(result.completion, TickCompletion::Complete);
+    let asked = standin.requests();
+    assert_eq!(asked.len(), asked_before + 1);
+    assert_eq!(asked.last().unwrap().body["model"], "claude-sonnet-4-5");
 }
