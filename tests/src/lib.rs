@@ -902,8 +902,9 @@ pub fn extract_token(stdout: &str) -> anyhow::Result<String> {
 }
 
 impl Fleet {
-    /// Create the database, migrate, mint tokens and start control, the
-    /// supervisor and `options.pods` agent pods, each ready on `/readyz`.
+    /// Create the database, migrate, mint tokens and start
+    /// `options.controls` controls, `options.supervisors` supervisors and
+    /// `options.pods` agent pods, each ready on `/readyz`.
     pub async fn start(options: FleetOptions) -> anyhow::Result<Fleet> {
         let logs = log_dir(&options.test)?;
         let sfx = suffix();
@@ -1329,7 +1330,8 @@ impl Fleet {
         env
     }
 
-    /// Every child of the fleet (control, supervisor, pods): its name, its
+    /// Every child of the fleet (control, the supervisor, their further
+    /// replicas, the pods): its name, its
     /// pid while running and its `/healthz` `/metrics` address, so callers
     /// can read `/proc/<pid>` and the counters of each service.
     pub fn processes(&self) -> Vec<FleetProcess> {
