@@ -365,25 +365,32 @@ impl Invoker {
         // them when the chain was paid) — while that chain can still be
         // called: one whose credentials were taken away since would defer
         // the event for ever, so the claim's own chain serves instead.
-        if let Some(context) = spec.resume.context() {
-            let recorded = chain_of(context, spec.preset_chain.prompt_overlay.clone());
-            match resolve_preset(
-                &resolved_chain(&recorded),
+        let recorded = spec.resume.context().and_then(|context| {
+            let chain = chain_of(context, spec.preset_chain.prompt_overlay.clone());
+            match resolve_preset(&resolved_chain(&chain), tenant, self.credentials.as_ref()) {
+                Ok(preset) => Some((chain, budget_of(&context.budget), preset)),
+                Err(reason) => {
+                    tracing::warn!(
+                        %reason,
+                        "the chain this episode was claimed with can no longer be called; resuming under the claim's"
+                    );
+                    None
+                }
+            }
+        });
+        let resolved = match recorded {
+            Some((chain, budget, preset)) => {
+                spec.preset_chain = chain;
+                spec.budget = budget;
+                Ok(preset)
+            }
+            None => resolve_preset(
+                &resolved_chain(&spec.preset_chain),
                 tenant,
                 self.credentials.as_ref(),
-            ) {
-                Ok(_) => {
-                    spec.preset_chain = recorded;
-                    spec.budget = budget_of(&context.budget);
-                }
-                Err(reason) => tracing::warn!(
-                    %reason,
-                    "the chain this episode was claimed with can no longer be called; resuming under the claim's"
-                ),
-            }
-        }
-        let chain = resolved_chain(&spec.preset_chain);
-        let preset = match resolve_preset(&chain, tenant, self.credentials.as_ref()) {
+            ),
+        };
+        let preset = match resolved {
             Ok(p) => p,
             Err(reason) => {
                 // No couple can be called (a credential is missing): an
