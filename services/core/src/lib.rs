@@ -33,6 +33,7 @@ pub mod pricing;
 pub mod prompt;
 pub mod rate;
 pub mod redact;
+pub mod replay;
 pub mod retry;
 pub mod signals;
 pub mod sites;

@@ -1,10 +1,12 @@
 -- Hold p_amount of the tenant's weekly window for p_session's next LLM turn,
 -- after its caller's guard: the one rule of a credit hold, shared by an
 -- agent's turn (genesis_reserve_credit, p_instance set, the session its
--- lease) and a coder's turn (genesis_reserve_coder_credit, p_instance NULL,
--- the session its coding task). Lapsed holds of other sessions are swept
+-- lease), a coder's turn (genesis_reserve_coder_credit, p_instance NULL,
+-- the session its coding task) and a replay's turn (p_instance NULL, the
+-- session its replay claim's). Lapsed holds of other sessions are swept
 -- first: an agent's when its session no longer holds a live lease, a
--- coder's when its task settled or lost its coder. Returns
+-- coder's when its task settled or lost its coder, a replay's when its
+-- claim settled or lapsed. Returns
 -- {"outcome": "granted" | "refused", "spent_usd", "held_usd" (the other
 -- sessions' live holds), "limit_usd"}; a refusal writes nothing (the
 -- session's earlier hold, if any, stands).
@@ -28,6 +30,9 @@ BEGIN
                 NOT EXISTS (SELECT 1 FROM coding_tasks t
                              WHERE t.id = r.session AND t.coder_id IS NOT NULL
                                AND t.status IN ('pending', 'running'))
+                AND NOT EXISTS (SELECT 1 FROM agent_replays x
+                                 WHERE x.session = r.session AND x.status = 'running'
+                                   AND x.claimed_until > now())
            ELSE
                 NOT EXISTS (SELECT 1 FROM agent_instances i
                              WHERE i.id = r.instance_id AND i.lease_session = r.session

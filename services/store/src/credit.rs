@@ -207,7 +207,7 @@ pub struct Reservation {
 }
 
 /// A reserve function's answer as [`Reservation`] or the refusal it names.
-fn reservation(
+pub(crate) fn reservation(
     r: RawReservation,
     limit_usd: f64,
     subject: &str,
@@ -230,7 +230,7 @@ fn reservation(
 }
 
 #[derive(Deserialize)]
-struct RawReservation {
+pub(crate) struct RawReservation {
     outcome: String,
     #[serde(default)]
     spent_usd: Option<f64>,

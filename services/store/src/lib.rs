@@ -32,6 +32,7 @@ pub mod messages;
 pub mod migrations;
 pub mod missions;
 pub mod modes;
+pub mod replays;
 pub mod research;
 pub mod roles;
 mod rows;

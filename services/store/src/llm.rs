@@ -229,6 +229,9 @@ pub struct CallSnapshotRow {
     /// The coding task a coder's call was made for; `None` for an agent's.
     #[serde(default)]
     pub coding_task_id: Option<Uuid>,
+    /// The replay a replay's call was made for (call tag Replay).
+    #[serde(default)]
+    pub replay_id: Option<Uuid>,
     pub invocation_id: String,
     pub site_id: String,
     pub call_tag: String,

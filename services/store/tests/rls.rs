@@ -226,6 +226,10 @@ async fn every_tenant_table_forces_row_level_security_with_the_tenant_policy(
             ),
             ("agent_event_queue", "system_outbox_read", "r", "true", ""),
             ("agent_instances", "system_census", "r", "true", ""),
+            // The outbox publisher's sweep of replays not yet on the
+            // stream: read them and mark them published.
+            ("agent_replays", "system_publish", "w", "true", "true"),
+            ("agent_replays", "system_read", "r", "true", ""),
             ("api_tokens", "system_insert", "a", "", "true"),
             ("api_tokens", "system_read", "r", "true", ""),
             ("api_tokens", "system_update", "w", "true", "true"),
@@ -577,6 +581,8 @@ async fn seed_the_other_tables(store: &Store, pool: &PgPool, t: Uuid) -> anyhow:
                     VALUES ($1, $2, 'rls-probe', 'Agent:Default', 'AgentPlanning', 'm') RETURNING id)
          INSERT INTO llm_call_attempts (tenant_id, snapshot_id, ordinal, provider, requested_model, outcome)
          SELECT $1, id, 0, 'p', 'm', 'success' FROM s",
+        "INSERT INTO agent_replays (tenant_id, instance_id, turn_number, event_id, preset_id)
+         VALUES ($1, $2, 1, gen_random_uuid(), gen_random_uuid())",
     ] {
         sqlx::query(stmt).bind(t).bind(inst).execute(&mut *tx).await?;
     }

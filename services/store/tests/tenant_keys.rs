@@ -133,8 +133,9 @@ async fn every_tenant_id_still_reaches_tenants_through_foreign_keys(
     pool: PgPool,
 ) -> anyhow::Result<()> {
     let keys = foreign_keys(&pool).await;
-    // A call snapshot names exactly one of an agent instance and a coding
-    // task, by its CHECK: one of its two keys applies to every row.
+    // A call snapshot names exactly one of an agent instance, a coding
+    // task and a replay, by its CHECK: one of its three keys applies to
+    // every row.
     let one_subject: String = sqlx::query_scalar(
         "SELECT pg_get_constraintdef(oid) FROM pg_constraint
           WHERE conname = 'llm_call_snapshots_one_subject'",
@@ -143,7 +144,7 @@ async fn every_tenant_id_still_reaches_tenants_through_foreign_keys(
     .await?;
     assert_eq!(
         one_subject,
-        "CHECK (((instance_id IS NULL) <> (coding_task_id IS NULL)))"
+        "CHECK ((num_nonnulls(instance_id, coding_task_id, replay_id) = 1))"
     );
     let proven = proven(&keys, &["llm_call_snapshots"]);
     let tables = tenant_tables(&pool).await;

@@ -274,7 +274,7 @@ const RANGE_DOMAINS: [(&str, &str, &str, &str); 13] = [
         "llm_call_snapshots",
         "call_tag",
         "llm_call_tag",
-        "CHECK ((VALUE = ANY (ARRAY['AgentPlanning'::text, 'Coder'::text])))",
+        "CHECK ((VALUE = ANY (ARRAY['AgentPlanning'::text, 'Coder'::text, 'Replay'::text])))",
     ),
     (
         "llm_call_snapshots",

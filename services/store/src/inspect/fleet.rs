@@ -1196,6 +1196,50 @@ pub async fn count_windows_holds_of(
     .await?)
 }
 
+/// What a replay's calls left on the books: its snapshots' call tags (one
+/// per snapshot), the attempts under them, their summed cost, and how many
+/// of them name an instance (a replay's never should).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayCalls {
+    pub call_tags: Vec<String>,
+    pub attempts: i64,
+    pub cost_usd: f64,
+    pub naming_an_instance: i64,
+}
+
+/// [`ReplayCalls`] of `replay_id`.
+pub async fn replay_calls(pool: &PgPool, replay_id: Uuid) -> Result<ReplayCalls, StoreError> {
+    let (call_tags, attempts, cost_usd, naming_an_instance): (Vec<String>, i64, f64, i64) =
+        sqlx::query_as(
+            "SELECT coalesce(array_agg(s.call_tag::text ORDER BY s.created_at), '{}'),
+                    coalesce((SELECT count(*) FROM llm_call_attempts a
+                               JOIN llm_call_snapshots x ON x.id = a.snapshot_id
+                              WHERE x.replay_id = $1), 0),
+                    coalesce(sum(s.cost_usd), 0)::double precision,
+                    count(s.instance_id)
+               FROM llm_call_snapshots s WHERE s.replay_id = $1",
+        )
+        .bind(replay_id)
+        .fetch_one(pool)
+        .await?;
+    Ok(ReplayCalls {
+        call_tags,
+        attempts,
+        cost_usd,
+        naming_an_instance,
+    })
+}
+
+/// What the tenant's weekly credit windows have spent, in all.
+pub async fn credit_spent(pool: &PgPool, tenant: Uuid) -> Result<f64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT coalesce(sum(spent_usd), 0)::double precision FROM credit_windows WHERE tenant_id = $1",
+    )
+    .bind(tenant)
+    .fetch_one(pool)
+    .await?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
