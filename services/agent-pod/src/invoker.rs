@@ -24,9 +24,10 @@ use uuid::Uuid;
 
 use genesis_core::budget::Limit;
 use genesis_core::journal::{
-    ContextBudget, ContextCouple, EpisodeContext, JournalToolCall, LlmTurnStep, TurnAttempt,
-    TurnRequest, TurnResponse, TurnUsage,
+    ContextBudget, ContextCouple, EpisodeContext, JournalToolCall, LlmTurnStep, ToolCallStep,
+    TurnAttempt, TurnRequest, TurnResponse, TurnUsage,
 };
+use genesis_core::replay::ReplayAction;
 
 use crate::error::PodError;
 use crate::model::{PresetChain, PresetCouple, TickBudget};
@@ -158,7 +159,7 @@ fn chain_of(context: &EpisodeContext, prompt_overlay: String) -> PresetChain {
 }
 
 /// The recorded budget, for a resumed episode.
-fn budget_of(b: &ContextBudget) -> TickBudget {
+pub(crate) fn budget_of(b: &ContextBudget) -> TickBudget {
     let limit = |v: Option<u64>| v.map_or(Limit::Unlimited, Limit::Limited);
     TickBudget {
         max_tokens: limit(b.max_tokens),
@@ -271,6 +272,13 @@ pub struct EpisodeReport {
     pub llm_calls: u32,
     /// Synthetic nudges appended.
     pub nudges: u32,
+    /// A replay's calls, each with how it was answered (empty otherwise).
+    pub replayed: Vec<ReplayAction>,
+    /// Input and output tokens of the answered turns.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// The models that served its turns, in order, each once.
+    pub served_models: Vec<String>,
 }
 
 /// The inputs of one episode.
@@ -303,6 +311,19 @@ pub struct EpisodeSpec {
     /// What an earlier session of this event journaled: the episode resumes
     /// there instead of starting over.
     pub resume: Resume,
+    /// Set for a replay (a dry run against another preset): no tool runs,
+    /// every attempt is recorded under the replay, nothing is journaled.
+    pub replay: Option<ReplaySpec>,
+}
+
+/// What makes an episode a replay (genesis_core::replay).
+#[derive(Debug, Clone)]
+pub struct ReplaySpec {
+    /// The replay every attempt is recorded against.
+    pub replay_id: String,
+    /// The original episode's tool calls: a read-only call is answered with
+    /// the same call's recorded result.
+    pub journal_tools: Vec<ToolCallStep>,
 }
 
 /// The invoker: the fallback chain plus where credentials come from.
@@ -358,6 +379,10 @@ impl Invoker {
             used: Used::default(),
             llm_calls: 0,
             nudges: 0,
+            replayed: Vec::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            served_models: Vec::new(),
         };
         let tenant = Uuid::parse_str(&ids.tenant_id).ok();
         // A resumed episode runs under the chain and budget it was claimed
@@ -472,16 +497,33 @@ impl Invoker {
                 if spec.credit_enforced
                     && let Some(models) = paid.clone()
                 {
-                    let answer = supervisor
-                        .reserve_credit(pb::ReserveCreditRequest {
-                            session_id: ids.session_id.clone(),
-                            instance_id: ids.instance_id.clone(),
-                            tenant_id: ids.tenant_id.clone(),
-                            models,
-                            prompt_tokens: to_i64(genesis_llm::prompt_token_bound(&request)),
-                            max_output_tokens: i64::from(max_output_tokens),
-                        })
-                        .await?;
+                    let prompt_tokens = to_i64(genesis_llm::prompt_token_bound(&request));
+                    let answer = match &spec.replay {
+                        Some(r) => {
+                            supervisor
+                                .reserve_replay_credit(pb::ReserveReplayCreditRequest {
+                                    replay_id: r.replay_id.clone(),
+                                    tenant_id: ids.tenant_id.clone(),
+                                    session_id: ids.session_id.clone(),
+                                    models,
+                                    prompt_tokens,
+                                    max_output_tokens: i64::from(max_output_tokens),
+                                })
+                                .await?
+                        }
+                        None => {
+                            supervisor
+                                .reserve_credit(pb::ReserveCreditRequest {
+                                    session_id: ids.session_id.clone(),
+                                    instance_id: ids.instance_id.clone(),
+                                    tenant_id: ids.tenant_id.clone(),
+                                    models,
+                                    prompt_tokens,
+                                    max_output_tokens: i64::from(max_output_tokens),
+                                })
+                                .await?
+                        }
+                    };
                     if !answer.granted {
                         report.end = EpisodeEnd::CreditExhausted;
                         report.reason = format!(
@@ -522,7 +564,24 @@ impl Invoker {
                 let mut attempts: Vec<pb::CallAttempt> =
                     attempts.iter().map(wire_attempt).collect();
                 let last = attempts.len().saturating_sub(1);
-                if ends_here && paid.is_none() {
+                if let Some(r) = &spec.replay {
+                    // A replay journals nothing and rides with no
+                    // completion: every attempt is recorded against it now.
+                    for attempt in attempts {
+                        let answer = supervisor
+                            .record_replay_attempt(pb::RecordReplayAttemptRequest {
+                                replay_id: r.replay_id.clone(),
+                                tenant_id: ids.tenant_id.clone(),
+                                session_id: ids.session_id.clone(),
+                                invocation_id: spec.invocation_id.clone(),
+                                attempt: Some(attempt),
+                                instance_id: ids.instance_id.clone(),
+                            })
+                            .await?;
+                        report.used.cost_usd = answer.snapshot_cost_usd;
+                        report.snapshot_id = Some(answer.snapshot_id);
+                    }
+                } else if ends_here && paid.is_none() {
                     // Nothing reads the cost before the completion records
                     // it, with the turn's step.
                     report.pending_attempts = attempts
@@ -584,6 +643,17 @@ impl Invoker {
             };
             // The answer below is in this turn's step.
             journaled = messages.len() + 1;
+            report.input_tokens = report
+                .input_tokens
+                .saturating_add(response.usage.input_tokens);
+            report.output_tokens = report
+                .output_tokens
+                .saturating_add(response.usage.output_tokens);
+            if !response.served_model.is_empty()
+                && !report.served_models.contains(&response.served_model)
+            {
+                report.served_models.push(response.served_model.clone());
+            }
             report.used.tokens = report
                 .used
                 .tokens
@@ -644,9 +714,20 @@ impl Invoker {
                 report.used.tool_calls += 1;
                 let call_id = format!("{}:{}:{}", spec.invocation_id, report.used.turns, call.id);
                 let arguments_json = call.arguments.to_string();
-                let (result_json, blocked, side_effecting, ok) = if let Some(ran) =
-                    resume.tool(&call_id)
-                {
+                let (result_json, blocked, side_effecting, ok) = if let Some(r) = &spec.replay {
+                    // A replay runs nothing: a read-only call is answered
+                    // from the original episode's journal, anything else
+                    // "not executed (replay)". Counted as no action.
+                    let (result, answered) =
+                        genesis_core::replay::answer(&call.name, &call.arguments, &r.journal_tools);
+                    report.replayed.push(ReplayAction {
+                        tool_name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        result: result.clone(),
+                        answered,
+                    });
+                    (result.to_string(), false, false, false)
+                } else if let Some(ran) = resume.tool(&call_id) {
                     // It ran before the crash (its effect and this record
                     // committed together), under the mode the episode
                     // began in: answered, not run again.

@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod model;
 pub mod planning;
 pub mod pull;
+pub mod replay;
 pub mod resume;
 pub mod supervisor;
 pub mod worker;

@@ -722,6 +722,7 @@ async fn plan(ctx: &PodContext, ids: &TickIds, tick: &ClaimedTick) -> Result<Com
         credit_enforced: tick.credit.enforced,
         event_id: tick.event.id.to_string(),
         resume: tick.resume.clone(),
+        replay: None,
     };
     let report = ctx.invoker.run_episode(&ctx.supervisor, ids, spec).await?;
     let (completion, budget_axis) = match report.end {

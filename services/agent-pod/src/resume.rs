@@ -12,7 +12,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use genesis_core::journal::{EpisodeContext, JournalKind, LlmTurnStep, ToolCallStep};
+use genesis_core::journal::{
+    ContextBudget, EpisodeContext, JournalKind, LlmTurnStep, ToolCallStep,
+};
 use genesis_llm::{ChatMessage, ChatResponse, StopReason, ToolCall, Usage};
 use genesis_proto::v1 as pb;
 
@@ -149,6 +151,27 @@ impl Resume {
     /// The recorded result of the call with key `call_id`.
     pub fn tool(&self, call_id: &str) -> Option<&ToolCallStep> {
         self.tools.get(call_id)
+    }
+
+    /// The journal read for a replay: the conversation the episode opened
+    /// with (its system prompt and opening messages, under `invocation_id`
+    /// so the replay's calls are its own), nothing to replay from it, and
+    /// apart from it the original episode's tool calls (in call order, for
+    /// answering read-only calls) and the budget it was claimed with, when
+    /// recorded. `None` when the journal holds no first turn to start from.
+    pub fn for_replay(
+        self,
+        invocation_id: String,
+    ) -> Option<(Resume, Vec<ToolCallStep>, Option<ContextBudget>)> {
+        let (_, system, opening) = self.first?;
+        let mut tools: Vec<ToolCallStep> = self.tools.into_values().collect();
+        tools.sort_by(|a, b| a.call_id.cmp(&b.call_id));
+        let budget = self.context.map(|c| c.budget);
+        let replay = Resume {
+            first: Some((invocation_id, system, opening)),
+            ..Resume::default()
+        };
+        Some((replay, tools, budget))
     }
 }
 

@@ -203,6 +203,58 @@ impl Supervisor {
         crate::fault::hit("after_complete");
         r
     }
+
+    /// `ClaimReplay`.
+    pub async fn claim_replay(
+        &self,
+        request: pb::ClaimReplayRequest,
+    ) -> Result<pb::ClaimReplayResponse, PodError> {
+        self.client
+            .clone()
+            .claim_replay(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| PodError::from_status("ClaimReplay", &s))
+    }
+
+    /// `ReserveReplayCredit`.
+    pub async fn reserve_replay_credit(
+        &self,
+        request: pb::ReserveReplayCreditRequest,
+    ) -> Result<pb::ReserveCreditResponse, PodError> {
+        self.client
+            .clone()
+            .reserve_replay_credit(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| PodError::from_status("ReserveReplayCredit", &s))
+    }
+
+    /// `RecordReplayAttempt`.
+    pub async fn record_replay_attempt(
+        &self,
+        request: pb::RecordReplayAttemptRequest,
+    ) -> Result<pb::RecordReplayAttemptResponse, PodError> {
+        self.client
+            .clone()
+            .record_replay_attempt(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| PodError::from_status("RecordReplayAttempt", &s))
+    }
+
+    /// `CompleteReplay`.
+    pub async fn complete_replay(
+        &self,
+        request: pb::CompleteReplayRequest,
+    ) -> Result<pb::CompleteReplayResponse, PodError> {
+        self.client
+            .clone()
+            .complete_replay(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| PodError::from_status("CompleteReplay", &s))
+    }
 }
 
 /// The three ids every session-carrying call repeats.

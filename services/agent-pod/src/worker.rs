@@ -44,6 +44,10 @@ pub struct TickMessage {
     /// The event the outbox published (a hint for the claim).
     #[serde(default)]
     pub event_id: Option<Uuid>,
+    /// Set on a replay's message instead of an event: the pod runs that
+    /// replay ([`crate::replay`]), not a tick of the instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_id: Option<Uuid>,
 }
 
 impl TickMessage {
@@ -284,6 +288,22 @@ async fn settle(
                     delivered,
                 ));
             };
+            if let Some(replay_id) = tick.replay_id {
+                let span = tracing::info_span!(
+                    "replay",
+                    tenant_id = %tick.tenant_id,
+                    instance_id = %tick.instance_id,
+                    replay_id = %replay_id,
+                );
+                break 'tick crate::replay::process_replay(
+                    &ctx,
+                    &settings,
+                    tick.tenant_id,
+                    replay_id,
+                )
+                .instrument(span)
+                .await;
+            }
             let span = tracing::info_span!(
                 "tick",
                 tenant_id = %tick.tenant_id,

@@ -771,6 +771,7 @@ fn message(b: &pb::TickBundle) -> TickMessage {
         tenant_id: i.tenant_id.parse().unwrap(),
         instance_id: i.id.parse().unwrap(),
         event_id: Some(b.event.clone().unwrap().id.parse().unwrap()),
+        replay_id: None,
     }
 }
 

@@ -241,6 +241,35 @@ pub enum AgentCmd {
         #[arg(value_parser = clap::value_parser!(i64).range(1..))]
         turn: i64,
     },
+    /// Replays a ledger turn's episode against another preset, as a dry
+    /// run: the preset's chain is asked with the turn's recorded inputs,
+    /// every tool with an effect is answered "not executed (replay)" and
+    /// every read-only one from the journal. Prints the alternative
+    /// decision beside the original. Its calls are billed to the tenant's
+    /// credit under the call tag Replay, never to the agent's turns.
+    Replay {
+        /// Instance id.
+        id: String,
+        /// The ledger turn's number (see `agent ledger`).
+        #[arg(value_parser = clap::value_parser!(i64).range(1..))]
+        turn: i64,
+        /// The preset to replay it against (see `llm preset list`).
+        #[arg(long)]
+        preset: String,
+        /// Print the pending replay and return at once (follow it with
+        /// `agent replay-show`).
+        #[arg(long)]
+        no_wait: bool,
+        /// Seconds to wait for the replay to finish before returning it as
+        /// it stands.
+        #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        max_wait: u64,
+    },
+    /// Shows one replay (see `agent replay`) beside its original turn.
+    ReplayShow {
+        /// Replay id.
+        replay_id: String,
+    },
     /// Raises a Prompt Engineer signal for a call-site.
     RaiseRedactorSignal {
         /// Call-site id, e.g. Agent:Planning.

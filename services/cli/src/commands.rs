@@ -293,6 +293,12 @@ pub const RPC_COMMANDS: &[(&str, &str, &str)] = &[
     ("genesis.v1.AgentService", "EditMode", "agent mode edit"),
     ("genesis.v1.AgentService", "GetLedger", "agent ledger"),
     ("genesis.v1.AgentService", "GetAgentTrace", "agent trace"),
+    ("genesis.v1.AgentService", "ReplayTurn", "agent replay"),
+    (
+        "genesis.v1.AgentService",
+        "GetTurnReplay",
+        "agent replay-show",
+    ),
     ("genesis.v1.AgentService", "WatchTurns", "watch"),
     (
         "genesis.v1.AgentService",
@@ -677,6 +683,49 @@ async fn agent(ctx: &mut Ctx<'_>, cmd: &AgentCmd) -> Result<(), CliError> {
                 return ctx.out.object(&trace);
             }
             ctx.out.text(&crate::trace::render(&trace))
+        }
+        AgentCmd::Replay {
+            id,
+            turn,
+            preset,
+            no_wait,
+            max_wait,
+        } => {
+            let tenant_id = ctx.tenant("agent replay")?;
+            let req = v1::ReplayTurnRequest {
+                tenant_id: tenant_id.clone(),
+                instance_id: uuid("ID", id)?,
+                turn_number: *turn,
+                preset_id: uuid("--preset", preset)?,
+            };
+            let mut replay = call!(ctx, agents.replay_turn(req));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(*max_wait);
+            while !*no_wait
+                && crate::replay::running(&replay)
+                && std::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(crate::replay::POLL).await;
+                let req = v1::GetTurnReplayRequest {
+                    tenant_id: tenant_id.clone(),
+                    replay_id: replay.id.clone(),
+                };
+                replay = call!(ctx, agents.get_turn_replay(req));
+            }
+            if ctx.out.format() == crate::cli::Output::Json {
+                return ctx.out.object(&replay);
+            }
+            ctx.out.text(&crate::replay::render(&replay))
+        }
+        AgentCmd::ReplayShow { replay_id } => {
+            let req = v1::GetTurnReplayRequest {
+                tenant_id: ctx.tenant("agent replay-show")?,
+                replay_id: uuid("REPLAY_ID", replay_id)?,
+            };
+            let replay = call!(ctx, agents.get_turn_replay(req));
+            if ctx.out.format() == crate::cli::Output::Json {
+                return ctx.out.object(&replay);
+            }
+            ctx.out.text(&crate::replay::render(&replay))
         }
         AgentCmd::RaiseRedactorSignal {
             call_site,

@@ -46,6 +46,7 @@ wire!(
     EditModeResponse,
     GetLedgerResponse,
     AgentTrace,
+    TurnReplay,
     WatchTurnsEvent,
     TurnEvent,
     AgentMessage,

@@ -16,6 +16,7 @@ pub mod commands;
 pub mod error;
 pub mod json;
 pub mod output;
+pub mod replay;
 pub mod table;
 pub mod terminal;
 pub mod trace;

@@ -42,6 +42,40 @@ struct Fake {
     watches: Stored<WatchTurnsRequest>,
     mode_edits: Stored<EditModeRequest>,
     traces: Stored<GetAgentTraceRequest>,
+    replays: Stored<ReplayTurnRequest>,
+    replay_reads: Stored<GetTurnReplayRequest>,
+}
+
+/// The replay the fake answers with: pending when asked for, done when
+/// read back.
+fn turn_replay(status: &str) -> TurnReplay {
+    TurnReplay {
+        id: "7f000000-0000-4000-8000-000000000001".into(),
+        instance_id: SOA.into(),
+        turn_number: 2,
+        preset_id: "7f000000-0000-4000-8000-0000000000aa".into(),
+        status: status.into(),
+        original: Some(LedgerTurn {
+            decision_kind: "ActedWithTool".into(),
+            reasoning_summary: "greeted".into(),
+            ..Default::default()
+        }),
+        alternative: (status == "done").then(|| ReplayAlternative {
+            end: "Complete".into(),
+            reasoning_summary: "would greet briefly".into(),
+            actions: vec![ReplayedAction {
+                tool_name: "soa_send_message".into(),
+                arguments_json: "{}".into(),
+                result_json: "{}".into(),
+                answered: "not_executed".into(),
+            }],
+            turns: 2,
+            ..Default::default()
+        }),
+        cost_usd: 0.0042,
+        attempts: 2,
+        ..Default::default()
+    }
 }
 
 fn ts(seconds: i64) -> Option<Timestamp> {
@@ -246,6 +280,26 @@ impl AgentService for Fake {
     ) -> Result<Response<EditModeResponse>, Status> {
         lock(&self.mode_edits).push(request.into_inner());
         unimplemented()
+    }
+
+    async fn replay_turn(
+        &self,
+        request: Request<ReplayTurnRequest>,
+    ) -> Result<Response<TurnReplay>, Status> {
+        let req = request.into_inner();
+        check_tenant(&req.tenant_id)?;
+        lock(&self.replays).push(req);
+        Ok(Response::new(turn_replay("pending")))
+    }
+
+    async fn get_turn_replay(
+        &self,
+        request: Request<GetTurnReplayRequest>,
+    ) -> Result<Response<TurnReplay>, Status> {
+        let req = request.into_inner();
+        check_tenant(&req.tenant_id)?;
+        lock(&self.replay_reads).push(req);
+        Ok(Response::new(turn_replay("done")))
     }
 
     async fn get_agent_trace(
@@ -902,6 +956,67 @@ async fn agent_trace_sends_the_turn_and_renders_its_steps() -> anyhow::Result<()
     }
     assert_eq!(
         lock(&server.fake.traces).len(),
+        2,
+        "usage errors send nothing"
+    );
+    Ok(())
+}
+
+/// `agent replay`: the turn and preset reach the server, the command
+/// follows the pending replay until it is done and shows it beside the
+/// original; `--no-wait` returns the pending one; a bad preset id is a
+/// usage error that sends nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_replay_asks_follows_and_renders_the_alternative() -> anyhow::Result<()> {
+    let server = start().await?;
+    let preset = "7f000000-0000-4000-8000-0000000000aa";
+    let out = server
+        .run(&["agent", "replay", SOA, "2", "--preset", preset])
+        .await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let sent = lock(&server.fake.replays).clone();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        (
+            sent[0].instance_id.as_str(),
+            sent[0].turn_number,
+            sent[0].preset_id.as_str()
+        ),
+        (SOA, 2, preset)
+    );
+    assert_eq!(
+        lock(&server.fake.replay_reads).len(),
+        1,
+        "followed until done"
+    );
+    let text = stdout(&out);
+    assert!(text.contains(": done"), "{text}");
+    assert!(
+        text.contains("not_executed") && text.contains("Complete"),
+        "{text}"
+    );
+    assert!(text.contains("$0.0042 in 2 attempt(s)"), "{text}");
+
+    let out = server
+        .run(&["agent", "replay", SOA, "2", "--preset", preset, "--no-wait"])
+        .await?;
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert!(stdout(&out).contains(": pending"), "{}", stdout(&out));
+    assert_eq!(
+        lock(&server.fake.replay_reads).len(),
+        1,
+        "--no-wait reads nothing"
+    );
+
+    for args in [
+        ["agent", "replay", SOA, "2", "--preset", "cheap"],
+        ["agent", "replay", SOA, "0", "--preset", preset],
+    ] {
+        let out = server.run(&args).await?;
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    assert_eq!(
+        lock(&server.fake.replays).len(),
         2,
         "usage errors send nothing"
     );

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod mode_edit;
 pub mod notices;
 pub mod publisher;
+pub mod replay;
 pub mod server;
 pub mod services;
 pub mod state;

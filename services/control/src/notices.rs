@@ -103,8 +103,21 @@ impl NoticeStream {
     /// Discard every notice already queued, without waiting, because the
     /// caller is about to read the table, which covers what they name.
     pub fn drain(&mut self) {
-        self.missed.store(false, Ordering::Release);
-        while self.rx.try_recv().is_ok() {}
+        self.drain_replay_notice("");
+    }
+
+    /// [`NoticeStream::drain`], saying whether any notice it discarded was
+    /// `marker` (or a dropped one, which may have been): the publisher
+    /// reads replays only when one was asked for.
+    pub fn drain_replay_notice(&mut self, marker: &str) -> bool {
+        let mut seen = self.missed.swap(false, Ordering::AcqRel);
+        while let Ok(notice) = self.rx.try_recv() {
+            seen |= match notice {
+                Notice::Payload(p) => !marker.is_empty() && p == marker,
+                Notice::Listening => true,
+            };
+        }
+        seen
     }
 }
 

@@ -102,8 +102,17 @@ impl From<&ControlConfig> for PublisherSettings {
 pub struct TickMessage {
     pub tenant_id: Uuid,
     pub instance_id: Uuid,
-    pub event_id: Uuid,
+    /// The event a tick runs on; absent on a replay's message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<Uuid>,
+    /// The replay a replay's message carries (genesis_core::replay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_id: Option<Uuid>,
 }
+
+/// The `genesis_due` payload a new replay notifies with: the publisher's
+/// next round then sends the unpublished replays too.
+pub const REPLAY_NOTICE: &str = genesis_store::replays::REPLAY_NOTICE;
 
 /// `<prefix>.<tenant_id>`: a shared-pool tenant's subject.
 pub fn subject_for(prefix: &str, tenant_id: Uuid) -> String {
@@ -259,7 +268,8 @@ pub async fn publish_event_on(
     let body = serde_json::to_vec(&TickMessage {
         tenant_id: event.tenant_id,
         instance_id: event.instance_id,
-        event_id: event.id,
+        event_id: Some(event.id),
+        replay_id: None,
     })
     .map_err(|e| ControlError::Nats(format!("encode: {e}")))?;
     js.publish_with_headers(subject, headers, body.into())
@@ -320,6 +330,64 @@ pub async fn publish_batch(
     match first_error {
         Some(e) => Err(e),
         None => Ok(n),
+    }
+}
+
+/// Publish the replays asked for and not yet on the stream (each with
+/// `Nats-Msg-Id` = `replay-<id>`, so a re-publish is dropped as a copy),
+/// await their acks and mark the acked ones; returns how many were marked.
+/// Any failed publish or ack is an error after the acked ones are marked.
+pub async fn publish_replays(
+    store: &Store,
+    js: &jetstream::Context,
+    s: &PublisherSettings,
+) -> Result<usize, ControlError> {
+    let replays = store.replays().unpublished(Duration::ZERO, s.batch).await?;
+    let mut acked = Vec::with_capacity(replays.len());
+    let mut first_error = None;
+    for r in &replays {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(
+            async_nats::header::NATS_MESSAGE_ID,
+            format!("replay-{}", r.id).as_str(),
+        );
+        let body = serde_json::to_vec(&TickMessage {
+            tenant_id: r.tenant_id,
+            instance_id: r.instance_id,
+            event_id: None,
+            replay_id: Some(r.id),
+        })
+        .map_err(|e| ControlError::Nats(format!("encode: {e}")))?;
+        let sent = js
+            .publish_with_headers(s.subject(r.tenant_id), headers, body.into())
+            .await
+            .map_err(|e| ControlError::Nats(format!("publish replay {}: {e}", r.id)));
+        let ack = match sent {
+            Ok(ack) => tokio::time::timeout(s.ack_timeout, ack).await,
+            Err(e) => {
+                first_error = Some(e);
+                break;
+            }
+        };
+        match ack {
+            Ok(Ok(_)) => acked.push(r.id),
+            Ok(Err(e)) => {
+                first_error = Some(ControlError::Nats(format!("ack replay {}: {e}", r.id)));
+                break;
+            }
+            Err(_) => {
+                first_error = Some(ControlError::Nats(format!(
+                    "ack replay {}: timed out",
+                    r.id
+                )));
+                break;
+            }
+        }
+    }
+    store.replays().mark_published(&acked).await?;
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(acked.len()),
     }
 }
 
@@ -466,6 +534,10 @@ pub async fn run_publisher(
         state.set_nats_ready(true);
         tracing::info!(stream = %s.stream, consumer = %s.consumer, "outbox: publishing");
         let mut backlog = Backlog::new(s.max_pending);
+        // Replays are read when one was asked for (its notice), on each
+        // timer round and after a (re)connect: never on the rounds events
+        // alone wake, so the tick's outbox does no extra read.
+        let mut replays_due = true;
         loop {
             if shutdown.is_cancelled() {
                 break 'connect;
@@ -494,8 +566,16 @@ pub async fn run_publisher(
             // The notices already received name events this round reads:
             // a transaction that enqueues n events sends n notices at once,
             // and read one at a time they ran n rounds, n − 1 of them empty.
-            notices.drain();
+            replays_due |= notices.drain_replay_notice(REPLAY_NOTICE);
             state.metrics.add_round();
+            if replays_due {
+                match publish_replays(&state.store, &js, &s).await {
+                    Ok(_) => replays_due = false,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "outbox: replays not published; retrying next round")
+                    }
+                }
+            }
             match publish_batch(&state.store, &js, &s, &state.metrics).await {
                 Ok(n) => {
                     backlog.published(n as u64);
@@ -524,8 +604,15 @@ pub async fn run_publisher(
             loop {
                 tokio::select! {
                     _ = shutdown.cancelled() => break 'connect,
-                    _ = tokio::time::sleep_until(deadline) => break,
+                    _ = tokio::time::sleep_until(deadline) => {
+                        replays_due = true;
+                        break;
+                    }
                     notice = notices.recv() => match notice {
+                        Notice::Payload(p) if p == REPLAY_NOTICE => {
+                            replays_due = true;
+                            break;
+                        }
                         // An event inserted to be due later (a tick's next
                         // heartbeat, on every completion) needs no outbox
                         // read now: the timer moves up to it instead.
@@ -538,7 +625,10 @@ pub async fn run_publisher(
                         // The connection listens again after a loss (the
                         // notices sent meanwhile are lost), or notices were
                         // dropped: a round reads what they named.
-                        Notice::Listening => break,
+                        Notice::Listening => {
+                            replays_due = true;
+                            break;
+                        }
                     },
                 }
             }

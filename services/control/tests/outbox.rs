@@ -76,7 +76,11 @@ async fn an_operator_message_is_on_jetstream_with_the_event_id_as_msg_id(
         format!("{}.{t}", settings.subject_prefix)
     );
     let body: TickMessage = serde_json::from_slice(&msg.payload)?;
-    assert_eq!(body.event_id.to_string(), sent.event_id);
+    assert_eq!(
+        body.event_id.map(|e| e.to_string()),
+        Some(sent.event_id.clone())
+    );
+    assert_eq!(body.replay_id, None);
     assert_eq!(body.instance_id, inst.id);
     assert_eq!(body.tenant_id, t);
     msg.ack().await.map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -427,7 +427,11 @@ mod tests {
                 "InvokeTool",
                 "RecordCallAttempt",
                 "ReserveCredit",
-                "CompleteTick"
+                "CompleteTick",
+                "ClaimReplay",
+                "ReserveReplayCredit",
+                "RecordReplayAttempt",
+                "CompleteReplay"
             ]
         );
     }

@@ -131,6 +131,36 @@ impl AgentPod for EchoPod {
             ..CompleteTickResponse::default()
         }))
     }
+
+    // The wire tests exercise the tick RPCs; the replay RPCs are answered as
+    // a server that does not serve them.
+    async fn claim_replay(
+        &self,
+        _: Request<genesis_proto::v1::ClaimReplayRequest>,
+    ) -> Result<Response<genesis_proto::v1::ClaimReplayResponse>, Status> {
+        Err(Status::unimplemented("not served here"))
+    }
+
+    async fn reserve_replay_credit(
+        &self,
+        _: Request<genesis_proto::v1::ReserveReplayCreditRequest>,
+    ) -> Result<Response<genesis_proto::v1::ReserveCreditResponse>, Status> {
+        Err(Status::unimplemented("not served here"))
+    }
+
+    async fn record_replay_attempt(
+        &self,
+        _: Request<genesis_proto::v1::RecordReplayAttemptRequest>,
+    ) -> Result<Response<genesis_proto::v1::RecordReplayAttemptResponse>, Status> {
+        Err(Status::unimplemented("not served here"))
+    }
+
+    async fn complete_replay(
+        &self,
+        _: Request<genesis_proto::v1::CompleteReplayRequest>,
+    ) -> Result<Response<genesis_proto::v1::CompleteReplayResponse>, Status> {
+        Err(Status::unimplemented("not served here"))
+    }
 }
 
 /// The client side's bearer interceptor.

@@ -83,6 +83,13 @@ fn from_preset(requested: &str, resolved: &str, preset: &PresetRow) -> pb::Resol
     }
 }
 
+/// The chain a replay runs under: the operator's chosen preset, whole (its
+/// couples in order and its overlays), whatever the turn's site is bound
+/// to now.
+pub fn replay_chain(site_id: &str, preset: &PresetRow) -> pb::ResolvedPresetChain {
+    from_preset(site_id, site_id, preset)
+}
+
 /// The first binding on `site_chain(site_id)`: the site that holds it and
 /// its preset; `None` when the chain has no binding (the code default).
 pub fn bound_preset<'s, 'a>(

@@ -891,6 +891,22 @@ async fn call(
             .complete_tick(with(pb::CompleteTickRequest::default(), token))
             .await
             .map(|_| ()),
+        "ClaimReplay" => client
+            .claim_replay(with(pb::ClaimReplayRequest::default(), token))
+            .await
+            .map(|_| ()),
+        "ReserveReplayCredit" => client
+            .reserve_replay_credit(with(pb::ReserveReplayCreditRequest::default(), token))
+            .await
+            .map(|_| ()),
+        "RecordReplayAttempt" => client
+            .record_replay_attempt(with(pb::RecordReplayAttemptRequest::default(), token))
+            .await
+            .map(|_| ()),
+        "CompleteReplay" => client
+            .complete_replay(with(pb::CompleteReplayRequest::default(), token))
+            .await
+            .map(|_| ()),
         other => panic!("AgentPod.{other} has no case in the auth matrix: add one"),
     };
     r.expect_err("refused before the handler")
@@ -932,7 +948,7 @@ async fn every_agent_pod_rpc_refuses_missing_bad_and_operator_tokens(pool: PgPoo
         .filter(|(s, _)| s == genesis_proto::auth::AGENT_POD_SERVICE)
         .map(|(_, m)| m)
         .collect();
-    assert_eq!(methods.len(), 6, "{methods:?}");
+    assert_eq!(methods.len(), 10, "{methods:?}");
     for m in &methods {
         assert_eq!(
             call(&mut h.client, m, None).await.code(),

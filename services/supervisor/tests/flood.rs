@@ -91,14 +91,21 @@ fn nested(fields: &mut Vec<F>, n: u32) -> &mut Vec<F> {
     }
 }
 
-const RPCS: [&str; 6] = [
+const RPCS: [&str; 10] = [
     "ClaimTick",
     "RenewLease",
     "InvokeTool",
     "RecordCallAttempt",
     "ReserveCredit",
     "CompleteTick",
+    "ClaimReplay",
+    "ReserveReplayCredit",
+    "RecordReplayAttempt",
+    "CompleteReplay",
 ];
+
+/// A well-formed replay outcome (genesis_core::replay::ReplayOutcome).
+const OUTCOME: &str = r#"{"end":"Complete","reasoning_summary":"s","wait_condition":"w","reason":"","actions":[],"turns":1,"input_tokens":1,"output_tokens":1,"served_models":["m"]}"#;
 
 /// The live context a well-formed request would name.
 struct Live {
@@ -106,6 +113,11 @@ struct Live {
     instance: String,
     tenant: String,
     event: String,
+    /// A replay id the replay RPCs name: well-formed, of no replay (a
+    /// replay's claim needs a journaled turn this harness does not make),
+    /// so a baseline replay request is refused NOT_FOUND or LEASE_LOST and
+    /// every field case below is refused at the edge before the store.
+    replay: String,
 }
 
 /// A request of `rpc` that would be accepted (and write) as it stands:
@@ -159,6 +171,38 @@ fn baseline(rpc: &str, live: &Live) -> Vec<F> {
             ]);
             f
         }
+        "ClaimReplay" => vec![s(1, &live.replay), s(2, &live.tenant)],
+        "ReserveReplayCredit" => vec![
+            s(1, &live.replay),
+            s(2, &live.tenant),
+            s(3, &live.session),
+            s(4, "claude-opus-4-8"),
+            F::V(5, 1_000),
+            F::V(6, 1_000),
+        ],
+        "RecordReplayAttempt" => vec![
+            s(1, &live.replay),
+            s(2, &live.tenant),
+            s(3, &live.session),
+            s(4, "inv-1"),
+            F::M(
+                5,
+                vec![
+                    s(1, "claude-opus-4-8"),
+                    s(3, "anthropic"),
+                    s(5, "success"),
+                    F::V(6, 10),
+                    F::V(7, 5),
+                ],
+            ),
+            s(6, &live.instance),
+        ],
+        "CompleteReplay" => vec![
+            s(1, &live.replay),
+            s(2, &live.tenant),
+            s(3, &live.session),
+            s(4, OUTCOME),
+        ],
         other => panic!("no baseline for {other}"),
     }
 }
@@ -166,8 +210,9 @@ fn baseline(rpc: &str, live: &Live) -> Vec<F> {
 /// The id fields of `rpc` (field number, what it holds).
 fn id_fields(rpc: &str) -> &'static [u32] {
     match rpc {
-        "ClaimTick" => &[1, 2],
+        "ClaimTick" | "ClaimReplay" => &[1, 2],
         "CompleteTick" => &[1, 2, 3, 4],
+        "RecordReplayAttempt" => &[1, 2, 3, 6],
         _ => &[1, 2, 3],
     }
 }
@@ -225,7 +270,7 @@ fn break_id(rng: &mut Rng, rpc: &str, f: &mut Vec<F>, live: &Live) -> &'static s
         10 => {
             // Another live id in the wrong field (a tenant's id as an
             // instance's, ...): well-formed, names nothing of that kind.
-            let other = if n == 3 || (rpc == "ClaimTick" && n == 2) {
+            let other = if n == 3 || (rpc == "ClaimTick" && n == 2) || rpc.contains("Replay") {
                 &live.instance
             } else {
                 &live.tenant
@@ -335,7 +380,7 @@ fn break_field(rng: &mut Rng, rpc: &str, f: &mut Vec<F>) -> &'static str {
                 "attempt as junk text"
             }
         },
-        "ReserveCredit" => match rng.below(5) {
+        "ReserveCredit" | "ReserveReplayCredit" => match rng.below(5) {
             0 => {
                 remove(f, 4);
                 "no models"
@@ -412,6 +457,72 @@ fn break_field(rng: &mut Rng, rpc: &str, f: &mut Vec<F>) -> &'static str {
                     ),
                 );
                 "summary over the store's ceiling"
+            }
+        },
+        "ClaimReplay" => {
+            set(f, F::M(1, vec![F::V(1, 1)]));
+            "replay_id as a message"
+        }
+        "RecordReplayAttempt" => match rng.below(6) {
+            0 => {
+                set(f, s(4, ""));
+                "empty invocation_id"
+            }
+            1 => {
+                remove(f, 5);
+                "attempt missing"
+            }
+            2 => {
+                set(nested(f, 5), F::V(6, u64::MAX));
+                "negative input_tokens"
+            }
+            3 => {
+                set(nested(f, 5), s(5, &rng.junk(20)));
+                "unknown outcome"
+            }
+            4 => {
+                set(f, s(6, &rng.junk(20)));
+                "junk instance_id"
+            }
+            _ => {
+                set(f, s(5, &rng.junk(30)));
+                "attempt as junk text"
+            }
+        },
+        "CompleteReplay" => match rng.below(6) {
+            0 => {
+                remove(f, 4);
+                "neither an outcome nor an error"
+            }
+            1 => {
+                set(f, s(5, "boom"));
+                "both an outcome and an error"
+            }
+            2 => {
+                set(f, s(4, "{not json"));
+                "outcome not JSON"
+            }
+            3 => {
+                set(f, s(4, &OUTCOME.replace("Complete", "Sneaky")));
+                "an unknown end"
+            }
+            4 => {
+                set(
+                    f,
+                    s(
+                        4,
+                        &OUTCOME.replace(
+                            r#""actions":[]"#,
+                            r#""actions":[{"tool_name":"soa_send_message","arguments":{},"result":{},"answered":"from_journal"}]"#,
+                        ),
+                    ),
+                );
+                "an effect answered from the journal"
+            }
+            _ => {
+                remove(f, 4);
+                set(f, s(5, &"e".repeat(4_001)));
+                "an error over 4000 bytes"
             }
         },
         other => panic!("no field cases for {other}"),
@@ -529,6 +640,7 @@ async fn thousands_of_malformed_agent_pod_requests_get_precise_refusals_and_writ
         instance: h.instance.to_string(),
         tenant: h.tenant.to_string(),
         event: b.event.as_ref().unwrap().id.clone(),
+        replay: Uuid::new_v4().to_string(),
     };
     let operator = generate_token();
     h.store

@@ -30,6 +30,15 @@ const RPCS: [&str; 6] = [
     "CompleteTick",
 ];
 
+/// The replay RPCs: not part of a tick, refused for another tenant all the
+/// same (a replay id names nothing until the tenant check passes).
+const REPLAY_RPCS: [&str; 4] = [
+    "ClaimReplay",
+    "ReserveReplayCredit",
+    "RecordReplayAttempt",
+    "CompleteReplay",
+];
+
 /// One tenant's instance and the tick its claim opened.
 struct Target {
     tenant: Uuid,
@@ -181,6 +190,65 @@ async fn call(
             ))
             .await
             .map(drop),
+        "ClaimReplay" => client
+            .claim_replay(authed(
+                Some(token),
+                pb::ClaimReplayRequest {
+                    replay_id: t.event.clone(),
+                    tenant_id: tenant,
+                },
+            ))
+            .await
+            .map(drop),
+        "ReserveReplayCredit" => client
+            .reserve_replay_credit(authed(
+                Some(token),
+                pb::ReserveReplayCreditRequest {
+                    replay_id: t.event.clone(),
+                    tenant_id: tenant,
+                    session_id: t.session.clone(),
+                    models: vec!["claude-sonnet-4-5".into()],
+                    prompt_tokens: 1_000,
+                    max_output_tokens: 1_000,
+                },
+            ))
+            .await
+            .map(drop),
+        "RecordReplayAttempt" => client
+            .record_replay_attempt(authed(
+                Some(token),
+                pb::RecordReplayAttemptRequest {
+                    replay_id: t.event.clone(),
+                    tenant_id: tenant,
+                    session_id: t.session.clone(),
+                    invocation_id: "inv-1".into(),
+                    attempt: Some(pb::CallAttempt {
+                        requested_model: "claude-sonnet-4-5".into(),
+                        served_model: "claude-sonnet-4-5".into(),
+                        provider: "anthropic".into(),
+                        outcome: "success".into(),
+                        input_tokens: 10,
+                        output_tokens: 5,
+                        ..Default::default()
+                    }),
+                    instance_id: instance,
+                },
+            ))
+            .await
+            .map(drop),
+        "CompleteReplay" => client
+            .complete_replay(authed(
+                Some(token),
+                pb::CompleteReplayRequest {
+                    replay_id: t.event.clone(),
+                    tenant_id: tenant,
+                    session_id: t.session.clone(),
+                    outcome_json: String::new(),
+                    error: "stopped".into(),
+                },
+            ))
+            .await
+            .map(drop),
         other => panic!("AgentPod.{other} has no case here: add one"),
     }
 }
@@ -244,7 +312,8 @@ async fn every_rpc_outside_the_tokens_tenants_is_refused_naming_the_tenant_and_w
         .filter(|(s, _)| s == genesis_proto::auth::AGENT_POD_SERVICE)
         .map(|(_, m)| m)
         .collect();
-    assert_eq!(served, RPCS, "every AgentPod RPC is covered here");
+    let covered: Vec<&str> = RPCS.iter().chain(&REPLAY_RPCS).copied().collect();
+    assert_eq!(served, covered, "every AgentPod RPC is covered here");
     let mut client = AgentPodClient::new(h.channel.clone());
     let (b, b_instance) = second_tenant(&h).await;
     let only_a = scoped_token(&h, &[h.tenant]).await;
@@ -262,7 +331,7 @@ async fn every_rpc_outside_the_tokens_tenants_is_refused_naming_the_tenant_and_w
 
     // Before any claim: B's opener is due, and a claim would take it.
     let before = snapshot(&h.pool).await;
-    for rpc in RPCS {
+    for rpc in RPCS.iter().chain(&REPLAY_RPCS) {
         expect_refused(rpc, call(&mut client, rpc, &only_a, &mut target).await);
     }
     assert_eq!(snapshot(&h.pool).await, before, "nothing was written");
@@ -273,7 +342,7 @@ async fn every_rpc_outside_the_tokens_tenants_is_refused_naming_the_tenant_and_w
         .await
         .unwrap();
     let claimed = snapshot(&h.pool).await;
-    for rpc in RPCS {
+    for rpc in RPCS.iter().chain(&REPLAY_RPCS) {
         expect_refused(rpc, call(&mut client, rpc, &only_a, &mut target).await);
     }
     assert_eq!(snapshot(&h.pool).await, claimed, "nothing was written");

@@ -203,6 +203,36 @@ impl AgentPod for Fake {
             consecutive_provider_failures: 0,
         }))
     }
+
+    // The tick tests send no replay; a replay reaching this fake is a bug
+    // in the test, answered as the real service answers an unknown method.
+    async fn claim_replay(
+        &self,
+        _: Request<pb::ClaimReplayRequest>,
+    ) -> Result<Response<pb::ClaimReplayResponse>, Status> {
+        Err(Status::unimplemented("the fake supervisor runs no replay"))
+    }
+
+    async fn reserve_replay_credit(
+        &self,
+        _: Request<pb::ReserveReplayCreditRequest>,
+    ) -> Result<Response<pb::ReserveCreditResponse>, Status> {
+        Err(Status::unimplemented("the fake supervisor runs no replay"))
+    }
+
+    async fn record_replay_attempt(
+        &self,
+        _: Request<pb::RecordReplayAttemptRequest>,
+    ) -> Result<Response<pb::RecordReplayAttemptResponse>, Status> {
+        Err(Status::unimplemented("the fake supervisor runs no replay"))
+    }
+
+    async fn complete_replay(
+        &self,
+        _: Request<pb::CompleteReplayRequest>,
+    ) -> Result<Response<pb::CompleteReplayResponse>, Status> {
+        Err(Status::unimplemented("the fake supervisor runs no replay"))
+    }
 }
 
 pub struct FakeSupervisor {

@@ -73,6 +73,8 @@ pub fn router(state: AppState) -> Router {
         .route("/agents/{id}/mode", post(set_mode))
         .route("/agents/{id}/lifecycle", post(lifecycle))
         .route("/agents/{id}/turns/{turn}/trace", get(trace_page))
+        .route("/agents/{id}/turns/{turn}/replay", post(replay_turn))
+        .route("/replays/{id}", get(replay_page))
         .route("/decisions", get(decisions_page))
         .route("/decisions/{id}/respond", post(respond))
         .route("/tasks", get(tasks_page))
@@ -484,6 +486,68 @@ async fn trace_page(
     });
     let result = match instance_id(&id).and_then(|i| turn_number.map(|n| (i, n))) {
         Ok((i, n)) => pages::trace(&state, &s, i, n).await,
+        Err(e) => Err(e),
+    };
+    rendered(&s, result)
+}
+
+#[derive(Deserialize)]
+struct ReplayForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    preset: String,
+}
+
+/// The trace page's replay button: asks for the replay and shows it.
+async fn replay_turn(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((id, turn)): Path<(String, String)>,
+    Form(form): Form<ReplayForm>,
+) -> Response {
+    let s = match form_session(&state, &headers, &form.csrf, Class::Enqueue).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let trace = format!(
+        "/agents/{}/turns/{}/trace",
+        render::query_escape(&id),
+        render::query_escape(&turn)
+    );
+    let Ok(turn_number) = turn.parse::<i64>() else {
+        return back(
+            &trace,
+            Err(genesis_proto::convert::invalid_argument(
+                "turn_number",
+                "must be a turn number from 1",
+            )),
+        );
+    };
+    match Agents::new(state.clone())
+        .replay_turn(rpc(
+            &s,
+            v1::ReplayTurnRequest {
+                tenant_id: s.tenant(),
+                instance_id: id.clone(),
+                turn_number,
+                preset_id: form.preset.clone(),
+            },
+        ))
+        .await
+    {
+        Ok(r) => Redirect::to(&format!("/replays/{}", r.into_inner().id)).into_response(),
+        Err(e) => back(&trace, Err(e)),
+    }
+}
+
+async fn replay_page(
+    State(state): State<AppState>,
+    s: Session,
+    Path(id): Path<String>,
+) -> Response {
+    let result = match crate::status::uuid("replay_id", &id) {
+        Ok(i) => pages::replay(&state, &s, i).await,
         Err(e) => Err(e),
     };
     rendered(&s, result)

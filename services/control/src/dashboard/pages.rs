@@ -9,6 +9,7 @@ use genesis_proto::v1;
 use genesis_proto::v1::agent_service_server::AgentService as _;
 use genesis_proto::v1::coding_task_service_server::CodingTaskService as _;
 use genesis_proto::v1::decision_service_server::DecisionService as _;
+use genesis_proto::v1::llm_service_server::LlmService as _;
 use genesis_proto::v1::registry_service_server::RegistryService as _;
 use tonic::Status;
 use uuid::Uuid;
@@ -452,6 +453,9 @@ pub async fn trace(
         body.push_str("</tbody></table></div>");
     }
     body.push_str("</section>");
+    if !t.journal_pruned {
+        body.push_str(&replay_form(state, s, &eid, turn.turn_number).await);
+    }
     if !t.system_prompt.is_empty() {
         let _ = write!(
             body,
@@ -1069,6 +1073,136 @@ pub async fn artifact(
         &format!("Artifact {}", clip(&meta.name, 60)),
         &body,
     ))
+}
+
+/// The trace page's replay button: the tenant's presets to replay the turn
+/// against, as a dry run (`genesisctl agent replay`).
+async fn replay_form(state: &AppState, s: &Session, eid: &str, turn_number: i64) -> String {
+    let presets = crate::services::llm::Llms::new(state.clone())
+        .list_presets(rpc(
+            s,
+            v1::ListPresetsRequest {
+                tenant_id: s.tenant(),
+            },
+        ))
+        .await
+        .map(|r| r.into_inner().presets)
+        .unwrap_or_default();
+    let mut out = String::from(
+        "<section aria-labelledby=\"replay\"><h2 id=\"replay\">Replay against another preset</h2>\
+<p>A dry run: the preset is asked with this turn's inputs; every tool with an effect is answered \
+\u{201c}not executed (replay)\u{201d} and every read-only one from the journal. Its calls are billed to \
+the tenant's credit under the call tag Replay, not to the agent's turns.</p>",
+    );
+    if presets.is_empty() {
+        out.push_str("<p>No preset to replay against: create one first.</p></section>");
+        return out;
+    }
+    let _ = write!(
+        out,
+        "<form method=\"post\" action=\"/agents/{eid}/turns/{turn_number}/replay\" class=\"inline\" id=\"replay-form\">{}\
+<label for=\"replay-preset\">Preset</label> <select id=\"replay-preset\" name=\"preset\">",
+        csrf_field(s)
+    );
+    for p in &presets {
+        let _ = write!(
+            out,
+            "<option value=\"{}\">{} ({})</option>",
+            esc(&p.id),
+            esc(&p.name),
+            esc(&p
+                .primary
+                .as_ref()
+                .map(|c| c.model.clone())
+                .unwrap_or_default())
+        );
+    }
+    out.push_str("</select> <button type=\"submit\">Replay</button></form></section>");
+    out
+}
+
+/// `/replays/{id}`: a replay beside its original turn, as `genesisctl
+/// agent replay` shows it; refreshed every two seconds until it finishes.
+pub async fn replay(state: &AppState, s: &Session, replay_id: Uuid) -> Result<String, Status> {
+    let r = Agents::new(state.clone())
+        .get_turn_replay(rpc(
+            s,
+            v1::GetTurnReplayRequest {
+                tenant_id: s.tenant(),
+                replay_id: replay_id.to_string(),
+            },
+        ))
+        .await?
+        .into_inner();
+    let original = r.original.clone().unwrap_or_default();
+    let eid = esc(&r.instance_id);
+    let running = matches!(r.status.as_str(), "pending" | "running");
+    let mut body = String::new();
+    if running {
+        body.push_str("<meta http-equiv=\"refresh\" content=\"2\">");
+    }
+    let alt = r.alternative.clone();
+    let _ = write!(
+        body,
+        "<p><a href=\"/agents/{eid}/turns/{n}/trace\">Back to the turn's trace</a></p>\
+<section aria-labelledby=\"replay\"><h2 id=\"replay\">Replay</h2><dl class=\"facts\">\
+<dt>Status</dt><dd id=\"replay-status\"><strong>{status}</strong></dd><dt>Preset</dt><dd><code>{preset}</code></dd>\
+<dt>Error</dt><dd>{error}</dd>\
+<dt>Cost (call tag Replay)</dt><dd id=\"replay-cost\">${cost:.4} in {attempts} attempt(s)</dd></dl></section>\
+<section aria-labelledby=\"beside\"><h2 id=\"beside\">Original and replay</h2>\
+<table id=\"replay-beside\"><thead><tr><th scope=\"col\"></th><th scope=\"col\">Original</th><th scope=\"col\">Replay</th></tr></thead><tbody>\
+<tr><td>Ended</td><td>{dec}</td><td id=\"replay-end\">{end}</td></tr>\
+<tr><td>Summary</td><td>{why}</td><td>{alt_why}</td></tr>\
+<tr><td>Model</td><td>{model}</td><td>{alt_model}</td></tr>\
+<tr><td>Actions</td><td>{acts}</td><td>{alt_acts}</td></tr></tbody></table></section>",
+        n = r.turn_number,
+        status = esc(&r.status),
+        preset = esc(&r.preset_id),
+        error = or_dash(&r.error),
+        cost = r.cost_usd,
+        attempts = r.attempts,
+        dec = esc(&original.decision_kind),
+        why = or_dash(&original.reasoning_summary),
+        model = or_dash(&original.served_model),
+        acts = original.actions.len(),
+        end = alt.as_ref().map_or("\u{2014}".into(), |a| esc(&a.end)),
+        alt_why = alt
+            .as_ref()
+            .map_or("\u{2014}".into(), |a| or_dash(&a.reasoning_summary)),
+        alt_model = alt
+            .as_ref()
+            .map_or("\u{2014}".into(), |a| or_dash(&a.served_models.join(", "))),
+        alt_acts = alt
+            .as_ref()
+            .map_or("\u{2014}".into(), |a| a.actions.len().to_string()),
+    );
+    body.push_str(
+        "<section aria-labelledby=\"replay-actions\"><h2 id=\"replay-actions\">Replay actions</h2>\
+<p>Nothing with an effect was run.</p>",
+    );
+    match &alt {
+        Some(a) if !a.actions.is_empty() => {
+            body.push_str(
+                "<div class=\"scroll\"><table id=\"replayed\"><thead><tr><th scope=\"col\">Tool</th>\
+<th scope=\"col\">Answered</th><th scope=\"col\">Arguments</th><th scope=\"col\">Result</th></tr></thead><tbody>",
+            );
+            for x in &a.actions {
+                let _ = write!(
+                    body,
+                    "<tr><td><code>{}</code></td><td>{}</td><td><pre>{}</pre></td><td><pre>{}</pre></td></tr>",
+                    esc(&x.tool_name),
+                    esc(&x.answered),
+                    esc(&x.arguments_json),
+                    esc(&x.result_json),
+                );
+            }
+            body.push_str("</tbody></table></div>");
+        }
+        _ if running => body.push_str("<p>Not finished yet.</p>"),
+        _ => body.push_str("<p>No actions.</p>"),
+    }
+    body.push_str("</section>");
+    Ok(wrap(s, &format!("Replay of turn {}", r.turn_number), &body))
 }
 
 #[cfg(test)]

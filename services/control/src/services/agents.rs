@@ -580,6 +580,40 @@ impl AgentService for Agents {
         .await
     }
 
+    async fn replay_turn(
+        &self,
+        request: Request<v1::ReplayTurnRequest>,
+    ) -> Result<Response<v1::TurnReplay>, Status> {
+        observe(&self.state, "/genesis.v1.AgentService/ReplayTurn", async {
+            let caller = caller(&request)?;
+            let req = request.get_ref();
+            let t = caller.tenant("tenant_id", &req.tenant_id)?;
+            let q = crate::replay::ReplayQuery::try_from(req)?;
+            record_ids(t, Some(q.instance_id));
+            crate::replay::ask(&self.state, t, q).await
+        })
+        .await
+    }
+
+    async fn get_turn_replay(
+        &self,
+        request: Request<v1::GetTurnReplayRequest>,
+    ) -> Result<Response<v1::TurnReplay>, Status> {
+        observe(
+            &self.state,
+            "/genesis.v1.AgentService/GetTurnReplay",
+            async {
+                let caller = caller(&request)?;
+                let req = request.get_ref();
+                let t = caller.tenant("tenant_id", &req.tenant_id)?;
+                let id = crate::status::uuid("replay_id", &req.replay_id)?;
+                record_ids(t, None);
+                crate::replay::read(&self.state.store, t, id).await
+            },
+        )
+        .await
+    }
+
     async fn watch_turns(
         &self,
         request: Request<v1::WatchTurnsRequest>,

@@ -8,6 +8,7 @@
 //! lease just taken is released, so the event stays for a later claim.
 
 mod answer;
+pub(super) use answer::budget_to_proto;
 mod read;
 
 use chrono::{DateTime, Utc};

@@ -1,7 +1,7 @@
 //! The `genesis.v1.AgentPod` service (DESIGN §4, spec §3.3): ClaimTick with
 //! its bundle, RenewLease, governed InvokeTool, RecordCallAttempt and
-//! ReserveCredit with server-side cost, and CompleteTick as the single
-//! passivation write. This module owns the service value, its settings, the
+//! ReserveCredit with server-side cost, CompleteTick as the single
+//! passivation write, and the four replay RPCs ([`replay`]). This module owns the service value, its settings, the
 //! sizing of its caches ([`crate::cache`]) and the dispatch of each RPC,
 //! after the tenant check and inside the RPC's span, to the module named
 //! for it, with its request converted once into the domain value of
@@ -17,6 +17,7 @@ mod mode;
 pub mod model;
 mod record;
 mod renew;
+mod replay;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,6 +150,23 @@ fn rpc_span(method: &'static str, tenant_id: &str, instance_id: &str, session_id
     span
 }
 
+/// The span of one replay RPC: the method, the tenant and the replay, each
+/// recorded only once it parses as a UUID (as [`rpc_span`] does).
+fn replay_span(method: &'static str, tenant_id: &str, replay_id: &str) -> Span {
+    let span = tracing::info_span!(
+        "rpc",
+        method,
+        tenant_id = tracing::field::Empty,
+        replay_id = tracing::field::Empty,
+    );
+    for (field, raw) in [("tenant_id", tenant_id), ("replay_id", replay_id)] {
+        if let Ok(id) = raw.parse::<Uuid>() {
+            span.record(field, tracing::field::display(id));
+        }
+    }
+    span
+}
+
 #[tonic::async_trait]
 impl AgentPod for AgentPodService {
     async fn claim_tick(
@@ -227,6 +245,62 @@ impl AgentPod for AgentPodService {
         );
         let req = span.in_scope(|| model::ReserveCredit::try_from(req))?;
         self.reserve(req).instrument(span).await.map(Response::new)
+    }
+
+    async fn claim_replay(
+        &self,
+        request: Request<pb::ClaimReplayRequest>,
+    ) -> Result<Response<pb::ClaimReplayResponse>, Status> {
+        check_tenant(&request, &request.get_ref().tenant_id)?;
+        let req = request.into_inner();
+        let span = replay_span("ClaimReplay", &req.tenant_id, &req.replay_id);
+        let req = span.in_scope(|| model::ClaimReplay::try_from(req))?;
+        self.claim_replay(req)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn reserve_replay_credit(
+        &self,
+        request: Request<pb::ReserveReplayCreditRequest>,
+    ) -> Result<Response<pb::ReserveCreditResponse>, Status> {
+        check_tenant(&request, &request.get_ref().tenant_id)?;
+        let req = request.into_inner();
+        let span = replay_span("ReserveReplayCredit", &req.tenant_id, &req.replay_id);
+        let req = span.in_scope(|| model::ReserveReplayCredit::try_from(req))?;
+        self.reserve_replay(req)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn record_replay_attempt(
+        &self,
+        request: Request<pb::RecordReplayAttemptRequest>,
+    ) -> Result<Response<pb::RecordReplayAttemptResponse>, Status> {
+        check_tenant(&request, &request.get_ref().tenant_id)?;
+        let req = request.into_inner();
+        let span = replay_span("RecordReplayAttempt", &req.tenant_id, &req.replay_id);
+        let req = span.in_scope(|| model::RecordReplayAttempt::try_from(req))?;
+        self.record_replay_attempt(req)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+
+    async fn complete_replay(
+        &self,
+        request: Request<pb::CompleteReplayRequest>,
+    ) -> Result<Response<pb::CompleteReplayResponse>, Status> {
+        check_tenant(&request, &request.get_ref().tenant_id)?;
+        let req = request.into_inner();
+        let span = replay_span("CompleteReplay", &req.tenant_id, &req.replay_id);
+        let req = span.in_scope(|| model::CompleteReplay::try_from(req))?;
+        self.complete_replay(req)
+            .instrument(span)
+            .await
+            .map(Response::new)
     }
 
     async fn complete_tick(

@@ -203,7 +203,7 @@ impl AgentPodService {
     }
 }
 
-fn budget_to_proto(b: &BudgetEnvelope) -> pb::BudgetEnvelope {
+pub(in crate::rpc) fn budget_to_proto(b: &BudgetEnvelope) -> pb::BudgetEnvelope {
     let i64_of = |l: Limit| l.limited().map(|v| i64::try_from(v).unwrap_or(i64::MAX));
     let i32_of = |l: Limit| l.limited().map(|v| i32::try_from(v).unwrap_or(i32::MAX));
     pb::BudgetEnvelope {

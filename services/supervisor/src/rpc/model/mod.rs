@@ -11,6 +11,7 @@ mod complete;
 mod invoke;
 mod outcome;
 mod record;
+mod replay;
 
 use genesis_proto::convert::{parse_optional_uuid, parse_uuid};
 use genesis_proto::v1 as pb;
@@ -20,6 +21,9 @@ use uuid::Uuid;
 pub use complete::{CompleteTick, ReportedConsumption, ReportedTurn};
 pub use invoke::{InvokeTool, MAX_TOOL_ARGUMENTS_BYTES};
 pub use record::{RecordCallAttempt, ReportedStep, ReserveCredit};
+pub use replay::{
+    ClaimReplay, CompleteReplay, RecordReplayAttempt, ReplayIds, ReserveReplayCredit,
+};
 
 /// The ids every RPC of a claimed tick names: the tenant, the instance and
 /// the session holding its lease.
