@@ -1,12 +1,15 @@
 // Drives the operator dashboard of a running fleet in headless Chromium, as
 // an operator would: sign in, start the SOA and see it greet live, chat and
 // see the reply appear without a reload, answer its escalation and see it
-// resume, switch its mode and see the audit row, look at the spend page, and
+// resume, replay the greeting turn against another preset and see that
+// nothing was sent, switch its mode and see the audit row, look at the
+// spend page, and
 // check that another tenant's operator sees none of it. Saves a screenshot
 // of each page to OUT_DIR. Started by tests/tests/dashboard.rs, which owns
 // the fleet; exits non-zero naming the step that failed.
 //
-// Env: DASH_URL, TOKEN_A, TOKEN_B, SOA_A, OUT_DIR, CHROMIUM.
+// Env: DASH_URL, TOKEN_A, TOKEN_B, SOA_A, PRESET_A (a preset of A's to
+// replay against), OUT_DIR, CHROMIUM.
 
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
@@ -131,7 +134,32 @@ try {
   check(resumed, "the ledger shows EscalationResumed");
   log("the agent resumed");
 
+  step = "replay";
+  // The greeting turn replayed against another preset from its trace page:
+  // a dry run whose greeting is not sent, shown beside the original.
+  await page.goto(`${BASE}/agents/${SOA}/turns/1/trace`);
+  await page.locator("#replay-preset").selectOption(env("PRESET_A"));
+  await page.locator("#replay-form button[type=submit]").click();
+  await page.waitForURL(/\/replays\//, { timeout: T });
+  const replayDeadline = Date.now() + T;
+  let replayStatus = "";
+  while (Date.now() < replayDeadline) {
+    replayStatus = ((await page.locator("#replay-status").textContent()) || "").trim();
+    if (replayStatus === "done" || replayStatus === "failed") break;
+    await page.waitForTimeout(500);
+    await page.reload();
+  }
+  check(replayStatus === "done", `the replay finished: ${replayStatus}`);
+  const replayed = await page.locator("#replayed").textContent();
+  check(replayed.includes("soa_send_message") && replayed.includes("not_executed"),
+    `the replayed greeting was not sent: ${replayed}`);
+  check((await page.locator("#replay-beside").textContent()).includes("Initialized"),
+    "the original decision is shown beside the replay");
+  await shot("09-replay");
+  log("the greeting turn replayed; nothing with an effect ran");
+
   step = "mode switch";
+  await page.goto(`${BASE}/agents/${SOA}`);
   await page.getByLabel("Mode", { exact: true }).selectOption("Incident");
   await page.getByRole("button", { name: "Switch mode" }).click();
   await page.locator("p.note", { hasText: "Incident" }).waitFor({ timeout: T });

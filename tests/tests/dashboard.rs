@@ -92,6 +92,24 @@ async fn an_operator_drives_the_dashboard_in_a_browser() -> anyhow::Result<()> {
         fleet.wait_soa(&b, T).await?;
         let token_a = tenant_token(&fleet, &a).await?;
         let token_b = tenant_token(&fleet, &b).await?;
+        // A second preset of A's (the offline provider too) to replay the
+        // greeting turn against.
+        let replay_preset = fleet
+            .admin()
+            .await?
+            .upsert_preset(
+                &a,
+                None,
+                "replay-offline",
+                pb::PresetCouple {
+                    model: "scripted-1".into(),
+                    provider: "scripted".into(),
+                    backend: "scripted".into(),
+                    credential_names: vec![],
+                },
+                serde_json::json!({}),
+            )
+            .await?;
         let out = fleet.logs.join("shots");
         // The scripted provider spends nothing, so the window holds exactly
         // what a real provider's billed calls drew: $0.42, drawn here.
@@ -113,6 +131,7 @@ async fn an_operator_drives_the_dashboard_in_a_browser() -> anyhow::Result<()> {
             .env("TOKEN_A", &token_a)
             .env("TOKEN_B", &token_b)
             .env("SOA_A", &soa)
+            .env("PRESET_A", &replay_preset.id)
             .env("SPENT_A", "$0.42")
             .env("OUT_DIR", &out)
             .env("CHROMIUM", chromium().context("chromium")?)
@@ -144,6 +163,7 @@ async fn an_operator_drives_the_dashboard_in_a_browser() -> anyhow::Result<()> {
             "06-agent-mode-audit",
             "07-spend",
             "08-other-tenant-not-found",
+            "09-replay",
         ] {
             ensure!(
                 out.join(format!("{shot}.png")).is_file(),
