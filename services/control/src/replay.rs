@@ -8,7 +8,7 @@
 //! another tenant (the store's read is tenant-scoped).
 
 use genesis_core::replay::ReplayOutcome;
-use genesis_proto::convert::{invalid_argument, optional_timestamp, timestamp_from_chrono};
+use genesis_proto::convert::{optional_timestamp, timestamp_from_chrono};
 use genesis_proto::v1;
 use genesis_store::Store;
 use genesis_store::replays::ReplayView;
@@ -33,16 +33,9 @@ impl TryFrom<&v1::ReplayTurnRequest> for ReplayQuery {
     type Error = Status;
 
     fn try_from(req: &v1::ReplayTurnRequest) -> Result<Self, Status> {
-        let instance_id = uuid("instance_id", &req.instance_id)?;
-        if req.turn_number < 1 {
-            return Err(invalid_argument(
-                "turn_number",
-                format!("must be at least 1, got {}", req.turn_number),
-            ));
-        }
         Ok(Self {
-            instance_id,
-            turn_number: req.turn_number,
+            instance_id: uuid("instance_id", &req.instance_id)?,
+            turn_number: crate::trace::turn_number(req.turn_number)?,
             preset_id: uuid("preset_id", &req.preset_id)?,
         })
     }

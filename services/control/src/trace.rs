@@ -29,18 +29,22 @@ impl TryFrom<&v1::GetAgentTraceRequest> for TraceQuery {
     type Error = Status;
 
     fn try_from(req: &v1::GetAgentTraceRequest) -> Result<Self, Status> {
-        let instance_id = uuid("instance_id", &req.instance_id)?;
-        if req.turn_number < 1 {
-            return Err(invalid_argument(
-                "turn_number",
-                format!("must be at least 1, got {}", req.turn_number),
-            ));
-        }
         Ok(Self {
-            instance_id,
-            turn_number: req.turn_number,
+            instance_id: uuid("instance_id", &req.instance_id)?,
+            turn_number: turn_number(req.turn_number)?,
         })
     }
+}
+
+/// A ledger turn's number as a request names it: 1-based.
+pub fn turn_number(n: i64) -> Result<i64, Status> {
+    if n < 1 {
+        return Err(invalid_argument(
+            "turn_number",
+            format!("must be at least 1, got {n}"),
+        ));
+    }
+    Ok(n)
 }
 
 /// The trace as the wire carries it.

@@ -24,6 +24,21 @@ use crate::bundle::effective_options;
 use crate::cache::tick_memo::TickMemo;
 use genesis_store::llm::worst_case_usd;
 
+/// A reservation as the pod is answered with it: what was held (nothing
+/// when refused) and the window it was checked against.
+pub(super) fn reserve_answer(
+    r: &genesis_store::credit::Reservation,
+    amount: f64,
+) -> pb::ReserveCreditResponse {
+    pb::ReserveCreditResponse {
+        granted: r.granted,
+        reserved_usd: if r.granted { amount } else { 0.0 },
+        spent_usd: r.spent_usd,
+        held_usd: r.held_usd,
+        limit_usd: r.limit_usd,
+    }
+}
+
 impl AgentPodService {
     /// ReserveCredit: the worst case of the next LLM turn held against the
     /// tenant's weekly window before the turn is sent.
@@ -53,19 +68,7 @@ impl AgentPodService {
                 ..Default::default()
             });
         }
-        let rows = self
-            .store
-            .llm()
-            .list_pricing()
-            .await
-            .map_err(|e| status_of(e, &self.metrics))?;
-        let amount = worst_case_usd(
-            &req.models,
-            &rows,
-            self.settings.unpriced_price,
-            prompt,
-            output,
-        );
+        let amount = self.worst_case(&req.models, prompt, output).await?;
         let r = self
             .store
             .credit()
@@ -88,13 +91,31 @@ impl AgentPodService {
                 "a turn's worst case would cross the weekly credit ceiling; not granted"
             );
         }
-        Ok(pb::ReserveCreditResponse {
-            granted: r.granted,
-            reserved_usd: if r.granted { amount } else { 0.0 },
-            spent_usd: r.spent_usd,
-            held_usd: r.held_usd,
-            limit_usd: r.limit_usd,
-        })
+        Ok(reserve_answer(&r, amount))
+    }
+
+    /// The worst case of a turn of `models` with `prompt` tokens in and at
+    /// most `output` out, at the dearest of the chain's prices (a model
+    /// no row prices at the configured fallback price, never zero).
+    pub(super) async fn worst_case(
+        &self,
+        models: &[String],
+        prompt: u64,
+        output: u64,
+    ) -> Result<f64, Status> {
+        let rows = self
+            .store
+            .llm()
+            .list_pricing()
+            .await
+            .map_err(|e| status_of(e, &self.metrics))?;
+        Ok(worst_case_usd(
+            models,
+            &rows,
+            self.settings.unpriced_price,
+            prompt,
+            output,
+        ))
     }
 
     /// RecordCallAttempt: one reported attempt checked, priced and written

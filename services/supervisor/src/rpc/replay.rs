@@ -15,12 +15,13 @@ use genesis_core::replay::{CLAIM_TTL, ReplayStatus};
 use genesis_core::sites::policy_site_for;
 use genesis_proto::convert::timestamp_from_chrono;
 use genesis_proto::v1 as pb;
-use genesis_store::llm::{CreditDraw, worst_case_usd};
+use genesis_store::llm::CreditDraw;
 use genesis_store::replays::ReplayClaim;
 use tonic::Status;
 
 use super::claim::budget_to_proto;
 use super::model::{ClaimReplay, CompleteReplay, RecordReplayAttempt, ReserveReplayCredit};
+use super::record::reserve_answer;
 use super::{AgentPodService, status_of};
 use crate::bundle::effective_options;
 use crate::presets::replay_chain;
@@ -153,14 +154,9 @@ impl AgentPodService {
                 ..Default::default()
             });
         }
-        let rows = self.store.llm().list_pricing().await.map_err(store)?;
-        let amount = worst_case_usd(
-            &req.models,
-            &rows,
-            self.settings.unpriced_price,
-            req.prompt_tokens,
-            req.max_output_tokens,
-        );
+        let amount = self
+            .worst_case(&req.models, req.prompt_tokens, req.max_output_tokens)
+            .await?;
         let draw = CreditDraw {
             week_start: week_start_for(Utc::now()),
             limit_usd: opts.weekly_credit_usd,
@@ -171,13 +167,7 @@ impl AgentPodService {
             .reserve_credit(req.ids.triple(), draw, amount)
             .await
             .map_err(store)?;
-        Ok(pb::ReserveCreditResponse {
-            granted: r.granted,
-            reserved_usd: if r.granted { amount } else { 0.0 },
-            spent_usd: r.spent_usd,
-            held_usd: r.held_usd,
-            limit_usd: r.limit_usd,
-        })
+        Ok(reserve_answer(&r, amount))
     }
 
     /// RecordReplayAttempt: one attempt priced here and recorded under the

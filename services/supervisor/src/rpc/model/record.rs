@@ -78,16 +78,33 @@ impl TryFrom<pb::ReserveCreditRequest> for ReserveCredit {
 
     fn try_from(req: pb::ReserveCreditRequest) -> Result<Self, Status> {
         let ids = SessionIds::parse(&req.session_id, &req.instance_id, &req.tenant_id)?;
-        genesis_store::llm::check_chain_models(&req.models).map_err(|e| store_status(&e))?;
-        let count =
-            |field: &str, v: i64| u64::try_from(v).map_err(|_| inv(field, "must be non-negative"));
+        let (models, prompt_tokens, max_output_tokens) =
+            worst_case_ask(req.models, req.prompt_tokens, req.max_output_tokens)?;
         Ok(Self {
             ids,
-            prompt_tokens: count("prompt_tokens", req.prompt_tokens)?,
-            max_output_tokens: count("max_output_tokens", req.max_output_tokens)?,
-            models: req.models,
+            models,
+            prompt_tokens,
+            max_output_tokens,
         })
     }
+}
+
+/// What a reservation asks to hold the worst case of (a tick's turn or a
+/// replay's): the chain's models, checked by the store's rule, and the
+/// prompt and output token counts, never negative.
+pub(super) fn worst_case_ask(
+    models: Vec<String>,
+    prompt_tokens: i64,
+    max_output_tokens: i64,
+) -> Result<(Vec<String>, u64, u64), Status> {
+    genesis_store::llm::check_chain_models(&models).map_err(|e| store_status(&e))?;
+    let count =
+        |field: &str, v: i64| u64::try_from(v).map_err(|_| inv(field, "must be non-negative"));
+    Ok((
+        models,
+        count("prompt_tokens", prompt_tokens)?,
+        count("max_output_tokens", max_output_tokens)?,
+    ))
 }
 
 /// One reported call attempt, checked as RecordCallAttempt checks it, ready

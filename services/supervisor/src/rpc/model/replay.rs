@@ -12,8 +12,7 @@ use tonic::Status;
 use uuid::Uuid;
 
 use super::SessionIds;
-use super::record::reported_attempt;
-use crate::error::store_status;
+use super::record::{reported_attempt, worst_case_ask};
 
 /// The ids every call of a claimed replay names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,14 +70,13 @@ impl TryFrom<pb::ReserveReplayCreditRequest> for ReserveReplayCredit {
 
     fn try_from(req: pb::ReserveReplayCreditRequest) -> Result<Self, Status> {
         let ids = ReplayIds::parse(&req.replay_id, &req.tenant_id, &req.session_id)?;
-        genesis_store::llm::check_chain_models(&req.models).map_err(|e| store_status(&e))?;
-        let count =
-            |field: &str, v: i64| u64::try_from(v).map_err(|_| inv(field, "must be non-negative"));
+        let (models, prompt_tokens, max_output_tokens) =
+            worst_case_ask(req.models, req.prompt_tokens, req.max_output_tokens)?;
         Ok(Self {
             ids,
-            prompt_tokens: count("prompt_tokens", req.prompt_tokens)?,
-            max_output_tokens: count("max_output_tokens", req.max_output_tokens)?,
-            models: req.models,
+            models,
+            prompt_tokens,
+            max_output_tokens,
         })
     }
 }
