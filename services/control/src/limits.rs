@@ -25,6 +25,7 @@ pub const ENQUEUE_METHODS: &[&str] = &[
     "/genesis.v1.AgentService/ResetAgent",
     "/genesis.v1.AgentService/StartCompliance",
     "/genesis.v1.AgentService/RaiseRedactorSignal",
+    "/genesis.v1.AgentService/ReplayTurn",
     "/genesis.v1.DecisionService/RespondDecision",
     "/genesis.v1.MissionService/SetMissionStatus",
     "/genesis.v1.CodingTaskService/CompleteTask",
