@@ -1,6 +1,7 @@
 //! The outbox publisher on real PostgreSQL and real JetStream: delivery with
 //! the event id as Nats-Msg-Id, duplicate suppression, re-publish after a
-//! lost mark, and NATS unreachable at publish time.
+//! lost mark, NATS unreachable at publish time, and a replay asked for
+//! while no control ran carried to the pods once one starts.
 
 mod common;
 
@@ -615,6 +616,71 @@ async fn a_tenant_created_while_the_listener_is_down_is_bootstrapped_without_the
             .await?
             .into_iter()
             .next())
+    })
+    .await?;
+    h.stop().await
+}
+
+/// A replay written while no control ran (its notice reached no one) is
+/// published when a control starts, on its tenant's subject with
+/// `replay-<id>` as Nats-Msg-Id and a body naming the replay and no event,
+/// and marked published once the stream acknowledged it.
+#[sqlx::test(migrator = "genesis_store::MIGRATOR")]
+async fn a_replay_asked_for_before_control_started_reaches_the_stream_once_it_starts(
+    pool: PgPool,
+) -> anyhow::Result<()> {
+    let store = store(&pool);
+    let t = store.tenants().create("a").await?.id;
+    let inst = soa(&store, t).await?;
+    let replay =
+        genesis_store::inspect::fleet::fixture_unpublished_replay(&pool, t, inst.id).await?;
+    let h = start(config(&pool, NATS_URL)).await?;
+    let settings = PublisherSettings::from(&h.config);
+    let js = js(&settings).await?;
+    let consumer: jetstream::consumer::PullConsumer = js
+        .get_stream(&settings.stream)
+        .await?
+        .get_consumer(&settings.consumer)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut found = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while found.is_none() && tokio::time::Instant::now() < deadline {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(20)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await?;
+        while let Some(msg) = batch.next().await {
+            let msg = msg.map_err(|e| anyhow::anyhow!("{e}"))?;
+            let body: TickMessage = serde_json::from_slice(&msg.payload)?;
+            msg.ack().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            if body.replay_id.is_some() {
+                let id = msg
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get("Nats-Msg-Id"))
+                    .map(|v| v.as_str().to_owned());
+                found = Some((body, id, msg.subject.to_string()));
+            }
+        }
+    }
+    let (body, id, subject) =
+        found.ok_or_else(|| anyhow::anyhow!("the replay never reached the stream"))?;
+    assert_eq!(body.replay_id, Some(replay));
+    assert_eq!(body.event_id, None);
+    assert_eq!((body.tenant_id, body.instance_id), (t, inst.id));
+    assert_eq!(id, Some(format!("replay-{replay}")));
+    assert_eq!(subject, format!("{}.{t}", settings.subject_prefix));
+    eventually(Duration::from_secs(5), || async {
+        Ok(store
+            .replays()
+            .get(t, replay)
+            .await?
+            .row
+            .published_at
+            .map(|_| ()))
     })
     .await?;
     h.stop().await

@@ -714,6 +714,24 @@ pub async fn fixture_event(
     .await?)
 }
 
+/// Fixture: a pending replay of turn 1 of `instance`, written as if control
+/// stopped before its notice was read (no turn or preset is checked); its
+/// id. `replays().get` reads it back.
+pub async fn fixture_unpublished_replay(
+    pool: &PgPool,
+    tenant: Uuid,
+    instance: Uuid,
+) -> Result<Uuid, StoreError> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO agent_replays (tenant_id, instance_id, turn_number, event_id, preset_id)
+         VALUES ($1, $2, 1, gen_random_uuid(), gen_random_uuid()) RETURNING id",
+    )
+    .bind(tenant)
+    .bind(instance)
+    .fetch_one(pool)
+    .await?)
+}
+
 /// Fixture: an operator message of `instance` consumed now without a
 /// ledger turn, numbered after every event of the instance; its id.
 pub async fn fixture_consumed_event_without_turn(
