@@ -5,7 +5,10 @@
 //! `InvokeTool`, feeds results back, and ends only on a control terminator
 //! (`phase_complete` / `phase_blocked`, handled here), on
 //! `agent_workset_complete`, on the nudge limit, on provider exhaustion or on
-//! an exhausted budget axis.
+//! an exhausted budget axis. In its replay mode ([`ReplaySpec`]) the same
+//! loop runs a recorded turn again against another preset: no tool call
+//! reaches InvokeTool (genesis_core::replay answers each), and every
+//! attempt is recorded against the replay instead of the tick.
 //!
 //! This module must never parse response text for state (the tool call is the
 //! commit), never compute or send a dollar amount, and never send a control

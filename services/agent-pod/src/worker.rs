@@ -1,7 +1,7 @@
 //! The worker: binds to the durable JetStream pull consumer control created,
 //! fetches tick messages in batches under a concurrency semaphore, and per
 //! message claims the tick, runs it with lease renewal, completes it and only
-//! then acks; plus graceful shutdown (stop pulling, finish in-flight ticks
+//! then acks (a replay's message goes to [`crate::replay`] instead); plus graceful shutdown (stop pulling, finish in-flight ticks
 //! under a deadline, else abandon them un-acked for redelivery) and the
 //! library entry point [`run`].
 //!
